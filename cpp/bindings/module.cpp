@@ -1,0 +1,12 @@
+#include "bindings.hpp"
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "ragfind native core (C++ kernels behind the ragfind Python API)";
+  using namespace ragfind::bindings;
+  bind_cpu(m);
+  bind_bm25(m);
+  bind_dense(m);
+  bind_fusion(m);
+  bind_late_interaction(m);
+  bind_sparse(m);
+}

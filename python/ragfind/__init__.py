@@ -1,0 +1,27 @@
+"""ragfind: fast, exact retrieval for retrieval-augmented generation.
+
+The heavy lifting happens in the C++ module ``ragfind._core``; this package is the thin,
+typed Python API around it.
+"""
+
+from __future__ import annotations
+
+from ragfind._capabilities import capabilities, set_simd_level
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "__version__",
+    "capabilities",
+    "set_simd_level",
+]
+
+# --- sparse: BM25 (issue 2) ---
+
+# --- dense: vectors, kernels, HNSW (issue 3) ---
+
+# --- models: ONNX encoders and cross-encoders (issue 4) ---
+
+# --- pipeline: fusion, chunking, retriever, context, eval (issue 5) ---
+
+# --- late interaction and learned sparse (issue 6) ---

@@ -1,0 +1,5 @@
+import sys
+
+from ragfind.cli import main
+
+sys.exit(main())

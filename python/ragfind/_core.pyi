@@ -1,0 +1,19 @@
+"""Type stubs for the native module ragfind._core (one section per area)."""
+
+# --- cpu / dispatch ---
+def cpu_features() -> dict[str, bool]: ...
+def compiled_simd_levels() -> list[str]: ...
+def supported_simd_levels() -> list[str]: ...
+def best_simd_level() -> str: ...
+def get_simd_level() -> str: ...
+def set_simd_level(level: str) -> None: ...
+
+# --- bm25 ---
+
+# --- dense ---
+
+# --- fusion ---
+
+# --- late interaction ---
+
+# --- sparse ---
