@@ -272,10 +272,12 @@ void fuse_scores(const std::vector<RankedList>& lists, Norm norm, Combine combin
         if (hi > 0.0) scale = 1.0 / hi;
         break;
       }
-      case Norm::Sum: {
-        double total = 0.0;
-        for (size_t r = 0; r < n; ++r) total += l.scores[r];
-        if (total > 0.0) scale = 1.0 / total;
+      case Norm::Sum: {  // Montague & Aslam: shifted to a zero minimum, then to a unit sum
+        double lo = l.scores[0], total = 0.0;
+        for (size_t r = 1; r < n; ++r) lo = std::min(lo, l.scores[r]);
+        for (size_t r = 0; r < n; ++r) total += l.scores[r] - lo;
+        if (total > 0.0) { shift = lo; scale = 1.0 / total; }
+        else { shift = lo - 1.0; scale = 1.0 / static_cast<double>(n); }  // constant list: uniform
         break;
       }
     }

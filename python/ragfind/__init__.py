@@ -23,5 +23,21 @@ __all__ = [
 # --- models: ONNX encoders and cross-encoders (issue 4) ---
 
 # --- pipeline: fusion, chunking, retriever, context, eval (issue 5) ---
+from ragfind.cache import LRUCache  # noqa: E402
+from ragfind.chunking import Chunk, chunk, chunk_documents, default_context  # noqa: E402
+from ragfind.context import AssembledContext, assemble_context  # noqa: E402
+from ragfind.fusion import fuse_scores, rrf  # noqa: E402
+
+__all__ += [
+    "rrf",
+    "fuse_scores",
+    "Chunk",
+    "chunk",
+    "chunk_documents",
+    "default_context",
+    "assemble_context",
+    "AssembledContext",
+    "LRUCache",
+]
 
 # --- late interaction and learned sparse (issue 6) ---

@@ -63,7 +63,7 @@ def fuse_scores(
         lists: ``(ids, scores)`` pairs (ids as in :func:`rrf`; scores finite numbers).
         norm: ``"min-max"`` ((s - min) / (max - min); a list of equal scores maps to 1),
             ``"z-score"`` ((s - mean) / std; a constant list maps to 0), ``"max"`` (s / max),
-            ``"sum"`` (s / sum) or ``"none"``.
+            ``"sum"`` ((s - min) / sum(s - min); constant -> 1/n) or ``"none"``.
         method: ``"sum"`` (weighted CombSUM: missing lists add 0), ``"mnz"`` (CombMNZ: the sum
             times the number of lists holding the id) or ``"max"`` (CombMAX).
         weights: one finite weight per list (default all 1), applied after normalisation.

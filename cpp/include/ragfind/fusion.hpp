@@ -35,7 +35,7 @@ enum class Norm {
   MinMax,  // (s - min) / (max - min); a list whose scores are all equal maps to 1
   ZScore,  // (s - mean) / std (population std); a constant list maps to 0
   Max,     // s / max (max > 0 required, else the list maps to its raw scores)
-  Sum,     // s / sum (sum > 0 required, else raw)
+  Sum,     // (s - min) / sum(s - min) (Montague & Aslam); a constant list maps to 1/n
 };
 
 /// How the rescaled scores of one id across lists become its fused score.
