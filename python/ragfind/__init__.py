@@ -13,12 +13,16 @@ __version__ = "0.1.0"
 __all__ = [
     "__version__",
     "capabilities",
+    "DenseIndex",
+    "dense",
     "set_simd_level",
 ]
 
 # --- sparse: BM25 (issue 2) ---
 
 # --- dense: vectors, kernels, HNSW (issue 3) ---
+from ragfind import dense  # noqa: E402
+from ragfind.dense import DenseIndex  # noqa: E402
 
 # --- models: ONNX encoders and cross-encoders (issue 4) ---
 
