@@ -31,7 +31,11 @@ def _at_level(level: str, fn):
 
 def _tol(X: np.ndarray, q: np.ndarray) -> np.ndarray:
     # float32 summation error bound, relative to the sum of |products|
-    return 2e-6 * (np.abs(X.astype(np.float64)) @ np.abs(q.astype(np.float64))) * max(1.0, np.sqrt(X.shape[1]) / 4)
+    return (
+        2e-6
+        * (np.abs(X.astype(np.float64)) @ np.abs(q.astype(np.float64)))
+        * max(1.0, np.sqrt(X.shape[1]) / 4)
+    )
 
 
 @pytest.mark.parametrize("d", DIMS)
@@ -64,40 +68,44 @@ def test_f16_scan_matches_scalar_and_numpy(simd_level, d):
 @pytest.mark.parametrize("d", DIMS)
 def test_i8_scan_is_exact_integer_arithmetic(simd_level, d):
     rng = np.random.default_rng(d)
-    I = rng.integers(-127, 128, size=(N_ROWS, d), dtype=np.int8)
-    I[0] = 127  # extremes: the int32 lane sums must not overflow
-    I[1] = -127
+    I8 = rng.integers(-127, 128, size=(N_ROWS, d), dtype=np.int8)
+    I8[0] = 127  # extremes: the int32 lane sums must not overflow
+    I8[1] = -127
     scales = rng.uniform(0.5, 2.0, N_ROWS).astype(np.float32)
     q = rng.standard_normal(d).astype(np.float32)
     q[0] = 3.0  # the largest |q| maps to 16383
-    got = _core.dense_score_all(I, "i8", scales, None, q, "ip")
+    got = _core.dense_score_all(I8, "i8", scales, None, q, "ip")
     # reference: the documented int16 query quantisation, exact integer dot
     qscale = np.float32(np.abs(q).max() / np.float32(16383))
     q16 = np.rint(q * (np.float32(16383) / np.abs(q).max())).astype(np.int64)
-    idot = I.astype(np.int64) @ q16
+    idot = I8.astype(np.int64) @ q16
     ref = idot.astype(np.float32) * (qscale * scales)
     np.testing.assert_allclose(got, ref, rtol=1e-6, atol=0)
-    sc = _at_level("scalar", lambda: _core.dense_score_all(I, "i8", scales, None, q, "ip"))
+    sc = _at_level("scalar", lambda: _core.dense_score_all(I8, "i8", scales, None, q, "ip"))
     np.testing.assert_array_equal(got, sc)
     # and close to the float product of the dequantised rows
-    deq = I.astype(np.float64) * scales[:, None]
+    deq = I8.astype(np.float64) * scales[:, None]
     assert (np.abs(got - deq @ q) <= 1e-3 * (np.abs(deq) @ np.abs(q)) + 1e-6).all()
 
 
 def test_i8_long_rows_cross_the_int32_chunk():
     d = 4096 * 2 + 37  # several kI8ChunkElems chunks plus a tail
-    I = np.full((5, d), 127, dtype=np.int8)
+    I8 = np.full((5, d), 127, dtype=np.int8)
     q = np.full(d, 1.0, np.float32)
-    got = [_at_level(lv, lambda: _core.dense_score_all(I, "i8", np.ones(5, np.float32), None, q, "ip"))
-           for lv in _core.supported_simd_levels()]
+    got = [
+        _at_level(lv, lambda: _core.dense_score_all(I8, "i8", np.ones(5, np.float32), None, q, "ip"))
+        for lv in _core.supported_simd_levels()
+    ]
     expect = np.float32(127 * 16383 * d) * np.float32(1.0 / 16383)
     for g in got:
         np.testing.assert_allclose(g, expect, rtol=1e-6)
 
 
 def test_f16_special_values_decode_exactly(simd_level):
-    vals = np.array([0.0, -0.0, 6e-8, -6e-8, 1e-5, 65504.0, -65504.0, 1.0, 0.333, 2.0**-14, 2.0**-24] * 2,
-                    dtype=np.float16)
+    vals = np.array(
+        [0.0, -0.0, 6e-8, -6e-8, 1e-5, 65504.0, -65504.0, 1.0, 0.333, 2.0**-14, 2.0**-24] * 2,
+        dtype=np.float16,
+    )
     H = vals.reshape(1, -1)
     for j in range(H.shape[1]):
         q = np.zeros(H.shape[1], np.float32)

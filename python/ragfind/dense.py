@@ -50,6 +50,8 @@ _VERSION = 1
 _PREAMBLE = struct.Struct("<8sIIQII")
 _ALIGN = 64
 _MAX_HEADER = 1 << 26
+# HNSW searches restricted to at most this many ids scan those vectors exactly instead.
+_HNSW_EXACT_FILTER_MAX = 4096
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -235,6 +237,11 @@ def _id_kind_of(ids: list) -> str:
     return kinds.pop()
 
 
+def _byte_view(arr: np.ndarray) -> np.ndarray:
+    """The bytes of a C-contiguous array as a flat uint8 array (no copy; empty arrays too)."""
+    return np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+
+
 def _fsync_dir(path: Path) -> None:
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -298,7 +305,9 @@ class DenseIndex:
         if kind not in _KINDS:
             raise ValueError(f"kind must be one of {_KINDS}, got {kind!r}")
         if kind == "hnsw" and dtype != "f32":
-            raise ValueError(f"kind='hnsw' stores float32 vectors (hnswlib); dtype={dtype!r} needs kind='exact'")
+            raise ValueError(
+                f"kind='hnsw' stores float32 vectors (hnswlib); dtype={dtype!r} needs kind='exact'"
+            )
         if fingerprint is not None and not isinstance(fingerprint, str):
             raise TypeError(f"fingerprint must be a str or None, got {type(fingerprint).__name__}")
         if not isinstance(threads, (int, np.integer)) or threads < 0:
@@ -345,7 +354,7 @@ class DenseIndex:
 
     @property
     def metric(self) -> str:
-        """"cosine", "ip" or "l2"."""
+        """ "cosine", "ip" or "l2"."""
         return self._metric
 
     @property
@@ -355,7 +364,7 @@ class DenseIndex:
 
     @property
     def kind(self) -> str:
-        """"exact" or "hnsw"."""
+        """ "exact" or "hnsw"."""
         return self._kind
 
     @property
@@ -657,7 +666,9 @@ class DenseIndex:
         keep = np.flatnonzero(live)
         self._data = np.ascontiguousarray(data[keep])
         self._scales = np.ascontiguousarray(scales[keep]) if scales is not None else np.empty(0, np.float32)
-        self._sqnorms = np.ascontiguousarray(sqnorms[keep]) if sqnorms is not None else np.empty(0, np.float32)
+        self._sqnorms = (
+            np.ascontiguousarray(sqnorms[keep]) if sqnorms is not None else np.empty(0, np.float32)
+        )
         self._slot_ids = slot_ids[keep].copy()
         self._cap = keep.shape[0]
         self._n_deleted = 0
@@ -691,7 +702,9 @@ class DenseIndex:
         allowed = self._allowed_mask(filter, state)
         t = self._threads if threads is None else int(threads)
         metric = "l2" if self._metric == "l2" else "ip"
-        rows, scores = _core.dense_search(data, self._dtype, scales, sqnorms, qv, k, metric, allowed, threshold, t)
+        rows, scores = _core.dense_search(
+            data, self._dtype, scales, sqnorms, qv, k, metric, allowed, threshold, t
+        )
         return slot_ids[rows], scores
 
     def _search_batch_exact(self, Qm: np.ndarray, k: int, threshold: Any, filter: Any, threads: int) -> tuple:  # noqa: A002
@@ -764,7 +777,9 @@ class DenseIndex:
         arr = self._label_ids_arr
         if arr is None or arr.shape[0] != len(self._label_ids):
             dtype = object if self._id_kind == "str" else np.int64
-            arr = np.asarray([(-1 if x is None and dtype is np.int64 else x) for x in self._label_ids], dtype=dtype)
+            arr = np.asarray(
+                [(-1 if x is None and dtype is np.int64 else x) for x in self._label_ids], dtype=dtype
+            )
             self._label_ids_arr = arr
         return arr
 
@@ -777,16 +792,37 @@ class DenseIndex:
         finally:
             self._rw.release_write()
 
-    def _hnsw_filter(self, filter: Any) -> Callable[[int], bool] | None:  # noqa: A002
+    def _hnsw_filter(self, filter: Any) -> tuple[Callable[[int], bool] | None, np.ndarray | None]:  # noqa: A002
+        """(hnswlib filter callable, or None; allowed labels when the filter is a small id set).
+
+        A small allowed set is searched exactly (a graph walk that may only stop on a few
+        nodes misses results); larger sets and callables go through hnswlib's filter.
+        """
         if filter is None:
-            return None
+            return None, None
         if callable(filter):
             label_ids = self._label_ids
-            return lambda lab: bool(filter(label_ids[lab]))
+            return (lambda lab: bool(filter(label_ids[lab]))), None
         items = filter if not isinstance(filter, (str, bytes)) else [filter]
         get = self._id_to_slot.get
         allowed = {s for s in (get(x) for x in items) if s is not None}
-        return allowed.__contains__
+        if len(allowed) <= _HNSW_EXACT_FILTER_MAX:
+            return None, np.fromiter(allowed, dtype=np.int64, count=len(allowed))
+        return allowed.__contains__, None
+
+    def _hnsw_exact_subset(self, Qm: np.ndarray, k: int, labels: np.ndarray) -> tuple:
+        """Exact top-k of each query over the given labels, in hnswlib's (labels, distances) form."""
+        nq = Qm.shape[0]
+        if labels.shape[0] == 0:
+            return np.empty((nq, 0), np.uint64), np.empty((nq, 0), np.float32)
+        V = np.ascontiguousarray(self._hnsw.get_items(labels, return_type="numpy"), dtype=np.float32)
+        if self._metric == "l2":
+            dist = _core.dense_pairwise(Qm, V, "l2sq")
+        else:
+            dist = 1.0 - _core.dense_pairwise(Qm, V, "dot")
+        kk = min(k, labels.shape[0])
+        order = np.argsort(dist, axis=1, kind="stable")[:, :kk]
+        return labels[order].astype(np.uint64), np.take_along_axis(dist, order, axis=1).astype(np.float32)
 
     def _hnsw_query(self, Qm: np.ndarray, k: int, flt: Any, num_threads: int) -> tuple:
         """knn_query that tolerates fewer than k reachable results (hnswlib raises then)."""
@@ -796,18 +832,20 @@ class DenseIndex:
             except RuntimeError:
                 if k <= 1:
                     return np.empty((Qm.shape[0], 0), np.uint64), np.empty((Qm.shape[0], 0), np.float32)
-                k = max(1, k // 2)
+                k -= 1
 
     def _search_hnsw(self, qv: np.ndarray, k: int, threshold: Any, filter: Any) -> tuple:  # noqa: A002
         self._rw.acquire_read()
         try:
             live = len(self._id_to_slot)
             kk = min(k, live)
-            if kk == 0:
+            flt, subset = self._hnsw_filter(filter)
+            if subset is not None:
+                labels, dist = self._hnsw_exact_subset(qv[None, :], kk, subset)
+            elif kk == 0:
                 labels = np.empty((1, 0), np.uint64)
                 dist = np.empty((1, 0), np.float32)
             else:
-                flt = self._hnsw_filter(filter)
                 labels, dist = self._hnsw_query(qv, kk, flt, 1)
             arr = self._label_array()
         finally:
@@ -825,9 +863,12 @@ class DenseIndex:
         try:
             live = len(self._id_to_slot)
             kk = min(k, live)
-            flt = self._hnsw_filter(filter)
+            flt, subset = self._hnsw_filter(filter)
             nt = 1 if flt is not None else (threads or -1)
-            if kk == 0:
+            if subset is not None:
+                labels, dist = self._hnsw_exact_subset(Qm, kk, subset)
+                kk = labels.shape[1]
+            elif kk == 0:
                 labels = np.empty((nq, 0), np.uint64)
                 dist = np.empty((nq, 0), np.float32)
             else:
@@ -929,8 +970,13 @@ class DenseIndex:
         # Lay out sections after a header whose size we fix by iterating once.
         table = {}
         for name, arr in sections:
-            table[name] = {"offset": 0, "nbytes": int(arr.nbytes), "dtype": arr.dtype.str,
-                           "shape": list(arr.shape), "crc32": zlib.crc32(memoryview(arr).cast("B"))}
+            table[name] = {
+                "offset": 0,
+                "nbytes": int(arr.nbytes),
+                "dtype": arr.dtype.str,
+                "shape": list(arr.shape),
+                "crc32": zlib.crc32(_byte_view(arr)),
+            }
         header = dict(header, sections=table)
         for _ in range(3):
             hbytes = json.dumps(header, sort_keys=True).encode("utf-8")
@@ -954,7 +1000,7 @@ class DenseIndex:
                 f.write(hbytes)
                 for name, arr in sections:
                     f.write(b"\0" * (table[name]["offset"] - f.tell()))
-                    f.write(memoryview(arr).cast("B"))
+                    f.write(_byte_view(arr))
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
@@ -991,7 +1037,14 @@ class DenseIndex:
                 buf = f.read()
         try:
             return cls._from_buffer(buf, size, str(path), verify)
-        except (KeyError, TypeError, struct.error, json.JSONDecodeError, UnicodeDecodeError, OverflowError) as e:
+        except (
+            KeyError,
+            TypeError,
+            struct.error,
+            json.JSONDecodeError,
+            UnicodeDecodeError,
+            OverflowError,
+        ) as e:
             raise ValueError(f"{path} is not a valid ragfind dense index: {type(e).__name__}: {e}") from None
 
     @classmethod
@@ -1048,7 +1101,12 @@ class DenseIndex:
         )
         if h["id_kind"] == "str":
             blob, offs = secs["ids_utf8"].tobytes(), secs["ids_offsets"]
-            if offs.shape != (count + 1,) or offs[0] != 0 or offs[-1] != len(blob) or (np.diff(offs) < 0).any():
+            if (
+                offs.shape != (count + 1,)
+                or offs[0] != 0
+                or offs[-1] != len(blob)
+                or (np.diff(offs) < 0).any()
+            ):
                 raise bad("string id offsets are inconsistent")
             ids: list = [blob[offs[i] : offs[i + 1]].decode("utf-8") for i in range(count)]
         else:
