@@ -19,6 +19,7 @@ matrices, dispatched to the active SIMD level (``ragfind.set_simd_level``).
 from __future__ import annotations
 
 import json
+import math
 import mmap as _mmap
 import os
 import struct
@@ -122,37 +123,35 @@ def cosine(a: Any, b: Any) -> np.ndarray:
 
 
 class _RWLock:
-    """Many readers or one writer (hnswlib searches must not overlap adds or resizes)."""
+    """Many readers or one writer (hnswlib searches must not overlap adds or resizes).
+
+    The classic two-lock scheme: the first reader in takes the writer lock for all readers
+    and the last one out releases it. Only C-level locks on the read path (a search pays
+    well under a microsecond); writers wait while reads keep overlapping (reader preference).
+    """
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        self._mutex = threading.Lock()
+        self._write = threading.Lock()
         self._readers = 0
-        self._writer = False
 
     def acquire_read(self) -> None:
-        with self._cond:
-            while self._writer:
-                self._cond.wait()
+        with self._mutex:
             self._readers += 1
+            if self._readers == 1:
+                self._write.acquire()
 
     def release_read(self) -> None:
-        with self._cond:
+        with self._mutex:
             self._readers -= 1
             if self._readers == 0:
-                self._cond.notify_all()
+                self._write.release()
 
     def acquire_write(self) -> None:
-        with self._cond:
-            while self._writer:
-                self._cond.wait()
-            self._writer = True
-            while self._readers:
-                self._cond.wait()
+        self._write.acquire()
 
     def release_write(self) -> None:
-        with self._cond:
-            self._writer = False
-            self._cond.notify_all()
+        self._write.release()
 
 
 def _check_vectors(vectors: Any, dim: int, name: str = "vectors") -> np.ndarray:
@@ -540,17 +539,30 @@ class DenseIndex:
                 threshold for the other metric family, a fingerprint mismatch.
             TypeError: non-floating query.
         """
-        self._check_search_args(k, min_score, max_distance, fingerprint)
-        qv = _check_query(q, self._dim)
+        if type(k) is not int or k < 1 or min_score is not None or max_distance is not None or fingerprint:
+            self._check_search_args(k, min_score, max_distance, fingerprint)
+        # Fast path (this runs per query): one dot product both proves the vector finite
+        # (NaN/inf propagate into it) and gives the cosine norm.
+        if type(q) is np.ndarray and q.dtype == np.float32 and q.shape == (self._dim,) and q.flags.c_contiguous:
+            qv = q
+        else:
+            qv = _check_query(q, self._dim)
+        sq = float(np.dot(qv, qv))
+        if not math.isfinite(sq):
+            qv = _check_query(qv, self._dim)  # raises for NaN/inf; huge finite values pass
+            sq = float(np.dot(qv.astype(np.float64), qv.astype(np.float64)))
+        # Cosine: rows are unit vectors, so scoring with the raw query ranks exactly as with
+        # the normalised one; scores (and min_score) are rescaled by |q| instead of
+        # normalising the whole query vector.
+        qnorm = 1.0
         if self._metric == "cosine":
-            nrm = float(np.sqrt(np.dot(qv, qv)))
-            if nrm == 0.0:
+            if sq == 0.0:
                 raise ValueError("q is a zero vector; cosine is undefined")
-            qv = qv / np.float32(nrm)
+            qnorm = math.sqrt(sq)
         threshold = min_score if self._metric != "l2" else max_distance
         if self._kind == "exact":
-            return self._search_exact(qv, int(k), threshold, filter, threads)
-        return self._search_hnsw(qv, int(k), threshold, filter)
+            return self._search_exact(qv, int(k), threshold, filter, threads, qnorm)
+        return self._search_hnsw(qv, int(k), threshold, filter, qnorm)
 
     def search_batch(
         self,
@@ -696,15 +708,19 @@ class DenseIndex:
     def _map_ids(self, slot_ids: np.ndarray, rows: np.ndarray) -> np.ndarray:
         return slot_ids[rows]
 
-    def _search_exact(self, qv: np.ndarray, k: int, threshold: Any, filter: Any, threads: Any) -> tuple:  # noqa: A002
+    def _search_exact(  # noqa: A002
+        self, qv: np.ndarray, k: int, threshold: Any, filter: Any, threads: Any, qnorm: float
+    ) -> tuple:
         state = self._state
         data, scales, sqnorms, _, slot_ids, n = state
-        allowed = self._allowed_mask(filter, state)
+        allowed = self._allowed_mask(filter, state) if filter is not None else state[3]
         t = self._threads if threads is None else int(threads)
         metric = "l2" if self._metric == "l2" else "ip"
-        rows, scores = _core.dense_search(
-            data, self._dtype, scales, sqnorms, qv, k, metric, allowed, threshold, t
-        )
+        if threshold is not None and qnorm != 1.0:
+            threshold = threshold * qnorm
+        rows, scores = _core.dense_search(data, self._dtype, scales, sqnorms, qv, k, metric, allowed, threshold, t)
+        if qnorm != 1.0:
+            scores *= np.float32(1.0 / qnorm)
         return slot_ids[rows], scores
 
     def _search_batch_exact(self, Qm: np.ndarray, k: int, threshold: Any, filter: Any, threads: int) -> tuple:  # noqa: A002
@@ -834,24 +850,37 @@ class DenseIndex:
                     return np.empty((Qm.shape[0], 0), np.uint64), np.empty((Qm.shape[0], 0), np.float32)
                 k -= 1
 
-    def _search_hnsw(self, qv: np.ndarray, k: int, threshold: Any, filter: Any) -> tuple:  # noqa: A002
-        self._rw.acquire_read()
+    def _search_hnsw(self, qv: np.ndarray, k: int, threshold: Any, filter: Any, qnorm: float) -> tuple:  # noqa: A002
+        rw = self._rw
+        rw.acquire_read()
         try:
-            live = len(self._id_to_slot)
-            kk = min(k, live)
-            flt, subset = self._hnsw_filter(filter)
-            if subset is not None:
-                labels, dist = self._hnsw_exact_subset(qv[None, :], kk, subset)
-            elif kk == 0:
-                labels = np.empty((1, 0), np.uint64)
-                dist = np.empty((1, 0), np.float32)
+            kk = min(k, len(self._id_to_slot))
+            if filter is None and kk:
+                try:
+                    labels, dist = self._hnsw.knn_query(qv, k=kk, num_threads=1)
+                except RuntimeError:
+                    labels, dist = self._hnsw_query(qv, kk, None, 1)
             else:
-                labels, dist = self._hnsw_query(qv, kk, flt, 1)
-            arr = self._label_array()
+                flt, subset = self._hnsw_filter(filter)
+                if subset is not None:
+                    labels, dist = self._hnsw_exact_subset(qv[None, :], kk, subset)
+                elif kk == 0:
+                    labels = np.empty((1, 0), np.uint64)
+                    dist = np.empty((1, 0), np.float32)
+                else:
+                    labels, dist = self._hnsw_query(qv, kk, flt, 1)
+            arr = self._label_ids_arr
+            if arr is None or arr.shape[0] != len(self._label_ids):
+                arr = self._label_array()
         finally:
-            self._rw.release_read()
-        labels = labels[0].astype(np.int64)
-        scores = dist[0] if self._metric == "l2" else (1.0 - dist[0]).astype(np.float32)
+            rw.release_read()
+        labels = labels[0]
+        if self._metric == "l2":
+            scores = dist[0]
+        elif qnorm == 1.0:
+            scores = np.float32(1.0) - dist[0]
+        else:  # hnswlib's ip distance is 1 - q.x with the unnormalised q
+            scores = (np.float32(1.0) - dist[0]) * np.float32(1.0 / qnorm)
         if threshold is not None:
             keep = scores <= threshold if self._metric == "l2" else scores >= threshold
             labels, scores = labels[keep], scores[keep]
