@@ -543,7 +543,12 @@ class DenseIndex:
             self._check_search_args(k, min_score, max_distance, fingerprint)
         # Fast path (this runs per query): one dot product both proves the vector finite
         # (NaN/inf propagate into it) and gives the cosine norm.
-        if type(q) is np.ndarray and q.dtype == np.float32 and q.shape == (self._dim,) and q.flags.c_contiguous:
+        if (
+            type(q) is np.ndarray
+            and q.dtype == np.float32
+            and q.shape == (self._dim,)
+            and q.flags.c_contiguous
+        ):
             qv = q
         else:
             qv = _check_query(q, self._dim)
@@ -718,7 +723,9 @@ class DenseIndex:
         metric = "l2" if self._metric == "l2" else "ip"
         if threshold is not None and qnorm != 1.0:
             threshold = threshold * qnorm
-        rows, scores = _core.dense_search(data, self._dtype, scales, sqnorms, qv, k, metric, allowed, threshold, t)
+        rows, scores = _core.dense_search(
+            data, self._dtype, scales, sqnorms, qv, k, metric, allowed, threshold, t
+        )
         if qnorm != 1.0:
             scores *= np.float32(1.0 / qnorm)
         return slot_ids[rows], scores
