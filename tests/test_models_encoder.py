@@ -25,7 +25,9 @@ def _sample(data_dir, collection, n_rows=40, seed=0):
     texts = [docs[i] for i in ids]
     rng = np.random.default_rng(seed)
     lengths = np.array([len(t) for t in texts])
-    rows = set(rng.choice(len(texts), n_rows - 4, replace=False).tolist()) | set(np.argsort(lengths)[-2:].tolist())
+    rows = set(rng.choice(len(texts), n_rows - 4, replace=False).tolist()) | set(
+        np.argsort(lengths)[-2:].tolist()
+    )
     rows |= set(np.argsort(lengths)[:2].tolist())
     rows = sorted(rows)
     return [texts[r] for r in rows], np.asarray(ref[rows])
@@ -44,7 +46,9 @@ def test_float32_default_reproduces_reference_embeddings(minilm, data_dir, colle
 @pytest.mark.slow
 def test_float32_default_reproduces_reference_queries(minilm, data_dir):
     base = data_dir / "scifact"
-    qids = [q for q in (base / "embeddings" / "all-MiniLM-L6-v2" / "query_ids.txt").read_text().split("\n") if q]
+    qids = [
+        q for q in (base / "embeddings" / "all-MiniLM-L6-v2" / "query_ids.txt").read_text().split("\n") if q
+    ]
     ref = np.load(base / "embeddings" / "all-MiniLM-L6-v2" / "queries.npy", mmap_mode="r")
     queries = {}
     with open(base / "queries.jsonl", encoding="utf-8") as f:
@@ -91,7 +95,9 @@ def test_truncation_at_max_length(minilm):
     enc = minilm.tokenizer.encode(long_text)
     assert len(enc.ids) == 256
     # everything after the first 256 word pieces is ignored
-    np.testing.assert_allclose(minilm.encode([long_text]), minilm.encode([long_text + " extra tail"]), atol=1e-6)
+    np.testing.assert_allclose(
+        minilm.encode([long_text]), minilm.encode([long_text + " extra tail"]), atol=1e-6
+    )
 
 
 def test_normalize_false_returns_raw_mean_pooling(minilm):
