@@ -336,7 +336,8 @@ def fmt_table(res: dict) -> str:
     q, b = res["query"], res["build"]
     base = q.get("bm25s-numpy", {}).get("qps")
     lines = [
-        f"**{res['corpus']}** ({b['ragfind']['docs']:,} documents, {q['ragfind']['queries']:,} queries, top-10)",
+        f"**{res['corpus']}** ({b['ragfind']['docs']:,} documents, "
+        f"{q['ragfind']['queries']:,} queries, top-10)",
         "",
         "| engine | queries/s (end to end) | vs bm25s numpy | load s | peak RSS MB (after imports) |",
         "|---|---:|---:|---:|---:|",
@@ -441,7 +442,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {r['collection']} | {r['system']} | {r['ndcg@10']:.4f} | {r['recall@100']:.4f} |")
     m = results["machine"]
     print(
-        f"\nmachine: {m['cores']} cores, load average {m['load_avg_start'][0]:.1f} -> {m['load_avg_end'][0]:.1f}"
+        f"\nmachine: {m['cores']} cores, "
+        f"load average {m['load_avg_start'][0]:.1f} -> {m['load_avg_end'][0]:.1f}"
     )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
