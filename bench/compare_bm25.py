@@ -41,6 +41,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 DEFAULT_DATA = Path(os.environ.get("RAGFIND_DATA", REPO.parent / "shared" / "data"))
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"  # bm25s's default
+if not os.environ.get("PYTHONPATH"):
+    sys.path.insert(0, str(REPO / "python"))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -227,7 +229,11 @@ def worker_query(task: dict) -> dict:
 
 def run_worker(task: dict, timeout: float | None = None) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "python"), env.get("PYTHONPATH")]))
+    # the workers import the same ragfind as this process (the repository's python/ by default)
+    import ragfind
+
+    package_root = str(Path(ragfind.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     proc = subprocess.run(
         [sys.executable, __file__, "--worker", json.dumps(task)],
         capture_output=True,
@@ -260,21 +266,23 @@ def quality(data_dir: Path) -> list[dict]:
         doc_ids, texts = data.documents()
         qids, qtexts = data.query_items()
 
-        def score(run, label, data=data, name=name):
+        def score(results, label, data=data, name=name, doc_ids=doc_ids, qids=qids):
+            # results: one (positions, scores) pair per query, positions into doc_ids
+            run = {q: ([doc_ids[i] for i in ids.tolist()], s) for q, (ids, s) in zip(qids, results)}
             r = evaluate(data.qrels, run, ["ndcg@10", "recall@100"])
             rows.append({"collection": name, "system": label, **r.mean})
 
         # ragfind, default analyzer
         index = BM25Index(method="lucene", k1=1.2, b=0.75)
-        index.add(texts, ids=doc_ids)
-        score(dict(zip(qids, index.search_batch(qtexts, k=100))), "ragfind (default analyzer)")
+        index.add(texts)
+        score(index.search_batch(qtexts, k=100), "ragfind (default analyzer)")
         # ragfind's analyzer configured like bm25s (its 33 stopwords, no identifier splitting)
         import bm25s.stopwords as sw
 
         analyzer = Analyzer(stopwords=list(sw.STOPWORDS_EN), stemmer="english", split_identifiers=False)
         index = BM25Index(method="lucene", k1=1.2, b=0.75, analyzer=analyzer)
-        index.add(texts, ids=doc_ids)
-        score(dict(zip(qids, index.search_batch(qtexts, k=100))), "ragfind (analyzer set like bm25s)")
+        index.add(texts)
+        score(index.search_batch(qtexts, k=100), "ragfind (analyzer set like bm25s)")
         # ragfind scoring bm25s's own tokens
         doc_tokens = bm25s.tokenize(
             texts, stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False
@@ -283,8 +291,8 @@ def quality(data_dir: Path) -> list[dict]:
             qtexts, stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False
         )
         index = BM25Index(method="lucene", k1=1.2, b=0.75)
-        index.add_tokenized(doc_tokens, ids=doc_ids)
-        score({q: index.search_tokenized(t, k=100) for q, t in zip(qids, q_tokens)}, "ragfind (bm25s tokens)")
+        index.add_tokenized(doc_tokens)
+        score([index.search_tokenized(t, k=100) for t in q_tokens], "ragfind (bm25s tokens)")
         # bm25s itself
         retriever = bm25s.BM25(method="lucene", k1=1.2, b=0.75)
         retriever.index(
@@ -292,8 +300,7 @@ def quality(data_dir: Path) -> list[dict]:
         )
         tokens = bm25s.tokenize(qtexts, stopwords="en", stemmer=stemmer, show_progress=False)
         idx, scores = retriever.retrieve(tokens, k=100, show_progress=False, n_threads=1)
-        run = {q: ([doc_ids[i] for i in row], s) for q, row, s in zip(qids, idx.tolist(), scores)}
-        score(run, "bm25s 0.3.16 (reference)")
+        score(list(zip(idx, scores)), "bm25s 0.3.16 (reference)")
     return rows
 
 
