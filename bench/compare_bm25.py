@@ -50,20 +50,23 @@ if not os.environ.get("PYTHONPATH"):
 # ----------------------------------------------------------------------------------------------
 
 
-def read_corpus(spec: dict) -> tuple[list[str], list[str]]:
-    """(texts, queries) of a corpus spec: {"kind": "beir", "path"} or {"kind": "lines", "path"}."""
+def read_corpus(spec: dict, texts_too: bool = True) -> tuple[list[str], list[str]]:
+    """(texts, queries) of a corpus spec: {"kind": "beir", "path"} or {"kind": "lines", "path"};
+    texts is empty unless ``texts_too`` (query processes never hold the corpus text)."""
     path = Path(spec["path"])
+    texts: list[str] = []
     if spec["kind"] == "beir":
-        texts = []
-        with open(path / "corpus.jsonl", encoding="utf-8") as f:
-            for line in f:
-                d = json.loads(line)
-                texts.append(f"{d.get('title') or ''} {d.get('text') or ''}".strip())
+        if texts_too:
+            with open(path / "corpus.jsonl", encoding="utf-8") as f:
+                for line in f:
+                    d = json.loads(line)
+                    texts.append(f"{d.get('title') or ''} {d.get('text') or ''}".strip())
         with open(path / "queries.jsonl", encoding="utf-8") as f:
             queries = [json.loads(line)["text"] for line in f if line.strip()]
     else:
-        with open(path / "docs.txt", encoding="utf-8") as f:
-            texts = f.read().splitlines()
+        if texts_too:
+            with open(path / "docs.txt", encoding="utf-8") as f:
+                texts = f.read().splitlines()
         with open(path / "queries.txt", encoding="utf-8") as f:
             queries = f.read().splitlines()
     if spec.get("max_queries"):
@@ -135,10 +138,8 @@ def worker_build(task: dict) -> dict:
 def worker_query(task: dict) -> dict:
     import numpy as np
 
-    texts, queries = read_corpus(task["corpus"])
     engine, k, repeats = task["engine"], task["k"], task["repeats"]
-    if engine != "rank_bm25":
-        del texts  # the query process holds only the loaded index
+    texts, queries = read_corpus(task["corpus"], texts_too=engine == "rank_bm25")
     if engine.startswith("bm25s"):
         import bm25s
     if engine == "ragfind":
