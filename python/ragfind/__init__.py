@@ -25,3 +25,10 @@ __all__ = [
 # --- pipeline: fusion, chunking, retriever, context, eval (issue 5) ---
 
 # --- late interaction and learned sparse (issue 6) ---
+from ragfind.late_interaction import LateInteractionIndex, MaxSimExplanation, maxsim  # noqa: E402
+
+__all__ += [
+    "maxsim",
+    "LateInteractionIndex",
+    "MaxSimExplanation",
+]
