@@ -21,6 +21,25 @@ __all__ = [
 # --- dense: vectors, kernels, HNSW (issue 3) ---
 
 # --- models: ONNX encoders and cross-encoders (issue 4) ---
+from ragfind.models import (  # noqa: E402
+    CrossEncoder,
+    Encoder,
+    ModelFolderError,
+    ModelMismatchError,
+    check_fingerprint,
+    export,
+    load_model,
+)
+
+__all__ += [
+    "CrossEncoder",
+    "Encoder",
+    "ModelFolderError",
+    "ModelMismatchError",
+    "check_fingerprint",
+    "export",
+    "load_model",
+]
 
 # --- pipeline: fusion, chunking, retriever, context, eval (issue 5) ---
 
