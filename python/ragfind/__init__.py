@@ -44,10 +44,16 @@ __all__ += [
 # --- pipeline: fusion, chunking, retriever, context, eval (issue 5) ---
 
 # --- late interaction and learned sparse (issue 6) ---
+from ragfind.colbert import ColbertEncoder, export_colbert  # noqa: E402
 from ragfind.late_interaction import LateInteractionIndex, MaxSimExplanation, maxsim  # noqa: E402
+from ragfind.splade import SparseEmbeddings, SpladeEncoder  # noqa: E402
 
 __all__ += [
     "maxsim",
     "LateInteractionIndex",
     "MaxSimExplanation",
+    "ColbertEncoder",
+    "export_colbert",
+    "SpladeEncoder",
+    "SparseEmbeddings",
 ]
