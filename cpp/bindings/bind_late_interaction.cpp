@@ -77,7 +77,6 @@ py::array_t<float> maxsim_list(const py::array& query, const py::list& docs, int
     dtype_seen = static_cast<int>(dt);
     if (a.shape(0) == 0)
       throw py::value_error(name + " is empty (shape " + shape_str(a) + "); MaxSim needs at least one token vector");
-    if (finite_check) check_finite(a, name.c_str(), dt);
     ptrs[i] = a.data();
     lens[i] = a.shape(0);
     keep.push_back(std::move(a));
@@ -87,10 +86,15 @@ py::array_t<float> maxsim_list(const py::array& query, const py::list& docs, int
   float* o = out.mutable_data();
   const int64_t m = query.shape(0);
   const TokenDType dt = dtype_seen == 1 ? TokenDType::F16 : TokenDType::F32;
+  late::NonFinite bad;
   {
     py::gil_scoped_release release;
-    late::maxsim_batch(q, m, dim, ptrs.data(), lens.data(), static_cast<int64_t>(n), dt, o, n_threads);
+    bad = late::maxsim_batch(q, m, dim, ptrs.data(), lens.data(), static_cast<int64_t>(n), dt, o, n_threads,
+                             finite_check);
   }
+  if (bad.doc >= 0)
+    throw py::value_error("documents[" + std::to_string(bad.doc) + "] contains a non-finite value (NaN or Inf) at row " +
+                          std::to_string(bad.position / dim) + ", column " + std::to_string(bad.position % dim));
   return out;
 }
 
@@ -117,10 +121,7 @@ py::array_t<float> maxsim_packed(const py::array& query, const py::array& tokens
   if (off[n_docs] != tokens.shape(0))
     throw py::value_error("offsets[-1]=" + std::to_string(off[n_docs]) + " does not match tokens rows " +
                           std::to_string(tokens.shape(0)));
-  if (finite_check) {
-    check_finite(query, "query_vectors", TokenDType::F32);
-    check_finite(tokens, "tokens", dt);
-  }
+  if (finite_check) check_finite(query, "query_vectors", TokenDType::F32);
   std::vector<int64_t> ids;
   if (doc_ids_obj.is_none()) {
     ids.resize(n_docs);
@@ -147,9 +148,17 @@ py::array_t<float> maxsim_packed(const py::array& query, const py::array& tokens
   const float* q = static_cast<const float*>(query.data());
   float* o = out.mutable_data();
   const int64_t m = query.shape(0);
+  late::NonFinite bad;
   {
     py::gil_scoped_release release;
-    late::maxsim_batch(q, m, dim, ptrs.data(), lens.data(), static_cast<int64_t>(ids.size()), dt, o, n_threads);
+    bad = late::maxsim_batch(q, m, dim, ptrs.data(), lens.data(), static_cast<int64_t>(ids.size()), dt, o,
+                             n_threads, finite_check);
+  }
+  if (bad.doc >= 0) {
+    const int64_t row = off[ids[bad.doc]] + bad.position / dim;
+    throw py::value_error("tokens contains a non-finite value (NaN or Inf) at row " + std::to_string(row) +
+                          ", column " + std::to_string(bad.position % dim) + " (document " +
+                          std::to_string(ids[bad.doc]) + ")");
   }
   return out;
 }

@@ -100,14 +100,16 @@ void check_shape(int64_t m, int64_t dim) {
 
 }  // namespace
 
-void maxsim_batch(const float* query, int64_t m, int64_t dim, const void* const* docs, const int64_t* n_tokens,
-                  int64_t n_docs, TokenDType dtype, float* scores_out, int n_threads) {
+NonFinite maxsim_batch(const float* query, int64_t m, int64_t dim, const void* const* docs,
+                       const int64_t* n_tokens, int64_t n_docs, TokenDType dtype, float* scores_out, int n_threads,
+                       bool check_finite) {
   check_shape(m, dim);
   for (int64_t d = 0; d < n_docs; ++d) {
     if (n_tokens[d] <= 0)
       throw std::invalid_argument("document " + std::to_string(d) + " has no token vectors (MaxSim needs >= 1)");
   }
-  if (n_docs == 0) return;
+  NonFinite result;
+  if (n_docs == 0) return result;
   const std::vector<float> panels = pack_query(query, m, dim);
   const int64_t padded = static_cast<int64_t>(panels.size()) / dim;
   // Read the dispatch level once, in the calling thread.
@@ -120,6 +122,7 @@ void maxsim_batch(const float* query, int64_t m, int64_t dim, const void* const*
   const int threads = resolve_threads(n_threads, total_tokens * m, int64_t(1) << 18);
   const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(16, n_docs / (threads * 8)));
   std::atomic<int64_t> next{0};
+  std::atomic<int64_t> first_bad{n_docs};
   auto worker = [&] {
     std::vector<float> maxima(static_cast<size_t>(padded));
     std::vector<float> scratch(dtype == TokenDType::F16 ? static_cast<size_t>(kF16Block * dim) : 0);
@@ -128,6 +131,15 @@ void maxsim_batch(const float* query, int64_t m, int64_t dim, const void* const*
       if (begin >= n_docs) break;
       const int64_t end = std::min(n_docs, begin + chunk);
       for (int64_t d = begin; d < end; ++d) {
+        if (check_finite) {
+          if (first_non_finite(docs[d], n_tokens[d] * dim, dtype) >= 0) {
+            int64_t seen = first_bad.load();
+            while (d < seen && !first_bad.compare_exchange_weak(seen, d)) {
+            }
+            next.store(n_docs);  // stop handing out work
+            return;
+          }
+        }
         if (dtype == TokenDType::F32)
           f32(panels.data(), m, dim, static_cast<const float*>(docs[d]), n_tokens[d], maxima.data());
         else
@@ -141,13 +153,20 @@ void maxsim_batch(const float* query, int64_t m, int64_t dim, const void* const*
   };
   if (threads == 1) {
     worker();
-    return;
+  } else {
+    std::vector<std::thread> pool;
+    pool.reserve(threads - 1);
+    for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+    worker();
+    for (auto& th : pool) th.join();
   }
-  std::vector<std::thread> pool;
-  pool.reserve(threads - 1);
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& th : pool) th.join();
+  if (first_bad.load() < n_docs) {
+    // Report the bad document with the lowest index that any worker found, with its position
+    // recomputed (cheap, one document) so it is exact whichever worker stopped first.
+    result.doc = first_bad.load();
+    result.position = first_non_finite(docs[result.doc], n_tokens[result.doc] * dim, dtype);
+  }
+  return result;
 }
 
 void maxsim_explain(const float* query, int64_t m, int64_t dim, const void* doc, int64_t n, TokenDType dtype,

@@ -40,11 +40,21 @@ using MaxSimF16Fn = void (*)(const float* panels, int64_t m, int64_t dim, const 
 const KernelTable<MaxSimF32Fn>& maxsim_f32_table();
 const KernelTable<MaxSimF16Fn>& maxsim_f16_table();
 
+/// Where a batch found a non-finite document value (doc = -1: none).
+struct NonFinite {
+  int64_t doc = -1;
+  int64_t position = -1;  // flat index inside that document
+};
+
 /// Scores `n_docs` documents given as pointers + token counts (every count >= 1) against a
 /// row-major (m, dim) float32 query. Multi-threaded over documents (n_threads <= 0: all cores).
-/// Throws std::invalid_argument on a non-positive m/dim or an empty document.
-void maxsim_batch(const float* query, int64_t m, int64_t dim, const void* const* docs, const int64_t* n_tokens,
-                  int64_t n_docs, TokenDType dtype, float* scores_out, int n_threads);
+/// With `check_finite`, each worker scans a document for NaN/Inf just before scoring it (the
+/// data is then hot in cache for the scoring); the first bad document found is returned and
+/// the scores are then unspecified. Throws std::invalid_argument on a non-positive m/dim or an
+/// empty document.
+NonFinite maxsim_batch(const float* query, int64_t m, int64_t dim, const void* const* docs,
+                       const int64_t* n_tokens, int64_t n_docs, TokenDType dtype, float* scores_out, int n_threads,
+                       bool check_finite = false);
 
 /// Per query token, the best document token and its similarity (for explanations).
 void maxsim_explain(const float* query, int64_t m, int64_t dim, const void* doc, int64_t n, TokenDType dtype,
