@@ -17,6 +17,13 @@ __all__ = [
 ]
 
 # --- sparse: BM25 (issue 2) ---
+from ragfind.bm25 import Analyzer, BM25Index, IndexFileError  # noqa: E402
+
+__all__ += [
+    "Analyzer",
+    "BM25Index",
+    "IndexFileError",
+]
 
 # --- dense: vectors, kernels, HNSW (issue 3) ---
 
