@@ -33,6 +33,7 @@ from typing import Any, Union
 import numpy as np
 
 from ragfind import _core
+from ragfind._crash_safety import fault_point, remove_stale_temp_files, temp_prefix
 
 __all__ = ["DenseIndex", "dot", "cosine", "l2sq"]
 
@@ -1029,17 +1030,22 @@ class DenseIndex:
         hbytes = json.dumps(header, sort_keys=True).encode("utf-8")
         pre = _PREAMBLE.pack(_MAGIC, _VERSION, 0, len(hbytes), zlib.crc32(hbytes), 0)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        remove_stale_temp_files(path)
+        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as f:
+                fault_point("dense.save.created")
                 f.write(pre)
                 f.write(hbytes)
                 for name, arr in sections:
                     f.write(b"\0" * (table[name]["offset"] - f.tell()))
                     f.write(_byte_view(arr))
+                    fault_point("dense.save.section_written")
                 f.flush()
                 os.fsync(f.fileno())
+            fault_point("dense.save.before_rename")
             os.replace(tmp, path)
+            fault_point("dense.save.after_rename")
         except BaseException:
             try:
                 os.unlink(tmp)

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ragfind import _core
+from ragfind._crash_safety import fault_point, remove_stale_temp_files, temp_prefix
 
 __all__ = ["maxsim", "LateInteractionIndex", "MaxSimExplanation", "TokenMatch"]
 
@@ -474,16 +475,21 @@ class LateInteractionIndex:
             base = _align(16 + len(json.dumps(header).encode()) + 256)
         hbytes = json.dumps(header).encode()
         path = Path(path)
-        fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=path.name + ".", suffix=".tmp")
+        remove_stale_temp_files(path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=temp_prefix(path), suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
+                fault_point("late.save.created")
                 f.write(_MAGIC + struct.pack("<II", _VERSION, len(hbytes)) + hbytes)
                 for name, arr in sections.items():
                     f.write(b"\0" * (header["sections"][name]["offset"] - f.tell()))
                     f.write(memoryview(np.ascontiguousarray(arr)).cast("B"))
+                    fault_point("late.save.section_written")
                 f.flush()
                 os.fsync(f.fileno())
+            fault_point("late.save.before_rename")
             os.replace(tmp, path)
+            fault_point("late.save.after_rename")
         except BaseException:
             if os.path.exists(tmp):
                 os.unlink(tmp)

@@ -1,0 +1,203 @@
+"""Shared pieces of the atheris harnesses in tools/fuzz (see tools/fuzz/README.md).
+
+Every harness runs the same ``check_<target>(data: bytes)`` function that
+tests/test_fuzz_regressions.py replays over the seed corpus and every crash ever found, so a
+fuzz finding becomes a regression test by dropping its input into tools/fuzz/corpus/<target>/
+(or tests/fuzz_regressions/<target>/).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+import tempfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE / "corpus"
+
+# Exceptions a loader may raise for a bad file: ValueError (ragfind.IndexFileError is one) and
+# OSError. Anything else (IndexError, KeyError, MemoryError, SystemError, a crash, a hang) is
+# a finding.
+CLEAN_ERRORS = (ValueError, OSError)
+
+
+def fix_checksums(kind: str, buf: bytearray) -> bytearray:
+    """Recomputes the checksums a mutated file would fail, so mutations reach the parser."""
+    if kind == "bm25" and len(buf) >= 64 and buf[:8] == b"RAGFBM25":
+        hb, _file_size, ns = struct.unpack_from("<IQI", buf, 12)
+        if 64 <= hb <= len(buf):
+            struct.pack_into("<I", buf, 28, zlib.crc32(bytes(buf[hb:])))
+        table_end = 64 + 40 * ns
+        if table_end <= len(buf):
+            struct.pack_into("<I", buf, 32, zlib.crc32(bytes(buf[64:table_end])))
+        struct.pack_into("<I", buf, 36, zlib.crc32(bytes(buf[40:64]), zlib.crc32(bytes(buf[:36]))))
+    elif kind.startswith("dense") and len(buf) >= 32 and buf[:8] == b"RFDENSE\x00":
+        (hlen,) = struct.unpack_from("<Q", buf, 16)
+        if 32 + hlen <= len(buf):
+            struct.pack_into("<I", buf, 24, zlib.crc32(bytes(buf[32 : 32 + hlen])))
+    return buf
+
+
+def load_any(kind: str, path: str, mmap: bool, verify: bool):
+    from ragfind import BM25Index, DenseIndex, LateInteractionIndex
+
+    if kind == "bm25":
+        return BM25Index.load(path, mmap=mmap)
+    if kind.startswith("dense"):
+        return DenseIndex.load(path, mmap=mmap, verify=verify)
+    if kind == "late":
+        return LateInteractionIndex.load(path, mmap=mmap, verify=verify)
+    raise ValueError(kind)
+
+
+def exercise(kind: str, index) -> None:
+    """Uses a loaded index the way an application would (a corrupt one must fail cleanly)."""
+    if kind == "bm25":
+        index.search("alpha beta gamma", k=5)
+        index.search_tokenized(["alpha", "zeta"], k=3)
+        index.search_batch(["alpha", "beta delta"], k=4, threads=2)
+        index.get_scores("alpha")
+        index.add(["a new document about alpha"])
+        index.delete(index.ids[-1:])
+    elif kind.startswith("dense"):
+        rng = np.random.default_rng(0)
+        q = rng.standard_normal(index.dim).astype(np.float32)
+        index.search(q, k=5)
+        index.search_batch(np.stack([q, -q]), k=3, threads=2)
+        if len(index) and index.kind == "exact":
+            index.delete(index.ids()[:1])
+        new = index.add(rng.standard_normal((2, index.dim)).astype(np.float32), ids=None if index.ids() == [] or isinstance(index.ids()[0], int) else ["fz1", "fz2"])
+        index.search(q, k=5)
+        del new
+    elif kind == "late":
+        rng = np.random.default_rng(0)
+        q = rng.standard_normal((3, index.dim)).astype(np.float32)
+        index.search(q, k=5)
+        if len(index):
+            index.score(q)
+            index.rerank(q, np.arange(min(3, len(index))))
+
+
+def check_loader(kind: str, data: bytes) -> None:
+    """Load a (mutated) index file: it must load and work, or raise a clean error."""
+    if not data:
+        return
+    mode = data[0]
+    buf = bytearray(data[1:])
+    if mode & 1:
+        buf = fix_checksums(kind, buf)
+    mmap = bool(mode & 2)
+    verify = not (mode & 4)  # dense/late: skip section CRCs so corrupt structure is parsed
+    fd, path = tempfile.mkstemp(prefix="ragfind-fuzz-", suffix=".idx")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(buf)
+        try:
+            index = load_any(kind, path, mmap, verify)
+        except CLEAN_ERRORS:
+            return
+        try:
+            exercise(kind, index)
+        except (ValueError, KeyError, TypeError):
+            # A file with valid checksums may still describe an odd but loadable index whose
+            # use is refused with a clean error; only crashes and unexpected errors count.
+            pass
+        del index
+    finally:
+        os.unlink(path)
+
+
+def check_analyzer(data: bytes) -> None:
+    """Any bytes / any str through every analyzer configuration: terms are non-empty str."""
+    from ragfind import Analyzer
+
+    for analyzer in _analyzers():
+        for text in (data, data.decode("utf-8", "surrogatepass") if _valid_surrogatepass(data) else None,
+                     data.decode("utf-8", "replace"), data.decode("latin-1")):
+            if text is None:
+                continue
+            terms = analyzer.analyze(text)
+            assert isinstance(terms, list)
+            for t in terms:
+                assert isinstance(t, str) and t, (text, terms)
+
+
+def _valid_surrogatepass(data: bytes) -> bool:
+    try:
+        data.decode("utf-8", "surrogatepass")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+_ANALYZERS: list = []
+
+
+def _analyzers():
+    if not _ANALYZERS:
+        from ragfind import Analyzer
+
+        _ANALYZERS.extend(
+            [
+                Analyzer(),
+                Analyzer(lowercase=False, stopwords=None, stemmer=None, split_identifiers=True),
+                Analyzer(stemmer="french", split_identifiers=False),
+                Analyzer(stopwords=["the", "é"], stemmer="russian"),
+            ]
+        )
+    return _ANALYZERS
+
+
+def check_query(data: bytes) -> None:
+    """Random corpora and queries through BM25Index, DenseIndex and rrf: no crash, sane results."""
+    from ragfind import BM25Index, DenseIndex, rrf
+
+    if len(data) < 4:
+        return
+    k = 1 + (data[0] | (data[1] << 8)) % 2000
+    body = data[2:]
+    text = body.decode("utf-8", "replace")
+    parts = text.split("\n")
+    docs, queries = parts[: max(1, len(parts) // 2)], parts[max(1, len(parts) // 2) :] or [text]
+    index = BM25Index()
+    index.add(docs)
+    for q in queries[:8]:
+        ids, scores = index.search(q, k=k)
+        assert len(ids) == len(scores) <= min(k, len(docs))
+        assert np.all(np.isfinite(scores))
+    index.search_batch(queries[:8], k=k, threads=2)
+    index.search_tokenized(text.split(), k=k)
+
+    # Dense: the raw bytes as float32 values (NaN/inf/huge must be rejected cleanly).
+    dim = 1 + data[2] % 16
+    usable = len(body) // (4 * dim) * (4 * dim)
+    if usable:
+        X = np.frombuffer(body[:usable], dtype=np.float32).reshape(-1, dim)
+        for metric in ("cosine", "ip", "l2"):
+            dense = DenseIndex(dim, metric=metric)
+            try:
+                dense.add(X)
+            except ValueError:
+                continue
+            try:
+                ids, scores = dense.search(X[0], k=k)
+                assert len(ids) <= min(k, len(X))
+                dense.search_batch(X[:4], k=k, threads=2)
+            except ValueError:
+                pass  # e.g. a query that overflows float32 once squared
+    lists = [[b % 50 for b in body[i : i + 8]] for i in range(0, min(len(body), 40), 8)]
+    lists = [list(dict.fromkeys(li)) for li in lists] or [[1]]
+    ids, scores = rrf(lists, k=float(data[3]), top_k=k)
+    assert len(ids) <= k
+
+
+def main(check, argv=None) -> None:
+    import atheris
+
+    atheris.Setup(sys.argv if argv is None else argv, check)
+    atheris.Fuzz()

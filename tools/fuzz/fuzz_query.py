@@ -1,0 +1,19 @@
+"""atheris harness: random corpora and queries (BM25Index), random vectors (DenseIndex), rrf.
+
+Run: python tools/fuzz/fuzz_query.py WORKDIR tools/fuzz/corpus/query -max_total_time=60
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import atheris  # noqa: E402
+
+with atheris.instrument_imports():
+    import ragfind  # noqa: F401
+
+from _common import check_query, main  # noqa: E402
+
+if __name__ == "__main__":
+    main(check_query)

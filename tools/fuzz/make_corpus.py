@@ -1,0 +1,105 @@
+"""Writes the seed corpus in tools/fuzz/corpus/<target>/ (small files; rerun after a format change).
+
+Loader seeds are tiny valid index files of each kind (int and str ids, deletions, centroids),
+prefixed with the mode byte (see _common.check_loader); analyzer seeds are interesting text
+(case mappings that change length, combining marks, invalid UTF-8, lone surrogates, identifier
+shapes, very long tokens); query seeds mix corpora, queries and vector bytes.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+
+def saved_bytes(index) -> bytes:
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "seed.idx"
+        index.save(p)
+        return p.read_bytes()
+
+
+def loader_seeds() -> dict[str, list[bytes]]:
+    from ragfind import BM25Index, DenseIndex, LateInteractionIndex
+
+    rng = np.random.default_rng(0)
+    out: dict[str, list[bytes]] = {"load_bm25": [], "load_dense_exact": [], "load_dense_hnsw": [], "load_late": []}
+    a = BM25Index()
+    a.add(["alpha beta gamma", "beta delta", "getUserById XJ-2000 v2.3.1", "alpha alpha zeta"])
+    out["load_bm25"].append(saved_bytes(a))
+    b = BM25Index(method="bm25+")
+    b.add(["one two", "two three", "three four five"], ids=["x", "y", "z"])
+    b.delete(["y"])
+    out["load_bm25"].append(saved_bytes(b))
+    out["load_bm25"].append(saved_bytes(BM25Index()))
+    for kind, key in (("exact", "load_dense_exact"), ("hnsw", "load_dense_hnsw")):
+        for metric, dtype, str_ids in (("cosine", "f32", False), ("l2", "f32", True), ("ip", "f16", False), ("l2", "i8", False)):
+            if kind == "hnsw" and dtype != "f32":
+                continue
+            d = DenseIndex(4, metric=metric, dtype=dtype, kind=kind, M=4, ef_construction=8)
+            d.add(rng.standard_normal((5, 4)).astype(np.float32), ids=[f"s{i}" for i in range(5)] if str_ids else None)
+            d.delete(d.ids()[:1])
+            out[key].append(saved_bytes(d))
+    li = LateInteractionIndex(4)
+    li.add([rng.standard_normal((int(n), 4)).astype(np.float32) for n in (1, 3, 2, 4)])
+    out["load_late"].append(saved_bytes(li))
+    li.build_centroids(n_centroids=2) if _has_kw(li.build_centroids, "n_centroids") else li.build_centroids(2)
+    out["load_late"].append(saved_bytes(li))
+    out["load_late"].append(saved_bytes(LateInteractionIndex(3, dtype="float16")))
+    # Every mode byte once per seed: raw / fixed checksums x mmap x verify.
+    return {k: [bytes([mode]) + s for s in v for mode in (0, 1, 3, 5, 7)] for k, v in out.items()}
+
+
+def _has_kw(fn, name: str) -> bool:
+    import inspect
+
+    return name in inspect.signature(fn).parameters
+
+
+ANALYZER_SEEDS = [
+    "The quick brown fox jumps over the lazy dog",
+    "getUserById E_ACCESS_DENIED XJ-2000 v2.3.1 foo/bar.baz",
+    "İstanbul ΣΊΣΥΦΟΣ ß ﬁ ŉ ǰ ΐ",  # case mappings that change length
+    "e\u0301 a\u0308\u0308\u0308 \u200b\u200d\ufeff zero\u00adwidth",
+    "😀👩‍👩‍👧 🇫🇷 ＡＢＣ１２３ 東京タワー",
+    "مرحبا بالعالم שלום עולם",
+    "a" * 3000,
+    "x_" * 500,
+    "-.-/-.-/" * 100,
+]
+ANALYZER_BYTES = [b"\xff\xfe\x00abc\xc3", b"\xed\xa0\x80lone\xed\xb0\x80", b"\xf4\x90\x80\x80 over", b"\x00" * 64]
+
+QUERY_SEEDS = [
+    b"\x0a\x00" + "alpha beta\nbeta gamma\ngetUserById\nalpha\nbeta".encode(),
+    b"\xe8\x03" + np.arange(16, dtype=np.float32).tobytes(),
+    b"\x01\x00" + np.array([np.nan, 1, np.inf, -np.inf, 3.4e38, -3.4e38, 1e-45, 0], np.float32).tobytes(),
+    b"\xff\x07" + "İ\n\n\nß\n😀".encode(),
+]
+
+
+def main() -> None:
+    corpus = HERE / "corpus"
+    if corpus.exists():
+        shutil.rmtree(corpus)
+    seeds = loader_seeds()
+    seeds["analyzer"] = [s.encode("utf-8", "surrogatepass") for s in ANALYZER_SEEDS] + ANALYZER_BYTES
+    seeds["query"] = QUERY_SEEDS
+    total = 0
+    for target, items in seeds.items():
+        folder = corpus / target
+        folder.mkdir(parents=True)
+        for i, data in enumerate(items):
+            (folder / f"seed-{i:03d}").write_bytes(data)
+            total += len(data)
+    print(f"wrote {sum(map(len, seeds.values()))} seeds, {total / 1024:.0f} KiB, to {corpus}")
+
+
+if __name__ == "__main__":
+    main()

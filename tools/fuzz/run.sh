@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Short fuzz run of every target (atheris / libFuzzer): tools/fuzz/run.sh [SECONDS_PER_TARGET]
+#
+# The repo's seed corpus (tools/fuzz/corpus/<target>) is read, never written: new interesting
+# inputs go to build/fuzz/<target>, crashes/hangs to build/fuzz/artifacts/. A crash, an
+# unexpected exception or an input that runs longer than 20 s fails the run; copy its
+# artifact into tests/fuzz_regressions/<target>/ (tests/test_fuzz_regressions.py replays it).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+SECONDS_PER_TARGET=${1:-60}
+PYTHONPATH=${PYTHONPATH:-python}
+export PYTHONPATH
+OUT=build/fuzz
+mkdir -p "$OUT/artifacts"
+failed=0
+for target in analyzer query load_bm25 load_dense_exact load_dense_hnsw load_late; do
+  mkdir -p "$OUT/$target"
+  harness=tools/fuzz/fuzz_$target.py
+  start=$(date +%s)
+  python "$harness" "$OUT/$target" "tools/fuzz/corpus/$target" \
+    -max_total_time="$SECONDS_PER_TARGET" -timeout=20 -rss_limit_mb=4096 -max_len=8192 \
+    -artifact_prefix="$OUT/artifacts/$target-" -print_final_stats=1 >"$OUT/$target.log" 2>&1
+  rc=$?
+  runs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$OUT/$target.log" | grep -Eo '[0-9]+$' | tail -1)
+  echo "fuzz $target: rc=$rc, ${runs:-?} inputs in $(( $(date +%s) - start )) s"
+  if [ $rc -ne 0 ]; then
+    failed=1
+    tail -40 "$OUT/$target.log"
+  fi
+done
+exit $failed
