@@ -14,7 +14,10 @@ COMMANDS = [
     "export",
 
     # index, search, eval, bench (issue 5)
-
+    "index",
+    "search",
+    "eval",
+    "bench",
 ]
 
 
