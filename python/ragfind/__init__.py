@@ -78,6 +78,7 @@ __all__ += [
 # --- late interaction and learned sparse (issue 6) ---
 from ragfind.colbert import ColbertEncoder, export_colbert  # noqa: E402
 from ragfind.late_interaction import LateInteractionIndex, MaxSimExplanation, maxsim  # noqa: E402
+from ragfind.sparse_index import SparseVectorIndex  # noqa: E402
 from ragfind.splade import SparseEmbeddings, SpladeEncoder  # noqa: E402
 
 __all__ += [
@@ -88,4 +89,5 @@ __all__ += [
     "export_colbert",
     "SpladeEncoder",
     "SparseEmbeddings",
+    "SparseVectorIndex",
 ]

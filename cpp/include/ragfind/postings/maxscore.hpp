@@ -1,0 +1,131 @@
+// Query algorithms over one posting segment (ragfind::bm25::Segment), generic in how a posting
+// turns into a document-side weight, so BM25 (tf + length norm) and learned sparse impacts
+// (SPLADE) share one implementation of the pruning.
+//
+// W is a functor: float operator()(uint32_t stored, uint32_t local_doc) const, giving the
+// document-side weight of a posting (>= 0); the score of a document is the sum over query
+// terms i of weight[i] * W(posting). `bounds[slot]` is an upper bound of W over the posting
+// list in directory slot `slot`. Both algorithms follow the TopKQueue contract
+// (ragfind/bm25/topk_queue.hpp) and visit documents in increasing id order.
+//
+// MaxScore (Turtle and Flood, 1995; PISA query/algorithm/maxscore_query.hpp): terms sorted by
+// bound; the longest prefix whose bounds sum to <= the queue threshold is non-essential, so
+// candidates come from the essential lists only and the others are probed (galloping) only
+// while the partial score plus the remaining bounds can still beat the threshold. Bounds are
+// inflated by a tiny relative margin so float rounding never prunes a document that belongs.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "ragfind/bm25/inverted_index.hpp"
+#include "ragfind/bm25/topk_queue.hpp"
+
+namespace ragfind::postings {
+
+using bm25::Segment;
+using bm25::TopKQueue;
+
+/// First position >= pos whose doc is >= target (galloping, then binary search).
+inline std::uint64_t next_geq(const std::uint32_t* docs, std::uint64_t pos, std::uint64_t end, std::uint32_t target) {
+  if (pos >= end || docs[pos] >= target) return pos;
+  std::uint64_t step = 1, lo = pos;
+  while (lo + step < end && docs[lo + step] < target) {
+    lo += step;
+    step <<= 1;
+  }
+  const std::uint64_t hi = std::min(end, lo + step + 1);
+  return static_cast<std::uint64_t>(std::lower_bound(docs + lo + 1, docs + hi, target) - docs);
+}
+
+struct WeightedTerm {
+  std::uint32_t term;
+  float weight;  // query-side weight, > 0
+};
+
+/// MaxScore top-k of one segment (documents reported as seg.base + local id).
+template <class W>
+void maxscore_segment(const Segment& seg, const std::vector<WeightedTerm>& query, const float* bounds, const W& w,
+                      TopKQueue& heap) {
+  struct Cursor {
+    std::uint64_t pos, end;
+    float weight;
+    double bound;
+  };
+  const double inflate = 1.0 + 1e-6 * static_cast<double>(query.size() + 4);
+  std::vector<Cursor> cur;
+  cur.reserve(query.size());
+  for (const WeightedTerm& t : query) {
+    const std::int64_t slot = seg.slot_of(t.term);
+    if (slot < 0) continue;
+    cur.push_back({seg.offsets[slot], seg.offsets[slot + 1], t.weight,
+                   static_cast<double>(t.weight) * bounds[slot] * inflate});
+  }
+  if (cur.empty()) return;
+  std::sort(cur.begin(), cur.end(), [](const Cursor& a, const Cursor& b) { return a.bound < b.bound; });
+  const std::size_t n = cur.size();
+  std::vector<double> cum(n);
+  double acc = 0;
+  for (std::size_t i = 0; i < n; ++i) cum[i] = (acc += cur[i].bound);
+  const std::uint32_t* docs = seg.docs.data();
+  const std::uint32_t* stored = seg.tfs.data();
+  float theta = heap.threshold();
+  std::size_t first_ess = 0;
+  while (first_ess < n && cum[first_ess] <= theta) ++first_ess;
+  while (first_ess < n) {
+    std::uint32_t doc = 0xFFFFFFFFu;
+    for (std::size_t i = first_ess; i < n; ++i)
+      if (cur[i].pos < cur[i].end && docs[cur[i].pos] < doc) doc = docs[cur[i].pos];
+    if (doc == 0xFFFFFFFFu) break;
+    float score = 0.0f;
+    for (std::size_t i = first_ess; i < n; ++i) {
+      Cursor& c = cur[i];
+      if (c.pos < c.end && docs[c.pos] == doc) {
+        score += c.weight * w(stored[c.pos], doc);
+        ++c.pos;
+      }
+    }
+    bool alive = true;
+    for (std::size_t i = first_ess; i-- > 0;) {
+      if (static_cast<double>(score) + cum[i] <= theta) {
+        alive = false;
+        break;
+      }
+      Cursor& c = cur[i];
+      c.pos = next_geq(docs, c.pos, c.end, doc);
+      if (c.pos < c.end && docs[c.pos] == doc) score += c.weight * w(stored[c.pos], doc);
+    }
+    if (alive && heap.insert(score, seg.base + doc) && heap.full()) {
+      theta = heap.threshold();
+      while (first_ess < n && cum[first_ess] <= theta) ++first_ess;
+    }
+  }
+}
+
+/// Every posting scored term at a time into a dense accumulator, then offered to the queue
+/// (documents with score 0, i.e. matching nothing, are not offered).
+template <class W>
+void exhaustive_segment(const Segment& seg, const std::vector<WeightedTerm>& query, const W& w, TopKQueue& heap) {
+  thread_local std::vector<float> buffer;
+  if (buffer.size() < seg.num_docs) buffer.resize(seg.num_docs);
+  float* acc = buffer.data();
+  std::fill(acc, acc + seg.num_docs, 0.0f);
+  const std::uint32_t* docs = seg.docs.data();
+  const std::uint32_t* stored = seg.tfs.data();
+  for (const WeightedTerm& t : query) {
+    const std::int64_t slot = seg.slot_of(t.term);
+    if (slot < 0) continue;
+    for (std::uint64_t j = seg.offsets[slot], e = seg.offsets[slot + 1]; j < e; ++j)
+      acc[docs[j]] += t.weight * w(stored[j], docs[j]);
+  }
+  float th = heap.full() ? std::max(heap.threshold(), 0.0f) : 0.0f;
+  for (std::uint32_t d = 0; d < seg.num_docs; ++d) {
+    if (acc[d] > th) {
+      heap.insert(acc[d], seg.base + d);
+      if (heap.full()) th = std::max(heap.threshold(), 0.0f);
+    }
+  }
+}
+
+}  // namespace ragfind::postings
