@@ -183,6 +183,7 @@ def run_stress(
     observations: list[list] = [[] for _ in range(readers)]
     failures: list = []
     start_barrier = threading.Barrier(readers + 1)
+    writer_done = threading.Event()
 
     def writer():
         start_barrier.wait()
@@ -193,9 +194,11 @@ def run_stress(
                 workload.apply(index, op)
                 version[0] = j
                 report.writes += 1
-                time.sleep(0.0005)  # let the readers interleave with many states
+                time.sleep(0.001)  # a GIL switch: let the readers interleave with many states
         except BaseException as e:  # noqa: BLE001 - reported below
             failures.append(("writer", repr(e)))
+        finally:
+            writer_done.set()
 
     def reader(r: int):
         rng = np.random.default_rng(seed * 1000 + r)
@@ -203,7 +206,8 @@ def run_stress(
         start_barrier.wait()
         try:
             done = 0
-            while done < queries_per_reader:
+            # Run the quota, and keep reading until the writer is through all its states.
+            while done < queries_per_reader or not writer_done.is_set():
                 if batch_every and done % batch_every == batch_every - 1:
                     qis = rng.integers(0, len(workload.queries), size=8).tolist()
                     v0 = version[0]

@@ -3,7 +3,8 @@
 Two kinds of kill, both SIGKILL (no unwinding, no atexit, like an OOM kill or a power cut):
 
 * fault injection: ``RAGFIND_FAULT_INJECT=<point>`` makes the save kill its own process at a
-  named point (ragfind/crash_safety.hpp, ragfind/_crash_safety.py): after the temporary file is
+  named point (ragfind/crash_safety.hpp for BM25, ragfind/_crash_safety.py for DenseIndex and
+  the sectioned files of LateInteractionIndex and SparseVectorIndex): after the temporary file is
   created, after (each) section is written, after fsync just before the rename, and right
   after the rename;
 * SIGKILL from the parent at random delays while a child saves a large index in a loop.
@@ -29,6 +30,7 @@ import pytest
 
 import ragfind
 from ragfind import BM25Index, DenseIndex, LateInteractionIndex
+from ragfind.sparse_index import SparseVectorIndex
 
 PKG_ROOT = str(Path(ragfind.__file__).resolve().parent.parent)
 
@@ -37,6 +39,8 @@ BUILDERS = textwrap.dedent(
     """
     import numpy as np
     from ragfind import BM25Index, DenseIndex, LateInteractionIndex
+from ragfind.sparse_index import SparseVectorIndex
+    from ragfind.sparse_index import SparseVectorIndex
 
     def build(kind, n, seed):
         rng = np.random.default_rng(seed)
@@ -54,6 +58,10 @@ BUILDERS = textwrap.dedent(
             index = LateInteractionIndex(8)
             index.add([rng.standard_normal((int(rng.integers(1, 6)), 8)).astype(np.float32) for _ in range(n)])
             return index
+        if kind == "sparse":
+            index = SparseVectorIndex(1000)
+            index.add([{int(t): float(w) for t, w in zip(rng.integers(0, 1000, 8), rng.random(8) + 0.1)} for _ in range(n)])
+            return index
         raise ValueError(kind)
     """
 )
@@ -66,13 +74,17 @@ LOADERS = {
     "dense-exact": DenseIndex.load,
     "dense-hnsw": DenseIndex.load,
     "late": LateInteractionIndex.load,
+    "sparse": SparseVectorIndex.load,
 }
 
 POINTS = {
     "bm25": ["bm25.save.created", "bm25.save.sections_written", "bm25.save.before_rename", "bm25.save.after_rename"],
     "dense-exact": ["dense.save.created", "dense.save.section_written", "dense.save.before_rename", "dense.save.after_rename"],
     "dense-hnsw": ["dense.save.created", "dense.save.section_written", "dense.save.before_rename", "dense.save.after_rename"],
-    "late": ["late.save.created", "late.save.section_written", "late.save.before_rename", "late.save.after_rename"],
+    "late": ["sectioned.save.created", "sectioned.save.section_written", "sectioned.save.before_rename",
+             "sectioned.save.after_rename"],
+    "sparse": ["sectioned.save.created", "sectioned.save.section_written", "sectioned.save.before_rename",
+               "sectioned.save.after_rename"],
 }
 
 
@@ -89,6 +101,12 @@ def fingerprint(kind: str, index) -> tuple:
         out = [len(index)]
         for q in rng.standard_normal((3, 16)).astype(np.float32):
             ids, scores = index.search(q, k=5)
+            out.append((ids.tolist(), np.round(scores, 4).tolist()))
+        return tuple(map(str, out))
+    if kind == "sparse":
+        out = [len(index), index.num_postings]
+        for t in (1, 5, 900):
+            ids, scores = index.search({t: 1.0, t + 1: 0.5}, k=5)
             out.append((ids.tolist(), np.round(scores, 4).tolist()))
         return tuple(map(str, out))
     out = [len(index), index.n_tokens]
@@ -156,7 +174,7 @@ def test_fault_injected_kill_keeps_previous_index(tmp_path, kind):
     assert temp_files(tmp_path, path.name) == [], "stale temporary files were not cleaned up"
 
 
-SIZES = {"bm25": 60_000, "dense-exact": 200_000, "dense-hnsw": 20_000, "late": 60_000}
+SIZES = {"bm25": 60_000, "dense-exact": 200_000, "dense-hnsw": 20_000, "late": 60_000, "sparse": 60_000}
 
 
 @pytest.mark.slow

@@ -26,6 +26,7 @@ CHECKS = {
     "load_dense_exact": lambda data: check_loader("dense-exact", data),
     "load_dense_hnsw": lambda data: check_loader("dense-hnsw", data),
     "load_late": lambda data: check_loader("late", data),
+    "load_sparse": lambda data: check_loader("sparse", data),
 }
 
 

@@ -52,6 +52,10 @@ def load_any(kind: str, path: str, mmap: bool, verify: bool):
         return DenseIndex.load(path, mmap=mmap, verify=verify)
     if kind == "late":
         return LateInteractionIndex.load(path, mmap=mmap, verify=verify)
+    if kind == "sparse":
+        from ragfind.sparse_index import SparseVectorIndex
+
+        return SparseVectorIndex.load(path, mmap=mmap, verify=verify)
     raise ValueError(kind)
 
 
@@ -74,6 +78,8 @@ def exercise(kind: str, index) -> None:
         new = index.add(rng.standard_normal((2, index.dim)).astype(np.float32), ids=None if index.ids() == [] or isinstance(index.ids()[0], int) else ["fz1", "fz2"])
         index.search(q, k=5)
         del new
+    elif kind == "sparse":
+        _exercise_sparse(index)
     elif kind == "late":
         rng = np.random.default_rng(0)
         q = rng.standard_normal((3, index.dim)).astype(np.float32)
@@ -81,6 +87,15 @@ def exercise(kind: str, index) -> None:
         if len(index):
             index.score(q)
             index.rerank(q, np.arange(min(3, len(index))))
+
+
+def _exercise_sparse(index) -> None:
+    index.search({0: 1.0, 3: 0.5, index.dim - 1: 2.0}, k=5)
+    index.search({1: 1.0}, k=3, algorithm="exhaustive")
+    index.search_batch([{0: 1.0}, {2: 0.3, 4: 0.1}], k=4, n_threads=2)
+    if len(index):
+        index.score({0: 1.0})
+    index.add([{0: 0.5, 1: 1.5}])
 
 
 def check_loader(kind: str, data: bytes) -> None:

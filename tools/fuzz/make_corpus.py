@@ -53,6 +53,15 @@ def loader_seeds() -> dict[str, list[bytes]]:
     li.build_centroids(n_centroids=2) if _has_kw(li.build_centroids, "n_centroids") else li.build_centroids(2)
     out["load_late"].append(saved_bytes(li))
     out["load_late"].append(saved_bytes(LateInteractionIndex(3, dtype="float16")))
+    from ragfind.sparse_index import SparseVectorIndex
+
+    out["load_sparse"] = []
+    sp = SparseVectorIndex(16)
+    sp.add([{0: 1.0, 3: 0.5}, {3: 2.0, 15: 0.25}, {7: 1.5}])
+    out["load_sparse"].append(saved_bytes(sp))
+    sp_exact = SparseVectorIndex(8, scale=0)
+    sp_exact.add([{1: 0.125, 2: 3.0}, {}])
+    out["load_sparse"].append(saved_bytes(sp_exact))
     # Every mode byte once per seed: raw / fixed checksums x mmap x verify.
     return {k: [bytes([mode]) + s for s in v for mode in (0, 1, 3, 5, 7)] for k, v in out.items()}
 

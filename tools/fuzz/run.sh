@@ -13,7 +13,7 @@ export PYTHONPATH
 OUT=build/fuzz
 mkdir -p "$OUT/artifacts"
 failed=0
-for target in analyzer query load_bm25 load_dense_exact load_dense_hnsw load_late; do
+for target in analyzer query load_bm25 load_dense_exact load_dense_hnsw load_late load_sparse; do
   mkdir -p "$OUT/$target"
   harness=tools/fuzz/fuzz_$target.py
   start=$(date +%s)
