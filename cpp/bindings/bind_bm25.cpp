@@ -20,6 +20,7 @@
 #include "ragfind/bm25/doc_ids.hpp"
 #include "ragfind/bm25/index_io.hpp"
 #include "ragfind/bm25/inverted_index.hpp"
+#include "ragfind/rw_mutex.hpp"
 
 namespace py = pybind11;
 
@@ -287,10 +288,10 @@ class BM25Core {
   std::shared_ptr<PyAnalyzer> analyzer() const { return analyzer_; }
   InvertedIndex& index() { return index_; }
   DocIds& ids() { return ids_; }
-  std::shared_mutex& mutex() { return mu_; }
+  WriterPreferringSharedMutex& mutex() { return mu_; }
 
   std::size_t size() const {
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
     return index_.num_docs();
   }
 
@@ -340,7 +341,7 @@ class BM25Core {
     PyAnalyzer::Input in;
     analyzer_->prepare(texts, in, "texts");
     py::gil_scoped_release release;
-    std::unique_lock<std::shared_mutex> lock(mu_);
+    std::unique_lock<WriterPreferringSharedMutex> lock(mu_);
     check_ids(ids, n);
     if (n == 0) return;
     TokenStream stream;
@@ -405,7 +406,7 @@ class BM25Core {
       }
     }
     py::gil_scoped_release release;
-    std::unique_lock<std::shared_mutex> lock(mu_);
+    std::unique_lock<WriterPreferringSharedMutex> lock(mu_);
     check_ids(ids, n);
     if (n == 0) return;
     std::vector<std::uint32_t> terms;
@@ -443,7 +444,7 @@ class BM25Core {
     std::string missing;
     {
       py::gil_scoped_release release;
-      std::unique_lock<std::shared_mutex> lock(mu_);
+      std::unique_lock<WriterPreferringSharedMutex> lock(mu_);
       std::vector<std::uint32_t> docs;
       const std::size_t n = p.is_str ? p.strs.size() : p.ints.size();
       for (std::size_t i = 0; i < n; ++i) {
@@ -501,7 +502,7 @@ class BM25Core {
     py::tuple out;
     {
       py::gil_scoped_release release;
-      std::shared_lock<std::shared_mutex> lock(mu_);
+      std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
       const auto q = query_terms(stems);
       index_.search(q, k, hits.docs, algo);
       // Build the result while the ids cannot change (reacquire the GIL inside the lock is
@@ -564,7 +565,7 @@ class BM25Core {
       py::gil_scoped_release release;
       if (!tokenized)
         for (std::size_t i = 0; i < nq; ++i) analyzer_->analyze_query(in, i, stems[i]);
-      std::shared_lock<std::shared_mutex> lock(mu_);
+      std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
       std::size_t nt = threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : static_cast<std::size_t>(threads);
       nt = std::min(nt, std::max<std::size_t>(nq, 1));
       std::atomic<std::size_t> next{0};
@@ -599,7 +600,7 @@ class BM25Core {
   py::array_t<double> get_scores(py::handle query) {
     const std::vector<std::string> stems = stems_of(query);
     py::gil_scoped_release release;
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
     const auto q = query_terms(stems);
     py::gil_scoped_acquire gil;
     py::array_t<double> out(static_cast<py::ssize_t>(index_.num_docs()));
@@ -624,7 +625,7 @@ class BM25Core {
     Params params;
     {
       py::gil_scoped_release release;
-      std::shared_lock<std::shared_mutex> lock(mu_);
+      std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
       doc = pid.is_str ? ids_.find(pid.strs[0]) : ids_.find(pid.ints[0]);
       if (doc >= 0) {
         // Keep every analyzed query term, known or not, in query order (repeats merged).
@@ -679,7 +680,7 @@ class BM25Core {
   }
 
   py::array ids_array() {
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
     std::vector<ScoredDoc> all(ids_.size());
     for (std::size_t i = 0; i < all.size(); ++i) all[i].doc = static_cast<std::uint32_t>(i);
     return make_id_array(ids_, all);
@@ -691,7 +692,7 @@ class BM25Core {
     const auto toks = token_strings(tokens, "query");
     py::array_t<std::int64_t> out(static_cast<py::ssize_t>(toks.size()));
     auto* p = out.mutable_data();
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
     for (std::size_t i = 0; i < toks.size(); ++i) {
       const std::uint32_t t = index_.vocab().find(toks[i]);
       p[i] = t == StringTable::kNotFound ? -1 : static_cast<std::int64_t>(t);
@@ -700,7 +701,7 @@ class BM25Core {
   }
 
   py::array_t<std::int64_t> document_frequencies() {
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
     py::array_t<std::int64_t> out(static_cast<py::ssize_t>(index_.num_terms()));
     auto* p = out.mutable_data();
     for (std::size_t t = 0; t < index_.num_terms(); ++t) p[t] = static_cast<std::int64_t>(index_.df(static_cast<std::uint32_t>(t)));
@@ -708,7 +709,7 @@ class BM25Core {
   }
 
   py::array_t<std::int64_t> document_lengths() {
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
     py::array_t<std::int64_t> out(static_cast<py::ssize_t>(index_.num_docs()));
     auto* p = out.mutable_data();
     for (std::uint32_t d = 0; d < index_.num_docs(); ++d) p[d] = index_.doc_len(d);
@@ -716,7 +717,7 @@ class BM25Core {
   }
 
   py::list vocabulary() {
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
     py::list out(index_.num_terms());
     for (std::size_t t = 0; t < index_.num_terms(); ++t) out[t] = to_pystr(index_.vocab().get(static_cast<std::uint32_t>(t)));
     return out;
@@ -729,7 +730,7 @@ class BM25Core {
       throw py::value_error("terms and weights: expected 1-D arrays of the same length");
     std::vector<std::int64_t> t(terms.data(), terms.data() + terms.size());
     std::vector<double> w(weights.data(), weights.data() + weights.size());
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
     py::array_t<double> out(static_cast<py::ssize_t>(index_.num_docs()));
     double* p = out.mutable_data();
     {
@@ -744,12 +745,12 @@ class BM25Core {
   void set_params(const std::string& method, double k1, double b, double delta) {
     Params p = make_params(method, k1, b, delta);
     py::gil_scoped_release release;
-    std::unique_lock<std::shared_mutex> lock(mu_);
+    std::unique_lock<WriterPreferringSharedMutex> lock(mu_);
     index_.set_params(p);
   }
 
   py::dict stats() {
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
     py::dict d;
     d["num_docs"] = index_.num_docs();
     d["num_terms"] = index_.num_terms();
@@ -769,7 +770,7 @@ class BM25Core {
 
   void save(const std::string& path, const std::string& analyzer_json) {
     py::gil_scoped_release release;
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
     save_index(path, index_, ids_, analyzer_json);
   }
 
@@ -790,7 +791,7 @@ class BM25Core {
   std::shared_ptr<PyAnalyzer> analyzer_;
   DocIds ids_;
   std::vector<std::int64_t> stem_to_term_;
-  mutable std::shared_mutex mu_;
+  mutable WriterPreferringSharedMutex mu_;
 };
 
 }  // namespace

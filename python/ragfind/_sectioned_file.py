@@ -117,10 +117,15 @@ class SectionedFile:
         s = self.sections[name]
         try:
             off, nbytes, crc = int(s["offset"]), int(s["nbytes"]), int(s["crc32"])
-            dt, got_shape = np.dtype(s["dtype"]), tuple(int(x) for x in s["shape"])
+            got_shape = tuple(int(x) for x in s["shape"])
+            dtype = np.dtype(dtype)
+            # Compare the file's dtype string before np.dtype() parses it: np.dtype() of an
+            # arbitrary string can raise SyntaxError or build a huge sub-array type.
+            if s["dtype"] != dtype.str:
+                raise ValueError(f"dtype {s['dtype']!r}, expected {dtype.str!r}")
+            dt = dtype
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{self.path}: corrupt section {name!r} ({e})") from None
-        dtype = np.dtype(dtype)
         if dt != dtype or got_shape != tuple(shape) or nbytes != int(np.prod(shape, dtype=np.int64)) * dt.itemsize:
             raise ValueError(
                 f"{self.path}: section {name!r} has dtype {dt} shape {got_shape}, expected {dtype} {tuple(shape)}"
