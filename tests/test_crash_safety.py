@@ -39,7 +39,6 @@ BUILDERS = textwrap.dedent(
     """
     import numpy as np
     from ragfind import BM25Index, DenseIndex, LateInteractionIndex
-from ragfind.sparse_index import SparseVectorIndex
     from ragfind.sparse_index import SparseVectorIndex
 
     def build(kind, n, seed):
@@ -174,7 +173,7 @@ def test_fault_injected_kill_keeps_previous_index(tmp_path, kind):
     assert temp_files(tmp_path, path.name) == [], "stale temporary files were not cleaned up"
 
 
-SIZES = {"bm25": 60_000, "dense-exact": 200_000, "dense-hnsw": 20_000, "late": 60_000, "sparse": 60_000}
+SIZES = {"bm25": 30_000, "dense-exact": 200_000, "dense-hnsw": 10_000, "late": 40_000, "sparse": 30_000}
 
 
 @pytest.mark.slow
@@ -188,7 +187,7 @@ def test_sigkill_at_random_delays_during_large_saves(tmp_path, kind):
     rng = random.Random(1234)
     large_fp = None
     kills = 0
-    for _ in range(4):
+    for _ in range(3):
         child = run_child(
             f"""
             import sys, time
@@ -202,7 +201,7 @@ def test_sigkill_at_random_delays_during_large_saves(tmp_path, kind):
         )
         line = child.stdout.readline()
         assert line.strip() == "ready", child.stderr.read()
-        time.sleep(rng.uniform(0.0, 0.4))
+        time.sleep(rng.uniform(0.05, 0.5))
         child.send_signal(signal.SIGKILL)
         child.communicate(timeout=60)
         kills += 1
@@ -212,7 +211,7 @@ def test_sigkill_at_random_delays_during_large_saves(tmp_path, kind):
             if large_fp is None:
                 large_fp = fingerprint(kind, build(kind, SIZES[kind], seed=6))
             assert got == large_fp
-    assert kills == 4
+    assert kills == 3
     small.save(path)
     assert fingerprint(kind, LOADERS[kind](path)) == small_fp
     assert temp_files(tmp_path, path.name) == []

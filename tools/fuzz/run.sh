@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Short fuzz run of every target (atheris / libFuzzer): tools/fuzz/run.sh [SECONDS_PER_TARGET]
+# (FUZZ_TARGETS="load_bm25 query" limits the targets)
 #
 # The repo's seed corpus (tools/fuzz/corpus/<target>) is read, never written: new interesting
 # inputs go to build/fuzz/<target>, crashes/hangs to build/fuzz/artifacts/. A crash, an
@@ -13,7 +14,7 @@ export PYTHONPATH
 OUT=build/fuzz
 mkdir -p "$OUT/artifacts"
 failed=0
-for target in analyzer query load_bm25 load_dense_exact load_dense_hnsw load_late load_sparse; do
+for target in ${FUZZ_TARGETS:-analyzer query load_bm25 load_dense_exact load_dense_hnsw load_late load_sparse}; do
   mkdir -p "$OUT/$target"
   harness=tools/fuzz/fuzz_$target.py
   start=$(date +%s)
