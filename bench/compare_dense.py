@@ -77,9 +77,7 @@ def interleaved(methods: dict, inputs: list, warmup: int = 2) -> dict:
     return {nm: statistics.median(v) * 1e3 for nm, v in times.items()}
 
 
-def exact_section(
-    name: str, X: np.ndarray, Q1: np.ndarray, QB: np.ndarray, bw: float, reps: int
-) -> list[str]:
+def exact_section(name: str, X: np.ndarray, Q1: np.ndarray, QB: np.ndarray, reps: int) -> list[str]:
     import faiss
 
     n, d = X.shape
