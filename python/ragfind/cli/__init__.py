@@ -11,6 +11,7 @@ import sys
 COMMANDS = [
     "demo",
     # export (issue 4)
+    "export",
 
     # index, search, eval, bench (issue 5)
 

@@ -1,0 +1,71 @@
+"""``ragfind export``: convert a HuggingFace checkpoint folder into a ragfind model folder."""
+
+from __future__ import annotations
+
+import time
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "export",
+        help="convert a HuggingFace checkpoint (config + safetensors + tokenizer) into an ONNX model folder",
+        description="Converts a HuggingFace checkpoint folder of a bi-encoder, cross-encoder, SPLADE or "
+        "ColBERT model into a ragfind model folder (model.onnx + tokenizer.json + ragfind_model.json). "
+        "BERT checkpoints are converted without torch; other architectures need "
+        "pip install 'ragfind[export]'.",
+    )
+    p.add_argument(
+        "src", help="HuggingFace checkpoint folder (config.json, model.safetensors, tokenizer.json)"
+    )
+    p.add_argument("dst", help="model folder to create")
+    p.add_argument(
+        "--role", default="bi-encoder", choices=["bi-encoder", "cross-encoder", "splade", "colbert"]
+    )
+    p.add_argument("--quantize", default=None, choices=["int8"], help="dynamic int8 quantization")
+    p.add_argument("--backend", default="auto", choices=["auto", "builder", "torch"])
+    p.add_argument("--unfused", action="store_true", help="builder: standard ONNX operators only")
+    p.add_argument("--max-length", type=int, default=None, help="truncation length in word pieces")
+    p.add_argument("--pooling", default=None, choices=["mean", "cls", "last", "max"])
+    p.add_argument("--normalize", default=None, choices=["true", "false"])
+    p.add_argument("--query-prefix", default=None)
+    p.add_argument("--document-prefix", default=None)
+    p.add_argument(
+        "--activation",
+        default=None,
+        choices=["sigmoid", "identity", "softmax"],
+        help="cross-encoder score activation (default: from the checkpoint, else sigmoid / softmax)",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace dst if it exists")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ragfind.models import export, read_model_folder
+
+    t0 = time.perf_counter()
+    try:
+        dst = export(
+            args.src,
+            args.dst,
+            role=args.role,
+            quantize=args.quantize,
+            backend=args.backend,
+            fused=not args.unfused,
+            max_length=args.max_length,
+            pooling=args.pooling,
+            normalize=None if args.normalize is None else args.normalize == "true",
+            query_prefix=args.query_prefix,
+            document_prefix=args.document_prefix,
+            activation=args.activation,
+            overwrite=args.overwrite,
+        )
+    except (FileNotFoundError, FileExistsError, ValueError, ImportError) as e:
+        raise SystemExit(f"ragfind export: {e}") from None
+    cfg = read_model_folder(dst)
+    print(
+        f"wrote {dst} ({cfg.role}, {cfg.architecture}, dim {cfg.dim}, max_length {cfg.max_length}, "
+        f"quantization {cfg.quantization or 'none'}, backend {cfg.backend}) "
+        f"in {time.perf_counter() - t0:.1f} s"
+    )
+    print(f"fingerprint {cfg.fingerprint}")
+    return 0

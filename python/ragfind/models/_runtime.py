@@ -1,0 +1,188 @@
+"""What Encoder and CrossEncoder share: the ONNX Runtime session, the tokenizer, input checks,
+length-sorted batching with per-batch padding."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ragfind.models._folder import (
+    MODEL_FILE,
+    TOKENIZER_FILE,
+    ModelConfig,
+    ModelFolderError,
+    read_model_folder,
+)
+
+GRAPH_OPTIMIZATION_LEVELS = ("disable", "basic", "extended", "all")
+DEFAULT_MAX_TEXT_CHARS = 100_000
+
+
+def default_threads() -> int:
+    """Physical-core-ish default for intra-op threads: the CPUs this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def make_session(model_path: Path, threads: int | None, graph_optimization: str, providers):
+    """One InferenceSession (thread-safe for concurrent ``run`` calls), with clear errors."""
+    import onnxruntime as ort
+
+    if graph_optimization not in GRAPH_OPTIMIZATION_LEVELS:
+        raise ValueError(
+            f"graph_optimization={graph_optimization!r}: expected one of {GRAPH_OPTIMIZATION_LEVELS}"
+        )
+    if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
+        raise ValueError(f"threads={threads!r}: expected a positive int or None (all available cores)")
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads or default_threads()
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = {
+        "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    }[graph_optimization]
+    so.log_severity_level = 3
+    try:
+        return ort.InferenceSession(str(model_path), so, providers=providers or ["CPUExecutionProvider"])
+    except Exception as e:  # onnxruntime raises its own exception types (InvalidProtobuf, Fail, ...)
+        raise ModelFolderError(
+            f"{model_path}: ONNX Runtime cannot load the model ({type(e).__name__}: {e})"
+        ) from None
+
+
+def load_tokenizer(path: Path):
+    from tokenizers import Tokenizer
+
+    try:
+        tok = Tokenizer.from_file(str(path))
+    except Exception as e:  # tokenizers raises a plain Exception on malformed JSON
+        raise ModelFolderError(f"{path}: cannot load the tokenizer ({e})") from None
+    tok.no_padding()
+    return tok
+
+
+class _ModelBase:
+    """Loads a folder, checks the session against the config, holds tokenizer + session."""
+
+    _expected_role: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        path_or_name,
+        threads=None,
+        graph_optimization="all",
+        providers=None,
+        *,
+        max_text_chars: int | None = DEFAULT_MAX_TEXT_CHARS,
+        verify: bool = True,
+    ):
+        from ragfind.models._defaults import resolve_model_path
+
+        self.path = resolve_model_path(path_or_name)
+        self.config: ModelConfig = read_model_folder(self.path, verify=verify)
+        if self._expected_role and self.config.role not in self._expected_role:
+            raise ModelFolderError(
+                f"{self.path}: role {self.config.role!r} cannot be loaded by {type(self).__name__} "
+                f"(expected {' or '.join(self._expected_role)})"
+            )
+        if max_text_chars is not None and (not isinstance(max_text_chars, int) or max_text_chars < 1):
+            raise ValueError(f"max_text_chars={max_text_chars!r}: expected a positive int or None")
+        self.max_text_chars = max_text_chars
+        self.tokenizer = load_tokenizer(self.path / TOKENIZER_FILE)
+        self.tokenizer.enable_truncation(self.config.max_length, strategy="longest_first")
+        self.session = make_session(self.path / MODEL_FILE, threads, graph_optimization, providers)
+        self.threads = threads or default_threads()
+        self.graph_optimization = graph_optimization
+        names_in = [i.name for i in self.session.get_inputs()]
+        missing = [n for n in names_in if n not in self.config.inputs]
+        if missing or "input_ids" not in names_in:
+            raise ModelFolderError(
+                f"{self.path}: model inputs {names_in} do not match the config inputs {self.config.inputs}"
+            )
+        self._input_names = names_in
+        outs = {o.name: o for o in self.session.get_outputs()}
+        if self.config.output not in outs:
+            raise ModelFolderError(
+                f"{self.path}: model outputs {sorted(outs)} lack the config's output {self.config.output!r}"
+            )
+        last = outs[self.config.output].shape[-1]
+        if isinstance(last, int) and last != self.config.dim:
+            raise ModelFolderError(
+                f"{self.path}: model output {self.config.output!r} has last dimension {last}, "
+                f"the config says dim={self.config.dim}"
+            )
+
+    # ---- properties shared by every model
+    @property
+    def dim(self) -> int:
+        """Output dimension (embedding size; labels for a cross-encoder; vocabulary for SPLADE)."""
+        return self.config.dim
+
+    @property
+    def max_length(self) -> int:
+        """Truncation length in word pieces, special tokens included."""
+        return self.config.max_length
+
+    @property
+    def fingerprint(self) -> str:
+        """Stable hash of the model weights and of the pooling/normalisation/tokenizer config."""
+        return self.config.fingerprint
+
+    # ---- helpers
+    def _check_text(self, text, where: str) -> None:
+        if not isinstance(text, str):
+            raise TypeError(f"{where} must be a str, got {type(text).__name__}: {text!r:.80}")
+        if not text:
+            # whitespace-only text is allowed: it encodes as [CLS] [SEP], as sentence-transformers does
+            raise ValueError(f"{where} is an empty string; there is nothing to encode")
+        if self.max_text_chars is not None and len(text) > self.max_text_chars:
+            raise ValueError(
+                f"{where} has {len(text):,} characters, more than max_text_chars={self.max_text_chars:,} "
+                f"(the model reads only the first {self.max_length} word pieces); split long documents "
+                "into chunks first, or raise max_text_chars / pass max_text_chars=None"
+            )
+
+    def _feeds(self, encodings) -> tuple[dict, np.ndarray]:
+        """Pads a batch of tokenizers Encodings to its longest item (never to max_length)."""
+        n = len(encodings)
+        length = max(len(e.ids) for e in encodings)
+        ids = np.full((n, length), self.config.pad_token_id, dtype=np.int64)
+        mask = np.zeros((n, length), dtype=np.int64)
+        types = np.zeros((n, length), dtype=np.int64)
+        for row, e in enumerate(encodings):
+            k = len(e.ids)
+            ids[row, :k] = e.ids
+            mask[row, :k] = 1
+            types[row, :k] = e.type_ids
+        all_feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        return {name: all_feeds[name] for name in self._input_names}, mask
+
+    def _run(self, feeds: dict) -> np.ndarray:
+        out = self.session.run([self.config.output], feeds)[0]
+        n = feeds["input_ids"].shape[0]
+        if out.shape[0] != n or out.shape[-1] != self.config.dim:
+            raise ModelFolderError(
+                f"{self.path}: model output {self.config.output!r} has shape {out.shape}, "
+                f"expected ({n}, ..., {self.config.dim}) per the config"
+            )
+        return out
+
+    @staticmethod
+    def _check_batch_size(batch_size) -> None:
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ValueError(f"batch_size={batch_size!r}: expected a positive int")
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (
+            f"{type(self).__name__}({str(self.path)!r}, role={c.role!r}, dim={c.dim}, "
+            f"max_length={c.max_length}, "
+            f"quantization={c.quantization!r}, threads={self.threads})"
+        )
