@@ -12,9 +12,7 @@ COMMANDS = [
     "demo",
     # export (issue 4)
     "export",
-
     # index, search, eval, bench (issue 5)
-
 ]
 
 
