@@ -1,10 +1,835 @@
-// Bindings for the analyzer, inverted index, BM25 (issue 2).
+// Bindings for the analyzer, inverted index and BM25 (issue 2).
+//
+// Inputs are validated while holding the GIL; the work then runs with the GIL released. The
+// stemmer (PyStemmer) and a user tokenizer are Python callables: the stemmer callback
+// re-acquires the GIL itself, so no lock of ours is ever awaited while holding the GIL (lock
+// order: GIL released -> index lock -> analyzer lock -> GIL for the stemmer).
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <shared_mutex>
+#include <thread>
+#include <unordered_map>
+
 #include "bindings.hpp"
+#include "ragfind/bm25/analyzer.hpp"
+#include "ragfind/bm25/doc_ids.hpp"
+#include "ragfind/bm25/index_io.hpp"
+#include "ragfind/bm25/inverted_index.hpp"
 
 namespace py = pybind11;
 
 namespace ragfind::bindings {
 
-void bind_bm25(py::module_& m) {}
+namespace {
+
+using namespace ragfind::bm25;
+
+// A Python object whose reference is dropped under the GIL, wherever the holder dies.
+struct GilHeld {
+  py::object obj;
+  explicit GilHeld(py::object o) : obj(std::move(o)) {}
+  ~GilHeld() {
+    py::gil_scoped_acquire gil;
+    obj = py::object();
+  }
+};
+
+std::string type_name(py::handle h) { return py::str(py::type::handle_of(h).attr("__name__")); }
+
+// UTF-8 of a str (lone surrogates, which UTF-8 cannot encode, become '?') or of bytes (kept
+// as is; invalid sequences are separators for the tokenizer). spill keeps converted copies.
+std::string_view text_view(py::handle h, std::string& spill, const std::string& what) {
+  PyObject* o = h.ptr();
+  if (PyUnicode_Check(o)) {
+    Py_ssize_t n = 0;
+    const char* p = PyUnicode_AsUTF8AndSize(o, &n);
+    if (p) return std::string_view(p, static_cast<std::size_t>(n));
+    PyErr_Clear();
+    PyObject* b = PyUnicode_AsEncodedString(o, "utf-8", "replace");
+    if (!b) throw py::error_already_set();
+    spill.assign(PyBytes_AS_STRING(b), static_cast<std::size_t>(PyBytes_GET_SIZE(b)));
+    Py_DECREF(b);
+    return spill;
+  }
+  if (PyBytes_Check(o)) return std::string_view(PyBytes_AS_STRING(o), static_cast<std::size_t>(PyBytes_GET_SIZE(o)));
+  throw py::type_error(what + ": expected str or bytes, got " + type_name(h));
+}
+
+std::string to_utf8(py::handle h, const std::string& what) {
+  std::string spill;
+  std::string_view v = text_view(h, spill, what);
+  return std::string(v);
+}
+
+py::str to_pystr(std::string_view s) {
+  PyObject* o = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(o);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Analyzer
+
+class PyAnalyzer {
+ public:
+  PyAnalyzer(bool lowercase, const std::vector<std::string>& stopwords, py::object stem_words, bool split_identifiers,
+             py::object tokenizer)
+      : tokenizer_(tokenizer.is_none() ? nullptr : std::make_shared<GilHeld>(tokenizer)) {
+    if (!tokenizer.is_none() && !PyCallable_Check(tokenizer.ptr()))
+      throw py::type_error("tokenizer: expected a callable str -> list[str] or None, got " + type_name(tokenizer));
+    StemBatchFn stem;
+    if (!stem_words.is_none()) {
+      if (!PyCallable_Check(stem_words.ptr()))
+        throw py::type_error("stem_words: expected a callable list[str] -> list[str], got " + type_name(stem_words));
+      auto fn = std::make_shared<GilHeld>(stem_words);
+      stem = [fn](const std::vector<std::string_view>& words, std::vector<std::string>& out) {
+        py::gil_scoped_acquire gil;
+        py::list in(words.size());
+        for (std::size_t i = 0; i < words.size(); ++i) in[i] = to_pystr(words[i]);
+        py::object res = fn->obj(in);
+        py::sequence seq = res.cast<py::sequence>();
+        if (seq.size() != words.size()) throw std::runtime_error("stemmer returned a different number of words");
+        out.resize(words.size());
+        for (std::size_t i = 0; i < words.size(); ++i) out[i] = to_utf8(seq[i], "stemmer output");
+      };
+    }
+    TokenizerOptions opt;
+    opt.lowercase = lowercase;
+    opt.split_identifiers = split_identifiers;
+    core_ = std::make_shared<Analyzer>(opt, stopwords, std::move(stem));
+  }
+
+  Analyzer& core() { return *core_; }
+  bool has_tokenizer() const { return tokenizer_ != nullptr; }
+
+  // Calls the user tokenizer (GIL held): the tokens of one text.
+  std::vector<std::string> user_tokens(py::handle text, const std::string& what) {
+    py::object res = tokenizer_->obj(text);
+    if (PyUnicode_Check(res.ptr()) || PyBytes_Check(res.ptr()))
+      throw py::type_error("tokenizer must return a list of str, got " + type_name(res) + " for " + what);
+    std::vector<std::string> toks;
+    for (py::handle t : py::iter(res)) {
+      if (!PyUnicode_Check(t.ptr()))
+        throw py::type_error("tokenizer must return a list of str; it returned a " + type_name(t) + " item for " + what);
+      toks.push_back(to_utf8(t, what));
+    }
+    return toks;
+  }
+
+  // Prepared input for analysis: either views of the texts or user-tokenized lists.
+  struct Input {
+    std::vector<std::string_view> views;
+    std::vector<std::string> spill;
+    std::vector<std::vector<std::string>> tokens;
+  };
+
+  void prepare(const py::sequence& texts, Input& in, const char* arg) {
+    const std::size_t n = texts.size();
+    if (has_tokenizer()) {
+      in.tokens.resize(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        py::object t = texts[i];
+        const std::string what = std::string(arg) + "[" + std::to_string(i) + "]";
+        if (!PyUnicode_Check(t.ptr())) throw py::type_error(what + ": expected str, got " + type_name(t));
+        in.tokens[i] = user_tokens(t, what);
+      }
+    } else {
+      in.views.resize(n);
+      in.spill.resize(n);
+      for (std::size_t i = 0; i < n; ++i)
+        in.views[i] = text_view(texts[i], in.spill[i], std::string(arg) + "[" + std::to_string(i) + "]");
+    }
+  }
+
+  // GIL released. Analyzes documents [begin, end) of `in` into stream.
+  void analyze_docs(const Input& in, std::size_t begin, std::size_t end, TokenStream& stream) {
+    if (has_tokenizer()) {
+      std::vector<std::vector<std::string_view>> docs(end - begin);
+      for (std::size_t i = begin; i < end; ++i) docs[i - begin].assign(in.tokens[i].begin(), in.tokens[i].end());
+      core_->analyze_token_lists(docs, stream);
+    } else {
+      std::vector<std::string_view> docs(in.views.begin() + begin, in.views.begin() + end);
+      core_->analyze_texts(docs, stream);
+    }
+  }
+
+  // GIL released. Query-side analysis of item i of `in`.
+  void analyze_query(const Input& in, std::size_t i, std::vector<std::string>& stems) const {
+    if (!in.tokens.empty() || (in.views.empty() && has_tokenizer())) {
+      std::vector<std::string_view> toks(in.tokens[i].begin(), in.tokens[i].end());
+      core_->analyze_query_tokens(toks, stems);
+    } else {
+      core_->analyze_query(in.views[i], stems);
+    }
+  }
+
+  py::list analyze(py::handle text) {
+    py::list one;
+    one.append(text);
+    Input in;
+    prepare(one, in, "text");
+    std::vector<std::string> stems;
+    {
+      py::gil_scoped_release release;
+      analyze_query(in, 0, stems);
+    }
+    py::list out(stems.size());
+    for (std::size_t i = 0; i < stems.size(); ++i) out[i] = to_pystr(stems[i]);
+    return out;
+  }
+
+ private:
+  std::shared_ptr<GilHeld> tokenizer_;
+  std::shared_ptr<Analyzer> core_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Index
+
+struct ParsedIds {
+  bool given = false;
+  bool is_str = false;
+  std::vector<std::int64_t> ints;
+  std::vector<std::string> strs;
+};
+
+ParsedIds parse_ids(const py::object& ids, std::size_t n, const char* arg) {
+  ParsedIds out;
+  if (ids.is_none()) return out;
+  out.given = true;
+  if (PyUnicode_Check(ids.ptr()) || PyBytes_Check(ids.ptr()))
+    throw py::type_error(std::string(arg) + ": expected a list of str or int ids, got a single " + type_name(ids));
+  py::sequence seq = py::reinterpret_borrow<py::sequence>(ids);
+  if (!PySequence_Check(ids.ptr()))
+    throw py::type_error(std::string(arg) + ": expected a list of str or int ids, got " + type_name(ids));
+  if (seq.size() != n)
+    throw py::value_error(std::string(arg) + ": got " + std::to_string(seq.size()) + " ids for " + std::to_string(n) +
+                          " documents; expected one id per document");
+  for (std::size_t i = 0; i < n; ++i) {
+    py::object v = seq[i];
+    const std::string what = std::string(arg) + "[" + std::to_string(i) + "]";
+    if (PyUnicode_Check(v.ptr())) {
+      if (i > 0 && !out.is_str) throw py::type_error(what + ": mixes str and int ids; use one kind");
+      out.is_str = true;
+      out.strs.push_back(to_utf8(v, what));
+    } else if (!PyBool_Check(v.ptr()) && PyIndex_Check(v.ptr())) {
+      if (out.is_str) throw py::type_error(what + ": mixes str and int ids; use one kind");
+      PyObject* idx = PyNumber_Index(v.ptr());
+      if (!idx) throw py::error_already_set();
+      int overflow = 0;
+      long long x = PyLong_AsLongLongAndOverflow(idx, &overflow);
+      Py_DECREF(idx);
+      if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        throw py::value_error(what + ": id does not fit in int64");
+      }
+      out.ints.push_back(static_cast<std::int64_t>(x));
+    } else {
+      throw py::type_error(what + ": expected an int or str id, got " + type_name(v));
+    }
+  }
+  return out;
+}
+
+py::array make_id_array(const DocIds& ids, const std::vector<ScoredDoc>& hits) {
+  const std::size_t n = hits.size();
+  if (ids.kind() == DocIds::Kind::Str) {
+    py::array arr(py::dtype("O"), std::vector<py::ssize_t>{static_cast<py::ssize_t>(n)});
+    auto** data = static_cast<PyObject**>(arr.mutable_data());
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::string& s = ids.strs()[hits[i].doc];
+      PyObject* o = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
+      if (!o) throw py::error_already_set();
+      Py_XDECREF(data[i]);
+      data[i] = o;
+    }
+    return arr;
+  }
+  py::array_t<std::int64_t> arr(static_cast<py::ssize_t>(n));
+  auto* d = arr.mutable_data();
+  for (std::size_t i = 0; i < n; ++i) d[i] = ids.ints()[hits[i].doc];
+  return arr;
+}
+
+// A search result copied out of the index while its lock is held.
+struct Hits {
+  std::vector<ScoredDoc> docs;
+};
+
+class BM25Core {
+ public:
+  BM25Core(const std::string& method, double k1, double b, double delta, std::shared_ptr<PyAnalyzer> analyzer)
+      : index_(make_params(method, k1, b, delta)), analyzer_(std::move(analyzer)) {
+    if (!analyzer_) throw py::value_error("analyzer: required");
+  }
+
+  static Params make_params(const std::string& method, double k1, double b, double delta) {
+    Params p;
+    try {
+      p.method = parse_method(method);
+    } catch (const std::invalid_argument& e) {
+      throw py::value_error(e.what());
+    }
+    if (!(k1 >= 0) || !std::isfinite(k1)) throw py::value_error("k1: expected a finite number >= 0, got " + std::to_string(k1));
+    if (!(b >= 0 && b <= 1)) throw py::value_error("b: expected a number in [0, 1], got " + std::to_string(b));
+    if (!(delta >= 0) || !std::isfinite(delta)) throw py::value_error("delta: expected a finite number >= 0, got " + std::to_string(delta));
+    p.k1 = k1;
+    p.b = b;
+    p.delta = delta;
+    return p;
+  }
+
+  std::shared_ptr<PyAnalyzer> analyzer() const { return analyzer_; }
+  InvertedIndex& index() { return index_; }
+  DocIds& ids() { return ids_; }
+  std::shared_mutex& mutex() { return mu_; }
+
+  std::size_t size() const {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    return index_.num_docs();
+  }
+
+  // ----- adding
+
+  void check_ids(const ParsedIds& p, std::size_t n) const {
+    // Caller holds the lock.
+    if (p.given) {
+      if (p.is_str && ids_.kind() == DocIds::Kind::Int && ids_.size() > 0)
+        throw py::type_error("ids: this index uses int ids; got str ids");
+      if (!p.is_str && ids_.kind() == DocIds::Kind::Str && ids_.size() > 0)
+        throw py::type_error("ids: this index uses str ids; got int ids");
+    } else if (ids_.kind() == DocIds::Kind::Str && ids_.size() > 0) {
+      throw py::value_error("ids: this index uses str ids, so add() needs ids");
+    }
+    if (p.is_str) {
+      std::unordered_map<std::string_view, std::size_t> seen;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (ids_.find(p.strs[i]) >= 0) throw py::value_error("ids[" + std::to_string(i) + "]: duplicate id '" + p.strs[i] + "' (already in the index)");
+        if (!seen.emplace(p.strs[i], i).second) throw py::value_error("ids[" + std::to_string(i) + "]: duplicate id '" + p.strs[i] + "' (repeated in ids)");
+      }
+    } else if (p.given) {
+      std::unordered_map<std::int64_t, std::size_t> seen;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (ids_.find(p.ints[i]) >= 0) throw py::value_error("ids[" + std::to_string(i) + "]: duplicate id " + std::to_string(p.ints[i]) + " (already in the index)");
+        if (!seen.emplace(p.ints[i], i).second) throw py::value_error("ids[" + std::to_string(i) + "]: duplicate id " + std::to_string(p.ints[i]) + " (repeated in ids)");
+      }
+    }
+  }
+
+  void commit_ids(ParsedIds& p, std::size_t n) {
+    if (p.is_str) {
+      ids_.append(std::move(p.strs));
+    } else if (p.given) {
+      ids_.append(p.ints);
+    } else {
+      std::vector<std::int64_t> auto_ids(n);
+      const std::int64_t start = ids_.next_auto_id();
+      for (std::size_t i = 0; i < n; ++i) auto_ids[i] = start + static_cast<std::int64_t>(i);
+      ids_.append(auto_ids);
+    }
+  }
+
+  void add(const py::sequence& texts, const py::object& ids_obj) {
+    const std::size_t n = texts.size();
+    ParsedIds ids = parse_ids(ids_obj, n, "ids");
+    PyAnalyzer::Input in;
+    analyzer_->prepare(texts, in, "texts");
+    py::gil_scoped_release release;
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    check_ids(ids, n);
+    if (n == 0) return;
+    TokenStream stream;
+    try {
+      constexpr std::size_t kChunkBytes = std::size_t(32) << 20;
+      std::size_t begin = 0;
+      while (begin < n) {
+        std::size_t end = begin, bytes = 0;
+        while (end < n && (end == begin || bytes < kChunkBytes)) {
+          bytes += in.views.empty() ? 64 * in.tokens[end].size() : in.views[end].size();
+          ++end;
+        }
+        stream.clear();
+        analyzer_->analyze_docs(in, begin, end, stream);
+        map_stems(stream);
+        index_.add_chunk(stream.stem_ids.data(), stream.counted.data(), stream.doc_offsets.data(), end - begin);
+        begin = end;
+      }
+    } catch (...) {
+      index_.abort_chunks();
+      throw;
+    }
+    index_.commit_chunks();
+    commit_ids(ids, n);
+  }
+
+  void add_tokenized(const py::sequence& docs, const py::object& ids_obj) {
+    const std::size_t n = docs.size();
+    ParsedIds ids = parse_ids(ids_obj, n, "ids");
+    std::vector<std::vector<std::string_view>> toks(n);
+    std::vector<std::string> spill;
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      py::object d = docs[i];
+      const std::string what = "token_lists[" + std::to_string(i) + "]";
+      if (PyUnicode_Check(d.ptr()) || PyBytes_Check(d.ptr()) || !PySequence_Check(d.ptr()))
+        throw py::type_error(what + ": expected a list of str tokens, got " + type_name(d));
+      py::sequence s = py::reinterpret_borrow<py::sequence>(d);
+      toks[i].reserve(s.size());
+      for (std::size_t j = 0; j < s.size(); ++j) {
+        py::object t = s[j];
+        if (!PyUnicode_Check(t.ptr()))
+          throw py::type_error(what + "[" + std::to_string(j) + "]: expected str, got " + type_name(t));
+        Py_ssize_t len = 0;
+        const char* p = PyUnicode_AsUTF8AndSize(t.ptr(), &len);
+        if (!p) {
+          PyErr_Clear();
+          spill.push_back(to_utf8(t, what));
+          toks[i].emplace_back();  // patched below (spill may reallocate)
+          continue;
+        }
+        toks[i].emplace_back(p, static_cast<std::size_t>(len));
+      }
+      total += toks[i].size();
+    }
+    // Re-point spilled tokens now that spill no longer grows.
+    if (!spill.empty()) {
+      std::size_t k = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        for (std::size_t j = 0; j < toks[i].size(); ++j)
+          if (toks[i][j].data() == nullptr) toks[i][j] = spill[k++];
+      }
+    }
+    py::gil_scoped_release release;
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    check_ids(ids, n);
+    if (n == 0) return;
+    std::vector<std::uint32_t> terms;
+    terms.reserve(total);
+    std::vector<std::size_t> offsets{0};
+    for (const auto& d : toks) {
+      for (std::string_view t : d) terms.push_back(index_.vocab().insert(t));
+      offsets.push_back(terms.size());
+    }
+    index_.add_documents(terms.data(), nullptr, offsets.data(), n);
+    commit_ids(ids, n);
+  }
+
+  // Term ids (with the lock held) of analyzed stems; unknown stems are dropped.
+  void map_stems(TokenStream& stream) {
+    analyzer_->core().with_stems([&](const StringTable& stems) {
+      if (stem_to_term_.size() < stems.size()) stem_to_term_.resize(stems.size(), -1);
+      for (auto& sid : stream.stem_ids) {
+        std::int64_t& t = stem_to_term_[sid];
+        if (t < 0) t = index_.vocab().insert(stems.get(sid));
+        sid = static_cast<std::uint32_t>(t);
+      }
+    });
+  }
+
+  // ----- deleting
+
+  void remove(const py::object& ids_obj) {
+    if (PyUnicode_Check(ids_obj.ptr()) || !PySequence_Check(ids_obj.ptr()))
+      throw py::type_error("ids: expected a list of ids, got " + type_name(ids_obj));
+    py::sequence seq = py::reinterpret_borrow<py::sequence>(ids_obj);
+    ParsedIds p = parse_ids(ids_obj, seq.size(), "ids");
+    std::vector<std::string> shown(seq.size());
+    for (std::size_t i = 0; i < seq.size(); ++i) shown[i] = py::repr(seq[i]);
+    std::string missing;
+    {
+      py::gil_scoped_release release;
+      std::unique_lock<std::shared_mutex> lock(mu_);
+      std::vector<std::uint32_t> docs;
+      const std::size_t n = p.is_str ? p.strs.size() : p.ints.size();
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::int64_t d = p.is_str ? ids_.find(p.strs[i]) : ids_.find(p.ints[i]);
+        if (d < 0) {
+          missing = shown[i];
+          break;
+        }
+        docs.push_back(static_cast<std::uint32_t>(d));
+      }
+      if (missing.empty()) {
+        std::sort(docs.begin(), docs.end());
+        docs.erase(std::unique(docs.begin(), docs.end()), docs.end());
+        index_.remove_documents(docs);
+        ids_.remove(docs);
+      }
+    }
+    if (!missing.empty()) throw py::key_error("ids: no document with id " + missing + " in the index; nothing was deleted");
+  }
+
+  // ----- querying
+
+  // Query terms of analyzed stems (lock held).
+  std::vector<QueryTerm> query_terms(const std::vector<std::string>& stems) const {
+    std::vector<QueryTerm> q;
+    for (const auto& s : stems) {
+      const std::uint32_t t = index_.vocab().find(s);
+      if (t != StringTable::kNotFound) q.push_back({t, 1});
+    }
+    return q;
+  }
+
+  static std::size_t check_k(long long k) {
+    if (k <= 0) throw py::value_error("k: expected a positive number of results, got " + std::to_string(k));
+    return static_cast<std::size_t>(k);
+  }
+
+  py::tuple to_result(const Hits& h, const DocIds& ids) const {
+    py::array_t<float> scores(static_cast<py::ssize_t>(h.docs.size()));
+    float* s = scores.mutable_data();
+    for (std::size_t i = 0; i < h.docs.size(); ++i) s[i] = h.docs[i].score;
+    return py::make_tuple(make_id_array(ids, h.docs), scores);
+  }
+
+  // Runs fn(stems) -> result under the index's shared lock, returning (ids, scores).
+  static Algorithm check_algorithm(int a) {
+    if (a < 0 || a > 2) throw py::value_error("algorithm: expected 0 (auto), 1 (maxscore) or 2 (exhaustive)");
+    return static_cast<Algorithm>(a);
+  }
+
+  py::tuple search_stems(const std::vector<std::string>& stems, std::size_t k, int algorithm) {
+    const Algorithm algo = check_algorithm(algorithm);
+    Hits hits;
+    DocIds snapshot_ids_unused;
+    py::tuple out;
+    {
+      py::gil_scoped_release release;
+      std::shared_lock<std::shared_mutex> lock(mu_);
+      const auto q = query_terms(stems);
+      index_.search(q, k, hits.docs, algo);
+      // Build the result while the ids cannot change (reacquire the GIL inside the lock is
+      // safe: nobody waits for this lock while holding the GIL).
+      py::gil_scoped_acquire gil;
+      out = to_result(hits, ids_);
+    }
+    return out;
+  }
+
+  py::tuple search(py::handle query, long long k, int algorithm) {
+    const std::size_t kk = check_k(k);
+    py::list one;
+    one.append(query);
+    PyAnalyzer::Input in;
+    analyzer_->prepare(one, in, "query");
+    std::vector<std::string> stems;
+    {
+      py::gil_scoped_release release;
+      analyzer_->analyze_query(in, 0, stems);
+    }
+    return search_stems(stems, kk, algorithm);
+  }
+
+  py::tuple search_tokenized(const py::sequence& tokens, long long k, int algorithm) {
+    const std::size_t kk = check_k(k);
+    return search_stems(token_strings(tokens, "tokens"), kk, algorithm);
+  }
+
+  static std::vector<std::string> token_strings(const py::handle& tokens, const char* arg) {
+    if (PyUnicode_Check(tokens.ptr()) || PyBytes_Check(tokens.ptr()) || !PySequence_Check(tokens.ptr()))
+      throw py::type_error(std::string(arg) + ": expected a list of str tokens, got " + type_name(tokens));
+    py::sequence seq = py::reinterpret_borrow<py::sequence>(tokens);
+    std::vector<std::string> out;
+    out.reserve(seq.size());
+    for (std::size_t i = 0; i < seq.size(); ++i) {
+      py::object t = seq[i];
+      if (!PyUnicode_Check(t.ptr()))
+        throw py::type_error(std::string(arg) + "[" + std::to_string(i) + "]: expected str, got " + type_name(t));
+      out.push_back(to_utf8(t, arg));
+    }
+    return out;
+  }
+
+  py::list search_batch(const py::sequence& queries, long long k, long long threads, bool tokenized, int algorithm) {
+    const std::size_t kk = check_k(k);
+    const Algorithm algo = check_algorithm(algorithm);
+    if (threads < 0) throw py::value_error("threads: expected >= 0 (0 = all cores), got " + std::to_string(threads));
+    const std::size_t nq = queries.size();
+    std::vector<std::vector<std::string>> stems(nq);
+    PyAnalyzer::Input in;
+    if (tokenized) {
+      for (std::size_t i = 0; i < nq; ++i) stems[i] = token_strings(queries[i], ("queries[" + std::to_string(i) + "]").c_str());
+    } else {
+      analyzer_->prepare(queries, in, "queries");
+    }
+    std::vector<Hits> hits(nq);
+    py::list out(nq);
+    {
+      py::gil_scoped_release release;
+      if (!tokenized)
+        for (std::size_t i = 0; i < nq; ++i) analyzer_->analyze_query(in, i, stems[i]);
+      std::shared_lock<std::shared_mutex> lock(mu_);
+      std::size_t nt = threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : static_cast<std::size_t>(threads);
+      nt = std::min(nt, std::max<std::size_t>(nq, 1));
+      std::atomic<std::size_t> next{0};
+      auto work = [&]() {
+        for (std::size_t i; (i = next.fetch_add(1)) < nq;) index_.search(query_terms(stems[i]), kk, hits[i].docs, algo);
+      };
+      if (nt <= 1) {
+        work();
+      } else {
+        std::vector<std::thread> pool;
+        for (std::size_t t = 0; t < nt; ++t) pool.emplace_back(work);
+        for (auto& th : pool) th.join();
+      }
+      py::gil_scoped_acquire gil;
+      for (std::size_t i = 0; i < nq; ++i) out[i] = to_result(hits[i], ids_);
+    }
+    return out;
+  }
+
+  std::vector<std::string> stems_of(py::handle query) {
+    if (!PyUnicode_Check(query.ptr()) && !PyBytes_Check(query.ptr())) return token_strings(query, "query");
+    py::list one;
+    one.append(query);
+    PyAnalyzer::Input in;
+    analyzer_->prepare(one, in, "query");
+    std::vector<std::string> stems;
+    py::gil_scoped_release release;
+    analyzer_->analyze_query(in, 0, stems);
+    return stems;
+  }
+
+  py::array_t<double> get_scores(py::handle query) {
+    const std::vector<std::string> stems = stems_of(query);
+    py::gil_scoped_release release;
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    const auto q = query_terms(stems);
+    py::gil_scoped_acquire gil;
+    py::array_t<double> out(static_cast<py::ssize_t>(index_.num_docs()));
+    double* p = out.mutable_data();
+    {
+      py::gil_scoped_release again;
+      index_.score_all(q, p);
+    }
+    return out;
+  }
+
+  py::dict explain(py::handle query, py::handle doc_id) {
+    const std::vector<std::string> stems = stems_of(query);
+    py::list one;
+    one.append(doc_id);
+    ParsedIds pid = parse_ids(one, 1, "doc_id");
+    std::vector<TermExplanation> ex;
+    std::vector<std::string> names;
+    std::int64_t doc = -1;
+    std::uint32_t dl = 0;
+    double avg = 0, n = 0;
+    Params params;
+    {
+      py::gil_scoped_release release;
+      std::shared_lock<std::shared_mutex> lock(mu_);
+      doc = pid.is_str ? ids_.find(pid.strs[0]) : ids_.find(pid.ints[0]);
+      if (doc >= 0) {
+        // Keep every analyzed query term, known or not, in query order (repeats merged).
+        std::vector<QueryTerm> q;
+        for (const auto& s : stems) {
+          auto it = std::find(names.begin(), names.end(), s);
+          if (it != names.end()) {
+            q[it - names.begin()].count += 1;
+            continue;
+          }
+          names.push_back(s);
+          const std::uint32_t t = index_.vocab().find(s);
+          q.push_back({t == StringTable::kNotFound ? 0xFFFFFFFFu : t, 1});
+        }
+        ex = index_.explain(q, static_cast<std::uint32_t>(doc));
+        dl = index_.doc_len(static_cast<std::uint32_t>(doc));
+        avg = index_.avgdl();
+        n = index_.num_docs();
+        params = index_.params();
+      }
+    }
+    if (doc < 0) throw py::key_error("doc_id: no document with id " + std::string(py::repr(doc_id)) + " in the index");
+    py::list terms;
+    double total = 0;
+    for (std::size_t i = 0; i < ex.size(); ++i) {
+      const auto& e = ex[i];
+      py::dict d;
+      d["term"] = to_pystr(names[i]);
+      d["query_tf"] = e.query_count;
+      d["in_vocabulary"] = e.df > 0;
+      d["tf"] = e.tf;
+      d["df"] = e.df;
+      d["idf"] = e.idf;
+      d["length_norm"] = e.length_norm;
+      d["tf_component"] = e.tf_component;
+      d["contribution"] = e.contribution;
+      total += e.contribution;
+      terms.append(d);
+    }
+    py::dict out;
+    out["doc_id"] = doc_id;
+    out["score"] = total;
+    out["method"] = method_name(params.method);
+    out["k1"] = params.k1;
+    out["b"] = params.b;
+    out["delta"] = params.delta;
+    out["num_docs"] = static_cast<std::uint64_t>(n);
+    out["doc_len"] = dl;
+    out["avgdl"] = avg;
+    out["terms"] = terms;
+    return out;
+  }
+
+  py::array ids_array() {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    std::vector<ScoredDoc> all(ids_.size());
+    for (std::size_t i = 0; i < all.size(); ++i) all[i].doc = static_cast<std::uint32_t>(i);
+    return make_id_array(ids_, all);
+  }
+
+  // ----- rank_bm25 compatibility helpers
+
+  py::array_t<std::int64_t> term_ids(const py::sequence& tokens) {
+    const auto toks = token_strings(tokens, "query");
+    py::array_t<std::int64_t> out(static_cast<py::ssize_t>(toks.size()));
+    auto* p = out.mutable_data();
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    for (std::size_t i = 0; i < toks.size(); ++i) {
+      const std::uint32_t t = index_.vocab().find(toks[i]);
+      p[i] = t == StringTable::kNotFound ? -1 : static_cast<std::int64_t>(t);
+    }
+    return out;
+  }
+
+  py::array_t<std::int64_t> document_frequencies() {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    py::array_t<std::int64_t> out(static_cast<py::ssize_t>(index_.num_terms()));
+    auto* p = out.mutable_data();
+    for (std::size_t t = 0; t < index_.num_terms(); ++t) p[t] = static_cast<std::int64_t>(index_.df(static_cast<std::uint32_t>(t)));
+    return out;
+  }
+
+  py::array_t<std::int64_t> document_lengths() {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    py::array_t<std::int64_t> out(static_cast<py::ssize_t>(index_.num_docs()));
+    auto* p = out.mutable_data();
+    for (std::uint32_t d = 0; d < index_.num_docs(); ++d) p[d] = index_.doc_len(d);
+    return out;
+  }
+
+  py::list vocabulary() {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    py::list out(index_.num_terms());
+    for (std::size_t t = 0; t < index_.num_terms(); ++t) out[t] = to_pystr(index_.vocab().get(static_cast<std::uint32_t>(t)));
+    return out;
+  }
+
+  py::array_t<double> rank_bm25_scores(py::array_t<std::int64_t, py::array::c_style | py::array::forcecast> terms,
+                                       py::array_t<double, py::array::c_style | py::array::forcecast> weights, int kind,
+                                       double k1, double b, double delta) {
+    if (terms.ndim() != 1 || weights.ndim() != 1 || terms.size() != weights.size())
+      throw py::value_error("terms and weights: expected 1-D arrays of the same length");
+    std::vector<std::int64_t> t(terms.data(), terms.data() + terms.size());
+    std::vector<double> w(weights.data(), weights.data() + weights.size());
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    py::array_t<double> out(static_cast<py::ssize_t>(index_.num_docs()));
+    double* p = out.mutable_data();
+    {
+      py::gil_scoped_release release;
+      index_.score_all_rank_bm25(t, w, kind, k1, b, delta, p);
+    }
+    return out;
+  }
+
+  // ----- parameters and statistics
+
+  void set_params(const std::string& method, double k1, double b, double delta) {
+    Params p = make_params(method, k1, b, delta);
+    py::gil_scoped_release release;
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    index_.set_params(p);
+  }
+
+  py::dict stats() {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    py::dict d;
+    d["num_docs"] = index_.num_docs();
+    d["num_terms"] = index_.num_terms();
+    d["num_postings"] = index_.num_postings();
+    d["num_segments"] = index_.segments().size();
+    d["total_len"] = index_.total_len();
+    d["avgdl"] = index_.avgdl();
+    d["memory_bytes"] = index_.memory_bytes();
+    d["method"] = method_name(index_.params().method);
+    d["k1"] = index_.params().k1;
+    d["b"] = index_.params().b;
+    d["delta"] = index_.params().delta;
+    return d;
+  }
+
+  // ----- persistence
+
+  void save(const std::string& path, const std::string& analyzer_json) {
+    py::gil_scoped_release release;
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    save_index(path, index_, ids_, analyzer_json);
+  }
+
+  static std::string read_analyzer_json(const std::string& path) {
+    py::gil_scoped_release release;
+    return read_index_metadata(path);
+  }
+
+  static std::shared_ptr<BM25Core> load(const std::string& path, bool mmap, std::shared_ptr<PyAnalyzer> analyzer) {
+    auto core = std::make_shared<BM25Core>("lucene", 1.2, 0.75, 0.0, std::move(analyzer));
+    py::gil_scoped_release release;
+    load_index(path, mmap, core->index_, core->ids_);
+    return core;
+  }
+
+ private:
+  InvertedIndex index_;
+  std::shared_ptr<PyAnalyzer> analyzer_;
+  DocIds ids_;
+  std::vector<std::int64_t> stem_to_term_;
+  mutable std::shared_mutex mu_;
+};
+
+}  // namespace
+
+void bind_bm25(py::module_& m) {
+  py::register_exception<IndexFileError>(m, "IndexFileError", PyExc_ValueError);
+
+  py::class_<PyAnalyzer, std::shared_ptr<PyAnalyzer>>(m, "Analyzer")
+      .def(py::init<bool, const std::vector<std::string>&, py::object, bool, py::object>(), py::arg("lowercase"),
+           py::arg("stopwords"), py::arg("stem_words"), py::arg("split_identifiers"), py::arg("tokenizer"))
+      .def("analyze", &PyAnalyzer::analyze, py::arg("text"))
+      .def_property_readonly("num_surfaces", [](PyAnalyzer& a) { return a.core().num_surfaces(); });
+
+  py::class_<BM25Core, std::shared_ptr<BM25Core>>(m, "BM25Core")
+      .def(py::init<const std::string&, double, double, double, std::shared_ptr<PyAnalyzer>>(), py::arg("method"),
+           py::arg("k1"), py::arg("b"), py::arg("delta"), py::arg("analyzer"))
+      .def("__len__", &BM25Core::size)
+      .def("add", &BM25Core::add, py::arg("texts"), py::arg("ids") = py::none())
+      .def("add_tokenized", &BM25Core::add_tokenized, py::arg("token_lists"), py::arg("ids") = py::none())
+      .def("delete", &BM25Core::remove, py::arg("ids"))
+      .def("search", &BM25Core::search, py::arg("query"), py::arg("k"), py::arg("algorithm") = 0)
+      .def("search_tokenized", &BM25Core::search_tokenized, py::arg("tokens"), py::arg("k"), py::arg("algorithm") = 0)
+      .def("search_batch", &BM25Core::search_batch, py::arg("queries"), py::arg("k"), py::arg("threads"),
+           py::arg("tokenized") = false, py::arg("algorithm") = 0)
+      .def("get_scores", &BM25Core::get_scores, py::arg("query"))
+      .def("explain", &BM25Core::explain, py::arg("query"), py::arg("doc_id"))
+      .def("ids", &BM25Core::ids_array)
+      .def("term_ids", &BM25Core::term_ids, py::arg("tokens"))
+      .def("document_frequencies", &BM25Core::document_frequencies)
+      .def("document_lengths", &BM25Core::document_lengths)
+      .def("vocabulary", &BM25Core::vocabulary)
+      .def("rank_bm25_scores", &BM25Core::rank_bm25_scores, py::arg("terms"), py::arg("weights"), py::arg("kind"),
+           py::arg("k1"), py::arg("b"), py::arg("delta"))
+      .def("set_params", &BM25Core::set_params, py::arg("method"), py::arg("k1"), py::arg("b"), py::arg("delta"))
+      .def("stats", &BM25Core::stats)
+      .def("save", &BM25Core::save, py::arg("path"), py::arg("analyzer_json"))
+      .def_static("read_analyzer_json", &BM25Core::read_analyzer_json, py::arg("path"))
+      .def_static("load", &BM25Core::load, py::arg("path"), py::arg("mmap"), py::arg("analyzer"))
+      .def_property_readonly("analyzer", &BM25Core::analyzer);
+}
 
 }  // namespace ragfind::bindings

@@ -1,0 +1,42 @@
+// The BM25 index file (little-endian, version 1).
+//
+//   header (64 bytes)  magic "RAGFBM25", version, header size, file size, section count,
+//                      CRC-32 of the payload, of the section table and of the header itself
+//   section table      per section: id, element size, offset, byte size, element count
+//   payload            the sections, each 64-byte aligned: metadata, analyzer config (JSON
+//                      text, opaque here), vocabulary, document lengths, postings (one
+//                      segment: term offsets, doc ids, tfs), external ids
+//
+// save_index writes a temporary file in the target's folder, fsyncs it and renames it over
+// the target (then fsyncs the folder), so a crash mid-save leaves the previous file intact.
+// load_index checks magic, version, sizes, every checksum and every offset and structural
+// invariant (sorted doc ids in range, monotone offsets, unique ids) before trusting anything;
+// problems raise IndexFileError. With mmap the postings and lengths borrow from the mapping.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "ragfind/bm25/doc_ids.hpp"
+#include "ragfind/bm25/inverted_index.hpp"
+
+namespace ragfind::bm25 {
+
+/// A missing, foreign, truncated or corrupt index file (a ValueError in Python).
+class IndexFileError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+inline constexpr std::uint32_t kIndexFormatVersion = 1;
+
+/// Writes the index atomically. Throws std::runtime_error (with errno text) on I/O failure.
+void save_index(const std::string& path, const InvertedIndex& index, const DocIds& ids, const std::string& analyzer_json);
+
+/// Loads into an empty index and id map; throws IndexFileError.
+void load_index(const std::string& path, bool mmap, InvertedIndex& index, DocIds& ids);
+
+/// Only the analyzer JSON of a file (validated like load_index).
+std::string read_index_metadata(const std::string& path);
+
+}  // namespace ragfind::bm25

@@ -1,0 +1,70 @@
+// The top-k queue shared by every query algorithm.
+//
+// Contract: entries are ordered by score, higher first; equal scores are broken by the lower
+// internal document id (earlier insertion). The queue keeps the k best entries seen; while it
+// is full, threshold() is the score of its worst entry and a document can only enter with a
+// score strictly greater than the threshold (or an equal score and a lower id, which cannot
+// happen when documents are visited in increasing id order, as every algorithm here does).
+// So a candidate whose score upper bound is <= threshold() can be skipped safely.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace ragfind::bm25 {
+
+struct ScoredDoc {
+  float score;
+  std::uint32_t doc;
+};
+
+/// a ranks before b.
+inline bool ranks_before(const ScoredDoc& a, const ScoredDoc& b) {
+  return a.score > b.score || (a.score == b.score && a.doc < b.doc);
+}
+
+struct RanksBefore {
+  bool operator()(const ScoredDoc& a, const ScoredDoc& b) const { return ranks_before(a, b); }
+};
+
+class TopKQueue {
+ public:
+  explicit TopKQueue(std::size_t k) : k_(k) { heap_.reserve(k < 4096 ? k : 4096); }
+
+  bool full() const { return heap_.size() >= k_; }
+  std::size_t k() const { return k_; }
+
+  /// Scores at or below this cannot enter (when full); -inf otherwise.
+  float threshold() const { return full() ? heap_.front().score : -std::numeric_limits<float>::infinity(); }
+
+  /// Offers a document; returns true if it entered.
+  bool insert(float score, std::uint32_t doc) {
+    ScoredDoc e{score, doc};
+    if (!full()) {
+      heap_.push_back(e);
+      std::push_heap(heap_.begin(), heap_.end(), RanksBefore{});
+      return true;
+    }
+    if (!ranks_before(e, heap_.front())) return false;
+    std::pop_heap(heap_.begin(), heap_.end(), RanksBefore{});
+    heap_.back() = e;
+    std::push_heap(heap_.begin(), heap_.end(), RanksBefore{});
+    return true;
+  }
+
+  /// The entries best first; empties the queue.
+  /// (Callers may offer documents in any order: the comparison includes the doc id.)
+  void finalize(std::vector<ScoredDoc>& out) {
+    std::sort(heap_.begin(), heap_.end(), RanksBefore{});
+    out.swap(heap_);
+    heap_.clear();
+  }
+
+ private:
+  std::size_t k_;
+  std::vector<ScoredDoc> heap_;  // a heap whose front is the worst entry
+};
+
+}  // namespace ragfind::bm25

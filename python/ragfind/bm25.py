@@ -1,0 +1,428 @@
+"""BM25 over a C++ inverted index: :class:`Analyzer` and :class:`BM25Index`.
+
+The analyzer (tokenization, lower-casing, stopwords, Snowball stemming) and the index
+(postings, statistics, MaxScore top-k, persistence) run in C++ (``ragfind._core``); this module
+validates arguments, documents the API and keeps the analyzer's configuration for saving.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Union
+
+import numpy as np
+
+from ragfind import _core
+
+__all__ = ["ENGLISH_STOPWORDS", "Analyzer", "BM25Index", "IndexFileError", "METHODS"]
+
+#: Lucene's English stop set (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET), the list bm25s uses.
+ENGLISH_STOPWORDS: tuple[str, ...] = (
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they",
+    "this", "to", "was", "will", "with",
+)  # fmt: skip
+
+#: The BM25 variants (Kamphuis et al., "Which BM25 Do You Mean?", ECIR 2020).
+METHODS: tuple[str, ...] = ("lucene", "robertson", "atire", "bm25l", "bm25+")
+
+#: Default delta of the variants that use one (Lv and Zhai, CIKM 2011).
+DEFAULT_DELTA = {"bm25l": 0.5, "bm25+": 1.0}
+
+#: Raised for a missing, foreign, truncated or corrupt index file (a ValueError).
+IndexFileError = _core.IndexFileError
+
+IdList = Union[Sequence[str], Sequence[int], np.ndarray]
+
+
+def _snowball_stemmer(language: str):
+    try:
+        import Stemmer  # PyStemmer
+    except ImportError as exc:  # pragma: no cover - PyStemmer is a dependency
+        raise ImportError("stemming needs PyStemmer (pip install PyStemmer), or pass stemmer=None") from exc
+    algorithms = Stemmer.algorithms()
+    if language not in algorithms:
+        raise ValueError(f"stemmer: unknown Snowball language {language!r}; expected None or one of {algorithms}")
+    return Stemmer.Stemmer(language)
+
+
+class Analyzer:
+    """Turns text into index terms: tokenize, lower-case, drop stopwords, stem.
+
+    Tokens are runs of word characters (letters, digits, ``_``) of two or more characters,
+    exactly ``re.findall(r"(?u)\\b\\w\\w+\\b", text)``; these count towards the document length.
+    With ``split_identifiers`` the analyzer also emits, without counting them towards the
+    length, the parts of identifiers (``getUserById`` -> ``get user by id``,
+    ``E_ACCESS_DENIED`` -> ``access denied``) and whole compounds joined by ``-``, ``.`` or
+    ``/`` (``XJ-2000`` -> ``xj-2000``, ``v2.3.1`` -> ``v2.3.1``): a query for the whole
+    identifier or for one of its parts finds the document. Invalid UTF-8 bytes and lone
+    surrogates are treated as separators. Stemming (PyStemmer's Snowball) runs once per
+    distinct word form and is cached.
+
+    Args:
+        lowercase: lower-case tokens (Unicode simple case mapping).
+        stopwords: ``"english"`` (Lucene's 33-word list, as bm25s), ``None`` for none, or an
+            iterable of words (compared after lower-casing).
+        stemmer: a Snowball language name (``"english"``, ``"french"``, ...; see
+            ``Stemmer.algorithms()``) or ``None`` to disable stemming.
+        split_identifiers: also emit identifier parts and compounds (see above).
+        tokenizer: optional Python callable ``str -> list[str]`` replacing the built-in
+            tokenizer (e.g. for CJK text); its tokens are lower-cased, filtered and stemmed
+            as configured and all count towards the length.
+
+    Raises:
+        ValueError: unknown stopword list or stemmer language.
+        TypeError: tokenizer is not callable, stopwords is not iterable of str.
+    """
+
+    def __init__(
+        self,
+        lowercase: bool = True,
+        stopwords: str | Iterable[str] | None = "english",
+        stemmer: str | None = "english",
+        split_identifiers: bool = True,
+        tokenizer: Callable[[str], list[str]] | None = None,
+    ) -> None:
+        if isinstance(stopwords, str):
+            if stopwords not in ("english", "en"):
+                raise ValueError(f"stopwords: unknown list {stopwords!r}; expected 'english', None or a list of words")
+            words = list(ENGLISH_STOPWORDS)
+            stopwords_config: Any = "english"
+        elif stopwords is None:
+            words, stopwords_config = [], None
+        else:
+            words = list(stopwords)
+            for w in words:
+                if not isinstance(w, str):
+                    raise TypeError(f"stopwords: expected str items, got {type(w).__name__}")
+            stopwords_config = words
+        if stemmer is not None and not isinstance(stemmer, str):
+            raise TypeError(f"stemmer: expected a Snowball language name or None, got {type(stemmer).__name__}")
+        if tokenizer is not None and not callable(tokenizer):
+            raise TypeError(f"tokenizer: expected a callable str -> list[str] or None, got {type(tokenizer).__name__}")
+        stem_words = _snowball_stemmer(stemmer).stemWords if stemmer is not None else None
+        self._config = {
+            "lowercase": bool(lowercase),
+            "stopwords": stopwords_config,
+            "stemmer": stemmer,
+            "split_identifiers": bool(split_identifiers),
+            "custom_tokenizer": tokenizer is not None,
+        }
+        self._tokenizer = tokenizer
+        self._core = _core.Analyzer(bool(lowercase), words, stem_words, bool(split_identifiers), tokenizer)
+
+    def analyze(self, text: str | bytes) -> list[str]:
+        """Returns the index terms of ``text`` in order (overlapping identifier tokens included).
+
+        Raises:
+            TypeError: ``text`` is neither str nor bytes.
+        """
+        return self._core.analyze(text)
+
+    __call__ = analyze
+
+    def config(self) -> dict:
+        """The settings (JSON-serialisable; a custom tokenizer is recorded only as a flag)."""
+        return dict(self._config)
+
+    @classmethod
+    def from_config(cls, config: dict, tokenizer: Callable[[str], list[str]] | None = None) -> Analyzer:
+        """Rebuilds an analyzer from :meth:`config` (pass the tokenizer if one was used)."""
+        return cls(
+            lowercase=config["lowercase"],
+            stopwords=config["stopwords"],
+            stemmer=config["stemmer"],
+            split_identifiers=config["split_identifiers"],
+            tokenizer=tokenizer,
+        )
+
+    def __repr__(self) -> str:
+        c = self._config
+        return (
+            f"Analyzer(lowercase={c['lowercase']}, stopwords={c['stopwords']!r}, stemmer={c['stemmer']!r}, "
+            f"split_identifiers={c['split_identifiers']}, tokenizer={self._tokenizer!r})"
+        )
+
+
+def _check_texts(texts: Any, name: str) -> list:
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(f"{name}: expected a list of str, got a single {type(texts).__name__}")
+    if not isinstance(texts, (list, tuple)):
+        try:
+            texts = list(texts)
+        except TypeError:
+            raise TypeError(f"{name}: expected a list of str, got {type(texts).__name__}") from None
+    return texts
+
+
+def _check_ids(ids: Any) -> Any:
+    if ids is None:
+        return None
+    if isinstance(ids, np.ndarray):
+        if ids.ndim != 1:
+            raise ValueError(f"ids: expected a 1-D array, got shape {ids.shape}")
+        return ids.tolist()
+    if isinstance(ids, (str, bytes)):
+        raise TypeError(f"ids: expected a list of ids, got a single {type(ids).__name__}")
+    return ids if isinstance(ids, (list, tuple)) else list(ids)
+
+
+class BM25Index:
+    """A BM25 index over a C++ inverted index, searchable while documents are added or deleted.
+
+    Variants (``method``), as named by Kamphuis et al., "Which BM25 Do You Mean? A Large-Scale
+    Reproducibility Study of Scoring Variants" (ECIR 2020), with the formulas of bm25s:
+    ``"lucene"`` (default), ``"robertson"``, ``"atire"``, ``"bm25l"`` and ``"bm25+"`` (Lv and
+    Zhai, CIKM 2011; ``delta`` defaults to 0.5 and 1.0 respectively). Repeated query terms
+    count once per occurrence.
+
+    Statistics (N, df, avgdl) are global and current: after any :meth:`add` or :meth:`delete`
+    every score equals that of a fresh index built over the same documents. :meth:`search` is
+    exact top-k with MaxScore dynamic pruning; ties are broken by insertion order.
+
+    Args:
+        method: one of ``"lucene"``, ``"robertson"``, ``"atire"``, ``"bm25l"``, ``"bm25+"``.
+        k1: term-frequency saturation (>= 0).
+        b: length normalisation in [0, 1].
+        delta: the lower bound of bm25l / bm25+ (``None``: the variant's default; ignored by
+            the others).
+        analyzer: an :class:`Analyzer` (default: ``Analyzer()``: English stopwords, English
+            Snowball stemming, identifier splitting).
+
+    Raises:
+        ValueError: unknown method or parameters out of range.
+    """
+
+    def __init__(
+        self,
+        method: str = "lucene",
+        k1: float = 1.2,
+        b: float = 0.75,
+        delta: float | None = None,
+        analyzer: Analyzer | None = None,
+    ) -> None:
+        if method not in METHODS and method != "bm25plus":
+            raise ValueError(f"method: unknown BM25 variant {method!r}; expected one of {METHODS}")
+        if analyzer is not None and not isinstance(analyzer, Analyzer):
+            raise TypeError(f"analyzer: expected a ragfind.Analyzer or None, got {type(analyzer).__name__}")
+        self._analyzer = analyzer if analyzer is not None else Analyzer()
+        self._delta_given = delta is not None
+        if delta is None:
+            delta = DEFAULT_DELTA.get("bm25+" if method == "bm25plus" else method, 0.0)
+        self._core = _core.BM25Core(method, float(k1), float(b), float(delta), self._analyzer._core)
+
+    @classmethod
+    def _wrap(cls, core, analyzer: Analyzer) -> BM25Index:
+        obj = cls.__new__(cls)
+        obj._analyzer = analyzer
+        obj._core = core
+        obj._delta_given = True
+        return obj
+
+    # ----- building
+
+    def add(self, texts: Sequence[str], ids: IdList | None = None) -> None:
+        """Adds documents, searchable as soon as this returns.
+
+        Args:
+            texts: the documents (str; bytes are read as UTF-8).
+            ids: one id per document, all int or all str, unique in the index. Default:
+                consecutive ints after the largest int id so far (0, 1, 2, ... for a new index).
+
+        Raises:
+            TypeError: an item is not str / bytes (the message names its position), mixed id kinds.
+            ValueError: a duplicate id, or as many ids as texts was not given.
+            Nothing is added when an error is raised.
+        """
+        self._core.add(_check_texts(texts, "texts"), _check_ids(ids))
+
+    def add_tokenized(self, token_lists: Sequence[Sequence[str]], ids: IdList | None = None) -> None:
+        """Adds pre-tokenized documents, bypassing the analyzer: each token is an index term.
+
+        Use with :meth:`search_tokenized`. Same ``ids`` rules and errors as :meth:`add`.
+        """
+        self._core.add_tokenized(_check_texts(token_lists, "token_lists"), _check_ids(ids))
+
+    def delete(self, ids: IdList) -> None:
+        """Removes documents by id; statistics are updated as if they had never been added.
+
+        Costs a rewrite of the index (O(index size)): delete in batches.
+
+        Raises:
+            KeyError: an id is not in the index (nothing is deleted).
+        """
+        self._core.delete(_check_ids(ids))
+
+    # ----- searching
+
+    def search(self, query: str, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best documents for ``query``, best first.
+
+        Only documents that contain at least one query term are returned, so fewer than
+        ``k`` come back when fewer match (an empty or stopword-only query returns nothing).
+
+        Returns:
+            ``(ids, scores)``: ids as int64 (or an object array of str for str ids) and
+            float32 scores, sorted by score descending, ties by insertion order.
+
+        Raises:
+            ValueError: ``k <= 0``.  TypeError: ``query`` is not str / bytes.
+        """
+        return self._core.search(query, _check_k(k))
+
+    def search_tokenized(self, tokens: Sequence[str], k: int = 10) -> tuple[np.ndarray, np.ndarray]:
+        """Like :meth:`search` for a pre-tokenized query (tokens are index terms as given)."""
+        return self._core.search_tokenized(_check_texts(tokens, "tokens"), _check_k(k))
+
+    def search_batch(
+        self, queries: Sequence[str], k: int = 10, threads: int = 0
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`search` for many queries on C++ threads (``threads=0``: one per core).
+
+        The GIL is released while searching. Returns one ``(ids, scores)`` per query, in order.
+        """
+        return self._core.search_batch(_check_texts(queries, "queries"), _check_k(k), int(threads))
+
+    def search_batch_tokenized(
+        self, token_lists: Sequence[Sequence[str]], k: int = 10, threads: int = 0
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`search_batch` for pre-tokenized queries."""
+        return self._core.search_batch(_check_texts(token_lists, "token_lists"), _check_k(k), int(threads), True)
+
+    def get_scores(self, query: str | Sequence[str]) -> np.ndarray:
+        """The score of every document, in insertion order (rank_bm25's ``get_scores``).
+
+        ``query`` is a string (analyzed) or a list of tokens (used as index terms). Documents
+        with no query term get 0 (or, for bm25l / bm25+, the score of absent terms).
+        Computed exhaustively in double precision; returns a float64 array of ``len(self)``.
+        """
+        if not isinstance(query, (str, bytes)):
+            query = _check_texts(query, "query")
+        return self._core.get_scores(query)
+
+    def explain(self, query: str | Sequence[str], doc_id: int | str) -> dict:
+        """Why ``doc_id`` scores what it does for ``query``.
+
+        Returns a dict with ``score``, ``method``, ``k1``, ``b``, ``delta``, ``num_docs``,
+        ``doc_len``, ``avgdl`` and ``terms``: per distinct query term ``term``, ``query_tf``,
+        ``in_vocabulary``, ``tf``, ``df``, ``idf``, ``length_norm`` (1 - b + b dl/avgdl),
+        ``tf_component`` and ``contribution`` (query_tf * idf * tf_component); the
+        contributions sum to ``score``. Change parameters with :meth:`set_params` and compare.
+
+        Raises:
+            KeyError: ``doc_id`` is not in the index.
+        """
+        if not isinstance(query, (str, bytes)):
+            query = _check_texts(query, "query")
+        return self._core.explain(query, doc_id)
+
+    def set_params(
+        self, method: str | None = None, k1: float | None = None, b: float | None = None, delta: float | None = None
+    ) -> None:
+        """Changes the variant and/or its parameters; later scores use them (no rebuild)."""
+        s = self._core.stats()
+        method = s["method"] if method is None else method
+        if delta is None:
+            delta = s["delta"] if method == s["method"] else DEFAULT_DELTA.get(method, 0.0)
+        self._core.set_params(
+            method, float(s["k1"] if k1 is None else k1), float(s["b"] if b is None else b), float(delta)
+        )
+
+    # ----- persistence
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes the index to ``path`` atomically (temporary file, fsync, rename).
+
+        The analyzer's settings are stored with it; a custom tokenizer callable is not (pass it
+        again to :meth:`load`).
+
+        Raises:
+            OSError / RuntimeError: the file cannot be written (the previous file is untouched).
+        """
+        self._core.save(os.fspath(path), json.dumps({"analyzer": self._analyzer.config()}))
+
+    @classmethod
+    def load(
+        cls, path: str | os.PathLike, mmap: bool = True, analyzer: Analyzer | None = None
+    ) -> BM25Index:
+        """Loads an index written by :meth:`save`.
+
+        Args:
+            path: the file.
+            mmap: map the postings and lengths from the file instead of reading them into memory.
+            analyzer: the analyzer to use (required if the index was built with a custom
+                tokenizer); default: rebuilt from the saved settings.
+
+        Raises:
+            ragfind.IndexFileError (a ValueError): missing, foreign, truncated or corrupt file
+                (magic, version, sizes, CRC-32 checksums and every offset are checked).
+        """
+        path = os.fspath(path)
+        if analyzer is not None and not isinstance(analyzer, Analyzer):
+            raise TypeError(f"analyzer: expected a ragfind.Analyzer or None, got {type(analyzer).__name__}")
+        meta_text = _core.BM25Core.read_analyzer_json(path)
+        try:
+            meta = json.loads(meta_text)
+            config = meta["analyzer"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise IndexFileError(f"{path!r} is not a valid ragfind BM25 index: bad analyzer settings") from exc
+        if analyzer is None:
+            if config.get("custom_tokenizer"):
+                raise ValueError(
+                    f"{path!r} was built with a custom tokenizer; pass analyzer=Analyzer(..., tokenizer=...)"
+                )
+            analyzer = Analyzer.from_config(config)
+        core = _core.BM25Core.load(path, bool(mmap), analyzer._core)
+        return cls._wrap(core, analyzer)
+
+    # ----- introspection
+
+    def __len__(self) -> int:
+        return len(self._core)
+
+    @property
+    def ids(self) -> np.ndarray:
+        """Document ids in insertion order (int64, or an object array of str)."""
+        return self._core.ids()
+
+    @property
+    def analyzer(self) -> Analyzer:
+        """The :class:`Analyzer` used for :meth:`add` and :meth:`search`."""
+        return self._analyzer
+
+    @property
+    def method(self) -> str:
+        return self._core.stats()["method"]
+
+    @property
+    def k1(self) -> float:
+        return self._core.stats()["k1"]
+
+    @property
+    def b(self) -> float:
+        return self._core.stats()["b"]
+
+    @property
+    def delta(self) -> float:
+        return self._core.stats()["delta"]
+
+    def stats(self) -> dict:
+        """Sizes and parameters: num_docs, num_terms, num_postings, num_segments, avgdl, memory_bytes, ..."""
+        return self._core.stats()
+
+    def __repr__(self) -> str:
+        s = self._core.stats()
+        return (
+            f"BM25Index(method={s['method']!r}, k1={s['k1']}, b={s['b']}, delta={s['delta']}, "
+            f"num_docs={s['num_docs']}, num_terms={s['num_terms']})"
+        )
+
+
+def _check_k(k: Any) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise TypeError(f"k: expected a positive int, got {type(k).__name__}")
+    if k <= 0:
+        raise ValueError(f"k: expected a positive number of results, got {k}")
+    return int(k)

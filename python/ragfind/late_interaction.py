@@ -1,0 +1,599 @@
+"""Late interaction (ColBERT-style MaxSim): the functional kernel and a packed token index.
+
+``score(q, d) = sum_i max_j <q_i, d_j>`` over the query's token vectors ``q_i`` and the
+document's token vectors ``d_j``. The kernel runs in C++ (register-tiled, AVX2/AVX-512
+dispatched at run time, multi-threaded, GIL released); this module validates inputs, packs
+documents contiguously and handles persistence and candidate generation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import tempfile
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ragfind import _core
+
+__all__ = ["maxsim", "LateInteractionIndex", "MaxSimExplanation", "TokenMatch"]
+
+_DTYPES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16)}
+
+
+def _as_query(query_vectors, name: str = "query_vectors") -> np.ndarray:
+    q = np.asarray(query_vectors)
+    if q.dtype.kind != "f":
+        raise TypeError(f"{name} must be a floating-point array, got dtype {q.dtype}")
+    if q.ndim == 1:
+        raise ValueError(
+            f"{name} must be 2-D (query_tokens, dim), got shape {q.shape}; "
+            "a single vector is a 1-token query: pass it as vector[None, :]"
+        )
+    if q.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (query_tokens, dim), got shape {q.shape}")
+    if q.shape[0] == 0 or q.shape[1] == 0:
+        raise ValueError(f"{name} must have at least one token vector and dim >= 1, got shape {q.shape}")
+    return np.ascontiguousarray(q, dtype=np.float32)
+
+
+def _as_doc(doc, name: str, dtype: np.dtype | None) -> np.ndarray:
+    d = np.asarray(doc)
+    if d.dtype.kind != "f":
+        raise TypeError(f"{name} must be a floating-point array, got dtype {d.dtype}")
+    if d.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (tokens, dim), got shape {d.shape}")
+    if d.shape[0] == 0:
+        raise ValueError(f"{name} is empty (shape {d.shape}); MaxSim needs at least one token vector")
+    if dtype is None:
+        dtype = d.dtype if d.dtype in (np.float32, np.float16) else np.dtype(np.float32)
+    return np.ascontiguousarray(d, dtype=dtype)
+
+
+def maxsim(
+    query_vectors,
+    documents,
+    *,
+    offsets=None,
+    n_threads: int | None = None,
+    check_finite: bool = True,
+) -> np.ndarray:
+    """MaxSim scores of one query against many documents.
+
+    Args:
+        query_vectors: (m, dim) floating array, the query's token vectors (converted to
+            float32; float32 C-contiguous input is used without a copy).
+        documents: a list of (n_i, dim) arrays (float32 or float16 are used in place; other
+            float dtypes, or a list mixing float32 and float16, are converted to float32), or
+            one packed (total_tokens, dim) array when ``offsets`` is given.
+        offsets: (n_docs + 1,) integer array for the packed form: document ``d`` is rows
+            ``offsets[d]:offsets[d + 1]`` (strictly increasing, starting at 0, ending at
+            ``total_tokens``).
+        n_threads: worker threads (None: all cores; small batches use fewer).
+        check_finite: scan the inputs for NaN/Inf first (cheap next to the scoring).
+
+    Returns:
+        float32 array (n_docs,): ``sum_i max_j <q_i, d_j>`` per document.
+
+    Raises:
+        TypeError: non-float input. ValueError: wrong shapes, mismatched dims, an empty
+        document, malformed offsets, or NaN/Inf (the message names the argument and row).
+    """
+    q = _as_query(query_vectors)
+    threads = 0 if n_threads is None else int(n_threads)
+    if offsets is not None:
+        tokens = _as_doc(documents, "documents", None)
+        off = np.ascontiguousarray(np.asarray(offsets), dtype=np.int64)
+        if tokens.shape[1] != q.shape[1]:
+            raise ValueError(f"documents has dim {tokens.shape[1]}, expected {q.shape[1]} (the query's dim)")
+        return _core.maxsim_packed(q, tokens, off, None, threads, check_finite)
+    if isinstance(documents, np.ndarray) and documents.ndim == 3:
+        documents = list(documents)
+    if not isinstance(documents, Sequence) or isinstance(documents, (str, bytes)):
+        raise TypeError(
+            f"documents must be a list of (tokens, dim) arrays, got {type(documents).__name__} "
+            "(pass offsets= for a packed (total_tokens, dim) array)"
+        )
+    docs = [np.asarray(d) for d in documents]
+    kinds = {d.dtype for d in docs}
+    target = None if kinds <= {np.dtype(np.float32)} or kinds <= {np.dtype(np.float16)} else np.float32
+    docs = [_as_doc(d, f"documents[{i}]", target) for i, d in enumerate(docs)]
+    return _core.maxsim_list(q, docs, threads, check_finite)
+
+
+@dataclass
+class TokenMatch:
+    """One query token's best match in a document."""
+
+    query_token: int
+    doc_token: int
+    similarity: float
+    query_text: str | None = None
+    doc_text: str | None = None
+
+
+@dataclass
+class MaxSimExplanation:
+    """Per query token, the document token it matched; ``score`` is the sum of similarities."""
+
+    doc_id: int
+    score: float
+    matches: list[TokenMatch] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        lines = [f"doc {self.doc_id}: MaxSim {self.score:.4f}"]
+        for mt in self.matches:
+            q = mt.query_text if mt.query_text is not None else f"q[{mt.query_token}]"
+            d = mt.doc_text if mt.doc_text is not None else f"d[{mt.doc_token}]"
+            lines.append(f"  {q:>16} -> {d:<16} {mt.similarity:+.4f}")
+        return "\n".join(lines)
+
+
+_MAGIC = b"RFLATE\x00\x01"
+_VERSION = 1
+_ALIGN = 64
+
+
+class LateInteractionIndex:
+    """Token embeddings of many documents packed contiguously, scored by MaxSim.
+
+    Documents get ids 0, 1, 2, ... in the order they are added. Token vectors are stored as
+    one (total_tokens, dim) array (float32 or float16) plus ``offsets`` (n_docs + 1), so a
+    document is a zero-copy slice; saved indexes load with ``mmap``.
+
+    Candidate generation for large corpora follows PLAID: :meth:`build_centroids` clusters the
+    token vectors (spherical k-means), keeps each token's centroid code and an inverted list
+    centroid -> documents. :meth:`search` then probes the centroids nearest to each query
+    token, ranks the union of their documents by the centroid-approximated MaxSim, and
+    re-ranks the best ``n_rerank`` exactly. Without centroids, :meth:`search` is exhaustive.
+    """
+
+    def __init__(self, dim: int, dtype: str = "float32"):
+        """Create an empty index of ``dim``-dimensional token vectors stored as ``dtype``.
+
+        Raises ValueError on a non-positive dim or a dtype other than "float32"/"float16".
+        """
+        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim <= 0:
+            raise ValueError(f"dim must be a positive integer, got {dim!r}")
+        if str(dtype) not in _DTYPES:
+            raise ValueError(f"dtype must be 'float32' or 'float16', got {dtype!r}")
+        self._dim = int(dim)
+        self._dtype = _DTYPES[str(dtype)]
+        self._tokens = np.zeros((0, self._dim), dtype=self._dtype)
+        self._offsets = np.zeros(1, dtype=np.int64)
+        self._pending: list[np.ndarray] = []
+        self._pending_lengths: list[int] = []
+        self._centroids: np.ndarray | None = None
+        self._codes: np.ndarray | None = None
+        self._ivf_offsets: np.ndarray | None = None
+        self._ivf_docs: np.ndarray | None = None
+
+    # ----------------------------------------------------------------- properties
+    @property
+    def dim(self) -> int:
+        """Dimension of the token vectors."""
+        return self._dim
+
+    @property
+    def dtype(self) -> str:
+        """Storage dtype of the token vectors ("float32" or "float16")."""
+        return self._dtype.name
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1 + len(self._pending)
+
+    @property
+    def n_tokens(self) -> int:
+        """Total number of stored token vectors."""
+        return int(self._offsets[-1]) + sum(self._pending_lengths)
+
+    @property
+    def has_centroids(self) -> bool:
+        """True once :meth:`build_centroids` ran (and no document was added since)."""
+        return self._centroids is not None
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        lengths = np.asarray(self._pending_lengths, dtype=np.int64)
+        new_offsets = self._offsets[-1] + np.cumsum(lengths)
+        self._tokens = np.concatenate([self._tokens, *self._pending], axis=0)
+        self._offsets = np.concatenate([self._offsets, new_offsets])
+        self._pending, self._pending_lengths = [], []
+
+    @property
+    def tokens(self) -> np.ndarray:
+        """The packed (total_tokens, dim) token matrix (read-only view)."""
+        self._flush()
+        view = self._tokens.view()
+        view.flags.writeable = False
+        return view
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """int64 (n_docs + 1,): document ``d`` owns rows ``offsets[d]:offsets[d + 1]``."""
+        self._flush()
+        view = self._offsets.view()
+        view.flags.writeable = False
+        return view
+
+    # ----------------------------------------------------------------- building
+    def add(self, documents) -> np.ndarray:
+        """Append documents, each a (tokens, dim) float array; returns their new int64 ids.
+
+        All documents are validated before any is stored (dim, non-empty, finite), so a bad
+        batch changes nothing. Adding documents drops the centroids (rebuild them).
+        Raises TypeError/ValueError naming the offending document.
+        """
+        if isinstance(documents, np.ndarray) and documents.ndim == 2:
+            raise TypeError("documents must be a list of (tokens, dim) arrays; wrap a single document in a list")
+        docs = []
+        for i, d in enumerate(documents):
+            a = _as_doc(d, f"documents[{i}]", self._dtype)
+            if a.shape[1] != self._dim:
+                raise ValueError(f"documents[{i}] has dim {a.shape[1]}, expected {self._dim}")
+            bad = _core.first_non_finite(a)
+            if bad >= 0:
+                raise ValueError(
+                    f"documents[{i}] contains a non-finite value (NaN or Inf) at token {bad // self._dim}"
+                    f", dimension {bad % self._dim}"
+                )
+            docs.append(a)
+        if not docs:
+            return np.zeros(0, dtype=np.int64)
+        start = len(self)
+        self._pending.extend(docs)
+        self._pending_lengths.extend(int(d.shape[0]) for d in docs)
+        self._drop_centroids()
+        return np.arange(start, start + len(docs), dtype=np.int64)
+
+    def _drop_centroids(self) -> None:
+        self._centroids = self._codes = self._ivf_offsets = self._ivf_docs = None
+
+    def document(self, doc_id: int) -> np.ndarray:
+        """The (tokens, dim) token matrix of one document (read-only view)."""
+        d = self._check_ids(np.asarray([doc_id]), "doc_id")[0]
+        return self.tokens[self._offsets[d] : self._offsets[d + 1]]
+
+    def _check_ids(self, ids, name: str) -> np.ndarray:
+        arr = np.asarray(ids)
+        if arr.ndim != 1:
+            arr = arr.reshape(-1)
+        if arr.size and arr.dtype.kind not in "iu":
+            raise TypeError(f"{name} must be integers, got dtype {arr.dtype}")
+        arr = arr.astype(np.int64, copy=False)
+        n = len(self)
+        bad = (arr < 0) | (arr >= n)
+        if bad.any():
+            raise IndexError(f"{name} contains unknown document id {int(arr[bad][0])} (index has {n} documents)")
+        return arr
+
+    # ----------------------------------------------------------------- scoring
+    def score(self, query_vectors, doc_ids=None, *, n_threads: int | None = None) -> np.ndarray:
+        """MaxSim of the query against ``doc_ids`` (default: every document), float32, in order."""
+        q = self._query(query_vectors)
+        self._flush()
+        ids = None if doc_ids is None else self._check_ids(doc_ids, "doc_ids")
+        if len(self) == 0:
+            return np.zeros(0, dtype=np.float32)
+        return _core.maxsim_packed(q, self._tokens, self._offsets, ids, 0 if n_threads is None else n_threads, False)
+
+    def _query(self, query_vectors) -> np.ndarray:
+        q = _as_query(query_vectors)
+        if q.shape[1] != self._dim:
+            raise ValueError(f"query_vectors has dim {q.shape[1]}, expected {self._dim} (the index's dim)")
+        bad = _core.first_non_finite(q)
+        if bad >= 0:
+            raise ValueError(f"query_vectors contains a non-finite value (NaN or Inf) at token {bad // self._dim}")
+        return q
+
+    def rerank(self, query_vectors, candidate_ids, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Score the candidates exactly and return the best ``k`` (default: all).
+
+        Returns (ids int64, scores float32), best first (ties: lower id first). Duplicate
+        candidates are scored once. Raises IndexError on an unknown id.
+        """
+        ids = self._check_ids(candidate_ids, "candidate_ids")
+        ids = np.unique(ids)  # sorted, so ties break by lower id
+        if k is not None and k <= 0:
+            raise ValueError(f"k must be positive, got {k}")
+        scores = self.score(query_vectors, ids)
+        return _top_k(ids, scores, len(ids) if k is None else k)
+
+    def search(
+        self,
+        query_vectors,
+        k: int = 10,
+        *,
+        n_probe: int = 4,
+        n_rerank: int | None = None,
+        exhaustive: bool | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best documents for a query: (ids int64, scores float32), best first.
+
+        Exhaustive MaxSim over every document unless centroids were built (or
+        ``exhaustive=True``). With centroids: the ``n_probe`` nearest centroids of each query
+        token select candidate documents, ranked by the centroid-approximated MaxSim; the best
+        ``n_rerank`` (default max(4 * k, 256)) are re-scored exactly.
+        """
+        if k <= 0:
+            raise ValueError(f"k must be positive, got {k}")
+        q = self._query(query_vectors)
+        if len(self) == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        use_exhaustive = not self.has_centroids if exhaustive is None else exhaustive
+        if use_exhaustive:
+            scores = self.score(q)
+            return _top_k(np.arange(len(self), dtype=np.int64), scores, k)
+        if not self.has_centroids:
+            raise ValueError("exhaustive=False needs centroids: call build_centroids() first")
+        candidates = self.candidates(q, n_probe=n_probe, n_candidates=n_rerank or max(4 * k, 256))
+        return self.rerank(q, candidates, k)
+
+    # ----------------------------------------------------------------- PLAID-style candidates
+    def build_centroids(
+        self,
+        n_centroids: int | None = None,
+        *,
+        sample_tokens: int = 65536,
+        n_iter: int = 8,
+        seed: int = 0,
+    ) -> None:
+        """Cluster the token vectors (spherical k-means) for candidate generation.
+
+        n_centroids defaults to about 4 * sqrt(total_tokens) rounded to a power of two (as
+        PLAID). Training uses a sample of ``sample_tokens`` tokens; every token is then assigned.
+        """
+        self._flush()
+        n = int(self._offsets[-1])
+        if n == 0:
+            raise ValueError("cannot build centroids of an empty index")
+        if n_centroids is None:
+            n_centroids = int(2 ** np.floor(np.log2(max(4.0 * np.sqrt(n), 1.0))))
+        n_centroids = int(max(1, min(n_centroids, n)))
+        rng = np.random.default_rng(seed)
+        sample_idx = rng.choice(n, size=min(n, max(sample_tokens, n_centroids)), replace=False)
+        sample = np.asarray(self._tokens[np.sort(sample_idx)], dtype=np.float32)
+        sample = _normalize(sample)
+        centroids = sample[rng.choice(len(sample), size=n_centroids, replace=False)].copy()
+        for _ in range(n_iter):
+            assign = _assign(sample, centroids)
+            sums = np.zeros_like(centroids)
+            np.add.at(sums, assign, sample)
+            counts = np.bincount(assign, minlength=n_centroids)
+            empty = counts == 0
+            if empty.any():  # re-seed empty clusters with random sample points
+                sums[empty] = sample[rng.choice(len(sample), size=int(empty.sum()))]
+            centroids = _normalize(sums)
+        codes = np.empty(n, dtype=np.int32)
+        for start in range(0, n, 65536):
+            block = np.asarray(self._tokens[start : start + 65536], dtype=np.float32)
+            codes[start : start + len(block)] = _assign(block, centroids)
+        doc_of_token = np.repeat(np.arange(len(self._offsets) - 1, dtype=np.int64), np.diff(self._offsets))
+        pairs = np.unique(codes.astype(np.int64) * len(self) + doc_of_token)
+        ivf_docs = (pairs % len(self)).astype(np.int64)
+        ivf_counts = np.bincount((pairs // len(self)).astype(np.int64), minlength=n_centroids)
+        self._centroids = centroids.astype(np.float32)
+        self._codes = codes
+        self._ivf_offsets = np.concatenate([[0], np.cumsum(ivf_counts)]).astype(np.int64)
+        self._ivf_docs = ivf_docs
+
+    def candidates(self, query_vectors, *, n_probe: int = 4, n_candidates: int = 256) -> np.ndarray:
+        """Candidate document ids from the centroids (PLAID stages 1-2), best approximate first."""
+        if not self.has_centroids:
+            raise ValueError("no centroids: call build_centroids() first")
+        if n_probe <= 0 or n_candidates <= 0:
+            raise ValueError(f"n_probe and n_candidates must be positive, got {n_probe}, {n_candidates}")
+        q = self._query(query_vectors)
+        sims = q @ self._centroids.T  # (m, C)
+        n_probe = min(n_probe, sims.shape[1])
+        probe = np.argpartition(-sims, n_probe - 1, axis=1)[:, :n_probe]
+        lists = [self._ivf_docs[self._ivf_offsets[c] : self._ivf_offsets[c + 1]] for c in np.unique(probe)]
+        cand = np.unique(np.concatenate(lists)) if lists else np.zeros(0, dtype=np.int64)
+        if len(cand) <= n_candidates:
+            return cand
+        # Centroid interaction: approximate each candidate's MaxSim with its tokens' centroids.
+        starts, ends = self._offsets[cand], self._offsets[cand + 1]
+        lengths = ends - starts
+        token_idx = np.repeat(starts - np.cumsum(np.concatenate([[0], lengths[:-1]])), lengths) + np.arange(
+            lengths.sum()
+        )
+        approx_tok = sims[:, self._codes[token_idx]]  # (m, tokens of candidates)
+        seg = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        approx = np.maximum.reduceat(approx_tok, seg, axis=1).sum(axis=0)
+        best = np.argpartition(-approx, n_candidates - 1)[:n_candidates]
+        return cand[best[np.argsort(-approx[best], kind="stable")]]
+
+    # ----------------------------------------------------------------- explanations
+    def explain(self, query_vectors, doc_id: int, *, query_tokens=None, doc_tokens=None) -> MaxSimExplanation:
+        """For each query token, the document token it matched and their similarity.
+
+        ``query_tokens`` / ``doc_tokens`` (optional lists of strings, e.g. from the ColBERT
+        encoder's ``tokenize``) label the matches. The similarities sum to the MaxSim score.
+        """
+        q = self._query(query_vectors)
+        doc = np.ascontiguousarray(self.document(doc_id))
+        best, sims = _core.maxsim_explain(q, doc)
+        for name, labels, n in (("query_tokens", query_tokens, len(q)), ("doc_tokens", doc_tokens, len(doc))):
+            if labels is not None and len(labels) != n:
+                raise ValueError(f"{name} has {len(labels)} labels, expected {n}")
+        matches = [
+            TokenMatch(
+                int(i),
+                int(best[i]),
+                float(sims[i]),
+                None if query_tokens is None else str(query_tokens[i]),
+                None if doc_tokens is None else str(doc_tokens[int(best[i])]),
+            )
+            for i in range(len(q))
+        ]
+        return MaxSimExplanation(int(doc_id), float(np.sum(sims, dtype=np.float64)), matches)
+
+    # ----------------------------------------------------------------- persistence
+    def save(self, path) -> None:
+        """Write the index to ``path`` atomically (temp file in the same folder, fsync, rename).
+
+        Layout: magic, version, a JSON header (sizes, section offsets, CRC32 of each section),
+        then 64-byte-aligned sections: offsets, tokens and, when built, centroids, codes and
+        the inverted lists.
+        """
+        self._flush()
+        sections = {"offsets": self._offsets, "tokens": self._tokens}
+        if self.has_centroids:
+            sections.update(
+                centroids=self._centroids, codes=self._codes, ivf_offsets=self._ivf_offsets, ivf_docs=self._ivf_docs
+            )
+        header = {
+            "dim": self._dim,
+            "dtype": self._dtype.name,
+            "n_docs": len(self),
+            "n_tokens": int(self._offsets[-1]),
+            "sections": {},
+        }
+        # The header's length fixes where the sections start: lay out with slack until it fits.
+        base = _align(16 + len(json.dumps(header).encode()) + 256)
+        while True:
+            pos = base
+            for name, arr in sections.items():
+                a = np.ascontiguousarray(arr)
+                header["sections"][name] = {
+                    "offset": pos,
+                    "dtype": a.dtype.str,
+                    "shape": list(a.shape),
+                    "nbytes": int(a.nbytes),
+                    "crc32": zlib.crc32(memoryview(a).cast("B")),
+                }
+                pos = _align(pos + a.nbytes)
+            if 16 + len(json.dumps(header).encode()) <= base:
+                break
+            base = _align(16 + len(json.dumps(header).encode()) + 256)
+        hbytes = json.dumps(header).encode()
+        path = Path(path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=path.name + ".", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(_MAGIC + struct.pack("<II", _VERSION, len(hbytes)) + hbytes)
+                for name, arr in sections.items():
+                    f.write(b"\0" * (header["sections"][name]["offset"] - f.tell()))
+                    f.write(memoryview(np.ascontiguousarray(arr)).cast("B"))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    @classmethod
+    def load(cls, path, *, mmap: bool = True, verify: bool = True) -> LateInteractionIndex:
+        """Load an index written by :meth:`save`.
+
+        With ``mmap`` (default) the token matrix is memory-mapped read-only, not read. The
+        header, offsets and inverted lists are always checked (magic, version, sizes, CRC32,
+        monotone offsets, ids in range); ``verify`` also checks the CRC32 of the token and
+        centroid sections (reads them once). Raises ValueError on a corrupt, truncated or
+        foreign file, never trusting an offset before it is checked.
+        """
+        path = Path(path)
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(16)
+            if len(head) < 16 or head[:8] != _MAGIC:
+                raise ValueError(f"{path} is not a ragfind late-interaction index (bad magic)")
+            version, hlen = struct.unpack("<II", head[8:16])
+            if version != _VERSION:
+                raise ValueError(f"{path}: unsupported index version {version} (this ragfind reads {_VERSION})")
+            if hlen > min(size - 16, 1 << 20):
+                raise ValueError(f"{path}: header length {hlen} exceeds the file (truncated or corrupt)")
+            try:
+                header = json.loads(f.read(hlen).decode())
+                dim, dtype = int(header["dim"]), _DTYPES[header["dtype"]]
+                n_docs, n_tokens = int(header["n_docs"]), int(header["n_tokens"])
+                secs = header["sections"]
+            except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+                raise ValueError(f"{path}: corrupt header ({e})") from None
+
+        def section(name, expect_dtype, expect_shape, check_crc):
+            if name not in secs:
+                raise ValueError(f"{path}: missing section {name!r}")
+            s = secs[name]
+            try:
+                off, nbytes, crc = int(s["offset"]), int(s["nbytes"]), int(s["crc32"])
+                dt, shape = np.dtype(s["dtype"]), tuple(int(x) for x in s["shape"])
+            except (KeyError, TypeError, ValueError) as e:
+                raise ValueError(f"{path}: corrupt section {name!r} ({e})") from None
+            if dt != expect_dtype or shape != expect_shape or nbytes != int(np.prod(shape)) * dt.itemsize:
+                raise ValueError(f"{path}: section {name!r} has dtype {dt} shape {shape}, expected "
+                                 f"{expect_dtype} {expect_shape}")
+            if off < 16 + hlen or off + nbytes > size:
+                raise ValueError(f"{path}: section {name!r} lies outside the file (truncated?)")
+            if nbytes == 0:
+                return np.zeros(shape, dtype=dt)
+            arr = np.memmap(path, dtype=dt, mode="r", offset=off, shape=shape)
+            if check_crc and zlib.crc32(memoryview(arr).cast("B")) != crc:
+                raise ValueError(f"{path}: checksum mismatch in section {name!r} (corrupt file)")
+            return arr if mmap else np.array(arr)
+
+        if dim <= 0 or n_docs < 0 or n_tokens < 0:
+            raise ValueError(f"{path}: corrupt header (dim={dim}, n_docs={n_docs}, n_tokens={n_tokens})")
+        offsets = np.array(section("offsets", np.dtype("<i8"), (n_docs + 1,), True))
+        if offsets[0] != 0 or offsets[-1] != n_tokens or (n_docs and np.any(np.diff(offsets) <= 0)):
+            raise ValueError(f"{path}: corrupt offsets (not strictly increasing from 0 to {n_tokens})")
+        tokens = section("tokens", dtype.newbyteorder("<"), (n_tokens, dim), verify)
+        index = cls(dim, dtype.name)
+        index._tokens, index._offsets = tokens, offsets
+        if "centroids" in secs:
+            n_c = int(secs["centroids"]["shape"][0]) if secs["centroids"].get("shape") else -1
+            if n_c <= 0:
+                raise ValueError(f"{path}: corrupt centroids section")
+            cents = np.array(section("centroids", np.dtype("<f4"), (n_c, dim), True))
+            codes = section("codes", np.dtype("<i4"), (n_tokens,), verify)
+            n_pairs = int(secs.get("ivf_docs", {}).get("shape", [-1])[0])
+            ivf_off = np.array(section("ivf_offsets", np.dtype("<i8"), (n_c + 1,), True))
+            ivf_docs = np.array(section("ivf_docs", np.dtype("<i8"), (n_pairs,), True))
+            if ivf_off[0] != 0 or ivf_off[-1] != n_pairs or np.any(np.diff(ivf_off) < 0):
+                raise ValueError(f"{path}: corrupt inverted-list offsets")
+            if n_pairs and (ivf_docs.min() < 0 or ivf_docs.max() >= n_docs):
+                raise ValueError(f"{path}: inverted lists reference unknown documents")
+            if verify and n_tokens and (codes.min() < 0 or codes.max() >= n_c):
+                raise ValueError(f"{path}: token codes out of range")
+            index._centroids, index._codes, index._ivf_offsets, index._ivf_docs = cents, codes, ivf_off, ivf_docs
+        return index
+
+    def __repr__(self) -> str:
+        return (
+            f"LateInteractionIndex(n_docs={len(self)}, n_tokens={self.n_tokens}, dim={self._dim}, "
+            f"dtype={self.dtype!r}, centroids={0 if self._centroids is None else len(self._centroids)})"
+        )
+
+
+def _align(n: int) -> int:
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+def _normalize(x: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.maximum(norms, 1e-12)
+
+
+def _assign(x: np.ndarray, centroids: np.ndarray) -> np.ndarray:
+    out = np.empty(len(x), dtype=np.int32)
+    for start in range(0, len(x), 8192):
+        out[start : start + 8192] = np.argmax(x[start : start + 8192] @ centroids.T, axis=1)
+    return out
+
+
+def _top_k(ids: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    k = min(k, len(ids))
+    if k < len(ids):
+        part = np.argpartition(-scores, k - 1)[:k]
+    else:
+        part = np.arange(len(ids))
+    order = np.lexsort((ids[part], -scores[part]))
+    sel = part[order]
+    return ids[sel].astype(np.int64), scores[sel].astype(np.float32)
