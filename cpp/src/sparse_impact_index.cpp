@@ -145,8 +145,21 @@ void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::
   if (q.empty()) return;
   bm25::TopKQueue heap(std::min<std::size_t>(k, num_docs_));
   for (const auto& s : segments_) {
-    const bool exhaustive =
-        algorithm == Algorithm::Exhaustive || (algorithm == Algorithm::Auto && s->seg.num_docs <= kSmallSegmentDocs);
+    bool exhaustive = algorithm == Algorithm::Exhaustive;
+    if (algorithm == Algorithm::Auto) {
+      // Small segments: scoring every posting into a dense accumulator beats document-at-a-time
+      // bookkeeping (as in the BM25 index). Large segments: MaxScore, unless the query's lists
+      // cover the segment several times over (then there is little to skip and DAAT loses).
+      exhaustive = s->seg.num_docs <= kSmallSegmentDocs;
+      if (!exhaustive) {
+        std::uint64_t postings = 0;
+        for (const auto& t : q) {
+          const std::int64_t slot = s->seg.slot_of(t.term);
+          if (slot >= 0) postings += s->seg.offsets[slot + 1] - s->seg.offsets[slot];
+        }
+        exhaustive = postings >= 2ull * s->seg.num_docs;
+      }
+    }
     if (scale_ > 0.0f) {
       if (exhaustive) postings::exhaustive_segment(s->seg, q, QuantisedWeight{}, heap);
       else postings::maxscore_segment(s->seg, q, s->bounds.data(), QuantisedWeight{}, heap);
