@@ -22,7 +22,7 @@ __all__ = ["SparseVectorIndex", "SparseTermMatch"]
 
 _MAGIC = b"RFSPARSE"
 _VERSION = 1
-_ALGORITHMS = ("auto", "maxscore", "exhaustive")
+_ALGORITHMS = ("auto", "maxscore", "taat", "exhaustive")
 
 
 @dataclass
@@ -165,8 +165,10 @@ class SparseVectorIndex:
 
         ``query``: a text (needs the encoder), a ``{term_id: weight}`` dict, an ``(indices,
         values)`` tuple, or a one-row SparseEmbeddings. Documents sharing no term with the
-        query are not returned (so fewer than k may come back). ``algorithm``: "auto",
-        "maxscore" or "exhaustive" (same results; for testing).
+        query are not returned (so fewer than k may come back). ``algorithm``: "auto"
+        (exhaustive on small segments or dense queries, else MaxScore), "maxscore"
+        (document at a time), "taat" (term-at-a-time MaxScore) or "exhaustive"; all exact,
+        same results.
         """
         if isinstance(query, SparseEmbeddings):
             if len(query) != 1:
