@@ -35,3 +35,33 @@ def simd_level(request):
         yield request.param
     finally:
         ragfind.set_simd_level(before)
+
+
+# --- models (issue 4): the default ONNX models, built once per session into a private cache ---
+
+
+@pytest.fixture(scope="session")
+def model_home(tmp_path_factory):
+    """$RAGFIND_HOME pointed at a fresh session folder, so tests build the defaults offline."""
+    home = tmp_path_factory.mktemp("ragfind_home")
+    before = os.environ.get("RAGFIND_HOME")
+    os.environ["RAGFIND_HOME"] = str(home)
+    try:
+        yield home
+    finally:
+        if before is None:
+            os.environ.pop("RAGFIND_HOME", None)
+        else:
+            os.environ["RAGFIND_HOME"] = before
+
+
+@pytest.fixture(scope="session")
+def minilm(model_home):
+    """The float32 default bi-encoder (all-MiniLM-L6-v2), 2 threads."""
+    return ragfind.load_model("all-MiniLM-L6-v2", threads=2)
+
+
+@pytest.fixture(scope="session")
+def minilm_int8(model_home):
+    """The int8 default bi-encoder, 2 threads."""
+    return ragfind.load_model("all-MiniLM-L6-v2-int8", threads=2)

@@ -140,7 +140,7 @@ void save_index(const std::string& path, const InvertedIndex& index, const DocId
   std::vector<char> iobuf(1 << 20);
   std::setvbuf(f, iobuf.data(), _IOFBF, iobuf.size());
   try {
-    std::vector<char> head(static_cast<std::size_t>(align_up(header_bytes)), 0);
+    std::vector<char> head(static_cast<std::size_t>(header_bytes), 0);
     if (std::fwrite(head.data(), 1, head.size(), f) != head.size()) throw std::runtime_error(errno_text("cannot write", tmp));
     Writer w{f, 0, head.size(), tmp};
     for (const auto& e : entries) {
@@ -210,7 +210,7 @@ void save_index(const std::string& path, const InvertedIndex& index, const DocId
     std::memcpy(head.data() + kHeaderBytes, entries.data(), kEntryBytes * entries.size());
     const std::uint32_t table_crc = crc32(0, head.data() + kHeaderBytes, kEntryBytes * entries.size());
     std::memcpy(head.data() + 32, &table_crc, 4);
-    const std::uint32_t header_crc = crc32(0, head.data(), 36);
+    const std::uint32_t header_crc = crc32(crc32(0, head.data(), 36), head.data() + 40, kHeaderBytes - 40);
     std::memcpy(head.data() + 36, &header_crc, 4);
     if (std::fflush(f) != 0 || std::fseek(f, 0, SEEK_SET) != 0 ||
         std::fwrite(head.data(), 1, header_bytes, f) != header_bytes || std::fflush(f) != 0)
@@ -327,7 +327,7 @@ Parsed parse(const std::string& path, bool mmap) {
   std::memcpy(&payload_crc, d + 28, 4);
   std::memcpy(&table_crc, d + 32, 4);
   std::memcpy(&header_crc, d + 36, 4);
-  if (crc32(0, d, 36) != header_crc) bad(path, "header checksum mismatch (corrupt file)");
+  if (crc32(crc32(0, d, 36), d + 40, kHeaderBytes - 40) != header_crc) bad(path, "header checksum mismatch (corrupt file)");
   if (version != kIndexFormatVersion)
     bad(path, "format version " + std::to_string(version) + " is not supported (this ragfind reads version " +
                   std::to_string(kIndexFormatVersion) + ")");

@@ -13,6 +13,8 @@ __version__ = "0.1.0"
 __all__ = [
     "__version__",
     "capabilities",
+    "DenseIndex",
+    "dense",
     "set_simd_level",
 ]
 
@@ -26,6 +28,8 @@ __all__ += [
 ]
 
 # --- dense: vectors, kernels, HNSW (issue 3) ---
+from ragfind import dense  # noqa: E402
+from ragfind.dense import DenseIndex  # noqa: E402
 
 # --- models: ONNX encoders and cross-encoders (issue 4) ---
 from ragfind.models import (  # noqa: E402
@@ -49,6 +53,22 @@ __all__ += [
 ]
 
 # --- pipeline: fusion, chunking, retriever, context, eval (issue 5) ---
+from ragfind.cache import LRUCache  # noqa: E402
+from ragfind.chunking import Chunk, chunk, chunk_documents, default_context  # noqa: E402
+from ragfind.context import AssembledContext, assemble_context  # noqa: E402
+from ragfind.fusion import fuse_scores, rrf  # noqa: E402
+
+__all__ += [
+    "rrf",
+    "fuse_scores",
+    "Chunk",
+    "chunk",
+    "chunk_documents",
+    "default_context",
+    "assemble_context",
+    "AssembledContext",
+    "LRUCache",
+]
 
 # --- late interaction and learned sparse (issue 6) ---
 from ragfind.colbert import ColbertEncoder, export_colbert  # noqa: E402

@@ -11,6 +11,46 @@ def set_simd_level(level: str) -> None: ...
 # --- bm25 ---
 
 # --- dense ---
+from numpy import float32 as _f32  # noqa: E402
+from numpy import int64 as _i64  # noqa: E402
+from numpy import uint8 as _u8  # noqa: E402
+from numpy.typing import NDArray as _NDArray  # noqa: E402
+
+def dense_search(
+    data: _NDArray,
+    storage: str,
+    scales: _NDArray[_f32] | None,
+    sqnorms: _NDArray[_f32] | None,
+    q: _NDArray[_f32],
+    k: int,
+    metric: str,
+    allowed: _NDArray[_u8] | None = None,
+    threshold: float | None = None,
+    threads: int = 0,
+) -> tuple[_NDArray[_i64], _NDArray[_f32]]: ...
+def dense_search_batch(
+    data: _NDArray,
+    storage: str,
+    scales: _NDArray[_f32] | None,
+    sqnorms: _NDArray[_f32] | None,
+    Q: _NDArray[_f32],
+    k: int,
+    metric: str,
+    allowed: _NDArray[_u8] | None = None,
+    threshold: float | None = None,
+    threads: int = 0,
+) -> tuple[_NDArray[_i64], _NDArray[_f32], _NDArray[_i64]]: ...
+def dense_score_all(
+    data: _NDArray,
+    storage: str,
+    scales: _NDArray[_f32] | None,
+    sqnorms: _NDArray[_f32] | None,
+    q: _NDArray[_f32],
+    metric: str,
+) -> _NDArray[_f32]: ...
+def dense_pairwise(A: _NDArray[_f32], B: _NDArray[_f32], op: str) -> _NDArray[_f32]: ...
+def dense_rowwise(A: _NDArray[_f32], B: _NDArray[_f32], op: str) -> _NDArray[_f32]: ...
+def dense_kernel_name() -> str: ...
 
 # --- fusion ---
 

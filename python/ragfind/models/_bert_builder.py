@@ -63,7 +63,7 @@ class _Graph:
         from onnx import numpy_helper
 
         n = self.name(base)
-        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), n))
+        self.inits.append(numpy_helper.from_array(np.require(arr, requirements="C"), n))
         return n
 
     def op(self, op_type: str, inputs: list[str], n_out: int = 1, domain: str = "", **attrs):

@@ -332,7 +332,10 @@ def _export_torch(
         "cross-encoder": transformers.AutoModelForSequenceClassification,
         "splade": transformers.AutoModelForMaskedLM,
     }[role]
-    model = auto.from_pretrained(str(src)).eval()
+    try:  # eager attention traces to plain MatMul/Softmax (SDPA's mask code traces to advanced indexing)
+        model = auto.from_pretrained(str(src), attn_implementation="eager").eval()
+    except (TypeError, ValueError):
+        model = auto.from_pretrained(str(src)).eval()
     if not (src / TOKENIZER_FILE).is_file():
         tok = transformers.AutoTokenizer.from_pretrained(str(src), use_fast=True)
         tok.backend_tokenizer.save(str(tokenizer_out))
@@ -384,7 +387,17 @@ def _export_torch(
     dyn = {name: {0: "batch", 1: "sequence"} for name in inputs}
     output = ROLE_OUTPUT[role]
     dyn[output] = {0: "batch"} if role in ("cross-encoder", "splade") else {0: "batch", 1: "sequence"}
-    with torch.no_grad():
+    import warnings
+
+    with torch.no_grad(), warnings.catch_warnings():
+        # the TorchScript exporter is deliberate: stable dynamic axes for HF encoders; torch >= 2.9 flags it
+        warnings.filterwarnings(
+            "ignore", message=".*legacy TorchScript-based ONNX export", category=DeprecationWarning
+        )
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+        warnings.filterwarnings(
+            "ignore", message=".*aten::index operator of advanced indexing", category=UserWarning
+        )
         torch.onnx.export(
             Wrapper().eval(),
             tuple(example),

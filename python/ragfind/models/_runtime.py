@@ -139,8 +139,9 @@ class _ModelBase:
     def _check_text(self, text, where: str) -> None:
         if not isinstance(text, str):
             raise TypeError(f"{where} must be a str, got {type(text).__name__}: {text!r:.80}")
-        if not text.strip():
-            raise ValueError(f"{where} is an empty or whitespace-only string; there is nothing to encode")
+        if not text:
+            # whitespace-only text is allowed: it encodes as [CLS] [SEP], as sentence-transformers does
+            raise ValueError(f"{where} is an empty string; there is nothing to encode")
         if self.max_text_chars is not None and len(text) > self.max_text_chars:
             raise ValueError(
                 f"{where} has {len(text):,} characters, more than max_text_chars={self.max_text_chars:,} "

@@ -22,11 +22,11 @@ class DocIds {
   /// Internal id of an external id, or -1.
   std::int64_t find(std::int64_t id) const {
     auto it = int_pos_.find(id);
-    return it == int_pos_.end() ? -1 : it->second;
+    return it == int_pos_.end() ? std::int64_t{-1} : static_cast<std::int64_t>(it->second);
   }
   std::int64_t find(const std::string& id) const {
     auto it = str_pos_.find(id);
-    return it == str_pos_.end() ? -1 : it->second;
+    return it == str_pos_.end() ? std::int64_t{-1} : static_cast<std::int64_t>(it->second);
   }
 
   /// The default id for the next document: one more than the largest int id (0 when empty).

