@@ -56,8 +56,9 @@ class Analyzer:
     With ``split_identifiers`` the analyzer also emits, without counting them towards the
     length, the parts of identifiers (``getUserById`` -> ``get user by id``,
     ``E_ACCESS_DENIED`` -> ``access denied``) and whole compounds joined by ``-``, ``.`` or
-    ``/`` (``XJ-2000`` -> ``xj-2000``, ``v2.3.1`` -> ``v2.3.1``): a query for the whole
-    identifier or for one of its parts finds the document. Invalid UTF-8 bytes and lone
+    ``/`` that contain a digit (``XJ-2000`` -> ``xj-2000``, ``v2.3.1`` -> ``v2.3.1``): a query
+    for the whole identifier or for one of its parts finds the document, and the exact
+    identifier ranks first. ``split_identifiers=False`` gives exactly bm25s's tokens. Invalid UTF-8 bytes and lone
     surrogates are treated as separators. Stemming (PyStemmer's Snowball) runs once per
     distinct word form and is cached.
 
