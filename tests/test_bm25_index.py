@@ -248,6 +248,11 @@ def test_concurrent_reads_and_writes():
             for _ in range(30):
                 for ids, scores in idx.search_batch(["t1 t2", "t5 t9 t30"], k=5, threads=2):
                     assert len(ids) == len(scores)
+                # Readers that hold the GIL while a writer stems new words (which needs the GIL)
+                # must not deadlock.
+                assert len(idx) >= 500 and len(idx.ids) >= 500
+                idx.stats()
+                idx.get_scores("t1 fresh")
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -255,7 +260,9 @@ def test_concurrent_reads_and_writes():
     for t in threads:
         t.start()
     for start in range(500, 3000, 250):
-        idx.add(corpus[start : start + 250])
+        fresh_words = [f"{d} fresh{start}x{i} word{start}y{i}" for i, d in enumerate(corpus[start : start + 250])]
+        corpus[start : start + 250] = fresh_words
+        idx.add(fresh_words)  # new surface forms: the stemmer runs while readers are active
     for t in threads:
         t.join()
     assert not errors
