@@ -32,7 +32,14 @@ def test_base_tokens_equal_the_bm25s_regex(text):
 def test_ascii_examples_and_stopwords():
     a = Analyzer(stemmer=None, split_identifiers=False)
     assert a.analyze("The quick brown fox, and a dog!") == ["quick", "brown", "fox", "dog"]
-    assert plain().analyze("The quick brown fox, and a dog!") == ["the", "quick", "brown", "fox", "and", "dog"]
+    assert plain().analyze("The quick brown fox, and a dog!") == [
+        "the",
+        "quick",
+        "brown",
+        "fox",
+        "and",
+        "dog",
+    ]
     assert Analyzer(stopwords=["quick", "FOX"], stemmer=None).analyze("the quick fox") == ["the"]
     assert set(ENGLISH_STOPWORDS) == {
         "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no",

@@ -23,7 +23,9 @@ DOCS = [
 ]
 
 
-def random_corpus(rng: np.random.Generator, n_docs: int, vocab: int = 300, max_len: int = 40) -> list[list[str]]:
+def random_corpus(
+    rng: np.random.Generator, n_docs: int, vocab: int = 300, max_len: int = 40
+) -> list[list[str]]:
     # Zipf-like term distribution so that some terms are common and most are rare.
     p = 1.0 / np.arange(1, vocab + 1)
     p /= p.sum()
@@ -260,7 +262,9 @@ def test_concurrent_reads_and_writes():
     for t in threads:
         t.start()
     for start in range(500, 3000, 250):
-        fresh_words = [f"{d} fresh{start}x{i} word{start}y{i}" for i, d in enumerate(corpus[start : start + 250])]
+        fresh_words = [
+            f"{d} fresh{start}x{i} word{start}y{i}" for i, d in enumerate(corpus[start : start + 250])
+        ]
         corpus[start : start + 250] = fresh_words
         idx.add(fresh_words)  # new surface forms: the stemmer runs while readers are active
     for t in threads:
