@@ -384,7 +384,9 @@ class BM25Index:
 
         Args:
             path: the file.
-            mmap: map the postings and lengths from the file instead of reading them into memory.
+            mmap: map the postings and lengths from the file instead of reading them into
+                memory. The file is validated in full either way; with ``mmap`` the checked
+                pages are released again, so only the postings queries touch stay resident.
             analyzer: the analyzer to use (required if the index was built with a custom
                 tokenizer); default: rebuilt from the saved settings.
 
