@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstring>
 #include <exception>
+#include <system_error>
 #include <mutex>
 #include <shared_mutex>
 #include <thread>
@@ -594,13 +595,14 @@ class BM25Core {
           next.store(nq);
         }
       };
-      if (nt <= 1) {
-        work();
-      } else {
-        std::vector<std::thread> pool;
-        for (std::size_t t = 0; t < nt; ++t) pool.emplace_back(work);
-        for (auto& th : pool) th.join();
+      std::vector<std::thread> pool;
+      try {
+        for (std::size_t t = 1; t < nt; ++t) pool.emplace_back(work);
+      } catch (const std::system_error&) {
+        // Could not start more threads: the ones running (and this one) do the work.
       }
+      work();
+      for (auto& th : pool) th.join();
       if (error) std::rethrow_exception(error);
     }
     for (std::size_t i = 0; i < nq; ++i) out[i] = hits[i].to_python();
