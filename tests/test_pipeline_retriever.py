@@ -119,8 +119,14 @@ def test_chunking_and_contexts_are_indexed_apart_from_text():
     res = r.search("function42", k=1)
     assert "function42" in res[0].text and res[0].context == "Guide > Usage"
     assert not res[0].text.startswith("Guide")
-    res = r.search("Usage", k=20)  # the heading path is indexed: every Usage chunk matches
-    assert {p.context for p in res[:3]} == {"Guide > Usage"}
+    # The heading path is indexed: BM25 finds every Usage chunk (and only those) for "usage".
+    ids, _ = r.bm25.search("usage", 50)
+    usage = {int(i) for i in ids}
+    rows = r._fetch(np.asarray(sorted(usage)))
+    assert all("Usage" in rows[i][7] or "Usage" in rows[i][2] for i in usage)
+    with r._store_lock:
+        in_usage = {c for (c,) in r._db.execute("SELECT id FROM chunks WHERE context = 'Guide > Usage'")}
+    assert in_usage and in_usage <= usage  # found through their context alone
     whole = ragfind.Retriever(encoder=HashEncoder(), chunk_size=None)
     assert whole.add_documents([long_doc]) == 1
 

@@ -136,8 +136,8 @@ class RetrievalStage(Protocol):
 
     ``name`` labels its timing. ``add`` receives the chunk ids and the indexed texts (context
     included); ``search`` returns ``(ids, scores)`` best first for one phrasing, restricted to
-    ``allowed`` chunk ids when that is not None. ``save``/``load`` persist it inside the
-    retriever folder (``path`` is a folder reserved for the stage).
+    ``allowed`` chunk ids when that is not None. An optional ``save(folder)`` persists it inside
+    the retriever folder (a folder reserved for the stage, ``stage-<name>``).
     """
 
     name: str
@@ -147,8 +147,6 @@ class RetrievalStage(Protocol):
     def delete(self, ids: np.ndarray) -> None: ...
 
     def search(self, query: str, k: int, allowed: Optional[set]) -> tuple: ...
-
-    def save(self, path: Path) -> None: ...
 
 
 @runtime_checkable
@@ -395,7 +393,7 @@ class Retriever:
 
     def __del__(self):  # pragma: no cover - best effort
         try:
-            if self._pool is not None:
+            if getattr(self, "_pool", None) is not None:
                 self._pool.shutdown(wait=False)
         except Exception:
             pass
@@ -568,7 +566,7 @@ class Retriever:
                     self.bm25.delete(chunk_ids)
                 if self.dense is not None:
                     self.dense.delete(chunk_ids)
-                for stage in self.stages:
+                for stage in self.stages + [s for s in self.rerank_stages if hasattr(s, "delete")]:
                     stage.delete(chunk_ids)
             with self._store_lock:
                 self._db.execute("BEGIN")
@@ -749,6 +747,8 @@ class Retriever:
         t0 = _now()
         queries = _check_queries(query)
         k = _positive_int(k, "k")
+        if filters is not None and not isinstance(filters, Mapping):
+            raise TypeError(f"filters is a {type(filters).__name__}; expected a dict of field -> condition")
         key = None
         if use_cache and self.result_cache.max_entries:
             try:
