@@ -74,7 +74,9 @@ def main() -> None:
         elif mode == "dense":
             r.bm25 = None
         try:
-            run = {qid: doc_run(r.search(q, k=100, use_cache=False).passages, 100) for qid, q in zip(qids, texts)}
+            run = {
+                qid: doc_run(r.search(q, k=100, use_cache=False).passages, 100) for qid, q in zip(qids, texts)
+            }
         finally:
             r.bm25, r.dense = saved
         quality[mode] = evaluate(data.qrels, run, ["ndcg@10", "recall@100", "mrr@10"]).mean
@@ -102,9 +104,11 @@ def main() -> None:
     r.close()
 
     print(f"## SciFact ({len(docs)} docs, {len(qids)} test queries), hybrid = BM25 + MiniLM, RRF k=60\n")
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
-          f"model load {t_model:.1f} s, index build (precomputed doc vectors) {t_build:.1f} s, "
-          f"query encoding {t_qenc * 1e3:.2f} ms/query\n")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+        f"model load {t_model:.1f} s, index build (precomputed doc vectors) {t_build:.1f} s, "
+        f"query encoding {t_qenc * 1e3:.2f} ms/query\n"
+    )
     print("| retrieval | nDCG@10 | Recall@100 | MRR@10 |")
     print("|---|---:|---:|---:|")
     for mode, m in quality.items():
@@ -114,7 +118,10 @@ def main() -> None:
     print("|---|---:|---:|")
     for name, values in stages.items():
         print(f"| {name} | {statistics.median(values) * 1e3:.3f} | {pct(values, 95) * 1e3:.3f} |")
-    print(f"| end to end (measured outside) | {statistics.median(totals) * 1e3:.3f} | {pct(totals, 95) * 1e3:.3f} |")
+    print(
+        f"| end to end (measured outside) | {statistics.median(totals) * 1e3:.3f} "
+        f"| {pct(totals, 95) * 1e3:.3f} |"
+    )
     print(f"| cache hit | {statistics.median(hits) * 1e6:.1f} us | {pct(hits, 95) * 1e6:.1f} us |")
 
 

@@ -91,8 +91,20 @@ def test_hybrid_demo_queries_find_a_relevant_document_in_the_top_three(model_hom
 @needs_bm25
 def test_demo_with_own_queries_and_top_k(capsys):
     assert (
-        main(["demo", "--bm25-only", "-q", "XJ-2100 outdoor enclosure", "-q", "zzzz-nothing", "-k", "5",
-              "--repeat", "1"])
+        main(
+            [
+                "demo",
+                "--bm25-only",
+                "-q",
+                "XJ-2100 outdoor enclosure",
+                "-q",
+                "zzzz-nothing",
+                "-k",
+                "5",
+                "--repeat",
+                "1",
+            ]
+        )
         == 0
     )
     out = capsys.readouterr().out

@@ -22,8 +22,15 @@ def beir(tmp_path):
     (d / "qrels").mkdir(parents=True)
     (d / "corpus.jsonl").write_text("\n".join(json.dumps(x) for x in DOCS) + "\n")
     (d / "queries.jsonl").write_text(
-        "\n".join(json.dumps(q) for q in [{"_id": "q1", "text": "which animal purrs"},
-                                           {"_id": "q2", "text": "programming language"}]) + "\n")
+        "\n".join(
+            json.dumps(q)
+            for q in [
+                {"_id": "q1", "text": "which animal purrs"},
+                {"_id": "q2", "text": "programming language"},
+            ]
+        )
+        + "\n"
+    )
     (d / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\ta\t1\nq2\td\t1\n")
     return d
 

@@ -49,16 +49,36 @@ class HashEncoder:
 
 
 DOCS = [
-    {"id": "cats", "title": "Cats", "text": "Cats are small domesticated felines. They purr and hunt mice.",
-     "metadata": {"lang": "en", "year": 2020, "source": "https://pets.example/cats"}},
-    {"id": "dogs", "title": "Dogs", "text": "Dogs are loyal domesticated canines. They bark and fetch sticks.",
-     "metadata": {"lang": "en", "year": 2021}},
-    {"id": "chats", "title": "Chats", "text": "Les chats sont des felins domestiques. Ils ronronnent.",
-     "metadata": {"lang": "fr", "year": 2019}},
-    {"id": "rust", "title": "Rust", "text": "Rust is a systems programming language focused on memory safety.",
-     "metadata": {"lang": "en", "year": 2015, "tags": "code"}},
-    {"id": "python", "title": "Python", "text": "Python is a programming language loved for readability.",
-     "metadata": {"lang": "en", "year": 1991, "tags": "code"}},
+    {
+        "id": "cats",
+        "title": "Cats",
+        "text": "Cats are small domesticated felines. They purr and hunt mice.",
+        "metadata": {"lang": "en", "year": 2020, "source": "https://pets.example/cats"},
+    },
+    {
+        "id": "dogs",
+        "title": "Dogs",
+        "text": "Dogs are loyal domesticated canines. They bark and fetch sticks.",
+        "metadata": {"lang": "en", "year": 2021},
+    },
+    {
+        "id": "chats",
+        "title": "Chats",
+        "text": "Les chats sont des felins domestiques. Ils ronronnent.",
+        "metadata": {"lang": "fr", "year": 2019},
+    },
+    {
+        "id": "rust",
+        "title": "Rust",
+        "text": "Rust is a systems programming language focused on memory safety.",
+        "metadata": {"lang": "en", "year": 2015, "tags": "code"},
+    },
+    {
+        "id": "python",
+        "title": "Python",
+        "text": "Python is a programming language loved for readability.",
+        "metadata": {"lang": "en", "year": 1991, "tags": "code"},
+    },
 ]
 
 
@@ -110,9 +130,14 @@ def test_rag_fusion_of_several_phrasings():
 
 
 def test_chunking_and_contexts_are_indexed_apart_from_text():
-    long_doc = {"id": "guide", "title": "Guide",
-                "text": "# Setup\n\n" + " ".join(f"Step {i} installs package{i}." for i in range(60))
-                + "\n\n# Usage\n\n" + " ".join(f"Call function{i} to run." for i in range(60))}
+    long_doc = {
+        "id": "guide",
+        "title": "Guide",
+        "text": "# Setup\n\n"
+        + " ".join(f"Step {i} installs package{i}." for i in range(60))
+        + "\n\n# Usage\n\n"
+        + " ".join(f"Call function{i} to run." for i in range(60)),
+    }
     r = ragfind.Retriever(encoder=HashEncoder(), chunk_size=64)
     n = r.add_documents([long_doc])
     assert n == r.n_chunks > 4
@@ -167,7 +192,10 @@ def test_filter_errors():
 
 
 def test_bm25_post_filter_fetches_deep_enough():
-    docs = [{"id": f"d{i}", "text": f"common word number {i}", "metadata": {"keep": i % 50 == 0}} for i in range(400)]
+    docs = [
+        {"id": f"d{i}", "text": f"common word number {i}", "metadata": {"keep": i % 50 == 0}}
+        for i in range(400)
+    ]
     r = ragfind.Retriever(encoder=None, candidates=5)
     r.add_documents(docs)
     res = r.search("common word", k=5, filters={"keep": True})
@@ -352,8 +380,9 @@ def test_save_load_round_trip_identical(tmp_path):
     loaded = ragfind.Retriever.load(tmp_path / "kb", encoder=enc)
     after = [loaded.search(q, k=5, filters=f) for q in queries for f in (None, {"lang": "en"})]
     for a, b in zip(before, after):
-        assert [(p.id, p.doc_id, p.text, p.score, p.start, p.end, p.metadata) for p in a] == \
-               [(p.id, p.doc_id, p.text, p.score, p.start, p.end, p.metadata) for p in b]
+        assert [(p.id, p.doc_id, p.text, p.score, p.start, p.end, p.metadata) for p in a] == [
+            (p.id, p.doc_id, p.text, p.score, p.start, p.end, p.metadata) for p in b
+        ]
     assert loaded.fields == r.fields and len(loaded) == len(r)
     # Still writable, with fresh chunk ids; saving over the folder replaces it atomically.
     loaded.add_documents([{"id": "new", "text": "Brand new document about otters."}])

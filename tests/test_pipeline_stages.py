@@ -10,7 +10,6 @@ import pytest
 
 import ragfind
 from ragfind.splade import SparseEmbeddings
-
 from test_pipeline_retriever import DOCS, HashEncoder
 
 VOCAB = 1000
@@ -33,8 +32,9 @@ class FakeSplade:
                 indices.append(k)
                 values.append(counts[k])
             indptr.append(len(indices))
-        return SparseEmbeddings(np.asarray(indptr, np.int64), np.asarray(indices, np.int32),
-                                np.asarray(values, np.float32), VOCAB)
+        return SparseEmbeddings(
+            np.asarray(indptr, np.int64), np.asarray(indices, np.int32), np.asarray(values, np.float32), VOCAB
+        )
 
     encode_documents = _encode
     encode_queries = _encode
@@ -93,8 +93,10 @@ def test_retriever_with_splade_and_late_interaction(tmp_path):
     assert (tmp_path / "kb" / "stage-splade" / "splade.npz").is_file()
     with pytest.raises(ValueError, match="pass them"):
         ragfind.Retriever.load(tmp_path / "kb", encoder=enc)
-    stages = [ragfind.SpladeStage.load(tmp_path / "kb" / "stage-splade", FakeSplade()),
-              ragfind.LateInteractionStage.load(tmp_path / "kb" / "stage-late", FakeColbert())]
+    stages = [
+        ragfind.SpladeStage.load(tmp_path / "kb" / "stage-splade", FakeSplade()),
+        ragfind.LateInteractionStage.load(tmp_path / "kb" / "stage-late", FakeColbert()),
+    ]
     loaded = ragfind.Retriever.load(tmp_path / "kb", encoder=enc, stages=stages)
     again = loaded.search("cats purr and hunt mice", k=3)
     assert [(p.id, p.score) for p in again] == [(p.id, p.score) for p in res]

@@ -10,10 +10,17 @@ budget twice on overlapping chunks of one document.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 
-__all__ = ["assemble_context", "AssembledContext", "DEFAULT_INSTRUCTION", "DEFAULT_TEMPLATE", "DEFAULT_PASSAGE_TEMPLATE"]
+__all__ = [
+    "assemble_context",
+    "AssembledContext",
+    "DEFAULT_INSTRUCTION",
+    "DEFAULT_TEMPLATE",
+    "DEFAULT_PASSAGE_TEMPLATE",
+]
 
 DEFAULT_INSTRUCTION = (
     "Answer the question using only the provided context. If the context does not contain the "
@@ -35,8 +42,8 @@ class ContextPassage:
     title: str
     text: str
     score: float
-    start: Optional[int]
-    end: Optional[int]
+    start: int | None
+    end: int | None
     ids: tuple  # the chunk ids merged into it, best first
     n_tokens: int
 
@@ -73,8 +80,8 @@ class _Item:
     title: str
     text: str
     score: float
-    start: Optional[int]
-    end: Optional[int]
+    start: int | None
+    end: int | None
     parts: list = field(default_factory=list)  # (ids, text, start, end) of the original pieces
 
 
@@ -89,8 +96,10 @@ def _normalise(results: Sequence[Any]) -> list[_Item]:
     for i, p in enumerate(results):
         text = _get(p, "text")
         if not isinstance(text, str):
-            raise TypeError(f"results[{i}] has no str 'text' (got {type(text).__name__}); expected passages "
-                            "from Retriever.search or dicts with 'text'")
+            raise TypeError(
+                f"results[{i}] has no str 'text' (got {type(text).__name__}); expected passages "
+                "from Retriever.search or dicts with 'text'"
+            )
         doc_id = _get(p, "doc_id")
         pid = _get(p, "id", i)
         doc_id = str(doc_id) if doc_id is not None else f"#{pid}"
@@ -99,9 +108,19 @@ def _normalise(results: Sequence[Any]) -> list[_Item]:
         if start is not None and end is not None and end - start != len(text):
             start = end = None  # offsets that do not describe this text cannot be used to merge
         score = _get(p, "score", 0.0)
-        items.append(_Item([pid], doc_id, str(source), _get(p, "title") or "", text,
-                           float(score) if score is not None else 0.0, start, end,
-                           [([pid], text, start, end)]))
+        items.append(
+            _Item(
+                [pid],
+                doc_id,
+                str(source),
+                _get(p, "title") or "",
+                text,
+                float(score) if score is not None else 0.0,
+                start,
+                end,
+                [([pid], text, start, end)],
+            )
+        )
     return items
 
 
@@ -132,7 +151,7 @@ def _dedupe(items: list[_Item]) -> tuple[list[_Item], list]:
                 host.text = it.text[: host.start - it.start] + host.text
                 host.start = it.start
             if it.end > host.end:
-                host.text = host.text + it.text[len(it.text) - (it.end - host.end):]
+                host.text = host.text + it.text[len(it.text) - (it.end - host.end) :]
                 host.end = it.end
             host.ids.extend(it.ids)
             host.parts.append((list(it.ids), it.text, it.start, it.end))
@@ -151,7 +170,12 @@ def _order(items: list, order: str) -> list:
 
 def _render_passage(template: str, n: int, it: _Item) -> str:
     return template.format(
-        n=n, source=it.source, title=it.title, doc_id=it.doc_id, text=it.text, score=it.score,
+        n=n,
+        source=it.source,
+        title=it.title,
+        doc_id=it.doc_id,
+        text=it.text,
+        score=it.score,
         title_part=f" | {it.title}" if it.title else "",
     )
 
@@ -204,7 +228,9 @@ def assemble_context(
     if order not in ("relevance", "edges"):
         raise ValueError(f"order = {order!r}; expected 'relevance' or 'edges'")
     if "{context}" not in template:
-        raise ValueError("template lacks a {context} field; expected one (and optionally {instruction}, {question})")
+        raise ValueError(
+            "template lacks a {context} field; expected one (and optionally {instruction}, {question})"
+        )
     tok = load_tokenizer(tokenizer)
 
     def count(s: str) -> int:
@@ -220,8 +246,10 @@ def assemble_context(
         items, merged = _dedupe(items)
     overhead = count(render([]))
     if overhead > budget_tokens:
-        raise ValueError(f"budget_tokens = {budget_tokens} is below the {overhead} tokens of the instruction, "
-                         "template and question alone; raise the budget or shorten the template")
+        raise ValueError(
+            f"budget_tokens = {budget_tokens} is below the {overhead} tokens of the instruction, "
+            "template and question alone; raise the budget or shorten the template"
+        )
     # Greedy in relevance order: take each passage whole if it still fits, else drop it whole.
     # A passage costs its rendered block plus a separator (labels are at most a few digits).
     chosen: list[_Item] = []
@@ -236,7 +264,9 @@ def assemble_context(
         # A merged passage that no longer fits: its best original piece alone may.
         if len(it.parts) > 1:
             ids, text, start, end = it.parts[0]
-            alone = _Item(list(ids), it.doc_id, it.source, it.title, text, it.score, start, end, [it.parts[0]])
+            alone = _Item(
+                list(ids), it.doc_id, it.source, it.title, text, it.score, start, end, [it.parts[0]]
+            )
             cost = count(_render_passage(passage_template, len(chosen) + 1, alone)) + count(_SEPARATOR) + 1
             if used + cost <= budget_tokens:
                 chosen.append(alone)
@@ -246,8 +276,10 @@ def assemble_context(
         dropped.extend(it.ids)
     if items and not chosen:
         smallest = min(count(_render_passage(passage_template, 1, it)) for it in items)
-        raise ValueError(f"budget_tokens = {budget_tokens} fits no passage: the prompt needs {overhead} tokens "
-                         f"and the smallest passage {smallest} more; raise the budget or chunk smaller")
+        raise ValueError(
+            f"budget_tokens = {budget_tokens} fits no passage: the prompt needs {overhead} tokens "
+            f"and the smallest passage {smallest} more; raise the budget or chunk smaller"
+        )
     placed = _order(chosen, order)
     prompt = render(placed)
     n_tokens = count(prompt)
@@ -260,8 +292,18 @@ def assemble_context(
         prompt = render(placed)
         n_tokens = count(prompt)
     out = tuple(
-        ContextPassage(n, it.doc_id, it.source, it.title, it.text, it.score, it.start, it.end, tuple(it.ids),
-                       count(it.text))
+        ContextPassage(
+            n,
+            it.doc_id,
+            it.source,
+            it.title,
+            it.text,
+            it.score,
+            it.start,
+            it.end,
+            tuple(it.ids),
+            count(it.text),
+        )
         for n, it in enumerate(placed, 1)
     )
     return AssembledContext(prompt, out, tuple(dropped), tuple(merged), n_tokens, budget_tokens)

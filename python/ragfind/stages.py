@@ -14,7 +14,7 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -36,12 +36,14 @@ class SpladeStage:
     def __init__(self, encoder: Any, name: str = "splade") -> None:
         for attr in ("encode_documents", "encode_queries"):
             if not hasattr(encoder, attr):
-                raise TypeError(f"encoder is a {type(encoder).__name__} without .{attr}; expected a ragfind.SpladeEncoder")
+                raise TypeError(
+                    f"encoder is a {type(encoder).__name__} without .{attr}; expected a ragfind.SpladeEncoder"
+                )
         self.encoder = encoder
         self.name = name
         self._lock = threading.Lock()
         self._rows: dict[int, tuple] = {}  # chunk id -> (indices, values)
-        self._postings: Optional[dict] = None  # term -> (chunk ids, weights), rebuilt lazily
+        self._postings: dict | None = None  # term -> (chunk ids, weights), rebuilt lazily
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -52,7 +54,7 @@ class SpladeStage:
         if len(emb) != len(ids):
             raise ValueError(f"the encoder returned {len(emb)} vectors for {len(ids)} texts")
         with self._lock:
-            for i, cid in enumerate(np.asarray(ids).tolist()):
+            for cid in np.asarray(ids).tolist():
                 if cid in self._rows:
                     raise ValueError(f"chunk id {cid} is already in the {self.name} stage")
             for i, cid in enumerate(np.asarray(ids).tolist()):
@@ -75,7 +77,9 @@ class SpladeStage:
                 self._postings = {}
                 return self._postings
             chunk_ids = np.fromiter(self._rows, dtype=np.int64, count=len(self._rows))
-            lens = np.fromiter((len(v[0]) for v in self._rows.values()), dtype=np.int64, count=len(self._rows))
+            lens = np.fromiter(
+                (len(v[0]) for v in self._rows.values()), dtype=np.int64, count=len(self._rows)
+            )
             terms = np.concatenate([v[0] for v in self._rows.values()])
             weights = np.concatenate([v[1] for v in self._rows.values()])
             owners = np.repeat(chunk_ids, lens)
@@ -87,7 +91,7 @@ class SpladeStage:
             self._postings = {int(terms[s]): (owners[s:e], weights[s:e]) for s, e in zip(starts, ends)}
             return self._postings
 
-    def search(self, query: str, k: int, allowed: Optional[set]) -> tuple:
+    def search(self, query: str, k: int, allowed: set | None) -> tuple:
         """``(chunk ids, scores)`` best first: the sparse dot product, ties by lower id."""
         postings = self._build()
         q = self.encoder.encode_queries([query])
@@ -112,15 +116,21 @@ class SpladeStage:
         """Writes the sparse vectors to ``path/splade.npz`` (the Retriever fsyncs and checksums it)."""
         with self._lock:
             ids = np.fromiter(self._rows, dtype=np.int64, count=len(self._rows))
-            lens = np.fromiter((len(v[0]) for v in self._rows.values()), dtype=np.int64, count=len(self._rows))
+            lens = np.fromiter(
+                (len(v[0]) for v in self._rows.values()), dtype=np.int64, count=len(self._rows)
+            )
             indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
-            indices = np.concatenate([v[0] for v in self._rows.values()]) if self._rows else np.zeros(0, np.int32)
-            values = np.concatenate([v[1] for v in self._rows.values()]) if self._rows else np.zeros(0, np.float32)
+            indices = (
+                np.concatenate([v[0] for v in self._rows.values()]) if self._rows else np.zeros(0, np.int32)
+            )
+            values = (
+                np.concatenate([v[1] for v in self._rows.values()]) if self._rows else np.zeros(0, np.float32)
+            )
         with open(Path(path) / "splade.npz", "wb") as f:
             np.savez(f, ids=ids, indptr=indptr, indices=indices, values=values)
 
     @classmethod
-    def load(cls, path: os.PathLike, encoder: Any, name: str = "splade") -> "SpladeStage":
+    def load(cls, path: os.PathLike, encoder: Any, name: str = "splade") -> SpladeStage:
         """Reads a stage written by :meth:`save` (``path`` is the stage folder, ``stage-<name>``).
 
         Raises:
@@ -155,7 +165,10 @@ class LateInteractionStage:
 
         for attr in ("encode_documents", "encode_query"):
             if not hasattr(encoder, attr):
-                raise TypeError(f"encoder is a {type(encoder).__name__} without .{attr}; expected a ragfind.ColbertEncoder")
+                raise TypeError(
+                    f"encoder is a {type(encoder).__name__} without .{attr}; "
+                    "expected a ragfind.ColbertEncoder"
+                )
         self.encoder = encoder
         self.name = name
         self.dtype = dtype
@@ -199,7 +212,7 @@ class LateInteractionStage:
                 json.dump({"dtype": self.dtype, "map": [[c, li] for c, li in self._by_chunk.items()]}, f)
 
     @classmethod
-    def load(cls, path: os.PathLike, encoder: Any, name: str = "late") -> "LateInteractionStage":
+    def load(cls, path: os.PathLike, encoder: Any, name: str = "late") -> LateInteractionStage:
         """Reads a stage written by :meth:`save`. Raises ValueError for a malformed folder."""
         from ragfind import LateInteractionIndex
 
