@@ -102,16 +102,15 @@ def main() -> None:
         f"machine: {platform.machine()}, {platform.processor() or 'cpu'}, "
         f"Python {platform.python_version()}\n"
     )
-    print("| method | median (us) | vs ranx (same fusion) |")
-    print("|---|---:|---:|")
+    py_us = dict(rows)["plain Python dict RRF"]
+    print("| method | median (us) | ranx time / this (same fusion) | plain-Python RRF time / this |")
+    print("|---|---:|---:|---:|")
     for name, us in rows + ranx_rows:
-        peer = ranx_wsum if "fuse_scores min-max" in name or "wsum" in name else ranx_rrf
-        ratio = (
-            f"{peer / us:.0f}x faster"
-            if peer and not name.startswith("ranx") and "z-score" not in name
-            else ""
-        )
-        print(f"| {name} | {us:.1f} | {ratio} |")
+        peer = ranx_wsum if ("fuse_scores min-max" in name or "wsum" in name) else ranx_rrf
+        same_fusion = name.startswith("ragfind") and "z-score" not in name
+        vs_ranx = f"{peer / us:.0f}x" if peer and same_fusion else ""
+        vs_py = f"{py_us / us:.1f}x" if name.startswith("ragfind.rrf") else ""
+        print(f"| {name} | {us:.1f} | {vs_ranx} | {vs_py} |")
 
 
 if __name__ == "__main__":

@@ -236,6 +236,9 @@ def assemble_context(
     def count(s: str) -> int:
         return len(tok.encode(s, add_special_tokens=False).ids)
 
+    def count_many(texts: list) -> list:
+        return [len(e.ids) for e in tok.encode_batch(texts, add_special_tokens=False)] if texts else []
+
     def render(chosen: list[_Item]) -> str:
         blocks = [_render_passage(passage_template, n, it) for n, it in enumerate(chosen, 1)]
         return template.format(instruction=instruction, context=_SEPARATOR.join(blocks), question=question)
@@ -252,11 +255,15 @@ def assemble_context(
         )
     # Greedy in relevance order: take each passage whole if it still fits, else drop it whole.
     # A passage costs its rendered block plus a separator (labels are at most a few digits).
+    # All blocks are counted in one batch, labelled with their relevance rank: the label of the
+    # final position has at most as many digits, and the +1 slack covers the separator join.
+    separator = count(_SEPARATOR)
+    block_tokens = count_many([_render_passage(passage_template, n, it) for n, it in enumerate(items, 1)])
     chosen: list[_Item] = []
     dropped: list = []
     used = overhead
-    for it in items:
-        cost = count(_render_passage(passage_template, len(chosen) + 1, it)) + count(_SEPARATOR) + 1
+    for it, tokens in zip(items, block_tokens):
+        cost = tokens + separator + 1
         if used + cost <= budget_tokens:
             chosen.append(it)
             used += cost
@@ -267,7 +274,7 @@ def assemble_context(
             alone = _Item(
                 list(ids), it.doc_id, it.source, it.title, text, it.score, start, end, [it.parts[0]]
             )
-            cost = count(_render_passage(passage_template, len(chosen) + 1, alone)) + count(_SEPARATOR) + 1
+            cost = count(_render_passage(passage_template, len(chosen) + 1, alone)) + separator + 1
             if used + cost <= budget_tokens:
                 chosen.append(alone)
                 used += cost
@@ -275,7 +282,7 @@ def assemble_context(
                 continue
         dropped.extend(it.ids)
     if items and not chosen:
-        smallest = min(count(_render_passage(passage_template, 1, it)) for it in items)
+        smallest = min(block_tokens)
         raise ValueError(
             f"budget_tokens = {budget_tokens} fits no passage: the prompt needs {overhead} tokens "
             f"and the smallest passage {smallest} more; raise the budget or chunk smaller"
@@ -291,19 +298,11 @@ def assemble_context(
         placed = _order(chosen, order)
         prompt = render(placed)
         n_tokens = count(prompt)
+    text_tokens = count_many([it.text for it in placed])
     out = tuple(
         ContextPassage(
-            n,
-            it.doc_id,
-            it.source,
-            it.title,
-            it.text,
-            it.score,
-            it.start,
-            it.end,
-            tuple(it.ids),
-            count(it.text),
+            n, it.doc_id, it.source, it.title, it.text, it.score, it.start, it.end, tuple(it.ids), tokens
         )
-        for n, it in enumerate(placed, 1)
+        for n, (it, tokens) in enumerate(zip(placed, text_tokens), 1)
     )
     return AssembledContext(prompt, out, tuple(dropped), tuple(merged), n_tokens, budget_tokens)
