@@ -41,13 +41,20 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=0, help="limit the evaluated queries (0: all 300)")
     ap.add_argument("--latency-queries", type=int, default=300)
     ap.add_argument("--encoder", default="all-MiniLM-L6-v2")
+    ap.add_argument(
+        "--encoder-threads",
+        type=int,
+        default=1,
+        help="ONNX Runtime threads for query encoding (default 1: BM25 runs beside it)",
+    )
+    ap.add_argument("--skip-quality", action="store_true", help="latency only")
     args = ap.parse_args()
 
     base = data_dir() / "scifact"
     emb = base / "embeddings" / "all-MiniLM-L6-v2"
     data = load_beir(base)
     t0 = time.perf_counter()
-    encoder = ragfind.load_model(args.encoder)
+    encoder = ragfind.load_model(args.encoder, threads=args.encoder_threads)
     t_model = time.perf_counter() - t0
     ids = [x for x in (emb / "corpus_ids.txt").read_text().split("\n") if x]
     row = {d: n for n, d in enumerate(ids)}
@@ -67,7 +74,7 @@ def main() -> None:
         r.embed_query(q)
     t_qenc = (time.perf_counter() - t0) / len(texts)
     quality = {}
-    for mode in ("sparse", "dense", "hybrid"):
+    for mode in () if args.skip_quality else ("sparse", "dense", "hybrid"):
         saved = (r.bm25, r.dense)
         if mode == "sparse":
             r.dense = None
