@@ -797,6 +797,7 @@ class BM25Core {
 
 void bind_bm25(py::module_& m) {
   py::register_exception<IndexFileError>(m, "IndexFileError", PyExc_ValueError);
+  py::register_exception<IndexWriteError>(m, "IndexWriteError", PyExc_OSError);
 
   py::class_<PyAnalyzer, std::shared_ptr<PyAnalyzer>>(m, "Analyzer")
       .def(py::init<bool, const std::vector<std::string>&, py::object, bool, py::object>(), py::arg("lowercase"),
