@@ -65,7 +65,7 @@ struct Writer {
   const std::string& path;
   void write(const void* p, std::size_t n) {
     if (n == 0) return;
-    if (std::fwrite(p, 1, n, f) != n) throw std::runtime_error(errno_text("cannot write index file", path));
+    if (std::fwrite(p, 1, n, f) != n) throw IndexWriteError(errno_text("cannot write index file", path));
     crc = crc32(crc, p, n);
     pos += n;
   }
@@ -130,18 +130,18 @@ void save_index(const std::string& path, const InvertedIndex& index, const DocId
   std::random_device rd;
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::runtime_error(errno_text("cannot create temporary file", tmp));
+  if (fd < 0) throw IndexWriteError(errno_text("cannot create temporary file", tmp));
   FILE* f = ::fdopen(fd, "wb");
   if (!f) {
     ::close(fd);
     ::unlink(tmp.c_str());
-    throw std::runtime_error(errno_text("cannot open temporary file", tmp));
+    throw IndexWriteError(errno_text("cannot open temporary file", tmp));
   }
   std::vector<char> iobuf(1 << 20);
   std::setvbuf(f, iobuf.data(), _IOFBF, iobuf.size());
   try {
     std::vector<char> head(static_cast<std::size_t>(header_bytes), 0);
-    if (std::fwrite(head.data(), 1, head.size(), f) != head.size()) throw std::runtime_error(errno_text("cannot write", tmp));
+    if (std::fwrite(head.data(), 1, head.size(), f) != head.size()) throw IndexWriteError(errno_text("cannot write", tmp));
     Writer w{f, 0, head.size(), tmp};
     for (const auto& e : entries) {
       w.pad_to(e.offset);
@@ -197,7 +197,7 @@ void save_index(const std::string& path, const InvertedIndex& index, const DocId
       }
     }
     w.pad_to(file_size);
-    if (w.pos != file_size) throw std::runtime_error("index writer: size mismatch (internal error)");
+    if (w.pos != file_size) throw IndexWriteError("index writer: size mismatch (internal error)");
     // Header last: it carries the checksums.
     std::memcpy(head.data(), kMagic, 8);
     const std::uint32_t version = kIndexFormatVersion, hb = static_cast<std::uint32_t>(header_bytes),
@@ -214,8 +214,8 @@ void save_index(const std::string& path, const InvertedIndex& index, const DocId
     std::memcpy(head.data() + 36, &header_crc, 4);
     if (std::fflush(f) != 0 || std::fseek(f, 0, SEEK_SET) != 0 ||
         std::fwrite(head.data(), 1, header_bytes, f) != header_bytes || std::fflush(f) != 0)
-      throw std::runtime_error(errno_text("cannot write index header", tmp));
-    if (::fsync(fileno(f)) != 0) throw std::runtime_error(errno_text("cannot fsync", tmp));
+      throw IndexWriteError(errno_text("cannot write index header", tmp));
+    if (::fsync(fileno(f)) != 0) throw IndexWriteError(errno_text("cannot fsync", tmp));
   } catch (...) {
     std::fclose(f);
     ::unlink(tmp.c_str());
@@ -223,12 +223,12 @@ void save_index(const std::string& path, const InvertedIndex& index, const DocId
   }
   if (std::fclose(f) != 0) {
     ::unlink(tmp.c_str());
-    throw std::runtime_error(errno_text("cannot close", tmp));
+    throw IndexWriteError(errno_text("cannot close", tmp));
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string msg = errno_text("cannot move the new index file into place at", path);
     ::unlink(tmp.c_str());
-    throw std::runtime_error(msg);
+    throw IndexWriteError(msg);
   }
   // Make the rename durable.
   std::string dir = path;

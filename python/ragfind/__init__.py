@@ -81,6 +81,7 @@ __all__ += [
 # --- late interaction and learned sparse (issue 6) ---
 from ragfind.colbert import ColbertEncoder, export_colbert  # noqa: E402
 from ragfind.late_interaction import LateInteractionIndex, MaxSimExplanation, maxsim  # noqa: E402
+from ragfind.sparse_index import SparseVectorIndex  # noqa: E402
 from ragfind.splade import SparseEmbeddings, SpladeEncoder  # noqa: E402
 
 __all__ += [
@@ -91,4 +92,5 @@ __all__ += [
     "export_colbert",
     "SpladeEncoder",
     "SparseEmbeddings",
+    "SparseVectorIndex",
 ]

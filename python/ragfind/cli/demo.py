@@ -146,7 +146,10 @@ def search_hybrid(retriever, query: str, k: int, repeat: int) -> Answer:
 
 
 def _format_ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.3f} ms"
+    """Milliseconds, or microseconds below one millisecond (ASCII "us", safe on any console)."""
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} us"
+    return f"{seconds * 1e3:.2f} ms"
 
 
 def print_answer(answer: Answer, titles: dict[str, str], number: int, total: int, out: TextIO) -> None:
