@@ -90,7 +90,7 @@ def test_retriever_with_splade_and_late_interaction(tmp_path):
     scores = [p.score for p in res]
     assert scores == sorted(scores, reverse=True)
     r.save(tmp_path / "kb")
-    assert (tmp_path / "kb" / "stage-splade" / "splade.npz").is_file()
+    assert (tmp_path / "kb" / "stage-splade" / "splade.idx").is_file()
     with pytest.raises(ValueError, match="pass them"):
         ragfind.Retriever.load(tmp_path / "kb", encoder=enc)
     stages = [

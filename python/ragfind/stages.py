@@ -2,7 +2,8 @@
 
 Both plug into :class:`ragfind.Retriever` through ``stages=[...]``:
 
-- :class:`SpladeStage` is a first-stage retriever (a :class:`ragfind.retriever.RetrievalStage`):
+- :class:`SpladeStage` (on :class:`ragfind.SparseVectorIndex`) is a first-stage retriever
+  (a :class:`ragfind.retriever.RetrievalStage`):
   its ranked list joins BM25 and dense in the reciprocal rank fusion;
 - :class:`LateInteractionStage` is a re-ranker (a :class:`ragfind.retriever.RerankStage`): it
   re-scores the fused head with ColBERT MaxSim before any cross-encoder.
@@ -22,18 +23,20 @@ __all__ = ["SpladeStage", "LateInteractionStage"]
 
 
 class SpladeStage:
-    """SPLADE first-stage retrieval: exact sparse dot products over an in-memory inverted index.
+    """SPLADE first-stage retrieval on :class:`ragfind.SparseVectorIndex` (C++, exact MaxScore).
 
     Args:
         encoder: a :class:`ragfind.SpladeEncoder` (or anything with ``encode_documents`` /
             ``encode_queries`` returning :class:`ragfind.SparseEmbeddings`).
         name: the stage's name (timings, RRF weights).
+        scale: impact quantisation of the index (0, the default here: exact float32 weights).
 
-    The postings are numpy arrays per vocabulary term; a query touches only its own terms, so a
-    search costs the length of those postings (plus a top-k selection over the touched chunks).
+    The index numbers documents 0, 1, 2, ...; the stage maps those to the Retriever's chunk ids,
+    remembers deleted chunks (the index itself is append-only) and over-fetches when deleted
+    chunks or a metadata filter remove results.
     """
 
-    def __init__(self, encoder: Any, name: str = "splade") -> None:
+    def __init__(self, encoder: Any, name: str = "splade", scale: float = 0.0) -> None:
         for attr in ("encode_documents", "encode_queries"):
             if not hasattr(encoder, attr):
                 raise TypeError(
@@ -41,112 +44,84 @@ class SpladeStage:
                 )
         self.encoder = encoder
         self.name = name
+        self.scale = float(scale)
+        self._index: Any = None
+        self._chunk_of = np.zeros(0, np.int64)  # index id -> chunk id
+        self._live = np.zeros(0, bool)
         self._lock = threading.Lock()
-        self._rows: dict[int, tuple] = {}  # chunk id -> (indices, values)
-        self._postings: dict | None = None  # term -> (chunk ids, weights), rebuilt lazily
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return int(self._live.sum())
+
+    def _new_index(self, dim: int):
+        from ragfind import SparseVectorIndex
+
+        return SparseVectorIndex(int(dim), scale=self.scale)
 
     def add(self, ids: np.ndarray, texts: list) -> None:
         """Encodes and indexes the chunks (``ids`` int64, ``texts`` the indexed texts)."""
+        ids = np.asarray(ids, np.int64)
         emb = self.encoder.encode_documents(list(texts))
         if len(emb) != len(ids):
             raise ValueError(f"the encoder returned {len(emb)} vectors for {len(ids)} texts")
         with self._lock:
-            for cid in np.asarray(ids).tolist():
-                if cid in self._rows:
-                    raise ValueError(f"chunk id {cid} is already in the {self.name} stage")
-            for i, cid in enumerate(np.asarray(ids).tolist()):
-                idx, val = emb.row(i)
-                self._rows[int(cid)] = (np.asarray(idx, np.int32).copy(), np.asarray(val, np.float32).copy())
-            self._postings = None
+            if self._index is None:
+                self._index = self._new_index(getattr(self.encoder, "vocab_size", None) or emb.dim)
+            self._index.add(emb)
+            self._chunk_of = np.concatenate([self._chunk_of, ids])
+            self._live = np.concatenate([self._live, np.ones(len(ids), bool)])
 
     def delete(self, ids: np.ndarray) -> None:
-        """Removes chunks (unknown ids are ignored: the Retriever checks them)."""
+        """Marks chunks deleted (unknown ids are ignored: the Retriever checks them)."""
         with self._lock:
-            for cid in np.asarray(ids).tolist():
-                self._rows.pop(int(cid), None)
-            self._postings = None
-
-    def _build(self) -> dict:
-        with self._lock:
-            if self._postings is not None:
-                return self._postings
-            if not self._rows:
-                self._postings = {}
-                return self._postings
-            chunk_ids = np.fromiter(self._rows, dtype=np.int64, count=len(self._rows))
-            lens = np.fromiter(
-                (len(v[0]) for v in self._rows.values()), dtype=np.int64, count=len(self._rows)
-            )
-            terms = np.concatenate([v[0] for v in self._rows.values()])
-            weights = np.concatenate([v[1] for v in self._rows.values()])
-            owners = np.repeat(chunk_ids, lens)
-            order = np.argsort(terms, kind="stable")
-            terms, weights, owners = terms[order], weights[order], owners[order]
-            bounds = np.flatnonzero(np.diff(terms)) + 1
-            starts = np.concatenate([[0], bounds])
-            ends = np.concatenate([bounds, [len(terms)]])
-            self._postings = {int(terms[s]): (owners[s:e], weights[s:e]) for s, e in zip(starts, ends)}
-            return self._postings
+            self._live &= ~np.isin(self._chunk_of, np.asarray(ids, np.int64))
 
     def search(self, query: str, k: int, allowed: set | None) -> tuple:
-        """``(chunk ids, scores)`` best first: the sparse dot product, ties by lower id."""
-        postings = self._build()
-        q = self.encoder.encode_queries([query])
-        q_idx, q_val = q.row(0)
-        owners, contrib = [], []
-        for t, w in zip(np.asarray(q_idx).tolist(), np.asarray(q_val).tolist()):
-            hit = postings.get(int(t))
-            if hit is not None:
-                owners.append(hit[0])
-                contrib.append(hit[1] * np.float32(w))
-        if not owners:
+        """``(chunk ids, scores)`` best first: the exact sparse dot product."""
+        index = self._index
+        if index is None or not len(index):
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        ids, inverse = np.unique(np.concatenate(owners), return_inverse=True)
-        scores = np.bincount(inverse, weights=np.concatenate(contrib)).astype(np.float32)
-        if allowed is not None:
-            keep = np.fromiter((int(i) in allowed for i in ids), dtype=bool, count=len(ids))
-            ids, scores = ids[keep], scores[keep]
-        order = np.lexsort((ids, -scores))[:k]
-        return ids[order], scores[order]
+        q = self.encoder.encode_queries([query])
+        n = len(index)
+        fetch = min(n, k if allowed is None and self._live.all() else max(4 * k, k + 64))
+        while True:
+            rows, scores = index.search(q, fetch)
+            keep = self._live[rows]
+            chunk = self._chunk_of[rows]
+            if allowed is not None:
+                keep &= np.fromiter((int(c) in allowed for c in chunk), dtype=bool, count=len(chunk))
+            if keep.sum() >= k or len(rows) < fetch or fetch >= n:
+                return chunk[keep][:k], scores[keep][:k]
+            fetch = min(n, fetch * 4)
 
     def save(self, path: Path) -> None:
-        """Writes the sparse vectors to ``path/splade.npz`` (the Retriever fsyncs and checksums it)."""
+        """Writes the index and the id map into the stage folder (the Retriever checksums them)."""
         with self._lock:
-            ids = np.fromiter(self._rows, dtype=np.int64, count=len(self._rows))
-            lens = np.fromiter(
-                (len(v[0]) for v in self._rows.values()), dtype=np.int64, count=len(self._rows)
-            )
-            indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
-            indices = (
-                np.concatenate([v[0] for v in self._rows.values()]) if self._rows else np.zeros(0, np.int32)
-            )
-            values = (
-                np.concatenate([v[1] for v in self._rows.values()]) if self._rows else np.zeros(0, np.float32)
-            )
-        with open(Path(path) / "splade.npz", "wb") as f:
-            np.savez(f, ids=ids, indptr=indptr, indices=indices, values=values)
+            if self._index is not None:
+                self._index.save(Path(path) / "splade.idx")
+            with open(Path(path) / "splade_ids.npz", "wb") as f:
+                np.savez(f, chunk_of=self._chunk_of, live=self._live)
 
     @classmethod
     def load(cls, path: os.PathLike, encoder: Any, name: str = "splade") -> SpladeStage:
         """Reads a stage written by :meth:`save` (``path`` is the stage folder, ``stage-<name>``).
 
         Raises:
-            ValueError: a missing or malformed file.
+            ValueError: a missing, malformed or inconsistent stage folder.
         """
+        from ragfind import SparseVectorIndex
+
         stage = cls(encoder, name)
         try:
-            with np.load(Path(path) / "splade.npz", allow_pickle=False) as z:
-                ids, indptr, indices, values = z["ids"], z["indptr"], z["indices"], z["values"]
+            with np.load(Path(path) / "splade_ids.npz", allow_pickle=False) as z:
+                chunk_of, live = z["chunk_of"].astype(np.int64), z["live"].astype(bool)
+            index = SparseVectorIndex.load(Path(path) / "splade.idx") if len(chunk_of) else None
         except (OSError, KeyError, ValueError) as exc:
             raise ValueError(f"{str(path)!r}: not a saved SPLADE stage ({exc})") from exc
-        if len(indptr) != len(ids) + 1 or indptr[-1] != len(indices) or len(indices) != len(values):
-            raise ValueError(f"{str(path)!r}: inconsistent SPLADE stage arrays")
-        for n, cid in enumerate(ids.tolist()):
-            a, b = int(indptr[n]), int(indptr[n + 1])
-            stage._rows[int(cid)] = (indices[a:b].astype(np.int32), values[a:b].astype(np.float32))
+        if len(chunk_of) != len(live) or (index is not None and len(index) != len(chunk_of)):
+            raise ValueError(f"{str(path)!r}: the SPLADE stage's id map does not match its index")
+        stage._index, stage._chunk_of, stage._live = index, chunk_of, live
+        stage.scale = index.scale if index is not None else 0.0
         return stage
 
 
