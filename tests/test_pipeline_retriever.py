@@ -313,6 +313,11 @@ def test_reranker_reorders_the_head():
     assert "rerank" in res.timings
     texts = [r._indexed_text(p) for p in res]
     assert texts == sorted(texts, reverse=True)
+    deep = r.search("domesticated programming language", k=5)  # k beyond rerank_candidates=5? equal
+    assert len(deep) == 5
+    r.rerank_candidates = 2
+    more = r.search("cats dogs rust python chats", k=4, use_cache=False)
+    assert len(more) == 4 and [p.score for p in more] == [4.0, 3.0, 2.0, 1.0]  # all re-scored
     plain = r.search("domesticated programming language", k=3, rerank=False)
     assert "rerank" not in plain.timings
 

@@ -859,7 +859,7 @@ class Retriever:
         passages = [self._passage(rows[int(i)], float(s)) for i, s in zip(ids, scores) if int(i) in rows]
         if rerankers and passages:
             t = _now()
-            passages = self._rerank(queries[0], passages)
+            passages = self._rerank(queries[0], passages, max(k, self.rerank_candidates))
             timings["rerank"] = _now() - t
         passages = tuple(passages[:k])
         timings["total"] = _now() - t0
@@ -868,8 +868,9 @@ class Retriever:
             self.result_cache.put(key, result)
         return result
 
-    def _rerank(self, query: str, passages: list) -> list:
-        head = passages[: self.rerank_candidates]
+    def _rerank(self, query: str, passages: list, depth: int) -> list:
+        # Every passage returned is re-scored (depth >= k), so scores stay on one scale.
+        head = passages[:depth]
         for stage in self.rerank_stages:
             ids = np.asarray([p.id for p in head], dtype=np.int64)
             new_ids, new_scores = stage.rerank(query, ids, [self._indexed_text(p) for p in head])
