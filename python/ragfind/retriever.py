@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
@@ -901,7 +902,8 @@ class Retriever:
     @staticmethod
     def _passage(row: tuple, score: float) -> Passage:
         cid, doc_id, text, title, start, end, metadata, context = row
-        md = json.loads(metadata) if metadata != "{}" else {}
+        # Read-only: passages are shared with the results cache.
+        md = MappingProxyType(json.loads(metadata) if metadata != "{}" else {})
         source = md.get("source") or md.get("url") or doc_id
         return Passage(cid, doc_id, text, title, str(source), score, start, end, md, context)
 
