@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <exception>
+#include <system_error>
 #include <mutex>
 #include <shared_mutex>
 #include <thread>
@@ -579,19 +581,29 @@ class BM25Core {
       std::size_t nt = threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : static_cast<std::size_t>(threads);
       nt = std::min(nt, std::max<std::size_t>(nq, 1));
       std::atomic<std::size_t> next{0};
+      std::exception_ptr error;
+      std::mutex error_mutex;
       auto work = [&]() {
-        for (std::size_t i; (i = next.fetch_add(1)) < nq;) {
-          index_.search(query_terms(stems[i]), kk, hits[i].docs, algo);
-          hits[i].resolve_ids(ids_);
+        try {
+          for (std::size_t i; (i = next.fetch_add(1)) < nq;) {
+            index_.search(query_terms(stems[i]), kk, hits[i].docs, algo);
+            hits[i].resolve_ids(ids_);
+          }
+        } catch (...) {  // e.g. std::bad_alloc: hand it to the caller, never terminate
+          std::lock_guard<std::mutex> g(error_mutex);
+          if (!error) error = std::current_exception();
+          next.store(nq);
         }
       };
-      if (nt <= 1) {
-        work();
-      } else {
-        std::vector<std::thread> pool;
-        for (std::size_t t = 0; t < nt; ++t) pool.emplace_back(work);
-        for (auto& th : pool) th.join();
+      std::vector<std::thread> pool;
+      try {
+        for (std::size_t t = 1; t < nt; ++t) pool.emplace_back(work);
+      } catch (const std::system_error&) {
+        // Could not start more threads: the ones running (and this one) do the work.
       }
+      work();
+      for (auto& th : pool) th.join();
+      if (error) std::rethrow_exception(error);
     }
     for (std::size_t i = 0; i < nq; ++i) out[i] = hits[i].to_python();
     return out;
