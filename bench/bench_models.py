@@ -23,7 +23,9 @@ DATA = Path(os.environ.get("RAGFIND_DATA", Path(__file__).resolve().parent.paren
 def _docs(n=64):
     corpus = DATA / "scifact" / "corpus.jsonl"
     if not corpus.exists():
-        return [f"document {i} about protein folding, gene expression and cell signalling " * 20 for i in range(n)]
+        return [
+            f"document {i} about protein folding, gene expression and cell signalling " * 20 for i in range(n)
+        ]
     out = []
     with open(corpus, encoding="utf-8") as f:
         for line in f:
@@ -66,4 +68,6 @@ def cross_encoder(request, tmp_path_factory):
 
 def test_rerank_100_passages(benchmark, cross_encoder):
     passages = [d[:1000] for d in _docs(100)]
-    benchmark.pedantic(cross_encoder.rank, args=("what causes muscle cramps", passages), rounds=3, warmup_rounds=1)
+    benchmark.pedantic(
+        cross_encoder.rank, args=("what causes muscle cramps", passages), rounds=3, warmup_rounds=1
+    )

