@@ -53,7 +53,10 @@ def test_sparse_search_batch(benchmark):
     pairs = np.unique(rows * vocab + (rng.zipf(1.15, size=len(rows)) * 7919) % vocab)
     docs = ragfind.SparseEmbeddings(
         np.concatenate([[0], np.cumsum(np.bincount(pairs // vocab, minlength=n))]).astype(np.int64),
-        (pairs % vocab).astype(np.int32), (rng.gamma(1.2, 0.7, size=len(pairs)) + 0.05).astype(np.float32), vocab)
+        (pairs % vocab).astype(np.int32),
+        (rng.gamma(1.2, 0.7, size=len(pairs)) + 0.05).astype(np.float32),
+        vocab,
+    )
     index = ragfind.SparseVectorIndex(vocab)
     index.add(docs)
     queries = [(np.unique(rng.integers(0, vocab, size=30)), None) for _ in range(200)]

@@ -54,7 +54,9 @@ def test_splade_matches_transformers_reference(splade):
     batch = tok(TEXTS, padding=True, return_tensors="pt")
     with torch.no_grad():
         logits = model(**batch).logits
-        want = (torch.log1p(torch.relu(logits)) * batch["attention_mask"][..., None]).max(dim=1).values.numpy()
+        want = (
+            (torch.log1p(torch.relu(logits)) * batch["attention_mask"][..., None]).max(dim=1).values.numpy()
+        )
     got = splade.encode(TEXTS, batch_size=3)
     assert isinstance(got, SparseEmbeddings) and len(got) == len(TEXTS) and got.dim == 30522
     np.testing.assert_allclose(got.to_dense(), want, atol=1e-4)

@@ -277,8 +277,17 @@ def export_colbert(src, dst, quantize: str | None = None, *, overwrite: bool = F
 
     unknown = set(settings) - set(DEFAULT_COLBERT)
     if unknown:
-        raise ValueError(f"unknown ColBERT settings {sorted(unknown)}; expected some of {sorted(DEFAULT_COLBERT)}")
+        raise ValueError(
+            f"unknown ColBERT settings {sorted(unknown)}; expected some of {sorted(DEFAULT_COLBERT)}"
+        )
     s = colbert_settings_from_checkpoint(src)
     s.update(settings)
-    return export(src, dst, role="colbert", quantize=quantize, normalize=True, extra_config={"colbert": s},
-                  overwrite=overwrite)
+    return export(
+        src,
+        dst,
+        role="colbert",
+        quantize=quantize,
+        normalize=True,
+        extra_config={"colbert": s},
+        overwrite=overwrite,
+    )
