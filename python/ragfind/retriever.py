@@ -37,7 +37,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 import numpy as np
 
 from ragfind.cache import LRUCache, freeze
-from ragfind.chunking import Chunk, chunk_documents, default_context
+from ragfind.chunking import Chunk, chunk_documents, default_context, load_tokenizer
 
 __all__ = [
     "Retriever",
@@ -321,6 +321,8 @@ class Retriever:
             if tokenizer is not None
             else (self.encoder.tokenizer if self.encoder is not None else None)
         )
+        # Resolved once (a copy without truncation), not on every add_documents call.
+        self.tokenizer = load_tokenizer(self.tokenizer)
         self.stages = [s for s in stages if isinstance(s, RetrievalStage)]
         self.rerank_stages = [
             s for s in stages if isinstance(s, RerankStage) and not isinstance(s, RetrievalStage)
@@ -1144,7 +1146,7 @@ class Retriever:
         obj.contextualize = contextualize or (
             default_context if config["contextualize"] == "default" else None
         )
-        obj.tokenizer = enc.tokenizer if enc is not None else None
+        obj.tokenizer = load_tokenizer(enc.tokenizer if enc is not None else None)
         obj.stages = [s for s in stages if isinstance(s, RetrievalStage)]
         obj.rerank_stages = [
             s for s in stages if isinstance(s, RerankStage) and not isinstance(s, RetrievalStage)
