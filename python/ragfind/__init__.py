@@ -57,6 +57,8 @@ from ragfind.cache import LRUCache  # noqa: E402
 from ragfind.chunking import Chunk, chunk, chunk_documents, default_context  # noqa: E402
 from ragfind.context import AssembledContext, assemble_context  # noqa: E402
 from ragfind.fusion import fuse_scores, rrf  # noqa: E402
+from ragfind.retriever import Passage, RetrieverFolderError, Retriever, SearchResult  # noqa: E402
+from ragfind.stages import LateInteractionStage, SpladeStage  # noqa: E402
 
 __all__ += [
     "rrf",
@@ -68,6 +70,12 @@ __all__ += [
     "assemble_context",
     "AssembledContext",
     "LRUCache",
+    "Retriever",
+    "Passage",
+    "SearchResult",
+    "RetrieverFolderError",
+    "SpladeStage",
+    "LateInteractionStage",
 ]
 
 # --- late interaction and learned sparse (issue 6) ---

@@ -109,6 +109,19 @@ def dense_rowwise(A: _NDArray[_f32], B: _NDArray[_f32], op: str) -> _NDArray[_f3
 def dense_kernel_name() -> str: ...
 
 # --- fusion ---
+from typing import Any as _Any  # noqa: E402
+from typing import Sequence as _Sequence  # noqa: E402
+
+def rrf(
+    lists: _Sequence[_Any], k: float = 60.0, weights: _Sequence[float] | None = None, top_k: int | None = None
+) -> tuple[_NDArray, _NDArray]: ...
+def fuse_scores(
+    lists: _Sequence[_Any],
+    norm: str = "min-max",
+    method: str = "sum",
+    weights: _Sequence[float] | None = None,
+    top_k: int | None = None,
+) -> tuple[_NDArray, _NDArray]: ...
 
 # --- late interaction ---
 import numpy as _np
