@@ -32,18 +32,18 @@ def test_demo_corpus_is_well_formed():
 
 
 @needs_bm25
-def test_demo_prints_ranked_results_and_timings(capsys):
+def test_demo_prints_ranked_results_and_timings(capsys, model_home):
     assert main(["demo", "--repeat", "2"]) == 0
     out = capsys.readouterr().out
     docs = load_demo_corpus()
     assert f"({len(docs)} documents)" in out
-    assert re.search(r"index build: \d+\.\d{3} ms", out)
+    assert re.search(r"index build: \d+\.\d+ (ms|us)", out)
     queries = load_demo_queries()
     for q in queries:
         assert repr(q["query"]) in out
-    assert re.search(rf"p50 \d+\.\d{{3}} ms, max \d+\.\d{{3}} ms over {len(queries)} queries", out)
+    assert re.search(rf"p50 \d+\.\d+ (ms|us), max \d+\.\d+ (ms|us) over {len(queries)} queries", out)
     # result lines: rank, id, score, title
-    rows = re.findall(r"^\s+(\d+)\. (\S+)\s+(-?\d+\.\d{3})  (.+)$", out, flags=re.MULTILINE)
+    rows = re.findall(r"^\s+(\d+)\. (\S+)\s+(-?\d+\.\d{3,4})  (.+)$", out, flags=re.MULTILINE)
     assert len(rows) == 3 * len(queries)
     titles = {d["id"]: d["title"] for d in docs}
     for _, doc_id, _, title in rows:
@@ -65,9 +65,46 @@ def test_every_demo_query_finds_a_relevant_document_in_its_top_three():
 
 
 @needs_bm25
+def test_demo_runs_the_hybrid_pipeline_with_stage_timings(capsys, model_home):
+    assert main(["demo", "--repeat", "1", "-q", "gateway will not turn on"]) == 0
+    out = capsys.readouterr().out
+    assert "hybrid BM25 + all-MiniLM-L6-v2 with RRF" in out
+    header = out.split("'gateway will not turn on'")[1].splitlines()[0]
+    for stage in ("embed", "sparse", "dense", "fusion", "store"):
+        assert re.search(rf"{stage} \d+\.\d+ (ms|us)", header), (stage, header)
+    block = out.split("'gateway will not turn on'")[1]
+    assert len(re.findall(r"^\s+\d+\. ", block, flags=re.MULTILINE)) == 3
+
+
+@needs_bm25
+def test_hybrid_demo_queries_find_a_relevant_document_in_the_top_three(model_home):
+    from ragfind.cli.demo import build_hybrid, search_hybrid
+
+    retriever, seconds = build_hybrid(load_demo_corpus())
+    assert seconds > 0
+    for q in load_demo_queries():
+        answer = search_hybrid(retriever, q["query"], k=3, repeat=1)
+        assert set(answer.doc_ids) & set(q["relevant"]), (q["query"], answer.doc_ids)
+    retriever.close()
+
+
+@needs_bm25
 def test_demo_with_own_queries_and_top_k(capsys):
     assert (
-        main(["demo", "-q", "XJ-2100 outdoor enclosure", "-q", "zzzz-nothing", "-k", "5", "--repeat", "1"])
+        main(
+            [
+                "demo",
+                "--bm25-only",
+                "-q",
+                "XJ-2100 outdoor enclosure",
+                "-q",
+                "zzzz-nothing",
+                "-k",
+                "5",
+                "--repeat",
+                "1",
+            ]
+        )
         == 0
     )
     out = capsys.readouterr().out

@@ -54,7 +54,9 @@ def test_splade_matches_transformers_reference(splade):
     batch = tok(TEXTS, padding=True, return_tensors="pt")
     with torch.no_grad():
         logits = model(**batch).logits
-        want = (torch.log1p(torch.relu(logits)) * batch["attention_mask"][..., None]).max(dim=1).values.numpy()
+        want = (
+            (torch.log1p(torch.relu(logits)) * batch["attention_mask"][..., None]).max(dim=1).values.numpy()
+        )
     got = splade.encode(TEXTS, batch_size=3)
     assert isinstance(got, SparseEmbeddings) and len(got) == len(TEXTS) and got.dim == 30522
     np.testing.assert_allclose(got.to_dense(), want, atol=1e-4)
@@ -84,3 +86,189 @@ def test_encoder_bad_inputs(splade):
         splade.encode(["ok", ""])
     with pytest.raises(IndexError):
         splade.term(10**9)
+
+
+# ---------------------------------------------------------------- SparseVectorIndex
+
+from ragfind import SparseVectorIndex  # noqa: E402
+
+
+def _random_sparse(rng, n, dim, nnz_range=(1, 40), zipf=True):
+    rows = []
+    for _ in range(n):
+        nnz = int(rng.integers(*nnz_range))
+        if zipf:  # skewed term frequencies, as in real vocabularies
+            terms = np.unique(np.minimum(rng.zipf(1.3, size=nnz) - 1, dim - 1))
+        else:
+            terms = np.unique(rng.integers(0, dim, size=nnz))
+        rows.append((terms, rng.gamma(1.5, 0.8, size=len(terms)).astype(np.float32) + 0.01))
+    return rows
+
+
+def _dense(rows, dim):
+    m = np.zeros((len(rows), dim), dtype=np.float64)
+    for i, (t, v) in enumerate(rows):
+        m[i, t] = v
+    return m
+
+
+def _dequantised(rows, scale):
+    out = []
+    for t, v in rows:
+        q = np.round(v.astype(np.float64) * scale)
+        keep = q >= 1
+        out.append((t[keep], (q[keep] / scale)))
+    return out
+
+
+@pytest.mark.parametrize("scale", [100.0, 0.0])
+@pytest.mark.parametrize("algorithm", ["auto", "maxscore", "taat", "exhaustive"])
+def test_sparse_search_equals_exhaustive_dot_product(scale, algorithm):
+    rng = np.random.default_rng(0)
+    dim = 500
+    docs = _random_sparse(rng, 3000, dim)
+    index = SparseVectorIndex(dim, scale=scale)
+    ids = np.concatenate([index.add(docs[:1000]), index.add(docs[1000:1700]), index.add(docs[1700:])])
+    np.testing.assert_array_equal(ids, np.arange(3000))
+    stored = _dense(_dequantised(docs, scale) if scale else docs, dim)
+    queries = _random_sparse(rng, 40, dim, (1, 25))
+    q_dense = _dense(queries, dim)
+    want = q_dense @ stored.T
+    got_ids, got_scores = index.search_batch(queries, k=10, algorithm=algorithm)
+    for qi in range(len(queries)):
+        order = np.lexsort((np.arange(len(docs)), -want[qi]))
+        n_match = int((want[qi] > 0).sum())
+        k = min(10, n_match)
+        # Same scores (float32 accumulation vs float64) and the same documents up to ties.
+        np.testing.assert_allclose(got_scores[qi, :k], want[qi, order[:k]], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(want[qi, got_ids[qi, :k]], want[qi, order[:k]], rtol=1e-5, atol=1e-5)
+        assert np.all(got_ids[qi, k:] == -1)
+        np.testing.assert_allclose(index.score(queries[qi]), want[qi], rtol=1e-5, atol=1e-5)
+
+
+def test_maxscore_on_large_segment_matches_exhaustive():
+    # > 65,536 documents in one segment so Auto really runs MaxScore.
+    rng = np.random.default_rng(1)
+    dim = 2000
+    n = 70_000
+    per_row = 16  # strictly increasing term ids per row from positive random gaps
+    indices = (np.cumsum(rng.integers(1, dim // per_row, size=(n, per_row)), axis=1) - 1).ravel()
+    indptr = np.arange(0, n * per_row + 1, per_row, dtype=np.int64)
+    values = rng.gamma(1.5, 0.8, size=len(indices)).astype(np.float32) + 0.01
+    from ragfind.splade import SparseEmbeddings
+
+    index = SparseVectorIndex(dim)
+    index.add(SparseEmbeddings(indptr.astype(np.int64), indices.astype(np.int32), values, dim))
+    queries = _random_sparse(rng, 20, dim, (3, 30), zipf=False)
+    a_ids, a_scores = index.search_batch(queries, k=10, algorithm="maxscore")
+    b_ids, b_scores = index.search_batch(queries, k=10, algorithm="exhaustive")
+    np.testing.assert_allclose(a_scores, b_scores, rtol=1e-6)
+    np.testing.assert_array_equal(a_ids, b_ids)
+
+
+def test_sparse_index_with_encoder_explain_and_save_load(splade, tmp_path):
+    docs = [
+        "The python is a large snake found in Africa and Asia.",
+        "Python is a programming language created by Guido van Rossum.",
+        "Ribosomes synthesise proteins.",
+    ]
+    index = SparseVectorIndex(encoder=splade)
+    index.add_texts(docs)
+    ids, scores = index.search("reptile python snake", k=3)
+    assert ids[0] == 0 and np.all(np.diff(scores) <= 0)
+    matches = index.explain("reptile python snake", int(ids[0]))
+    assert matches and matches[0].contribution == max(m.contribution for m in matches)
+    np.testing.assert_allclose(sum(m.contribution for m in matches), scores[0], rtol=1e-5)
+    assert all(m.term is not None and m.expansion is not None for m in matches)
+    path = tmp_path / "splade.rfsp"
+    index.save(path)
+    for mmap in (True, False):
+        loaded = SparseVectorIndex.load(path, mmap=mmap, encoder=splade)
+        l_ids, l_scores = loaded.search("reptile python snake", k=3)
+        np.testing.assert_array_equal(l_ids, ids)
+        np.testing.assert_allclose(l_scores, scores, rtol=1e-6)
+    assert list(tmp_path.iterdir()) == [path]
+
+
+def test_sparse_load_rejects_bad_files(tmp_path):
+    index = SparseVectorIndex(50)
+    index.add([{1: 0.5, 7: 2.0}, {3: 1.0}])
+    path = tmp_path / "s.rfsp"
+    index.save(path)
+    raw = path.read_bytes()
+    bad = tmp_path / "bad"
+    bad.write_bytes(b"XXXXXXXX" + raw[8:])
+    with pytest.raises(ValueError, match="bad magic"):
+        SparseVectorIndex.load(bad)
+    bad.write_bytes(raw[:-3])
+    with pytest.raises(ValueError, match="outside the file|truncated"):
+        SparseVectorIndex.load(bad)
+    flipped = bytearray(raw)
+    flipped[-1] ^= 0x01
+    bad.write_bytes(bytes(flipped))
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        SparseVectorIndex.load(bad)
+    # Postings that pass the checksum but point outside the index are still refused.
+    from ragfind._sectioned_file import write_sectioned
+
+    offsets, docs, stored = index._index.export_arrays()
+    docs = docs.copy()
+    docs[0] = 99
+    header = {"dim": 50, "scale": 100.0, "n_docs": 2, "n_postings": int(len(docs))}
+    write_sectioned(bad, b"RFSPARSE", 1, header, {"offsets": offsets, "docs": docs, "impacts": stored})
+    with pytest.raises(ValueError, match="corrupt postings"):
+        SparseVectorIndex.load(bad)
+
+
+def test_sparse_bad_inputs_change_nothing():
+    index = SparseVectorIndex(10)
+    index.add([{1: 1.0}])
+    with pytest.raises(ValueError, match=r"term id 12 .* outside the vocabulary"):
+        index.add([{2: 1.0}, {12: 1.0}])
+    with pytest.raises(ValueError, match=r"row 1 has weight nan"):
+        index.add([{2: 1.0}, {3: float("nan")}])
+    with pytest.raises(ValueError, match="weight -1"):
+        index.add([{3: -1.0}])
+    with pytest.raises(ValueError, match="term id -1"):
+        index.add([(np.array([-1]), np.array([1.0]))])
+    with pytest.raises(TypeError, match="must be SparseEmbeddings"):
+        index.add("text")
+    with pytest.raises(ValueError, match="no encoder"):
+        index.search("a text query")
+    with pytest.raises(ValueError, match="k must be a positive"):
+        index.search({1: 1.0}, k=0)
+    with pytest.raises(ValueError, match="algorithm"):
+        index.search({1: 1.0}, algorithm="wand")
+    with pytest.raises(IndexError, match="not a document id"):
+        index.explain({1: 1.0}, 5)
+    with pytest.raises(ValueError, match="scale must be"):
+        SparseVectorIndex(10, scale=-1)
+    with pytest.raises(ValueError, match="dim is required"):
+        SparseVectorIndex()
+    assert len(index) == 1 and index.num_postings == 1
+    ids, scores = index.search({1: 2.0, 5: 1.0})
+    assert list(ids) == [0] and scores[0] == pytest.approx(2.0)
+
+
+def test_taat_pruning_path_is_exact():
+    # SPLADE-like shape: rare terms carry big weights, frequent (expansion-like) terms small
+    # ones; the term-at-a-time MaxScore must equal exhaustive for every k.
+    rng = np.random.default_rng(9)
+    dim, n = 3000, 20_000
+    df_rank = np.arange(dim)
+    rows = []
+    for _ in range(n):
+        terms = np.unique(np.minimum(rng.zipf(1.2, size=40) - 1, dim - 1))
+        weights = (np.log(3 + df_rank[terms]) / 3 * rng.uniform(0.5, 1.5, size=len(terms))).astype(np.float32)
+        rows.append((terms, weights))
+    index = SparseVectorIndex(dim)
+    index.add(rows)
+    queries = []
+    for _ in range(30):
+        terms = np.unique(np.concatenate([rng.integers(200, dim, size=3), rng.integers(0, 30, size=15)]))
+        queries.append((terms, (np.log(3 + terms) / 3).astype(np.float32)))
+    for k in (1, 10, 100):
+        a_ids, a_scores = index.search_batch(queries, k=k, algorithm="taat")
+        b_ids, b_scores = index.search_batch(queries, k=k, algorithm="exhaustive")
+        np.testing.assert_allclose(a_scores, b_scores, rtol=1e-6)
+        np.testing.assert_array_equal(a_ids, b_ids)

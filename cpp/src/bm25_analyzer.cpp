@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <mutex>
 #include <stdexcept>
+#include <unordered_map>
 
 namespace ragfind::bm25 {
 
@@ -101,15 +102,21 @@ void Analyzer::analyze_token_lists(const std::vector<std::vector<std::string_vie
 
 void Analyzer::stem_unknown(std::vector<std::string>& stems, const std::vector<std::size_t>& unknown_at) const {
   if (unknown_at.empty() || !stem_) return;  // without a stemmer the surface is the stem
+  // Distinct unknown surfaces, each stemmed once.
   std::vector<std::string> surfaces;
-  std::vector<std::string_view> words;
-  surfaces.reserve(unknown_at.size());
-  for (std::size_t i : unknown_at) surfaces.push_back(stems[i]);
-  for (const auto& w : surfaces) words.push_back(w);
+  std::vector<std::size_t> which(unknown_at.size());
+  std::unordered_map<std::string_view, std::size_t> seen;
+  for (std::size_t j = 0; j < unknown_at.size(); ++j) {
+    const std::string& w = stems[unknown_at[j]];  // stable: stems is not resized here
+    auto it = seen.emplace(w, surfaces.size()).first;
+    if (it->second == surfaces.size()) surfaces.push_back(w);
+    which[j] = it->second;
+  }
+  std::vector<std::string_view> words(surfaces.begin(), surfaces.end());
   std::vector<std::string> out;
   stem_(words, out);
   if (out.size() != words.size()) throw std::runtime_error("stemmer returned a different number of words");
-  for (std::size_t j = 0; j < unknown_at.size(); ++j) stems[unknown_at[j]] = out[j];
+  for (std::size_t j = 0; j < unknown_at.size(); ++j) stems[unknown_at[j]] = out[which[j]];
   // Remember query-only word forms too, so a repeated query word is stemmed once. Bounded,
   // so that a stream of distinct junk queries cannot grow the table without limit.
   std::unique_lock<std::shared_mutex> lock(mutex_);

@@ -57,6 +57,8 @@ from ragfind.cache import LRUCache  # noqa: E402
 from ragfind.chunking import Chunk, chunk, chunk_documents, default_context  # noqa: E402
 from ragfind.context import AssembledContext, assemble_context  # noqa: E402
 from ragfind.fusion import fuse_scores, rrf  # noqa: E402
+from ragfind.retriever import Passage, RetrieverFolderError, Retriever, SearchResult  # noqa: E402
+from ragfind.stages import LateInteractionStage, SpladeStage  # noqa: E402
 
 __all__ += [
     "rrf",
@@ -68,11 +70,18 @@ __all__ += [
     "assemble_context",
     "AssembledContext",
     "LRUCache",
+    "Retriever",
+    "Passage",
+    "SearchResult",
+    "RetrieverFolderError",
+    "SpladeStage",
+    "LateInteractionStage",
 ]
 
 # --- late interaction and learned sparse (issue 6) ---
 from ragfind.colbert import ColbertEncoder, export_colbert  # noqa: E402
 from ragfind.late_interaction import LateInteractionIndex, MaxSimExplanation, maxsim  # noqa: E402
+from ragfind.sparse_index import SparseVectorIndex  # noqa: E402
 from ragfind.splade import SparseEmbeddings, SpladeEncoder  # noqa: E402
 
 __all__ += [
@@ -83,4 +92,5 @@ __all__ += [
     "export_colbert",
     "SpladeEncoder",
     "SparseEmbeddings",
+    "SparseVectorIndex",
 ]

@@ -8,18 +8,13 @@ documents contiguously and handles persistence and candidate generation.
 
 from __future__ import annotations
 
-import json
-import os
-import struct
-import tempfile
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from ragfind import _core
+from ragfind._sectioned_file import SectionedFile, write_sectioned
 
 __all__ = ["maxsim", "LateInteractionIndex", "MaxSimExplanation", "TokenMatch"]
 
@@ -136,7 +131,6 @@ class MaxSimExplanation:
 
 _MAGIC = b"RFLATE\x00\x01"
 _VERSION = 1
-_ALIGN = 64
 
 
 class LateInteractionIndex:
@@ -231,7 +225,9 @@ class LateInteractionIndex:
         Raises TypeError/ValueError naming the offending document.
         """
         if isinstance(documents, np.ndarray) and documents.ndim == 2:
-            raise TypeError("documents must be a list of (tokens, dim) arrays; wrap a single document in a list")
+            raise TypeError(
+                "documents must be a list of (tokens, dim) arrays; wrap a single document in a list"
+            )
         docs = []
         for i, d in enumerate(documents):
             a = _as_doc(d, f"documents[{i}]", self._dtype)
@@ -270,7 +266,9 @@ class LateInteractionIndex:
         n = len(self)
         bad = (arr < 0) | (arr >= n)
         if bad.any():
-            raise IndexError(f"{name} contains unknown document id {int(arr[bad][0])} (index has {n} documents)")
+            raise IndexError(
+                f"{name} contains unknown document id {int(arr[bad][0])} (index has {n} documents)"
+            )
         return arr
 
     # ----------------------------------------------------------------- scoring
@@ -281,7 +279,9 @@ class LateInteractionIndex:
         ids = None if doc_ids is None else self._check_ids(doc_ids, "doc_ids")
         if len(self) == 0:
             return np.zeros(0, dtype=np.float32)
-        return _core.maxsim_packed(q, self._tokens, self._offsets, ids, 0 if n_threads is None else n_threads, False)
+        return _core.maxsim_packed(
+            q, self._tokens, self._offsets, ids, 0 if n_threads is None else n_threads, False
+        )
 
     def _query(self, query_vectors) -> np.ndarray:
         q = _as_query(query_vectors)
@@ -289,7 +289,9 @@ class LateInteractionIndex:
             raise ValueError(f"query_vectors has dim {q.shape[1]}, expected {self._dim} (the index's dim)")
         bad = _core.first_non_finite(q)
         if bad >= 0:
-            raise ValueError(f"query_vectors contains a non-finite value (NaN or Inf) at token {bad // self._dim}")
+            raise ValueError(
+                f"query_vectors contains a non-finite value (NaN or Inf) at token {bad // self._dim}"
+            )
         return q
 
     def rerank(self, query_vectors, candidate_ids, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -438,56 +440,26 @@ class LateInteractionIndex:
     def save(self, path) -> None:
         """Write the index to ``path`` atomically (temp file in the same folder, fsync, rename).
 
-        Layout: magic, version, a JSON header (sizes, section offsets, CRC32 of each section),
-        then 64-byte-aligned sections: offsets, tokens and, when built, centroids, codes and
-        the inverted lists.
+        Layout (ragfind._sectioned_file): magic, version, a JSON header (sizes, section
+        offsets, CRC32 of each section), then 64-byte-aligned sections: offsets, tokens and,
+        when built, centroids, codes and the inverted lists.
         """
         self._flush()
         sections = {"offsets": self._offsets, "tokens": self._tokens}
         if self.has_centroids:
             sections.update(
-                centroids=self._centroids, codes=self._codes, ivf_offsets=self._ivf_offsets, ivf_docs=self._ivf_docs
+                centroids=self._centroids,
+                codes=self._codes,
+                ivf_offsets=self._ivf_offsets,
+                ivf_docs=self._ivf_docs,
             )
         header = {
             "dim": self._dim,
             "dtype": self._dtype.name,
             "n_docs": len(self),
             "n_tokens": int(self._offsets[-1]),
-            "sections": {},
         }
-        # The header's length fixes where the sections start: lay out with slack until it fits.
-        base = _align(16 + len(json.dumps(header).encode()) + 256)
-        while True:
-            pos = base
-            for name, arr in sections.items():
-                a = np.ascontiguousarray(arr)
-                header["sections"][name] = {
-                    "offset": pos,
-                    "dtype": a.dtype.str,
-                    "shape": list(a.shape),
-                    "nbytes": int(a.nbytes),
-                    "crc32": zlib.crc32(memoryview(a).cast("B")),
-                }
-                pos = _align(pos + a.nbytes)
-            if 16 + len(json.dumps(header).encode()) <= base:
-                break
-            base = _align(16 + len(json.dumps(header).encode()) + 256)
-        hbytes = json.dumps(header).encode()
-        path = Path(path)
-        fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=path.name + ".", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(_MAGIC + struct.pack("<II", _VERSION, len(hbytes)) + hbytes)
-                for name, arr in sections.items():
-                    f.write(b"\0" * (header["sections"][name]["offset"] - f.tell()))
-                    f.write(memoryview(np.ascontiguousarray(arr)).cast("B"))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        write_sectioned(path, _MAGIC, _VERSION, header, sections)
 
     @classmethod
     def load(cls, path, *, mmap: bool = True, verify: bool = True) -> LateInteractionIndex:
@@ -496,73 +468,39 @@ class LateInteractionIndex:
         With ``mmap`` (default) the token matrix is memory-mapped read-only, not read. The
         header, offsets and inverted lists are always checked (magic, version, sizes, CRC32,
         monotone offsets, ids in range); ``verify`` also checks the CRC32 of the token and
-        centroid sections (reads them once). Raises ValueError on a corrupt, truncated or
-        foreign file, never trusting an offset before it is checked.
+        code sections (reads them once). Raises ValueError on a corrupt, truncated or foreign
+        file, never trusting an offset before it is checked; OSError if it cannot be read.
         """
-        path = Path(path)
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            head = f.read(16)
-            if len(head) < 16 or head[:8] != _MAGIC:
-                raise ValueError(f"{path} is not a ragfind late-interaction index (bad magic)")
-            version, hlen = struct.unpack("<II", head[8:16])
-            if version != _VERSION:
-                raise ValueError(f"{path}: unsupported index version {version} (this ragfind reads {_VERSION})")
-            if hlen > min(size - 16, 1 << 20):
-                raise ValueError(f"{path}: header length {hlen} exceeds the file (truncated or corrupt)")
-            try:
-                header = json.loads(f.read(hlen).decode())
-                dim, dtype = int(header["dim"]), _DTYPES[header["dtype"]]
-                n_docs, n_tokens = int(header["n_docs"]), int(header["n_tokens"])
-                secs = header["sections"]
-            except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
-                raise ValueError(f"{path}: corrupt header ({e})") from None
-
-        def section(name, expect_dtype, expect_shape, check_crc):
-            if name not in secs:
-                raise ValueError(f"{path}: missing section {name!r}")
-            s = secs[name]
-            try:
-                off, nbytes, crc = int(s["offset"]), int(s["nbytes"]), int(s["crc32"])
-                dt, shape = np.dtype(s["dtype"]), tuple(int(x) for x in s["shape"])
-            except (KeyError, TypeError, ValueError) as e:
-                raise ValueError(f"{path}: corrupt section {name!r} ({e})") from None
-            if dt != expect_dtype or shape != expect_shape or nbytes != int(np.prod(shape)) * dt.itemsize:
-                raise ValueError(f"{path}: section {name!r} has dtype {dt} shape {shape}, expected "
-                                 f"{expect_dtype} {expect_shape}")
-            if off < 16 + hlen or off + nbytes > size:
-                raise ValueError(f"{path}: section {name!r} lies outside the file (truncated?)")
-            if nbytes == 0:
-                return np.zeros(shape, dtype=dt)
-            arr = np.memmap(path, dtype=dt, mode="r", offset=off, shape=shape)
-            if check_crc and zlib.crc32(memoryview(arr).cast("B")) != crc:
-                raise ValueError(f"{path}: checksum mismatch in section {name!r} (corrupt file)")
-            return arr if mmap else np.array(arr)
-
-        if dim <= 0 or n_docs < 0 or n_tokens < 0:
+        f = SectionedFile(path, _MAGIC, _VERSION, "late-interaction index")
+        dim, n_docs, n_tokens = f.field("dim", int), f.field("n_docs", int), f.field("n_tokens", int)
+        dtype_name = f.field("dtype", str)
+        if dim <= 0 or n_docs < 0 or n_tokens < 0 or dtype_name not in _DTYPES:
             raise ValueError(f"{path}: corrupt header (dim={dim}, n_docs={n_docs}, n_tokens={n_tokens})")
-        offsets = np.array(section("offsets", np.dtype("<i8"), (n_docs + 1,), True))
+        offsets = f.array("offsets", "<i8", (n_docs + 1,), mmap=False, verify=True)
         if offsets[0] != 0 or offsets[-1] != n_tokens or (n_docs and np.any(np.diff(offsets) <= 0)):
             raise ValueError(f"{path}: corrupt offsets (not strictly increasing from 0 to {n_tokens})")
-        tokens = section("tokens", dtype.newbyteorder("<"), (n_tokens, dim), verify)
-        index = cls(dim, dtype.name)
-        index._tokens, index._offsets = tokens, offsets
-        if "centroids" in secs:
-            n_c = int(secs["centroids"]["shape"][0]) if secs["centroids"].get("shape") else -1
-            if n_c <= 0:
-                raise ValueError(f"{path}: corrupt centroids section")
-            cents = np.array(section("centroids", np.dtype("<f4"), (n_c, dim), True))
-            codes = section("codes", np.dtype("<i4"), (n_tokens,), verify)
-            n_pairs = int(secs.get("ivf_docs", {}).get("shape", [-1])[0])
-            ivf_off = np.array(section("ivf_offsets", np.dtype("<i8"), (n_c + 1,), True))
-            ivf_docs = np.array(section("ivf_docs", np.dtype("<i8"), (n_pairs,), True))
-            if ivf_off[0] != 0 or ivf_off[-1] != n_pairs or np.any(np.diff(ivf_off) < 0):
+        tokens = f.array(
+            "tokens", _DTYPES[dtype_name].newbyteorder("<"), (n_tokens, dim), mmap=mmap, verify=verify
+        )
+        index = cls(dim, dtype_name)
+        index._tokens, index._offsets = tokens, np.ascontiguousarray(offsets, dtype=np.int64)
+        if "centroids" in f.sections:
+            n_c = f.shape_of("centroids")[0]
+            n_pairs = f.shape_of("ivf_docs")[0]
+            cents = f.array("centroids", "<f4", (n_c, dim), mmap=False, verify=True)
+            codes = f.array("codes", "<i4", (n_tokens,), mmap=mmap, verify=verify)
+            ivf_off = f.array("ivf_offsets", "<i8", (n_c + 1,), mmap=False, verify=True)
+            ivf_docs = f.array("ivf_docs", "<i8", (n_pairs,), mmap=False, verify=True)
+            if n_c <= 0 or ivf_off[0] != 0 or ivf_off[-1] != n_pairs or np.any(np.diff(ivf_off) < 0):
                 raise ValueError(f"{path}: corrupt inverted-list offsets")
             if n_pairs and (ivf_docs.min() < 0 or ivf_docs.max() >= n_docs):
                 raise ValueError(f"{path}: inverted lists reference unknown documents")
             if verify and n_tokens and (codes.min() < 0 or codes.max() >= n_c):
                 raise ValueError(f"{path}: token codes out of range")
-            index._centroids, index._codes, index._ivf_offsets, index._ivf_docs = cents, codes, ivf_off, ivf_docs
+            index._centroids = np.ascontiguousarray(cents, dtype=np.float32)
+            index._codes = codes
+            index._ivf_offsets = np.ascontiguousarray(ivf_off, dtype=np.int64)
+            index._ivf_docs = np.ascontiguousarray(ivf_docs, dtype=np.int64)
         return index
 
     def __repr__(self) -> str:
@@ -570,10 +508,6 @@ class LateInteractionIndex:
             f"LateInteractionIndex(n_docs={len(self)}, n_tokens={self.n_tokens}, dim={self._dim}, "
             f"dtype={self.dtype!r}, centroids={0 if self._centroids is None else len(self._centroids)})"
         )
-
-
-def _align(n: int) -> int:
-    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
 def _normalize(x: np.ndarray) -> np.ndarray:

@@ -12,9 +12,11 @@ COMMANDS = [
     "demo",
     # export (issue 4)
     "export",
-
     # index, search, eval, bench (issue 5)
-
+    "index",
+    "search",
+    "eval",
+    "bench",
 ]
 
 

@@ -28,9 +28,15 @@ class IndexFileError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Writing an index file failed (an OSError in Python).
+class IndexWriteError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 inline constexpr std::uint32_t kIndexFormatVersion = 1;
 
-/// Writes the index atomically. Throws std::runtime_error (with errno text) on I/O failure.
+/// Writes the index atomically. Throws IndexWriteError (with errno text) on I/O failure.
 void save_index(const std::string& path, const InvertedIndex& index, const DocIds& ids, const std::string& analyzer_json);
 
 /// Loads into an empty index and id map; throws IndexFileError.

@@ -1,0 +1,241 @@
+// The learned-sparse impact index: building, merging and querying posting segments.
+#include "ragfind/sparse/impact_index.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+namespace ragfind::sparse {
+namespace {
+
+// Document-side weights: quantised impacts (query weights carry the 1 / scale) or float bits.
+struct QuantisedWeight {
+  float operator()(std::uint32_t stored, std::uint32_t) const { return static_cast<float>(stored); }
+};
+struct FloatWeight {
+  float operator()(std::uint32_t stored, std::uint32_t) const {
+    float v;
+    std::memcpy(&v, &stored, 4);
+    return v;
+  }
+};
+
+
+}  // namespace
+
+ImpactIndex::ImpactIndex(std::uint32_t dim, float scale) : dim_(dim), scale_(scale) {
+  if (dim == 0) throw std::invalid_argument("dim must be positive");
+  if (!(scale >= 0.0f) || !std::isfinite(scale)) throw std::invalid_argument("scale must be finite and >= 0");
+}
+
+float ImpactIndex::decode(std::uint32_t stored) const {
+  if (scale_ > 0.0f) return static_cast<float>(stored) / scale_;
+  float v;
+  std::memcpy(&v, &stored, 4);
+  return v;
+}
+
+std::uint64_t ImpactIndex::num_postings() const {
+  std::uint64_t n = 0;
+  for (const auto& s : segments_) n += s->seg.num_postings();
+  return n;
+}
+
+void ImpactIndex::compute_bounds(ImpactSegment& s) const {
+  const std::size_t n = s.seg.directory_size();
+  s.bounds.assign(n, 0.0f);
+  for (std::size_t t = 0; t < n; ++t) {
+    float best = 0.0f;
+    for (std::uint64_t i = s.seg.offsets[t], e = s.seg.offsets[t + 1]; i < e; ++i) {
+      const float v = scale_ > 0.0f ? static_cast<float>(s.seg.tfs[i]) : decode(s.seg.tfs[i]);
+      best = std::max(best, v);
+    }
+    s.bounds[t] = best;
+  }
+}
+
+void ImpactIndex::add(const std::int64_t* indptr, const std::uint32_t* indices, const float* values, std::size_t n) {
+  if (n == 0) return;
+  if (static_cast<std::uint64_t>(num_docs_) + n > 0xFFFFFFF0ull) throw std::length_error("too many documents");
+  // Counting sort of the batch's postings by term: docs come out increasing within each term.
+  std::vector<std::uint64_t> offsets(static_cast<std::size_t>(dim_) + 1, 0);
+  auto encode = [&](float w, std::uint32_t& out) {
+    if (scale_ > 0.0f) {
+      const double q = std::nearbyint(static_cast<double>(w) * scale_);
+      if (q < 1.0) return false;
+      out = q > 4294967295.0 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(q);
+      return true;
+    }
+    if (!(w > 0.0f)) return false;
+    std::memcpy(&out, &w, 4);
+    return true;
+  };
+  std::uint32_t tmp;
+  for (std::size_t d = 0; d < n; ++d)
+    for (std::int64_t j = indptr[d]; j < indptr[d + 1]; ++j)
+      if (encode(values[j], tmp)) ++offsets[indices[j] + 1];
+  for (std::size_t t = 0; t < dim_; ++t) offsets[t + 1] += offsets[t];
+  std::vector<std::uint32_t> docs(offsets[dim_]), stored(offsets[dim_]);
+  std::vector<std::uint64_t> fill(offsets.begin(), offsets.end() - 1);
+  for (std::size_t d = 0; d < n; ++d)
+    for (std::int64_t j = indptr[d]; j < indptr[d + 1]; ++j)
+      if (encode(values[j], tmp)) {
+        const std::uint64_t p = fill[indices[j]]++;
+        docs[p] = static_cast<std::uint32_t>(d);
+        stored[p] = tmp;
+      }
+  auto s = std::make_unique<ImpactSegment>();
+  s->seg.base = num_docs_;
+  s->seg.num_docs = static_cast<std::uint32_t>(n);
+  s->seg.offsets = bm25::Buffer<std::uint64_t>(std::move(offsets));
+  s->seg.docs = bm25::Buffer<std::uint32_t>(std::move(docs));
+  s->seg.tfs = bm25::Buffer<std::uint32_t>(std::move(stored));
+  compute_bounds(*s);
+  segments_.push_back(std::move(s));
+  num_docs_ += static_cast<std::uint32_t>(n);
+  // Merge trailing segments of similar size: O(log N) segments, each posting copied O(log N) times.
+  while (segments_.size() >= 2) {
+    const auto& a = segments_[segments_.size() - 2];
+    const auto& b = segments_.back();
+    if (static_cast<std::uint64_t>(b->seg.num_docs) * 2 < a->seg.num_docs) break;
+    auto merged = merge(*a, *b);
+    segments_.pop_back();
+    segments_.back() = std::move(merged);
+  }
+}
+
+std::unique_ptr<ImpactSegment> ImpactIndex::merge(const ImpactSegment& a, const ImpactSegment& b) const {
+  const std::uint32_t shift = b.seg.base - a.seg.base;
+  std::vector<std::uint64_t> offsets(static_cast<std::size_t>(dim_) + 1, 0);
+  std::vector<std::uint32_t> docs, stored;
+  docs.reserve(a.seg.num_postings() + b.seg.num_postings());
+  stored.reserve(docs.capacity());
+  for (std::uint32_t t = 0; t < dim_; ++t) {
+    for (std::uint64_t i = a.seg.offsets[t]; i < a.seg.offsets[t + 1]; ++i) {
+      docs.push_back(a.seg.docs[i]);
+      stored.push_back(a.seg.tfs[i]);
+    }
+    for (std::uint64_t i = b.seg.offsets[t]; i < b.seg.offsets[t + 1]; ++i) {
+      docs.push_back(b.seg.docs[i] + shift);
+      stored.push_back(b.seg.tfs[i]);
+    }
+    offsets[t + 1] = docs.size();
+  }
+  auto s = std::make_unique<ImpactSegment>();
+  s->seg.base = a.seg.base;
+  s->seg.num_docs = a.seg.num_docs + b.seg.num_docs;
+  s->seg.offsets = bm25::Buffer<std::uint64_t>(std::move(offsets));
+  s->seg.docs = bm25::Buffer<std::uint32_t>(std::move(docs));
+  s->seg.tfs = bm25::Buffer<std::uint32_t>(std::move(stored));
+  s->bounds.resize(dim_);
+  for (std::uint32_t t = 0; t < dim_; ++t) s->bounds[t] = std::max(a.bounds[t], b.bounds[t]);
+  return s;
+}
+
+void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::size_t k,
+                         std::vector<bm25::ScoredDoc>& out, Algorithm algorithm) const {
+  out.clear();
+  if (k == 0 || num_docs_ == 0 || query.empty()) return;
+  std::vector<postings::WeightedTerm> q;
+  q.reserve(query.size());
+  for (const auto& t : query)
+    if (t.weight > 0.0f && t.term < dim_) q.push_back({t.term, scale_ > 0.0f ? t.weight / scale_ : t.weight});
+  if (q.empty()) return;
+  bm25::TopKQueue heap(std::min<std::size_t>(k, num_docs_));
+  for (const auto& s : segments_) {
+    Algorithm alg = algorithm;
+    if (alg == Algorithm::Auto) {
+      // Small segments: scoring every posting into a dense accumulator beats document-at-a-time
+      // bookkeeping (as in the BM25 index). Large segments: MaxScore, unless the query's lists
+      // cover the segment twice over (then there is little to skip and DAAT loses).
+      alg = Algorithm::Exhaustive;
+      if (s->seg.num_docs > bm25::kSmallSegmentDocs) {
+        std::uint64_t postings = 0;
+        for (const auto& t : q) {
+          const std::int64_t slot = s->seg.slot_of(t.term);
+          if (slot >= 0) postings += s->seg.offsets[slot + 1] - s->seg.offsets[slot];
+        }
+        if (postings < 2ull * s->seg.num_docs) alg = Algorithm::MaxScore;
+      }
+    }
+    const float* b = s->bounds.data();
+    if (scale_ > 0.0f) {
+      switch (alg) {
+        case Algorithm::MaxScore: postings::maxscore_segment(s->seg, q, b, QuantisedWeight{}, heap); break;
+        case Algorithm::TaatMaxScore: postings::taat_maxscore_segment(s->seg, q, b, QuantisedWeight{}, heap); break;
+        default: postings::exhaustive_segment(s->seg, q, QuantisedWeight{}, heap); break;
+      }
+    } else {
+      switch (alg) {
+        case Algorithm::MaxScore: postings::maxscore_segment(s->seg, q, b, FloatWeight{}, heap); break;
+        case Algorithm::TaatMaxScore: postings::taat_maxscore_segment(s->seg, q, b, FloatWeight{}, heap); break;
+        default: postings::exhaustive_segment(s->seg, q, FloatWeight{}, heap); break;
+      }
+    }
+  }
+  heap.finalize(out);
+}
+
+void ImpactIndex::score_all(const std::vector<postings::WeightedTerm>& query, float* out) const {
+  std::fill(out, out + num_docs_, 0.0f);
+  for (const auto& s : segments_) {
+    for (const auto& t : query) {
+      const std::int64_t slot = s->seg.slot_of(t.term);
+      if (slot < 0) continue;
+      for (std::uint64_t j = s->seg.offsets[slot]; j < s->seg.offsets[slot + 1]; ++j)
+        out[s->seg.base + s->seg.docs[j]] += t.weight * decode(s->seg.tfs[j]);
+    }
+  }
+}
+
+float ImpactIndex::weight(std::uint32_t term, std::uint32_t doc) const {
+  if (term >= dim_ || doc >= num_docs_) return 0.0f;
+  for (const auto& s : segments_) {
+    if (doc < s->seg.base || doc >= s->seg.base + s->seg.num_docs) continue;
+    const std::int64_t slot = s->seg.slot_of(term);
+    if (slot < 0) return 0.0f;
+    const std::uint32_t* b = s->seg.docs.data() + s->seg.offsets[slot];
+    const std::uint32_t* e = s->seg.docs.data() + s->seg.offsets[slot + 1];
+    const std::uint32_t local = doc - s->seg.base;
+    const std::uint32_t* it = std::lower_bound(b, e, local);
+    if (it == e || *it != local) return 0.0f;
+    return decode(s->seg.tfs[static_cast<std::size_t>(it - s->seg.docs.data())]);
+  }
+  return 0.0f;
+}
+
+void ImpactIndex::export_arrays(std::vector<std::uint64_t>& offsets, std::vector<std::uint32_t>& docs,
+                                std::vector<std::uint32_t>& stored) const {
+  offsets.assign(static_cast<std::size_t>(dim_) + 1, 0);
+  docs.clear();
+  stored.clear();
+  docs.reserve(num_postings());
+  stored.reserve(num_postings());
+  for (std::uint32_t t = 0; t < dim_; ++t) {
+    for (const auto& s : segments_) {
+      for (std::uint64_t i = s->seg.offsets[t]; i < s->seg.offsets[t + 1]; ++i) {
+        docs.push_back(s->seg.base + s->seg.docs[i]);
+        stored.push_back(s->seg.tfs[i]);
+      }
+    }
+    offsets[t + 1] = docs.size();
+  }
+}
+
+void ImpactIndex::install(std::uint32_t num_docs, const std::uint64_t* offsets, const std::uint32_t* docs,
+                          const std::uint32_t* stored, std::uint64_t n_postings, std::shared_ptr<const void> keepalive) {
+  auto s = std::make_unique<ImpactSegment>();
+  s->seg.base = 0;
+  s->seg.num_docs = num_docs;
+  s->seg.offsets = bm25::Buffer<std::uint64_t>::borrow(offsets, static_cast<std::size_t>(dim_) + 1);
+  s->seg.docs = bm25::Buffer<std::uint32_t>::borrow(docs, n_postings);
+  s->seg.tfs = bm25::Buffer<std::uint32_t>::borrow(stored, n_postings);
+  compute_bounds(*s);
+  segments_.clear();
+  segments_.push_back(std::move(s));
+  num_docs_ = num_docs;
+  keepalive_ = std::move(keepalive);
+}
+
+}  // namespace ragfind::sparse
