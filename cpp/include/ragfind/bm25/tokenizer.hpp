@@ -55,7 +55,7 @@ class Tokenizer {
     };
     auto flush_run = [&]() {
       s.token.clear();
-      for (std::uint32_t cp : s.run) append_utf8(s.token, opt_.lowercase ? to_lower(cp) : cp);
+      append_lower(s.token, s.run, 0, s.run.size());
       if (s.run.size() >= 2) emit(std::string_view(s.token), true);
       if (split) {
         emit_parts(s, emit);
@@ -100,6 +100,19 @@ class Tokenizer {
     return s;
   }
 
+  // Appends run[begin, end) lower-cased (when enabled); a Greek capital sigma ending a word of
+  // two or more letters becomes the final form, as str.lower() does.
+  void append_lower(std::string& out, const std::vector<std::uint32_t>& run, std::size_t begin, std::size_t end) const {
+    if (!opt_.lowercase) {
+      for (std::size_t j = begin; j < end; ++j) append_utf8(out, run[j]);
+      return;
+    }
+    for (std::size_t j = begin; j < end; ++j) {
+      const std::uint32_t cp = run[j];
+      append_utf8(out, (cp == 0x3A3 && j + 1 == end && end - begin > 1) ? 0x3C2 : to_lower(cp));
+    }
+  }
+
   static bool is_lower_letter(std::uint32_t cp) { return cp != '_' && !is_ascii_digit(cp) && !is_upper(cp); }
 
   // Splits s.run at '_' and camelCase boundaries; emits the parts (>= 2 code points) when the
@@ -141,7 +154,7 @@ class Tokenizer {
     for (std::size_t i = 0; i + 1 < s.cuts.size(); i += 2) {
       if (s.cuts[i + 1] - s.cuts[i] < 2) continue;
       s.part.clear();
-      for (std::size_t j = s.cuts[i]; j < s.cuts[i + 1]; ++j) append_utf8(s.part, opt_.lowercase ? to_lower(r[j]) : r[j]);
+      append_lower(s.part, r, s.cuts[i], s.cuts[i + 1]);
       emit(std::string_view(s.part), false);
     }
   }
