@@ -55,7 +55,9 @@ def corpus():
     for d in range(2000):
         words = rng.choice(vocab, size=120, p=None)
         sentences = [" ".join(words[i : i + 12]) + "." for i in range(0, 120, 12)]
-        docs.append({"id": f"d{d}", "title": f"Doc {d}", "text": " ".join(sentences), "metadata": {"g": d % 7}})
+        docs.append(
+            {"id": f"d{d}", "title": f"Doc {d}", "text": " ".join(sentences), "metadata": {"g": d % 7}}
+        )
     return docs
 
 
@@ -64,7 +66,10 @@ def test_chunk_documents(benchmark, corpus):
 
 
 def test_assemble_context(benchmark, corpus):
-    passages = [{"id": i, "doc_id": d["id"], "text": d["text"], "title": d["title"]} for i, d in enumerate(corpus[:20])]
+    passages = [
+        {"id": i, "doc_id": d["id"], "text": d["text"], "title": d["title"]}
+        for i, d in enumerate(corpus[:20])
+    ]
     benchmark(ragfind.assemble_context, passages, 2000, question="what?")
 
 

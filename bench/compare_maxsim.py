@@ -43,8 +43,10 @@ def main():
         "512 tokens": [512] * args.docs,
         "128-1536 tokens": list(rng.integers(128, 1537, size=args.docs)),
     }
-    print(f"cpu: {os.cpu_count()} logical cores; ragfind SIMD level {ragfind.capabilities()['active']}; "
-          f"rounds {args.rounds}")
+    print(
+        f"cpu: {os.cpu_count()} logical cores; ragfind SIMD level {ragfind.capabilities()['active']}; "
+        f"rounds {args.rounds}"
+    )
     rows = []
     for label, lengths in shapes.items():
         docs = [unit(rng.standard_normal((int(n), 128))) for n in lengths]
@@ -54,14 +56,15 @@ def main():
         ref = np.array([(q.astype(np.float64) @ d.astype(np.float64).T).max(axis=1).sum() for d in docs])
         ref16 = np.array([(q.astype(np.float64) @ d.astype(np.float64).T).max(axis=1).sum() for d in docs16])
         methods = {
-            "ragfind f32": lambda: ragfind.maxsim(q, docs, n_threads=args.threads),
-            "ragfind f16": lambda: ragfind.maxsim(q, docs16, n_threads=args.threads),
-            "numpy (BLAS per doc)": lambda: numpy_maxsim(q, docs),
+            "ragfind f32": lambda docs=docs: ragfind.maxsim(q, docs, n_threads=args.threads),
+            "ragfind f16": lambda docs16=docs16: ragfind.maxsim(q, docs16, n_threads=args.threads),
+            "numpy (BLAS per doc)": lambda docs=docs: numpy_maxsim(q, docs),
         }
         if maxsim_cpu is not None:
             methods["maxsim-cpu"] = (
-                (lambda: maxsim_cpu.maxsim_scores(q, stacked)) if fixed
-                else (lambda: maxsim_cpu.maxsim_scores_variable(q, docs))
+                (lambda stacked=stacked: maxsim_cpu.maxsim_scores(q, stacked))
+                if fixed
+                else (lambda docs=docs: maxsim_cpu.maxsim_scores_variable(q, docs))
             )
         times = {m: [] for m in methods}
         errors = {}

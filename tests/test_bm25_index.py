@@ -23,7 +23,9 @@ DOCS = [
 ]
 
 
-def random_corpus(rng: np.random.Generator, n_docs: int, vocab: int = 300, max_len: int = 40) -> list[list[str]]:
+def random_corpus(
+    rng: np.random.Generator, n_docs: int, vocab: int = 300, max_len: int = 40
+) -> list[list[str]]:
     # Zipf-like term distribution so that some terms are common and most are rare.
     p = 1.0 / np.arange(1, vocab + 1)
     p /= p.sum()
@@ -248,6 +250,11 @@ def test_concurrent_reads_and_writes():
             for _ in range(30):
                 for ids, scores in idx.search_batch(["t1 t2", "t5 t9 t30"], k=5, threads=2):
                     assert len(ids) == len(scores)
+                # Readers that hold the GIL while a writer stems new words (which needs the GIL)
+                # must not deadlock.
+                assert len(idx) >= 500 and len(idx.ids) >= 500
+                idx.stats()
+                idx.get_scores("t1 fresh")
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -255,10 +262,30 @@ def test_concurrent_reads_and_writes():
     for t in threads:
         t.start()
     for start in range(500, 3000, 250):
-        idx.add(corpus[start : start + 250])
+        fresh_words = [
+            f"{d} fresh{start}x{i} word{start}y{i}" for i, d in enumerate(corpus[start : start + 250])
+        ]
+        corpus[start : start + 250] = fresh_words
+        idx.add(fresh_words)  # new surface forms: the stemmer runs while readers are active
     for t in threads:
         t.join()
     assert not errors
     fresh = BM25Index()
     fresh.add(corpus)
     assert_same_scores(idx, fresh, ["t1 t2", "t3", "t7 t8 t40"])
+
+
+def test_default_ids_after_deletes_and_explicit_ids():
+    idx = BM25Index()
+    idx.add(["zero", "one", "two", "three"])
+    idx.delete([1])
+    assert list(idx.ids) == [0, 2, 3]
+    assert idx.explain("three", 3)["terms"][0]["tf"] == 1
+    with pytest.raises(KeyError):
+        idx.explain("one", 1)
+    idx.add(["four"])  # next default id follows the largest
+    assert list(idx.ids) == [0, 2, 3, 4]
+    idx.delete([0, 4])
+    assert list(idx.search("two three", k=5)[0]) == [2, 3] or list(idx.search("two three", k=5)[0]) == [3, 2]
+    with pytest.raises(ValueError, match="duplicate id 2"):
+        idx.add(["x"], ids=[2])

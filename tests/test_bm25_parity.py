@@ -110,7 +110,7 @@ def test_maxscore_equals_exhaustive_random(method):
     idx.add_tokenized(docs[:1000])
     idx.add_tokenized(docs[1000:1100])  # several segments
     idx.add_tokenized(docs[1100:])
-    for trial in range(60):
+    for _ in range(60):
         q = [f"w{t}" for t in rng.choice(vocab, size=rng.integers(1, 12), p=p)]
         k = int(rng.choice([1, 3, 10, 100, 5000]))
         pruned = idx.search_tokenized(q, k=k, algorithm="maxscore")
@@ -121,7 +121,7 @@ def test_maxscore_equals_exhaustive_random(method):
         np.testing.assert_allclose(auto[1], exhaustive[1], rtol=1e-5)
         assert_valid_top_k(idx, q, *pruned, k)
         # Identical ids except where scores tie (within float rounding).
-        for a, b, s in zip(pruned[0], exhaustive[0], exhaustive[1]):
+        for a, b in zip(pruned[0], exhaustive[0]):
             if a != b:
                 sa, sb = idx.get_scores(q)[[a, b]]
                 assert sa == pytest.approx(sb, rel=1e-5)

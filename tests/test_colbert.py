@@ -14,7 +14,11 @@ import pytest
 import ragfind
 from ragfind.colbert import ColbertEncoder, export_colbert
 
-TEXTS_Q = ["what is a python snake", "how do I install numpy?", "a b c d e f g h i j k l m n o p q r s t u v w x y z " * 3]
+TEXTS_Q = [
+    "what is a python snake",
+    "how do I install numpy?",
+    "a b c d e f g h i j k l m n o p q r s t u v w x y z " * 3,
+]
 TEXTS_D = [
     "The python is a large snake. It lives in Africa, Asia and Australia!",
     "Python is a programming language; pip installs numpy.",
@@ -36,8 +40,12 @@ def random_colbert(tmp_path_factory):
     src = tmp_path_factory.mktemp("colbert_src")
     torch.manual_seed(0)
     cfg = transformers.BertConfig(
-        vocab_size=30522, hidden_size=96, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=192, max_position_embeddings=512,
+        vocab_size=30522,
+        hidden_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=192,
+        max_position_embeddings=512,
     )
     model = transformers.BertModel(cfg, add_pooling_layer=False).eval()
     linear = torch.nn.Linear(96, 128, bias=False)
@@ -101,8 +109,12 @@ def test_default_minilm_token_states_rank_sensibly(tmp_path, monkeypatch):
     index.add(docs)
     ids, _ = index.search(q, k=2)
     assert ids[0] == 0
-    exp = index.explain(q, 0, query_tokens=enc.tokenize_query("python snake reptile"),
-                        doc_tokens=enc.tokenize_document("The python is a large constricting snake, a reptile."))
+    exp = index.explain(
+        q,
+        0,
+        query_tokens=enc.tokenize_query("python snake reptile"),
+        doc_tokens=enc.tokenize_document("The python is a large constricting snake, a reptile."),
+    )
     by_query = {m.query_text: m.doc_text for m in exp.matches}
     assert by_query["python"] == "python" and by_query["snake"] == "snake"
 
@@ -114,7 +126,7 @@ def test_colbert_bad_inputs(random_colbert):
     with pytest.raises(ValueError, match="empty list"):
         enc.encode_documents([])
     with pytest.raises(ValueError, match=r"texts\[1\] is an empty"):
-        enc.encode_documents(["ok", "  "])
+        enc.encode_documents(["ok", ""])
     with pytest.raises(ValueError, match="query_length"):
         ColbertEncoder(random_colbert[0], query_length=1)
     with pytest.raises(ValueError, match="unknown ColBERT settings"):

@@ -46,7 +46,9 @@ def test_toy_corpus_scores_and_attributes(name, params):
         assert any(v < 0 for v in ref.idf.values()) is False  # "the" was floored in both
     for q in TOY_QUERIES:
         assert_scores_match(ref.get_scores(q), got.get_scores(q))
-        assert got.get_batch_scores(q, [0, 3, 5]) == pytest.approx(ref.get_batch_scores(q, [0, 3, 5]), rel=1e-6)
+        assert got.get_batch_scores(q, [0, 3, 5]) == pytest.approx(
+            ref.get_batch_scores(q, [0, 3, 5]), rel=1e-6
+        )
     docs = [" ".join(d) for d in TOY]
     assert got.get_top_n(["windy", "london"], docs, n=2) == ref.get_top_n(["windy", "london"], docs, n=2)
 

@@ -88,7 +88,7 @@ def test_centroid_candidates_find_the_exact_top_hits():
     index.build_centroids(64, seed=0)
     assert index.has_centroids
     hits = 0
-    for qi in range(10):
+    for _ in range(10):
         t = rng.choice(40, size=2, replace=False)
         q = _unit(topics[np.repeat(t, 4)] + 0.1 * rng.standard_normal((8, 48)))
         exact_ids, _ = index.search(q, k=5, exhaustive=True)
@@ -153,7 +153,9 @@ def test_bad_inputs_change_nothing(index_and_docs):
     n_before, tokens_before = len(index), index.n_tokens
     nan_doc = docs[0].copy()
     nan_doc[0, 3] = np.nan
-    with pytest.raises(ValueError, match=r"documents\[1\] contains a non-finite value .* token 0, dimension 3"):
+    with pytest.raises(
+        ValueError, match=r"documents\[1\] contains a non-finite value .* token 0, dimension 3"
+    ):
         index.add([docs[1], nan_doc])
     with pytest.raises(ValueError, match=r"documents\[0\] has dim 16, expected 32"):
         index.add([np.ones((2, 16), dtype=np.float32)])

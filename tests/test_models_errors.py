@@ -58,7 +58,7 @@ def test_session_options_validated(minilm):
         ragfind.Encoder(minilm.path, graph_optimization="fast")
     with pytest.raises(ValueError, match="threads=0"):
         ragfind.Encoder(minilm.path, threads=0)
-    enc = ragfind.Encoder(minilm.path, threads=1, graph_optimization="disable")
+    enc = ragfind.Encoder(minilm.path, threads=1, graph_optimization="disable", allow_spinning=False)
     np.testing.assert_allclose(enc.encode(["same numbers"]), minilm.encode(["same numbers"]), atol=1e-5)
 
 

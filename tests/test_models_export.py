@@ -121,7 +121,14 @@ def test_sentence_transformers_metadata_is_read(tmp_path):
     assert (enc.config.query_prefix, enc.config.document_prefix) == ("query: ", "passage: ")
     # the prefixes are applied: a query equals the document-side encoding of "query: " + text
     q = enc.encode_query("alpha beta")
-    np.testing.assert_allclose(enc.encode(["query: alpha beta"])[0], q, atol=1e-5)
+    plain = tmp_path / "plain"  # same weights, prefixes overridden to none
+    ragfind.export(hf, plain, query_prefix="", document_prefix="")
+    plain_enc = ragfind.Encoder(plain)
+    np.testing.assert_allclose(plain_enc.encode(["query: alpha beta"])[0], q, atol=1e-5)
+    np.testing.assert_allclose(
+        plain_enc.encode(["passage: alpha beta"])[0], enc.encode(["alpha beta"])[0], atol=1e-5
+    )
+    assert plain_enc.fingerprint != enc.fingerprint  # prefixes are part of the fingerprint
     np.testing.assert_allclose(enc.encode_queries(["alpha beta"])[0], q, atol=1e-5)
     assert not np.allclose(enc.encode(["alpha beta"])[0], q, atol=1e-3)
 

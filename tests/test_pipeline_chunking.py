@@ -21,7 +21,11 @@ def n_tokens(text: str) -> int:
 def long_text(n_paragraphs=12, sentences=9):
     paras = []
     for p in range(n_paragraphs):
-        paras.append(" ".join(f"Paragraph {p} sentence {s} talks about topic number {p * 10 + s}." for s in range(sentences)))
+        paras.append(
+            " ".join(
+                f"Paragraph {p} sentence {s} talks about topic number {p * 10 + s}." for s in range(sentences)
+            )
+        )
     return "\n\n".join(paras)
 
 
@@ -90,8 +94,13 @@ def test_long_sentence_splits_between_words_and_giant_word_is_cut():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.sampled_from(list("abc de.\n!?é日") + ["\n\n", ". ", "Zz", "word "]), max_size=300).map("".join),
-       st.integers(4, 80), st.sampled_from([0, 0.1, 0.5, 3]))
+@given(
+    st.lists(st.sampled_from(list("abc de.\n!?é日") + ["\n\n", ". ", "Zz", "word "]), max_size=300).map(
+        "".join
+    ),
+    st.integers(4, 80),
+    st.sampled_from([0, 0.1, 0.5, 3]),
+)
 def test_chunk_property(text, size, overlap):
     if isinstance(overlap, int) and overlap >= size:
         overlap = 0
@@ -110,7 +119,11 @@ def test_chunk_property(text, size, overlap):
 
 def test_chunk_documents_and_default_context():
     docs = [
-        {"id": 1, "title": "Guide", "text": "# Install\n\nRun pip.\n\n## Linux\n\nUse apt first. Then pip.\n\n# Use\n\nImport it."},
+        {
+            "id": 1,
+            "title": "Guide",
+            "text": "# Install\n\nRun pip.\n\n## Linux\n\nUse apt first. Then pip.\n\n# Use\n\nImport it.",
+        },
         {"id": "b", "text": "Plain text without headings.", "metadata": {"lang": "en"}},
     ]
     chunks = ragfind.chunk_documents(docs, size=5, overlap=0, contextualize=True)
@@ -136,7 +149,9 @@ def test_custom_contextualize_callable():
         seen.append((doc["id"], ch.index))
         return f"From {doc['id']}"
 
-    chunks = ragfind.chunk_documents([{"id": "x", "text": "One. Two. Three."}], size=3, overlap=0, contextualize=ctx)
+    chunks = ragfind.chunk_documents(
+        [{"id": "x", "text": "One. Two. Three."}], size=3, overlap=0, contextualize=ctx
+    )
     assert [c.context for c in chunks] == ["From x"] * len(chunks)
     assert seen == [("x", i) for i in range(len(chunks))]
     with pytest.raises(TypeError, match="contextualize returned a int"):

@@ -22,8 +22,15 @@ def beir(tmp_path):
     (d / "qrels").mkdir(parents=True)
     (d / "corpus.jsonl").write_text("\n".join(json.dumps(x) for x in DOCS) + "\n")
     (d / "queries.jsonl").write_text(
-        "\n".join(json.dumps(q) for q in [{"_id": "q1", "text": "which animal purrs"},
-                                           {"_id": "q2", "text": "programming language"}]) + "\n")
+        "\n".join(
+            json.dumps(q)
+            for q in [
+                {"_id": "q1", "text": "which animal purrs"},
+                {"_id": "q2", "text": "programming language"},
+            ]
+        )
+        + "\n"
+    )
     (d / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\ta\t1\nq2\td\t1\n")
     return d
 
@@ -35,7 +42,7 @@ def test_index_search_bench_lexical(beir, tmp_path, capsys):
     assert main(["search", str(out_dir), "cats purr", "-k", "2", "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert res["passages"][0]["doc_id"] == "a" and "sparse" in res["timings_ms"]
-    assert main(["search", str(out_dir), "cats", "--filter", "lang=fr", "--context", "300"]) == 0
+    assert main(["search", str(out_dir), "chats", "cats", "--filter", "lang=fr", "--context", "300"]) == 0
     out = capsys.readouterr().out
     assert "1 passages" in out and " c  Chats" in out and "Answer the question using only" in out
     with pytest.raises(SystemExit, match="unknown field 'colour'"):

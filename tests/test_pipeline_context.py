@@ -22,8 +22,18 @@ def passages(n=6, words=20):
     out = []
     for i in range(n):
         text = f"Passage {i} says " + " ".join(f"fact{i}_{w}" for w in range(words)) + "."
-        out.append({"id": i, "doc_id": f"doc{i}", "title": f"Title {i}", "source": f"https://x/{i}",
-                    "text": text, "score": 10.0 - i, "start": 0, "end": len(text)})
+        out.append(
+            {
+                "id": i,
+                "doc_id": f"doc{i}",
+                "title": f"Title {i}",
+                "source": f"https://x/{i}",
+                "text": text,
+                "score": 10.0 - i,
+                "start": 0,
+                "end": len(text),
+            }
+        )
     return out
 
 
@@ -86,7 +96,9 @@ def test_overlapping_chunks_of_one_document_merge():
     assert ctx.passages[1].doc_id == "e"
     assert ctx.prompt.count("Gamma three.") == 2  # once per document, not once per chunk
     # Same without offsets: exact duplicates / contained text still fold.
-    ctx = ragfind.assemble_context([dict(a, start=None, end=None), dict(c, start=None, end=None)], budget_tokens=10_000)
+    ctx = ragfind.assemble_context(
+        [dict(a, start=None, end=None), dict(c, start=None, end=None)], budget_tokens=10_000
+    )
     assert len(ctx.passages) == 1 and ctx.merged == (12,)
     ctx = ragfind.assemble_context([a, b], budget_tokens=10_000, dedupe=False)
     assert len(ctx.passages) == 2
@@ -94,7 +106,7 @@ def test_overlapping_chunks_of_one_document_merge():
 
 def test_merged_passage_over_budget_falls_back_to_best_piece():
     doc = " ".join(f"Sentence {i} here." for i in range(60))
-    a = {"id": 1, "doc_id": "d", "text": doc[: 200], "start": 0, "end": 200, "score": 2.0}
+    a = {"id": 1, "doc_id": "d", "text": doc[:200], "start": 0, "end": 200, "score": 2.0}
     b = {"id": 2, "doc_id": "d", "text": doc[150:], "start": 150, "end": len(doc), "score": 1.0}
     budget = ragfind.assemble_context([a], budget_tokens=10_000).n_tokens + 5
     ctx = ragfind.assemble_context([a, b], budget_tokens=budget)
@@ -102,8 +114,13 @@ def test_merged_passage_over_budget_falls_back_to_best_piece():
 
 
 def test_custom_templates():
-    ctx = ragfind.assemble_context(passages(2), budget_tokens=10_000, template="Q: {question}\n{context}",
-                                   passage_template="<{n}|{doc_id}> {text}", question="why")
+    ctx = ragfind.assemble_context(
+        passages(2),
+        budget_tokens=10_000,
+        template="Q: {question}\n{context}",
+        passage_template="<{n}|{doc_id}> {text}",
+        question="why",
+    )
     assert ctx.prompt.startswith("Q: why\n<1|doc0> Passage 0")
     with pytest.raises(ValueError, match="lacks a {context} field"):
         ragfind.assemble_context(passages(1), budget_tokens=100, template="{question}")

@@ -255,7 +255,9 @@ def test_fuse_scores_constant_list():
     np.testing.assert_array_equal(scores, [0.0, 0.0])
 
 
-@pytest.mark.parametrize("norm, ranx_norm", [("min-max", "min-max"), ("z-score", "zmuv"), ("max", "max"), ("sum", "sum")])
+@pytest.mark.parametrize(
+    "norm, ranx_norm", [("min-max", "min-max"), ("z-score", "zmuv"), ("max", "max"), ("sum", "sum")]
+)
 @pytest.mark.parametrize("method, ranx_method", [("sum", "wsum"), ("mnz", "mnz"), ("max", "max")])
 def test_fuse_scores_agrees_with_ranx(norm, ranx_norm, method, ranx_method):
     ranx = pytest.importorskip("ranx")
@@ -267,7 +269,9 @@ def test_fuse_scores_agrees_with_ranx(norm, ranx_norm, method, ranx_method):
     with warnings.catch_warnings():  # numba type-safety warnings inside ranx
         warnings.simplefilter("ignore")
         fused = ranx.fuse(runs, norm=ranx_norm, method=ranx_method, params=params).to_dict()["q"]
-    ids, scores = ragfind.fuse_scores([([f"d{d}" for d in i.tolist()], s) for i, s in pairs], norm=norm, method=method)
+    ids, scores = ragfind.fuse_scores(
+        [([f"d{d}" for d in i.tolist()], s) for i, s in pairs], norm=norm, method=method
+    )
     assert set(fused) == set(ids.tolist())
     for d, s in zip(ids.tolist(), scores.tolist()):
         assert fused[d] == pytest.approx(s, rel=1e-6, abs=1e-9)

@@ -49,16 +49,36 @@ class HashEncoder:
 
 
 DOCS = [
-    {"id": "cats", "title": "Cats", "text": "Cats are small domesticated felines. They purr and hunt mice.",
-     "metadata": {"lang": "en", "year": 2020, "source": "https://pets.example/cats"}},
-    {"id": "dogs", "title": "Dogs", "text": "Dogs are loyal domesticated canines. They bark and fetch sticks.",
-     "metadata": {"lang": "en", "year": 2021}},
-    {"id": "chats", "title": "Chats", "text": "Les chats sont des felins domestiques. Ils ronronnent.",
-     "metadata": {"lang": "fr", "year": 2019}},
-    {"id": "rust", "title": "Rust", "text": "Rust is a systems programming language focused on memory safety.",
-     "metadata": {"lang": "en", "year": 2015, "tags": "code"}},
-    {"id": "python", "title": "Python", "text": "Python is a programming language loved for readability.",
-     "metadata": {"lang": "en", "year": 1991, "tags": "code"}},
+    {
+        "id": "cats",
+        "title": "Cats",
+        "text": "Cats are small domesticated felines. They purr and hunt mice.",
+        "metadata": {"lang": "en", "year": 2020, "source": "https://pets.example/cats"},
+    },
+    {
+        "id": "dogs",
+        "title": "Dogs",
+        "text": "Dogs are loyal domesticated canines. They bark and fetch sticks.",
+        "metadata": {"lang": "en", "year": 2021},
+    },
+    {
+        "id": "chats",
+        "title": "Chats",
+        "text": "Les chats sont des felins domestiques. Ils ronronnent.",
+        "metadata": {"lang": "fr", "year": 2019},
+    },
+    {
+        "id": "rust",
+        "title": "Rust",
+        "text": "Rust is a systems programming language focused on memory safety.",
+        "metadata": {"lang": "en", "year": 2015, "tags": "code"},
+    },
+    {
+        "id": "python",
+        "title": "Python",
+        "text": "Python is a programming language loved for readability.",
+        "metadata": {"lang": "en", "year": 1991, "tags": "code"},
+    },
 ]
 
 
@@ -110,17 +130,28 @@ def test_rag_fusion_of_several_phrasings():
 
 
 def test_chunking_and_contexts_are_indexed_apart_from_text():
-    long_doc = {"id": "guide", "title": "Guide",
-                "text": "# Setup\n\n" + " ".join(f"Step {i} installs package{i}." for i in range(60))
-                + "\n\n# Usage\n\n" + " ".join(f"Call function{i} to run." for i in range(60))}
+    long_doc = {
+        "id": "guide",
+        "title": "Guide",
+        "text": "# Setup\n\n"
+        + " ".join(f"Step {i} installs package{i}." for i in range(60))
+        + "\n\n# Usage\n\n"
+        + " ".join(f"Call function{i} to run." for i in range(60)),
+    }
     r = ragfind.Retriever(encoder=HashEncoder(), chunk_size=64)
     n = r.add_documents([long_doc])
     assert n == r.n_chunks > 4
     res = r.search("function42", k=1)
     assert "function42" in res[0].text and res[0].context == "Guide > Usage"
     assert not res[0].text.startswith("Guide")
-    res = r.search("Usage", k=20)  # the heading path is indexed: every Usage chunk matches
-    assert {p.context for p in res[:3]} == {"Guide > Usage"}
+    # The heading path is indexed: BM25 finds every Usage chunk (and only those) for "usage".
+    ids, _ = r.bm25.search("usage", 50)
+    usage = {int(i) for i in ids}
+    rows = r._fetch(np.asarray(sorted(usage)))
+    assert all("Usage" in rows[i][7] or "Usage" in rows[i][2] for i in usage)
+    with r._store_lock:
+        in_usage = {c for (c,) in r._db.execute("SELECT id FROM chunks WHERE context = 'Guide > Usage'")}
+    assert in_usage and in_usage <= usage  # found through their context alone
     whole = ragfind.Retriever(encoder=HashEncoder(), chunk_size=None)
     assert whole.add_documents([long_doc]) == 1
 
@@ -161,7 +192,10 @@ def test_filter_errors():
 
 
 def test_bm25_post_filter_fetches_deep_enough():
-    docs = [{"id": f"d{i}", "text": f"common word number {i}", "metadata": {"keep": i % 50 == 0}} for i in range(400)]
+    docs = [
+        {"id": f"d{i}", "text": f"common word number {i}", "metadata": {"keep": i % 50 == 0}}
+        for i in range(400)
+    ]
     r = ragfind.Retriever(encoder=None, candidates=5)
     r.add_documents(docs)
     res = r.search("common word", k=5, filters={"keep": True})
@@ -279,6 +313,11 @@ def test_reranker_reorders_the_head():
     assert "rerank" in res.timings
     texts = [r._indexed_text(p) for p in res]
     assert texts == sorted(texts, reverse=True)
+    deep = r.search("domesticated programming language", k=5)  # k beyond rerank_candidates=5? equal
+    assert len(deep) == 5
+    r.rerank_candidates = 2
+    more = r.search("cats dogs rust python chats", k=4, use_cache=False)
+    assert len(more) == 4 and [p.score for p in more] == [4.0, 3.0, 2.0, 1.0]  # all re-scored
     plain = r.search("domesticated programming language", k=3, rerank=False)
     assert "rerank" not in plain.timings
 
@@ -346,8 +385,9 @@ def test_save_load_round_trip_identical(tmp_path):
     loaded = ragfind.Retriever.load(tmp_path / "kb", encoder=enc)
     after = [loaded.search(q, k=5, filters=f) for q in queries for f in (None, {"lang": "en"})]
     for a, b in zip(before, after):
-        assert [(p.id, p.doc_id, p.text, p.score, p.start, p.end, p.metadata) for p in a] == \
-               [(p.id, p.doc_id, p.text, p.score, p.start, p.end, p.metadata) for p in b]
+        assert [(p.id, p.doc_id, p.text, p.score, p.start, p.end, p.metadata) for p in a] == [
+            (p.id, p.doc_id, p.text, p.score, p.start, p.end, p.metadata) for p in b
+        ]
     assert loaded.fields == r.fields and len(loaded) == len(r)
     # Still writable, with fresh chunk ids; saving over the folder replaces it atomically.
     loaded.add_documents([{"id": "new", "text": "Brand new document about otters."}])

@@ -54,7 +54,9 @@ def test_splade_matches_transformers_reference(splade):
     batch = tok(TEXTS, padding=True, return_tensors="pt")
     with torch.no_grad():
         logits = model(**batch).logits
-        want = (torch.log1p(torch.relu(logits)) * batch["attention_mask"][..., None]).max(dim=1).values.numpy()
+        want = (
+            (torch.log1p(torch.relu(logits)) * batch["attention_mask"][..., None]).max(dim=1).values.numpy()
+        )
     got = splade.encode(TEXTS, batch_size=3)
     assert isinstance(got, SparseEmbeddings) and len(got) == len(TEXTS) and got.dim == 30522
     np.testing.assert_allclose(got.to_dense(), want, atol=1e-4)
@@ -120,7 +122,7 @@ def _dequantised(rows, scale):
 
 
 @pytest.mark.parametrize("scale", [100.0, 0.0])
-@pytest.mark.parametrize("algorithm", ["auto", "maxscore", "exhaustive"])
+@pytest.mark.parametrize("algorithm", ["auto", "maxscore", "taat", "exhaustive"])
 def test_sparse_search_equals_exhaustive_dot_product(scale, algorithm):
     rng = np.random.default_rng(0)
     dim = 500
@@ -246,3 +248,27 @@ def test_sparse_bad_inputs_change_nothing():
     assert len(index) == 1 and index.num_postings == 1
     ids, scores = index.search({1: 2.0, 5: 1.0})
     assert list(ids) == [0] and scores[0] == pytest.approx(2.0)
+
+
+def test_taat_pruning_path_is_exact():
+    # SPLADE-like shape: rare terms carry big weights, frequent (expansion-like) terms small
+    # ones; the term-at-a-time MaxScore must equal exhaustive for every k.
+    rng = np.random.default_rng(9)
+    dim, n = 3000, 20_000
+    df_rank = np.arange(dim)
+    rows = []
+    for _ in range(n):
+        terms = np.unique(np.minimum(rng.zipf(1.2, size=40) - 1, dim - 1))
+        weights = (np.log(3 + df_rank[terms]) / 3 * rng.uniform(0.5, 1.5, size=len(terms))).astype(np.float32)
+        rows.append((terms, weights))
+    index = SparseVectorIndex(dim)
+    index.add(rows)
+    queries = []
+    for _ in range(30):
+        terms = np.unique(np.concatenate([rng.integers(200, dim, size=3), rng.integers(0, 30, size=15)]))
+        queries.append((terms, (np.log(3 + terms) / 3).astype(np.float32)))
+    for k in (1, 10, 100):
+        a_ids, a_scores = index.search_batch(queries, k=k, algorithm="taat")
+        b_ids, b_scores = index.search_batch(queries, k=k, algorithm="exhaustive")
+        np.testing.assert_allclose(a_scores, b_scores, rtol=1e-6)
+        np.testing.assert_array_equal(a_ids, b_ids)

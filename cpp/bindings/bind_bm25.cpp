@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <exception>
+#include <system_error>
 #include <mutex>
 #include <shared_mutex>
 #include <thread>
@@ -237,29 +239,47 @@ ParsedIds parse_ids(const py::object& ids, std::size_t n, const char* arg) {
   return out;
 }
 
-py::array make_id_array(const DocIds& ids, const std::vector<ScoredDoc>& hits) {
-  const std::size_t n = hits.size();
-  if (ids.kind() == DocIds::Kind::Str) {
-    py::array arr(py::dtype("O"), std::vector<py::ssize_t>{static_cast<py::ssize_t>(n)});
-    auto** data = static_cast<PyObject**>(arr.mutable_data());
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::string& s = ids.strs()[hits[i].doc];
-      PyObject* o = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
-      if (!o) throw py::error_already_set();
-      Py_XDECREF(data[i]);
-      data[i] = o;
-    }
-    return arr;
-  }
-  py::array_t<std::int64_t> arr(static_cast<py::ssize_t>(n));
-  auto* d = arr.mutable_data();
-  for (std::size_t i = 0; i < n; ++i) d[i] = ids.ints()[hits[i].doc];
-  return arr;
-}
-
-// A search result copied out of the index while its lock is held.
+// A search result copied out of the index while its lock is held (Python objects are made
+// only after the lock is released).
 struct Hits {
   std::vector<ScoredDoc> docs;
+  bool str_ids = false;
+  std::vector<std::int64_t> ints;
+  std::vector<std::string> strs;
+
+  void resolve_ids(const DocIds& ids) {
+    str_ids = ids.kind() == DocIds::Kind::Str;
+    if (str_ids) {
+      strs.resize(docs.size());
+      for (std::size_t i = 0; i < docs.size(); ++i) strs[i] = ids.strs()[docs[i].doc];
+    } else {
+      ints.resize(docs.size());
+      for (std::size_t i = 0; i < docs.size(); ++i) ints[i] = ids.ints()[docs[i].doc];
+    }
+  }
+
+  py::tuple to_python() const {
+    const auto n = static_cast<py::ssize_t>(docs.size());
+    py::array_t<float> scores(n);
+    float* s = scores.mutable_data();
+    for (py::ssize_t i = 0; i < n; ++i) s[i] = docs[i].score;
+    py::array ids;
+    if (str_ids) {
+      ids = py::array(py::dtype("O"), std::vector<py::ssize_t>{n});
+      auto** data = static_cast<PyObject**>(ids.mutable_data());
+      for (py::ssize_t i = 0; i < n; ++i) {
+        PyObject* o = PyUnicode_DecodeUTF8(strs[i].data(), static_cast<Py_ssize_t>(strs[i].size()), "replace");
+        if (!o) throw py::error_already_set();
+        Py_XDECREF(data[i]);
+        data[i] = o;
+      }
+    } else {
+      py::array_t<std::int64_t> a(n);
+      std::copy(ints.begin(), ints.end(), a.mutable_data());
+      ids = a;
+    }
+    return py::make_tuple(ids, scores);
+  }
 };
 
 class BM25Core {
@@ -290,9 +310,17 @@ class BM25Core {
   DocIds& ids() { return ids_; }
   WriterPreferringSharedMutex& mutex() { return mu_; }
 
-  std::size_t size() const {
+  // Runs fn() under the shared lock with the GIL released (never wait for our lock while
+  // holding the GIL: a writer may need the GIL for the stemmer while it holds the lock).
+  template <class Fn>
+  auto read_locked(Fn&& fn) const {
+    py::gil_scoped_release release;
     std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
-    return index_.num_docs();
+    return fn();
+  }
+
+  std::size_t size() const {
+    return read_locked([&] { return static_cast<std::size_t>(index_.num_docs()); });
   }
 
   // ----- adding
@@ -482,14 +510,6 @@ class BM25Core {
     return static_cast<std::size_t>(k);
   }
 
-  py::tuple to_result(const Hits& h, const DocIds& ids) const {
-    py::array_t<float> scores(static_cast<py::ssize_t>(h.docs.size()));
-    float* s = scores.mutable_data();
-    for (std::size_t i = 0; i < h.docs.size(); ++i) s[i] = h.docs[i].score;
-    return py::make_tuple(make_id_array(ids, h.docs), scores);
-  }
-
-  // Runs fn(stems) -> result under the index's shared lock, returning (ids, scores).
   static Algorithm check_algorithm(int a) {
     if (a < 0 || a > 2) throw py::value_error("algorithm: expected 0 (auto), 1 (maxscore) or 2 (exhaustive)");
     return static_cast<Algorithm>(a);
@@ -497,20 +517,13 @@ class BM25Core {
 
   py::tuple search_stems(const std::vector<std::string>& stems, std::size_t k, int algorithm) {
     const Algorithm algo = check_algorithm(algorithm);
-    Hits hits;
-    DocIds snapshot_ids_unused;
-    py::tuple out;
-    {
-      py::gil_scoped_release release;
-      std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
-      const auto q = query_terms(stems);
-      index_.search(q, k, hits.docs, algo);
-      // Build the result while the ids cannot change (reacquire the GIL inside the lock is
-      // safe: nobody waits for this lock while holding the GIL).
-      py::gil_scoped_acquire gil;
-      out = to_result(hits, ids_);
-    }
-    return out;
+    Hits hits = read_locked([&] {
+      Hits h;
+      index_.search(query_terms(stems), k, h.docs, algo);
+      h.resolve_ids(ids_);
+      return h;
+    });
+    return hits.to_python();
   }
 
   py::tuple search(py::handle query, long long k, int algorithm) {
@@ -569,19 +582,31 @@ class BM25Core {
       std::size_t nt = threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : static_cast<std::size_t>(threads);
       nt = std::min(nt, std::max<std::size_t>(nq, 1));
       std::atomic<std::size_t> next{0};
+      std::exception_ptr error;
+      std::mutex error_mutex;
       auto work = [&]() {
-        for (std::size_t i; (i = next.fetch_add(1)) < nq;) index_.search(query_terms(stems[i]), kk, hits[i].docs, algo);
+        try {
+          for (std::size_t i; (i = next.fetch_add(1)) < nq;) {
+            index_.search(query_terms(stems[i]), kk, hits[i].docs, algo);
+            hits[i].resolve_ids(ids_);
+          }
+        } catch (...) {  // e.g. std::bad_alloc: hand it to the caller, never terminate
+          std::lock_guard<std::mutex> g(error_mutex);
+          if (!error) error = std::current_exception();
+          next.store(nq);
+        }
       };
-      if (nt <= 1) {
-        work();
-      } else {
-        std::vector<std::thread> pool;
-        for (std::size_t t = 0; t < nt; ++t) pool.emplace_back(work);
-        for (auto& th : pool) th.join();
+      std::vector<std::thread> pool;
+      try {
+        for (std::size_t t = 1; t < nt; ++t) pool.emplace_back(work);
+      } catch (const std::system_error&) {
+        // Could not start more threads: the ones running (and this one) do the work.
       }
-      py::gil_scoped_acquire gil;
-      for (std::size_t i = 0; i < nq; ++i) out[i] = to_result(hits[i], ids_);
+      work();
+      for (auto& th : pool) th.join();
+      if (error) std::rethrow_exception(error);
     }
+    for (std::size_t i = 0; i < nq; ++i) out[i] = hits[i].to_python();
     return out;
   }
 
@@ -599,16 +624,13 @@ class BM25Core {
 
   py::array_t<double> get_scores(py::handle query) {
     const std::vector<std::string> stems = stems_of(query);
-    py::gil_scoped_release release;
-    std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
-    const auto q = query_terms(stems);
-    py::gil_scoped_acquire gil;
-    py::array_t<double> out(static_cast<py::ssize_t>(index_.num_docs()));
-    double* p = out.mutable_data();
-    {
-      py::gil_scoped_release again;
-      index_.score_all(q, p);
-    }
+    std::vector<double> scores = read_locked([&] {
+      std::vector<double> v(index_.num_docs());
+      index_.score_all(query_terms(stems), v.data());
+      return v;
+    });
+    py::array_t<double> out(static_cast<py::ssize_t>(scores.size()));
+    std::copy(scores.begin(), scores.end(), out.mutable_data());
     return out;
   }
 
@@ -679,47 +701,62 @@ class BM25Core {
     return out;
   }
 
-  py::array ids_array() {
-    std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
-    std::vector<ScoredDoc> all(ids_.size());
-    for (std::size_t i = 0; i < all.size(); ++i) all[i].doc = static_cast<std::uint32_t>(i);
-    return make_id_array(ids_, all);
+  py::object ids_array() {
+    Hits all = read_locked([&] {
+      Hits h;
+      h.docs.resize(ids_.size());
+      for (std::size_t i = 0; i < h.docs.size(); ++i) h.docs[i].doc = static_cast<std::uint32_t>(i);
+      h.resolve_ids(ids_);
+      return h;
+    });
+    return all.to_python()[0];
   }
 
   // ----- rank_bm25 compatibility helpers
 
   py::array_t<std::int64_t> term_ids(const py::sequence& tokens) {
     const auto toks = token_strings(tokens, "query");
-    py::array_t<std::int64_t> out(static_cast<py::ssize_t>(toks.size()));
-    auto* p = out.mutable_data();
-    std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
-    for (std::size_t i = 0; i < toks.size(); ++i) {
-      const std::uint32_t t = index_.vocab().find(toks[i]);
-      p[i] = t == StringTable::kNotFound ? -1 : static_cast<std::int64_t>(t);
-    }
+    std::vector<std::int64_t> found = read_locked([&] {
+      std::vector<std::int64_t> v(toks.size());
+      for (std::size_t i = 0; i < toks.size(); ++i) {
+        const std::uint32_t t = index_.vocab().find(toks[i]);
+        v[i] = t == StringTable::kNotFound ? -1 : static_cast<std::int64_t>(t);
+      }
+      return v;
+    });
+    return to_numpy(found);
+  }
+
+  static py::array_t<std::int64_t> to_numpy(const std::vector<std::int64_t>& v) {
+    py::array_t<std::int64_t> out(static_cast<py::ssize_t>(v.size()));
+    std::copy(v.begin(), v.end(), out.mutable_data());
     return out;
   }
 
   py::array_t<std::int64_t> document_frequencies() {
-    std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
-    py::array_t<std::int64_t> out(static_cast<py::ssize_t>(index_.num_terms()));
-    auto* p = out.mutable_data();
-    for (std::size_t t = 0; t < index_.num_terms(); ++t) p[t] = static_cast<std::int64_t>(index_.df(static_cast<std::uint32_t>(t)));
-    return out;
+    return to_numpy(read_locked([&] {
+      std::vector<std::int64_t> v(index_.num_terms());
+      for (std::size_t t = 0; t < v.size(); ++t) v[t] = static_cast<std::int64_t>(index_.df(static_cast<std::uint32_t>(t)));
+      return v;
+    }));
   }
 
   py::array_t<std::int64_t> document_lengths() {
-    std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
-    py::array_t<std::int64_t> out(static_cast<py::ssize_t>(index_.num_docs()));
-    auto* p = out.mutable_data();
-    for (std::uint32_t d = 0; d < index_.num_docs(); ++d) p[d] = index_.doc_len(d);
-    return out;
+    return to_numpy(read_locked([&] {
+      std::vector<std::int64_t> v(index_.num_docs());
+      for (std::size_t d = 0; d < v.size(); ++d) v[d] = index_.doc_len(static_cast<std::uint32_t>(d));
+      return v;
+    }));
   }
 
   py::list vocabulary() {
-    std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
-    py::list out(index_.num_terms());
-    for (std::size_t t = 0; t < index_.num_terms(); ++t) out[t] = to_pystr(index_.vocab().get(static_cast<std::uint32_t>(t)));
+    std::vector<std::string> terms = read_locked([&] {
+      std::vector<std::string> v(index_.num_terms());
+      for (std::size_t t = 0; t < v.size(); ++t) v[t] = std::string(index_.vocab().get(static_cast<std::uint32_t>(t)));
+      return v;
+    });
+    py::list out(terms.size());
+    for (std::size_t t = 0; t < terms.size(); ++t) out[t] = to_pystr(terms[t]);
     return out;
   }
 
@@ -730,13 +767,13 @@ class BM25Core {
       throw py::value_error("terms and weights: expected 1-D arrays of the same length");
     std::vector<std::int64_t> t(terms.data(), terms.data() + terms.size());
     std::vector<double> w(weights.data(), weights.data() + weights.size());
-    std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
-    py::array_t<double> out(static_cast<py::ssize_t>(index_.num_docs()));
-    double* p = out.mutable_data();
-    {
-      py::gil_scoped_release release;
-      index_.score_all_rank_bm25(t, w, kind, k1, b, delta, p);
-    }
+    std::vector<double> scores = read_locked([&] {
+      std::vector<double> v(index_.num_docs());
+      index_.score_all_rank_bm25(t, w, kind, k1, b, delta, v.data());
+      return v;
+    });
+    py::array_t<double> out(static_cast<py::ssize_t>(scores.size()));
+    std::copy(scores.begin(), scores.end(), out.mutable_data());
     return out;
   }
 
@@ -750,19 +787,27 @@ class BM25Core {
   }
 
   py::dict stats() {
-    std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
+    struct S {
+      std::uint64_t docs, terms, postings, segments, total_len, memory;
+      double avgdl;
+      Params params;
+    };
+    const S v = read_locked([&] {
+      return S{index_.num_docs(), index_.num_terms(), index_.num_postings(), index_.segments().size(),
+               index_.total_len(), index_.memory_bytes(), index_.avgdl(), index_.params()};
+    });
     py::dict d;
-    d["num_docs"] = index_.num_docs();
-    d["num_terms"] = index_.num_terms();
-    d["num_postings"] = index_.num_postings();
-    d["num_segments"] = index_.segments().size();
-    d["total_len"] = index_.total_len();
-    d["avgdl"] = index_.avgdl();
-    d["memory_bytes"] = index_.memory_bytes();
-    d["method"] = method_name(index_.params().method);
-    d["k1"] = index_.params().k1;
-    d["b"] = index_.params().b;
-    d["delta"] = index_.params().delta;
+    d["num_docs"] = v.docs;
+    d["num_terms"] = v.terms;
+    d["num_postings"] = v.postings;
+    d["num_segments"] = v.segments;
+    d["total_len"] = v.total_len;
+    d["avgdl"] = v.avgdl;
+    d["memory_bytes"] = v.memory;
+    d["method"] = method_name(v.params.method);
+    d["k1"] = v.params.k1;
+    d["b"] = v.params.b;
+    d["delta"] = v.params.delta;
     return d;
   }
 

@@ -30,7 +30,8 @@ Algorithm parse_algorithm(const std::string& name) {
   if (name == "auto") return Algorithm::Auto;
   if (name == "maxscore") return Algorithm::MaxScore;
   if (name == "exhaustive") return Algorithm::Exhaustive;
-  throw py::value_error("algorithm='" + name + "': expected 'auto', 'maxscore' or 'exhaustive'");
+  if (name == "taat") return Algorithm::TaatMaxScore;
+  throw py::value_error("algorithm='" + name + "': expected 'auto', 'maxscore', 'taat' or 'exhaustive'");
 }
 
 using I64 = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;

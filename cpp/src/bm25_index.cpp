@@ -116,7 +116,6 @@ void InvertedIndex::add_chunk(const std::uint32_t* terms, const std::uint8_t* co
   pt.reserve(doc_offsets[n] - doc_offsets[0]);
   ptf.reserve(pt.capacity());
   std::vector<std::uint32_t> scratch;
-  std::vector<std::uint32_t> count(V + 1, 0);
   std::uint64_t added_len = 0;
   for (std::size_t i = 0; i < n; ++i) {
     scratch.assign(terms + doc_offsets[i], terms + doc_offsets[i + 1]);
@@ -135,7 +134,6 @@ void InvertedIndex::add_chunk(const std::uint32_t* terms, const std::uint8_t* co
       while (e < scratch.size() && scratch[e] == scratch[j]) ++e;
       pt.push_back(scratch[j]);
       ptf.push_back(static_cast<std::uint32_t>(e - j));
-      ++count[scratch[j]];
       j = e;
     }
     pdoc[i + 1] = pt.size();
@@ -144,33 +142,35 @@ void InvertedIndex::add_chunk(const std::uint32_t* terms, const std::uint8_t* co
   auto seg = std::make_unique<Segment>();
   seg->base = static_cast<std::uint32_t>(base);
   seg->num_docs = static_cast<std::uint32_t>(n);
-  std::size_t distinct = 0;
-  for (std::size_t t = 0; t < V; ++t) distinct += count[t] != 0;
+  // Term directory: sparse (sorted distinct terms) for batches much smaller than the
+  // vocabulary, so a one-document add costs O(its terms), not O(vocabulary); dense otherwise.
   std::vector<std::uint64_t> offsets;
   std::vector<std::uint32_t> term_ids;
-  std::vector<std::uint64_t> fill;  // write position per term (dense) or per slot (sparse)
-  const bool sparse = distinct * 8 < V;
+  std::vector<std::uint32_t> slot_of_posting(pt.size());
+  const bool sparse = pt.size() * 8 < V;
   if (sparse) {
-    term_ids.reserve(distinct);
-    offsets.reserve(distinct + 1);
-    offsets.push_back(0);
-    for (std::size_t t = 0; t < V; ++t) {
-      if (!count[t]) continue;
-      term_ids.push_back(static_cast<std::uint32_t>(t));
-      offsets.push_back(offsets.back() + count[t]);
-      count[t] = static_cast<std::uint32_t>(term_ids.size() - 1);  // now: slot of t
+    term_ids = pt;
+    std::sort(term_ids.begin(), term_ids.end());
+    term_ids.erase(std::unique(term_ids.begin(), term_ids.end()), term_ids.end());
+    offsets.assign(term_ids.size() + 1, 0);
+    for (std::size_t j = 0; j < pt.size(); ++j) {
+      const auto slot = static_cast<std::uint32_t>(std::lower_bound(term_ids.begin(), term_ids.end(), pt[j]) - term_ids.begin());
+      slot_of_posting[j] = slot;
+      ++offsets[slot + 1];
     }
-    fill.assign(offsets.begin(), offsets.end() - 1);
   } else {
     offsets.assign(V + 1, 0);
-    for (std::size_t t = 0; t < V; ++t) offsets[t + 1] = offsets[t] + count[t];
-    fill.assign(offsets.begin(), offsets.end() - 1);
+    for (std::size_t j = 0; j < pt.size(); ++j) {
+      slot_of_posting[j] = pt[j];
+      ++offsets[pt[j] + 1];
+    }
   }
+  for (std::size_t i = 1; i < offsets.size(); ++i) offsets[i] += offsets[i - 1];
+  std::vector<std::uint64_t> fill(offsets.begin(), offsets.end() - 1);  // next write position per slot
   std::vector<std::uint32_t> docs(pt.size()), tfs(pt.size());
   for (std::size_t i = 0; i < n; ++i) {
     for (std::size_t j = pdoc[i]; j < pdoc[i + 1]; ++j) {
-      const std::size_t slot = sparse ? count[pt[j]] : pt[j];
-      const std::uint64_t at = fill[slot]++;
+      const std::uint64_t at = fill[slot_of_posting[j]]++;
       docs[at] = static_cast<std::uint32_t>(i);
       tfs[at] = ptf[j];
     }

@@ -259,7 +259,19 @@ struct FileBytes {
   ~FileBytes() {
     if (map) ::munmap(map, size);
   }
+  // Validation reads the whole file once; with a mapping, the pages already checked are
+  // dropped from this process's resident set (they stay in the page cache and fault back in
+  // when a query needs them), so loading never holds the whole index resident.
+  void release(const void* from, const void* to) const {
+    if (!map || to <= from) return;
+    static const std::uintptr_t page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const std::uintptr_t a = (reinterpret_cast<std::uintptr_t>(from) + page - 1) / page * page;
+    const std::uintptr_t b = reinterpret_cast<std::uintptr_t>(to) / page * page;
+    if (b > a) ::madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+  }
 };
+
+constexpr std::uint64_t kWindow = std::uint64_t(4) << 20;  // bytes validated between releases
 
 [[noreturn]] void bad(const std::string& path, const std::string& why) {
   throw IndexFileError("'" + path + "' is not a valid ragfind BM25 index: " + why);
@@ -343,7 +355,13 @@ Parsed parse(const std::string& path, bool mmap) {
   if (num_sections == 0 || num_sections > 64 || header_bytes != kHeaderBytes + kEntryBytes * num_sections || header_bytes > size)
     bad(path, "bad section table size");
   if (crc32(0, d + kHeaderBytes, kEntryBytes * num_sections) != table_crc) bad(path, "section table checksum mismatch (corrupt file)");
-  if (crc32(0, d + header_bytes, size - header_bytes) != payload_crc) bad(path, "payload checksum mismatch (corrupt file)");
+  std::uint32_t crc = 0;
+  for (std::uint64_t off = header_bytes; off < size; off += kWindow) {
+    const std::uint64_t n = std::min(kWindow, size - off);
+    crc = crc32(crc, d + off, n);
+    p.bytes->release(d + off, d + off + n);
+  }
+  if (crc != payload_crc) bad(path, "payload checksum mismatch (corrupt file)");
   for (std::uint32_t i = 0; i < num_sections; ++i) {
     Entry e;
     std::memcpy(&e, d + kHeaderBytes + kEntryBytes * i, kEntryBytes);
@@ -416,6 +434,7 @@ void load_index(const std::string& path, bool mmap, InvertedIndex& index, DocIds
   const auto* docs = p.ptr<std::uint32_t>(kDocs);
   const auto* tfs = p.ptr<std::uint32_t>(kTfs);
   if (toff[0] != 0 || toff[m.num_terms] != m.num_postings) bad(path, "posting offsets do not match the posting count");
+  std::uint64_t released = 0;
   for (std::uint64_t t = 0; t < m.num_terms; ++t) {
     if (toff[t + 1] < toff[t] || toff[t + 1] > m.num_postings) bad(path, "posting offsets are not increasing");
     for (std::uint64_t i = toff[t]; i < toff[t + 1]; ++i) {
@@ -423,7 +442,15 @@ void load_index(const std::string& path, bool mmap, InvertedIndex& index, DocIds
         bad(path, "a posting list has a document id out of range or out of order");
       if (tfs[i] == 0) bad(path, "a posting has a zero term frequency");
     }
+    if (toff[t + 1] - released >= kWindow / 4) {
+      p.bytes->release(docs + released, docs + toff[t + 1]);
+      p.bytes->release(tfs + released, tfs + toff[t + 1]);
+      released = toff[t + 1];
+    }
   }
+  p.bytes->release(docs + released, docs + m.num_postings);
+  p.bytes->release(tfs + released, tfs + m.num_postings);
+  p.bytes->release(toff, toff + m.num_terms + 1);
   // External ids.
   std::vector<std::int64_t> int_ids;
   std::vector<std::string> str_ids;

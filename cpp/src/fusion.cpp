@@ -19,7 +19,6 @@ struct Workspace {
   std::vector<double> scores;         // code -> fused score
   std::vector<double> aux;            // code -> second accumulator (count for mnz, seen flag)
   std::vector<int32_t> last_list;     // code -> last list that held it (duplicate check)
-  std::vector<int32_t> first_pos;     // code -> its position in that list
   std::vector<uint64_t> keys, keys_tmp;
   std::vector<uint32_t> order;
   std::vector<uint32_t> hist;
@@ -44,27 +43,33 @@ inline uint64_t hash_id(int64_t id) {
                              std::to_string(pos) + "); each list must rank an id at most once");
 }
 
+// Position of the first occurrence of ids[r] in ids[0, r) (only called to word an error).
+size_t first_position(const RankedList& l, size_t r) {
+  for (size_t p = 0; p < r; ++p)
+    if (l.ids[p] == l.ids[r]) return p;
+  return r;
+}
+
 // Step 1: codes in first-appearance order, duplicate check per list. Returns the number of codes.
+// Raw pointers into the workspace keep the per-id loop to a hash, one probe and a few stores.
 size_t intern(const std::vector<RankedList>& lists, const Options& opt, Workspace& ws) {
   size_t total = 0;
   for (const auto& l : lists) total += l.size;
   ws.codes.resize(total);
+  uint32_t* codes = ws.codes.data();
   if (opt.dense_codes > 0) {
     const size_t n_codes = opt.dense_codes;
     ws.last_list.assign(n_codes, -1);
-    ws.first_pos.resize(n_codes);
-    size_t at = 0;
+    int32_t* last = ws.last_list.data();
     for (size_t li = 0; li < lists.size(); ++li) {
       const auto& l = lists[li];
       for (size_t r = 0; r < l.size; ++r) {
         const int64_t c = l.ids[r];
         if (c < 0 || static_cast<size_t>(c) >= n_codes)
           throw std::invalid_argument("dense code " + std::to_string(c) + " out of range");
-        if (ws.last_list[c] == static_cast<int32_t>(li))
-          throw_duplicate(li, r, static_cast<size_t>(ws.first_pos[c]), c);
-        ws.last_list[c] = static_cast<int32_t>(li);
-        ws.first_pos[c] = static_cast<int32_t>(r);
-        ws.codes[at++] = static_cast<uint32_t>(c);
+        if (last[c] == static_cast<int32_t>(li)) throw_duplicate(li, r, first_position(l, r), c);
+        last[c] = static_cast<int32_t>(li);
+        *codes++ = static_cast<uint32_t>(c);
       }
     }
     return n_codes;
@@ -74,37 +79,37 @@ size_t intern(const std::vector<RankedList>& lists, const Options& opt, Workspac
   const int shift = 64 - __builtin_ctzll(cap);
   const uint64_t mask = cap - 1;
   ws.table.assign(cap, -1);
-  ws.unique_ids.clear();
-  ws.unique_ids.reserve(total);
+  ws.unique_ids.resize(total);
   ws.last_list.resize(total);
-  ws.first_pos.resize(total);
-  size_t at = 0;
+  int32_t* table = ws.table.data();
+  int64_t* uniq = ws.unique_ids.data();
+  int32_t* last = ws.last_list.data();
+  int32_t n_uniq = 0;
   for (size_t li = 0; li < lists.size(); ++li) {
-    const auto& l = lists[li];
+    const RankedList& l = lists[li];
     const int32_t li32 = static_cast<int32_t>(li);
+    const int64_t* ids = l.ids;
     for (size_t r = 0; r < l.size; ++r) {
-      const int64_t id = l.ids[r];
+      const int64_t id = ids[r];
       uint64_t slot = hash_id(id) >> shift;
-      int32_t code;
-      for (;;) {
-        code = ws.table[slot];
-        if (code < 0) {
-          code = static_cast<int32_t>(ws.unique_ids.size());
-          ws.table[slot] = code;
-          ws.unique_ids.push_back(id);
-          ws.last_list[code] = -1;
-          break;
-        }
-        if (ws.unique_ids[code] == id) break;
+      int32_t code = table[slot];
+      while (code >= 0 && uniq[code] != id) {
         slot = (slot + 1) & mask;
+        code = table[slot];
       }
-      if (ws.last_list[code] == li32) throw_duplicate(li, r, static_cast<size_t>(ws.first_pos[code]), id);
-      ws.last_list[code] = li32;
-      ws.first_pos[code] = static_cast<int32_t>(r);
-      ws.codes[at++] = static_cast<uint32_t>(code);
+      if (code < 0) {
+        code = n_uniq++;
+        table[slot] = code;
+        uniq[code] = id;
+      } else if (last[code] == li32) {
+        throw_duplicate(li, r, first_position(l, r), id);
+      }
+      last[code] = li32;
+      *codes++ = static_cast<uint32_t>(code);
     }
   }
-  return ws.unique_ids.size();
+  ws.unique_ids.resize(static_cast<size_t>(n_uniq));
+  return static_cast<size_t>(n_uniq);
 }
 
 // Maps a double to a uint64 whose unsigned order is the double's descending order.
@@ -118,10 +123,11 @@ inline uint64_t descending_key(double s) {
 
 // Step 3: ranks codes 0..n-1 by descending score, ties by code (first appearance).
 // Each code becomes one uint64: the high 32 bits of its order-preserving score key above the code.
-// A stable LSD radix sort (8-bit digits) runs only over the key bits that actually vary across
-// the scores (RRF scores share their sign and most exponent bits, so that is 2-3 passes), and a
-// final insertion pass orders the rare neighbours whose high key bits tie but whose full doubles
-// differ. Exact, linear in practice, and stable.
+// A stable LSD radix sort (8-bit digits, at most two passes) orders the codes by the top 16 key
+// bits that actually vary across the scores (RRF scores share their sign and most exponent
+// bits). Codes whose sorted prefix ties form short runs, still in code order; each run is then
+// ordered exactly by (score, code): insertion sort for the usual short runs, std::sort for long
+// ones, so the worst case stays O(n log n). Exact and deterministic.
 void rank_codes(size_t n, Workspace& ws) {
   ws.keys.resize(n);
   ws.keys_tmp.resize(n);
@@ -129,40 +135,43 @@ void rank_codes(size_t n, Workspace& ws) {
   if (n == 0) return;
   uint64_t* a = ws.keys.data();
   uint64_t* b = ws.keys_tmp.data();
-  uint64_t first_hi = descending_key(ws.scores[0]) >> 32, varying = 0;
+  const uint64_t first_hi = descending_key(ws.scores[0]) >> 32;
+  uint64_t varying = 0;
   for (size_t i = 0; i < n; ++i) {
     const uint64_t hi = descending_key(ws.scores[i]) >> 32;
     varying |= hi ^ first_hi;
     a[i] = (hi << 32) | static_cast<uint64_t>(i);
   }
   const int bits = varying ? 64 - __builtin_clzll(varying) : 0;
-  // Digit width: as few passes as possible without the prefix sums dominating a short input.
-  const int passes = (bits + 11) / 12;
-  const int width = passes ? (bits + passes - 1) / passes : 0;
-  const uint64_t dmask = (1ull << width) - 1;
-  std::vector<uint32_t>& hist = ws.hist;
-  for (int p = 0; p < passes; ++p) {
-    const int shift = 32 + p * width;
-    hist.assign(size_t(1) << width, 0);
-    for (size_t i = 0; i < n; ++i) ++hist[(a[i] >> shift) & dmask];
+  const int sorted_bits = std::min(bits, 16);
+  const int prefix_shift = 32 + (bits - sorted_bits);
+  uint32_t hist[256];
+  for (int shift = prefix_shift; shift < prefix_shift + sorted_bits; shift += 8) {
+    std::memset(hist, 0, sizeof hist);
+    for (size_t i = 0; i < n; ++i) ++hist[(a[i] >> shift) & 0xFF];
     uint32_t sum = 0;
-    for (auto& h : hist) { const uint32_t c = h; h = sum; sum += c; }
-    for (size_t i = 0; i < n; ++i) b[hist[(a[i] >> shift) & dmask]++] = a[i];
+    for (int d = 0; d < 256; ++d) { const uint32_t c = hist[d]; hist[d] = sum; sum += c; }
+    for (size_t i = 0; i < n; ++i) b[hist[(a[i] >> shift) & 0xFF]++] = a[i];
     std::swap(a, b);
   }
   uint32_t* order = ws.order.data();
   const double* sc = ws.scores.data();
-  order[0] = static_cast<uint32_t>(a[0]);
-  for (size_t i = 1; i < n; ++i) {
-    const uint32_t c = static_cast<uint32_t>(a[i]);
+  auto before = [sc](uint32_t x, uint32_t y) { return sc[x] > sc[y] || (sc[x] == sc[y] && x < y); };
+  for (size_t i = 0; i < n;) {
+    const uint64_t prefix = a[i] >> prefix_shift;
     size_t j = i;
-    // Only neighbours with the same high key can be out of order.
-    while (j > 0 && (a[j - 1] >> 32) == (a[i] >> 32) &&
-           (sc[order[j - 1]] < sc[c] || (sc[order[j - 1]] == sc[c] && order[j - 1] > c))) {
-      order[j] = order[j - 1];
-      --j;
+    for (; j < n && (a[j] >> prefix_shift) == prefix; ++j) order[j] = static_cast<uint32_t>(a[j]);
+    if (j - i > 24) {
+      std::sort(order + i, order + j, before);
+    } else {
+      for (size_t p = i + 1; p < j; ++p) {
+        const uint32_t c = order[p];
+        size_t q = p;
+        for (; q > i && before(c, order[q - 1]); --q) order[q] = order[q - 1];
+        order[q] = c;
+      }
     }
-    order[j] = c;
+    i = j;
   }
 }
 

@@ -21,7 +21,6 @@ struct FloatWeight {
   }
 };
 
-constexpr std::uint32_t kSmallSegmentDocs = bm25::kSmallSegmentDocs;
 
 }  // namespace
 
@@ -145,14 +144,34 @@ void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::
   if (q.empty()) return;
   bm25::TopKQueue heap(std::min<std::size_t>(k, num_docs_));
   for (const auto& s : segments_) {
-    const bool exhaustive =
-        algorithm == Algorithm::Exhaustive || (algorithm == Algorithm::Auto && s->seg.num_docs <= kSmallSegmentDocs);
+    Algorithm alg = algorithm;
+    if (alg == Algorithm::Auto) {
+      // Small segments: scoring every posting into a dense accumulator beats document-at-a-time
+      // bookkeeping (as in the BM25 index). Large segments: MaxScore, unless the query's lists
+      // cover the segment twice over (then there is little to skip and DAAT loses).
+      alg = Algorithm::Exhaustive;
+      if (s->seg.num_docs > bm25::kSmallSegmentDocs) {
+        std::uint64_t postings = 0;
+        for (const auto& t : q) {
+          const std::int64_t slot = s->seg.slot_of(t.term);
+          if (slot >= 0) postings += s->seg.offsets[slot + 1] - s->seg.offsets[slot];
+        }
+        if (postings < 2ull * s->seg.num_docs) alg = Algorithm::MaxScore;
+      }
+    }
+    const float* b = s->bounds.data();
     if (scale_ > 0.0f) {
-      if (exhaustive) postings::exhaustive_segment(s->seg, q, QuantisedWeight{}, heap);
-      else postings::maxscore_segment(s->seg, q, s->bounds.data(), QuantisedWeight{}, heap);
+      switch (alg) {
+        case Algorithm::MaxScore: postings::maxscore_segment(s->seg, q, b, QuantisedWeight{}, heap); break;
+        case Algorithm::TaatMaxScore: postings::taat_maxscore_segment(s->seg, q, b, QuantisedWeight{}, heap); break;
+        default: postings::exhaustive_segment(s->seg, q, QuantisedWeight{}, heap); break;
+      }
     } else {
-      if (exhaustive) postings::exhaustive_segment(s->seg, q, FloatWeight{}, heap);
-      else postings::maxscore_segment(s->seg, q, s->bounds.data(), FloatWeight{}, heap);
+      switch (alg) {
+        case Algorithm::MaxScore: postings::maxscore_segment(s->seg, q, b, FloatWeight{}, heap); break;
+        case Algorithm::TaatMaxScore: postings::taat_maxscore_segment(s->seg, q, b, FloatWeight{}, heap); break;
+        default: postings::exhaustive_segment(s->seg, q, FloatWeight{}, heap); break;
+      }
     }
   }
   heap.finalize(out);

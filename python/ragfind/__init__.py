@@ -58,6 +58,7 @@ from ragfind.chunking import Chunk, chunk, chunk_documents, default_context  # n
 from ragfind.context import AssembledContext, assemble_context  # noqa: E402
 from ragfind.fusion import fuse_scores, rrf  # noqa: E402
 from ragfind.retriever import Passage, RetrieverFolderError, Retriever, SearchResult  # noqa: E402
+from ragfind.stages import LateInteractionStage, SpladeStage  # noqa: E402
 
 __all__ += [
     "rrf",
@@ -73,6 +74,8 @@ __all__ += [
     "Passage",
     "SearchResult",
     "RetrieverFolderError",
+    "SpladeStage",
+    "LateInteractionStage",
 ]
 
 # --- late interaction and learned sparse (issue 6) ---

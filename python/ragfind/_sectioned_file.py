@@ -84,7 +84,8 @@ class SectionedFile:
             file_version, hlen = struct.unpack("<II", head[8:16])
             if file_version != version:
                 raise ValueError(
-                    f"{self.path}: unsupported {what} file version {file_version} (this ragfind reads {version})"
+                    f"{self.path}: unsupported {what} file version {file_version} "
+                    f"(this ragfind reads {version})"
                 )
             if hlen > min(self.size - 16, 1 << 24):
                 raise ValueError(f"{self.path}: header length {hlen} exceeds the file (truncated or corrupt)")
@@ -126,9 +127,14 @@ class SectionedFile:
             dt = dtype
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{self.path}: corrupt section {name!r} ({e})") from None
-        if dt != dtype or got_shape != tuple(shape) or nbytes != int(np.prod(shape, dtype=np.int64)) * dt.itemsize:
+        if (
+            dt != dtype
+            or got_shape != tuple(shape)
+            or nbytes != int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        ):
             raise ValueError(
-                f"{self.path}: section {name!r} has dtype {dt} shape {got_shape}, expected {dtype} {tuple(shape)}"
+                f"{self.path}: section {name!r} has dtype {dt} shape {got_shape}, "
+                f"expected {dtype} {tuple(shape)}"
             )
         if off < self.header_end or off + nbytes > self.size:
             raise ValueError(f"{self.path}: section {name!r} lies outside the file (truncated?)")

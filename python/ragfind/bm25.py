@@ -44,7 +44,9 @@ def _snowball_stemmer(language: str):
         raise ImportError("stemming needs PyStemmer (pip install PyStemmer), or pass stemmer=None") from exc
     algorithms = Stemmer.algorithms()
     if language not in algorithms:
-        raise ValueError(f"stemmer: unknown Snowball language {language!r}; expected None or one of {algorithms}")
+        raise ValueError(
+            f"stemmer: unknown Snowball language {language!r}; expected None or one of {algorithms}"
+        )
     return Stemmer.Stemmer(language)
 
 
@@ -56,10 +58,11 @@ class Analyzer:
     With ``split_identifiers`` the analyzer also emits, without counting them towards the
     length, the parts of identifiers (``getUserById`` -> ``get user by id``,
     ``E_ACCESS_DENIED`` -> ``access denied``) and whole compounds joined by ``-``, ``.`` or
-    ``/`` (``XJ-2000`` -> ``xj-2000``, ``v2.3.1`` -> ``v2.3.1``): a query for the whole
-    identifier or for one of its parts finds the document. Invalid UTF-8 bytes and lone
-    surrogates are treated as separators. Stemming (PyStemmer's Snowball) runs once per
-    distinct word form and is cached.
+    ``/`` that contain a digit (``XJ-2000`` -> ``xj-2000``, ``v2.3.1`` -> ``v2.3.1``): a query
+    for the whole identifier or for one of its parts finds the document, and the exact
+    identifier ranks first. ``split_identifiers=False`` gives exactly bm25s's tokens.
+    Invalid UTF-8 bytes and lone surrogates are treated as separators. Stemming (PyStemmer's
+    Snowball) runs once per distinct word form and is cached.
 
     Args:
         lowercase: lower-case tokens (Unicode simple case mapping).
@@ -87,7 +90,9 @@ class Analyzer:
     ) -> None:
         if isinstance(stopwords, str):
             if stopwords not in ("english", "en"):
-                raise ValueError(f"stopwords: unknown list {stopwords!r}; expected 'english', None or a list of words")
+                raise ValueError(
+                    f"stopwords: unknown list {stopwords!r}; expected 'english', None or a list of words"
+                )
             words = list(ENGLISH_STOPWORDS)
             stopwords_config: Any = "english"
         elif stopwords is None:
@@ -99,9 +104,13 @@ class Analyzer:
                     raise TypeError(f"stopwords: expected str items, got {type(w).__name__}")
             stopwords_config = words
         if stemmer is not None and not isinstance(stemmer, str):
-            raise TypeError(f"stemmer: expected a Snowball language name or None, got {type(stemmer).__name__}")
+            raise TypeError(
+                f"stemmer: expected a Snowball language name or None, got {type(stemmer).__name__}"
+            )
         if tokenizer is not None and not callable(tokenizer):
-            raise TypeError(f"tokenizer: expected a callable str -> list[str] or None, got {type(tokenizer).__name__}")
+            raise TypeError(
+                f"tokenizer: expected a callable str -> list[str] or None, got {type(tokenizer).__name__}"
+            )
         stem_words = _snowball_stemmer(stemmer).stemWords if stemmer is not None else None
         self._config = {
             "lowercase": bool(lowercase),
@@ -294,7 +303,11 @@ class BM25Index:
             ValueError: ``k <= 0`` or ``threads < 0``.  TypeError: a query is not str / bytes.
         """
         return self._core.search_batch(
-            _check_texts(queries, "queries"), _check_k(k), _check_threads(threads), False, _algorithm(algorithm)
+            _check_texts(queries, "queries"),
+            _check_k(k),
+            _check_threads(threads),
+            False,
+            _algorithm(algorithm),
         )
 
     def search_batch_tokenized(
@@ -302,7 +315,11 @@ class BM25Index:
     ) -> list[tuple[np.ndarray, np.ndarray]]:
         """:meth:`search_batch` for pre-tokenized queries."""
         return self._core.search_batch(
-            _check_texts(token_lists, "token_lists"), _check_k(k), _check_threads(threads), True, _algorithm(algorithm)
+            _check_texts(token_lists, "token_lists"),
+            _check_k(k),
+            _check_threads(threads),
+            True,
+            _algorithm(algorithm),
         )
 
     def get_scores(self, query: str | Sequence[str]) -> np.ndarray:
@@ -333,7 +350,11 @@ class BM25Index:
         return self._core.explain(query, doc_id)
 
     def set_params(
-        self, method: str | None = None, k1: float | None = None, b: float | None = None, delta: float | None = None
+        self,
+        method: str | None = None,
+        k1: float | None = None,
+        b: float | None = None,
+        delta: float | None = None,
     ) -> None:
         """Changes the variant and/or its parameters; later scores use them (no rebuild)."""
         s = self._core.stats()
@@ -358,14 +379,14 @@ class BM25Index:
         self._core.save(os.fspath(path), json.dumps({"analyzer": self._analyzer.config()}))
 
     @classmethod
-    def load(
-        cls, path: str | os.PathLike, mmap: bool = True, analyzer: Analyzer | None = None
-    ) -> BM25Index:
+    def load(cls, path: str | os.PathLike, mmap: bool = True, analyzer: Analyzer | None = None) -> BM25Index:
         """Loads an index written by :meth:`save`.
 
         Args:
             path: the file.
-            mmap: map the postings and lengths from the file instead of reading them into memory.
+            mmap: map the postings and lengths from the file instead of reading them into
+                memory. The file is validated in full either way; with ``mmap`` the checked
+                pages are released again, so only the postings queries touch stay resident.
             analyzer: the analyzer to use (required if the index was built with a custom
                 tokenizer); default: rebuilt from the saved settings.
 
@@ -381,7 +402,9 @@ class BM25Index:
             meta = json.loads(meta_text)
             config = meta["analyzer"]
         except (ValueError, KeyError, TypeError) as exc:
-            raise IndexFileError(f"{path!r} is not a valid ragfind BM25 index: bad analyzer settings") from exc
+            raise IndexFileError(
+                f"{path!r} is not a valid ragfind BM25 index: bad analyzer settings"
+            ) from exc
         if analyzer is None:
             if config.get("custom_tokenizer"):
                 raise ValueError(
@@ -411,18 +434,22 @@ class BM25Index:
 
     @property
     def method(self) -> str:
+        """The BM25 variant (see :data:`METHODS`)."""
         return self._core.stats()["method"]
 
     @property
     def k1(self) -> float:
+        """Term-frequency saturation parameter."""
         return self._core.stats()["k1"]
 
     @property
     def b(self) -> float:
+        """Length-normalisation parameter."""
         return self._core.stats()["b"]
 
     @property
     def delta(self) -> float:
+        """The bm25l / bm25+ lower bound (0 for the other variants)."""
         return self._core.stats()["delta"]
 
     def stats(self) -> dict:

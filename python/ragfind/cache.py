@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Hashable, Optional
+from collections.abc import Hashable
+from typing import Any, Callable
 
 __all__ = ["LRUCache"]
 
@@ -102,7 +103,7 @@ class LRUCache:
         return f"LRUCache(entries={s['entries']}/{s['max_entries']}, hits={s['hits']}, misses={s['misses']})"
 
 
-def freeze(value: Any) -> Optional[Hashable]:
+def freeze(value: Any) -> Hashable | None:
     """A hashable, order-independent form of a filter dict (nested dicts/lists allowed)."""
     if value is None:
         return None

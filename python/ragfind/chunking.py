@@ -19,9 +19,10 @@ import bisect
 import functools
 import os
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Union
 
 __all__ = [
     "Chunk",
@@ -276,9 +277,9 @@ def chunk(
     doc_id: str = "",
     title: str = "",
     size: int = 384,
-    overlap: Union[float, int] = 0.15,
+    overlap: float | int = 0.15,
     tokenizer: TokenizerLike = None,
-    metadata: Optional[Mapping[str, Any]] = None,
+    metadata: Mapping[str, Any] | None = None,
     encoding: Any = None,
 ) -> list[Chunk]:
     """Split one text into token-bounded chunks.
@@ -321,9 +322,9 @@ def chunk_documents(
     documents: Iterable[Mapping[str, Any]],
     *,
     size: int = 384,
-    overlap: Union[float, int] = 0.15,
+    overlap: float | int = 0.15,
     tokenizer: TokenizerLike = None,
-    contextualize: Union[None, bool, Callable[[Mapping[str, Any], Chunk], str]] = None,
+    contextualize: None | bool | Callable[[Mapping[str, Any], Chunk], str] = None,
 ) -> list[Chunk]:
     """Chunk many documents (dicts with ``id``, ``text`` and optional ``title``, ``metadata``).
 
@@ -348,7 +349,9 @@ def chunk_documents(
         if not isinstance(d, Mapping):
             raise TypeError(f"documents[{n}] is a {type(d).__name__}; expected a dict with 'id' and 'text'")
         if "id" not in d or "text" not in d:
-            raise ValueError(f"documents[{n}] lacks {'id' if 'id' not in d else 'text'!r}; expected keys 'id' and 'text'")
+            raise ValueError(
+                f"documents[{n}] lacks {'id' if 'id' not in d else 'text'!r}; expected keys 'id' and 'text'"
+            )
         if not isinstance(d["text"], str):
             raise TypeError(f"documents[{n}]['text'] is a {type(d['text']).__name__}; expected str")
         key = str(d["id"])
@@ -363,15 +366,23 @@ def chunk_documents(
     out: list[Chunk] = []
     for d, enc in zip(docs, encodings):
         chunks = chunk(
-            d["text"], doc_id=str(d["id"]), title=d.get("title") or "", size=size, overlap=overlap,
-            metadata=d.get("metadata") or {}, encoding=enc,
+            d["text"],
+            doc_id=str(d["id"]),
+            title=d.get("title") or "",
+            size=size,
+            overlap=overlap,
+            metadata=d.get("metadata") or {},
+            encoding=enc,
         )
         if contextualize:
             with_context = []
             for c in chunks:
                 ctx = contextualize(d, c)
                 if not isinstance(ctx, str):
-                    raise TypeError(f"contextualize returned a {type(ctx).__name__} for document {c.doc_id!r}; expected str")
+                    raise TypeError(
+                        f"contextualize returned a {type(ctx).__name__} for document {c.doc_id!r}; "
+                        "expected str"
+                    )
                 with_context.append(replace(c, context=ctx.strip()))
             chunks = with_context
         out.extend(chunks)
@@ -411,5 +422,3 @@ def default_context(document: Mapping[str, Any], chunk: Chunk) -> str:
         if h not in parts:
             parts.append(h)
     return " > ".join(parts)
-
-

@@ -59,9 +59,10 @@ class ColbertEncoder(_ModelBase):
     """Texts in, one L2-normalised token matrix per text out (for MaxSim / LateInteractionIndex).
 
     Args:
-        path_or_name: a model folder with role "colbert" (see :func:`export_colbert`), a
-            bi-encoder folder or default name (its token states are used, see the module notes);
-            default "all-MiniLM-L6-v2".
+        path_or_name: a model folder with role "colbert" (see :func:`export_colbert`), or a
+            bi-encoder folder / default name whose L2-normalised token states are used. The
+            default, "all-MiniLM-L6-v2", is NOT a trained ColBERT: it works offline and ranks
+            sensibly, but export a real ColBERT/PyLate checkpoint for ColBERT quality.
         threads, graph_optimization, providers, max_text_chars, verify: as ``ragfind.Encoder``.
         query_length, document_length: override the folder's settings.
     Raises:
@@ -277,8 +278,17 @@ def export_colbert(src, dst, quantize: str | None = None, *, overwrite: bool = F
 
     unknown = set(settings) - set(DEFAULT_COLBERT)
     if unknown:
-        raise ValueError(f"unknown ColBERT settings {sorted(unknown)}; expected some of {sorted(DEFAULT_COLBERT)}")
+        raise ValueError(
+            f"unknown ColBERT settings {sorted(unknown)}; expected some of {sorted(DEFAULT_COLBERT)}"
+        )
     s = colbert_settings_from_checkpoint(src)
     s.update(settings)
-    return export(src, dst, role="colbert", quantize=quantize, normalize=True, extra_config={"colbert": s},
-                  overwrite=overwrite)
+    return export(
+        src,
+        dst,
+        role="colbert",
+        quantize=quantize,
+        normalize=True,
+        extra_config={"colbert": s},
+        overwrite=overwrite,
+    )

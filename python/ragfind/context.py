@@ -10,10 +10,17 @@ budget twice on overlapping chunks of one document.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 
-__all__ = ["assemble_context", "AssembledContext", "DEFAULT_INSTRUCTION", "DEFAULT_TEMPLATE", "DEFAULT_PASSAGE_TEMPLATE"]
+__all__ = [
+    "assemble_context",
+    "AssembledContext",
+    "DEFAULT_INSTRUCTION",
+    "DEFAULT_TEMPLATE",
+    "DEFAULT_PASSAGE_TEMPLATE",
+]
 
 DEFAULT_INSTRUCTION = (
     "Answer the question using only the provided context. If the context does not contain the "
@@ -35,8 +42,8 @@ class ContextPassage:
     title: str
     text: str
     score: float
-    start: Optional[int]
-    end: Optional[int]
+    start: int | None
+    end: int | None
     ids: tuple  # the chunk ids merged into it, best first
     n_tokens: int
 
@@ -73,8 +80,8 @@ class _Item:
     title: str
     text: str
     score: float
-    start: Optional[int]
-    end: Optional[int]
+    start: int | None
+    end: int | None
     parts: list = field(default_factory=list)  # (ids, text, start, end) of the original pieces
 
 
@@ -89,8 +96,10 @@ def _normalise(results: Sequence[Any]) -> list[_Item]:
     for i, p in enumerate(results):
         text = _get(p, "text")
         if not isinstance(text, str):
-            raise TypeError(f"results[{i}] has no str 'text' (got {type(text).__name__}); expected passages "
-                            "from Retriever.search or dicts with 'text'")
+            raise TypeError(
+                f"results[{i}] has no str 'text' (got {type(text).__name__}); expected passages "
+                "from Retriever.search or dicts with 'text'"
+            )
         doc_id = _get(p, "doc_id")
         pid = _get(p, "id", i)
         doc_id = str(doc_id) if doc_id is not None else f"#{pid}"
@@ -99,9 +108,19 @@ def _normalise(results: Sequence[Any]) -> list[_Item]:
         if start is not None and end is not None and end - start != len(text):
             start = end = None  # offsets that do not describe this text cannot be used to merge
         score = _get(p, "score", 0.0)
-        items.append(_Item([pid], doc_id, str(source), _get(p, "title") or "", text,
-                           float(score) if score is not None else 0.0, start, end,
-                           [([pid], text, start, end)]))
+        items.append(
+            _Item(
+                [pid],
+                doc_id,
+                str(source),
+                _get(p, "title") or "",
+                text,
+                float(score) if score is not None else 0.0,
+                start,
+                end,
+                [([pid], text, start, end)],
+            )
+        )
     return items
 
 
@@ -132,7 +151,7 @@ def _dedupe(items: list[_Item]) -> tuple[list[_Item], list]:
                 host.text = it.text[: host.start - it.start] + host.text
                 host.start = it.start
             if it.end > host.end:
-                host.text = host.text + it.text[len(it.text) - (it.end - host.end):]
+                host.text = host.text + it.text[len(it.text) - (it.end - host.end) :]
                 host.end = it.end
             host.ids.extend(it.ids)
             host.parts.append((list(it.ids), it.text, it.start, it.end))
@@ -151,7 +170,12 @@ def _order(items: list, order: str) -> list:
 
 def _render_passage(template: str, n: int, it: _Item) -> str:
     return template.format(
-        n=n, source=it.source, title=it.title, doc_id=it.doc_id, text=it.text, score=it.score,
+        n=n,
+        source=it.source,
+        title=it.title,
+        doc_id=it.doc_id,
+        text=it.text,
+        score=it.score,
         title_part=f" | {it.title}" if it.title else "",
     )
 
@@ -204,11 +228,16 @@ def assemble_context(
     if order not in ("relevance", "edges"):
         raise ValueError(f"order = {order!r}; expected 'relevance' or 'edges'")
     if "{context}" not in template:
-        raise ValueError("template lacks a {context} field; expected one (and optionally {instruction}, {question})")
+        raise ValueError(
+            "template lacks a {context} field; expected one (and optionally {instruction}, {question})"
+        )
     tok = load_tokenizer(tokenizer)
 
     def count(s: str) -> int:
         return len(tok.encode(s, add_special_tokens=False).ids)
+
+    def count_many(texts: list) -> list:
+        return [len(e.ids) for e in tok.encode_batch(texts, add_special_tokens=False)] if texts else []
 
     def render(chosen: list[_Item]) -> str:
         blocks = [_render_passage(passage_template, n, it) for n, it in enumerate(chosen, 1)]
@@ -220,15 +249,21 @@ def assemble_context(
         items, merged = _dedupe(items)
     overhead = count(render([]))
     if overhead > budget_tokens:
-        raise ValueError(f"budget_tokens = {budget_tokens} is below the {overhead} tokens of the instruction, "
-                         "template and question alone; raise the budget or shorten the template")
+        raise ValueError(
+            f"budget_tokens = {budget_tokens} is below the {overhead} tokens of the instruction, "
+            "template and question alone; raise the budget or shorten the template"
+        )
     # Greedy in relevance order: take each passage whole if it still fits, else drop it whole.
     # A passage costs its rendered block plus a separator (labels are at most a few digits).
+    # All blocks are counted in one batch, labelled with their relevance rank: the label of the
+    # final position has at most as many digits, and the +1 slack covers the separator join.
+    separator = count(_SEPARATOR)
+    block_tokens = count_many([_render_passage(passage_template, n, it) for n, it in enumerate(items, 1)])
     chosen: list[_Item] = []
     dropped: list = []
     used = overhead
-    for it in items:
-        cost = count(_render_passage(passage_template, len(chosen) + 1, it)) + count(_SEPARATOR) + 1
+    for it, tokens in zip(items, block_tokens):
+        cost = tokens + separator + 1
         if used + cost <= budget_tokens:
             chosen.append(it)
             used += cost
@@ -236,8 +271,10 @@ def assemble_context(
         # A merged passage that no longer fits: its best original piece alone may.
         if len(it.parts) > 1:
             ids, text, start, end = it.parts[0]
-            alone = _Item(list(ids), it.doc_id, it.source, it.title, text, it.score, start, end, [it.parts[0]])
-            cost = count(_render_passage(passage_template, len(chosen) + 1, alone)) + count(_SEPARATOR) + 1
+            alone = _Item(
+                list(ids), it.doc_id, it.source, it.title, text, it.score, start, end, [it.parts[0]]
+            )
+            cost = count(_render_passage(passage_template, len(chosen) + 1, alone)) + separator + 1
             if used + cost <= budget_tokens:
                 chosen.append(alone)
                 used += cost
@@ -245,9 +282,11 @@ def assemble_context(
                 continue
         dropped.extend(it.ids)
     if items and not chosen:
-        smallest = min(count(_render_passage(passage_template, 1, it)) for it in items)
-        raise ValueError(f"budget_tokens = {budget_tokens} fits no passage: the prompt needs {overhead} tokens "
-                         f"and the smallest passage {smallest} more; raise the budget or chunk smaller")
+        smallest = min(block_tokens)
+        raise ValueError(
+            f"budget_tokens = {budget_tokens} fits no passage: the prompt needs {overhead} tokens "
+            f"and the smallest passage {smallest} more; raise the budget or chunk smaller"
+        )
     placed = _order(chosen, order)
     prompt = render(placed)
     n_tokens = count(prompt)
@@ -259,9 +298,11 @@ def assemble_context(
         placed = _order(chosen, order)
         prompt = render(placed)
         n_tokens = count(prompt)
+    text_tokens = count_many([it.text for it in placed])
     out = tuple(
-        ContextPassage(n, it.doc_id, it.source, it.title, it.text, it.score, it.start, it.end, tuple(it.ids),
-                       count(it.text))
-        for n, it in enumerate(placed, 1)
+        ContextPassage(
+            n, it.doc_id, it.source, it.title, it.text, it.score, it.start, it.end, tuple(it.ids), tokens
+        )
+        for n, (it, tokens) in enumerate(zip(placed, text_tokens), 1)
     )
     return AssembledContext(prompt, out, tuple(dropped), tuple(merged), n_tokens, budget_tokens)

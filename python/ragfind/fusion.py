@@ -8,7 +8,8 @@ ranking first, then list 1's new ids, and so on).
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -20,8 +21,8 @@ __all__ = ["rrf", "fuse_scores"]
 def rrf(
     lists: Sequence[Any],
     k: float = 60,
-    weights: Optional[Sequence[float]] = None,
-    top_k: Optional[int] = None,
+    weights: Sequence[float] | None = None,
+    top_k: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Reciprocal rank fusion (Cormack, Clarke & Buettcher, SIGIR 2009).
 
@@ -51,8 +52,8 @@ def fuse_scores(
     lists: Sequence[Any],
     norm: str = "min-max",
     method: str = "sum",
-    weights: Optional[Sequence[float]] = None,
-    top_k: Optional[int] = None,
+    weights: Sequence[float] | None = None,
+    top_k: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Score fusion: normalise each list's scores, then combine them per id.
 

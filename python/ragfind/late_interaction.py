@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -226,7 +225,9 @@ class LateInteractionIndex:
         Raises TypeError/ValueError naming the offending document.
         """
         if isinstance(documents, np.ndarray) and documents.ndim == 2:
-            raise TypeError("documents must be a list of (tokens, dim) arrays; wrap a single document in a list")
+            raise TypeError(
+                "documents must be a list of (tokens, dim) arrays; wrap a single document in a list"
+            )
         docs = []
         for i, d in enumerate(documents):
             a = _as_doc(d, f"documents[{i}]", self._dtype)
@@ -265,7 +266,9 @@ class LateInteractionIndex:
         n = len(self)
         bad = (arr < 0) | (arr >= n)
         if bad.any():
-            raise IndexError(f"{name} contains unknown document id {int(arr[bad][0])} (index has {n} documents)")
+            raise IndexError(
+                f"{name} contains unknown document id {int(arr[bad][0])} (index has {n} documents)"
+            )
         return arr
 
     # ----------------------------------------------------------------- scoring
@@ -276,7 +279,9 @@ class LateInteractionIndex:
         ids = None if doc_ids is None else self._check_ids(doc_ids, "doc_ids")
         if len(self) == 0:
             return np.zeros(0, dtype=np.float32)
-        return _core.maxsim_packed(q, self._tokens, self._offsets, ids, 0 if n_threads is None else n_threads, False)
+        return _core.maxsim_packed(
+            q, self._tokens, self._offsets, ids, 0 if n_threads is None else n_threads, False
+        )
 
     def _query(self, query_vectors) -> np.ndarray:
         q = _as_query(query_vectors)
@@ -284,7 +289,9 @@ class LateInteractionIndex:
             raise ValueError(f"query_vectors has dim {q.shape[1]}, expected {self._dim} (the index's dim)")
         bad = _core.first_non_finite(q)
         if bad >= 0:
-            raise ValueError(f"query_vectors contains a non-finite value (NaN or Inf) at token {bad // self._dim}")
+            raise ValueError(
+                f"query_vectors contains a non-finite value (NaN or Inf) at token {bad // self._dim}"
+            )
         return q
 
     def rerank(self, query_vectors, candidate_ids, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -441,9 +448,17 @@ class LateInteractionIndex:
         sections = {"offsets": self._offsets, "tokens": self._tokens}
         if self.has_centroids:
             sections.update(
-                centroids=self._centroids, codes=self._codes, ivf_offsets=self._ivf_offsets, ivf_docs=self._ivf_docs
+                centroids=self._centroids,
+                codes=self._codes,
+                ivf_offsets=self._ivf_offsets,
+                ivf_docs=self._ivf_docs,
             )
-        header = {"dim": self._dim, "dtype": self._dtype.name, "n_docs": len(self), "n_tokens": int(self._offsets[-1])}
+        header = {
+            "dim": self._dim,
+            "dtype": self._dtype.name,
+            "n_docs": len(self),
+            "n_tokens": int(self._offsets[-1]),
+        }
         write_sectioned(path, _MAGIC, _VERSION, header, sections)
 
     @classmethod
@@ -464,7 +479,9 @@ class LateInteractionIndex:
         offsets = f.array("offsets", "<i8", (n_docs + 1,), mmap=False, verify=True)
         if offsets[0] != 0 or offsets[-1] != n_tokens or (n_docs and np.any(np.diff(offsets) <= 0)):
             raise ValueError(f"{path}: corrupt offsets (not strictly increasing from 0 to {n_tokens})")
-        tokens = f.array("tokens", _DTYPES[dtype_name].newbyteorder("<"), (n_tokens, dim), mmap=mmap, verify=verify)
+        tokens = f.array(
+            "tokens", _DTYPES[dtype_name].newbyteorder("<"), (n_tokens, dim), mmap=mmap, verify=verify
+        )
         index = cls(dim, dtype_name)
         index._tokens, index._offsets = tokens, np.ascontiguousarray(offsets, dtype=np.int64)
         if "centroids" in f.sections:

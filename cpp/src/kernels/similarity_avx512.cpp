@@ -111,8 +111,13 @@ void rows(const float* q, const T* X, size_t n, size_t d, float* out) {
   }
 }
 
-void dot_rows_f32(const float* q, const float* X, size_t n, size_t d, float* out) { rows<false>(q, X, n, d, out); }
-void l2_rows_f32(const float* q, const float* X, size_t n, size_t d, float* out) { rows<true>(q, X, n, d, out); }
+// f32 rows one at a time, as in the AVX2 file (one sequential stream for the prefetcher).
+void dot_rows_f32(const float* q, const float* X, size_t n, size_t d, float* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = dot_f32(q, X + i * d, d);
+}
+void l2_rows_f32(const float* q, const float* X, size_t n, size_t d, float* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = l2sq_f32(q, X + i * d, d);
+}
 void dot_rows_f16(const float* q, const uint16_t* X, size_t n, size_t d, float* out) { rows<false>(q, X, n, d, out); }
 void l2_rows_f16(const float* q, const uint16_t* X, size_t n, size_t d, float* out) { rows<true>(q, X, n, d, out); }
 

@@ -12,7 +12,6 @@ COMMANDS = [
     "demo",
     # export (issue 4)
     "export",
-
     # index, search, eval, bench (issue 5)
     "index",
     "search",

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 
 def read_documents(path: str) -> Iterator[dict]:
@@ -47,7 +48,14 @@ def parse_filters(items: list) -> dict:
     """
     out: dict[str, Any] = {}
     for item in items or []:
-        for op, mongo in ((">=", "$gte"), ("<=", "$lte"), ("!=", "$ne"), ("=", "$eq"), (">", "$gt"), ("<", "$lt")):
+        for op, mongo in (
+            (">=", "$gte"),
+            ("<=", "$lte"),
+            ("!=", "$ne"),
+            ("=", "$eq"),
+            (">", "$gt"),
+            ("<", "$lt"),
+        ):
             if op in item:
                 name, raw = item.split(op, 1)
                 try:

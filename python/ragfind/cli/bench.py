@@ -10,7 +10,9 @@ import time
 def register(sub) -> None:
     p = sub.add_parser("bench", help="measure search latency (per stage, p50/p95) and cache-hit latency")
     p.add_argument("index", help="a retriever folder")
-    p.add_argument("--queries", default=None, help="file of queries, one per line (default: chunk texts' first words)")
+    p.add_argument(
+        "--queries", default=None, help="file of queries, one per line (default: chunk texts' first words)"
+    )
     p.add_argument("-n", type=int, default=200, help="queries to time (default 200)")
     p.add_argument("-k", type=int, default=10)
     p.add_argument("--quiet", action="store_true")

@@ -112,8 +112,10 @@ def build_hybrid(documents: list[dict], encoder="all-MiniLM-L6-v2"):
     retriever = ragfind.Retriever(encoder=encoder)
     start = time.perf_counter()
     retriever.add_documents(
-        [{"id": d["id"], "title": d["title"], "text": d["text"], "metadata": {"category": d["category"]}}
-         for d in documents]
+        [
+            {"id": d["id"], "title": d["title"], "text": d["text"], "metadata": {"category": d["category"]}}
+            for d in documents
+        ]
     )
     return retriever, time.perf_counter() - start
 

@@ -10,14 +10,21 @@ def register(sub) -> None:
     p = sub.add_parser("eval", help="evaluate BM25, dense and hybrid retrieval on a BEIR-layout folder")
     p.add_argument("beir", help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
     p.add_argument("--split", default="test")
-    p.add_argument("--index", default=None, help="a saved retriever folder built from this corpus (default: build one)")
+    p.add_argument(
+        "--index", default=None, help="a saved retriever folder built from this corpus (default: build one)"
+    )
     p.add_argument("--encoder", default="all-MiniLM-L6-v2")
-    p.add_argument("--embeddings", default=None,
-                   help="folder with corpus.npy + corpus_ids.txt: precomputed document embeddings (whole documents)")
+    p.add_argument(
+        "--embeddings",
+        default=None,
+        help="folder with corpus.npy + corpus_ids.txt: precomputed document embeddings (whole documents)",
+    )
     p.add_argument("--modes", default="sparse,dense,hybrid", help="comma list of sparse, dense, hybrid")
     p.add_argument("--metrics", default="ndcg@10,recall@100,mrr@10,map@100")
     p.add_argument("--depth", type=int, default=100, help="documents ranked per query (default 100)")
-    p.add_argument("--chunk-size", default="none", help="tokens per chunk when building ('none': whole documents)")
+    p.add_argument(
+        "--chunk-size", default="none", help="tokens per chunk when building ('none': whole documents)"
+    )
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=run)
 
@@ -38,11 +45,14 @@ def build_from_beir(data, encoder: str, embeddings_dir, chunk_size, show_progres
         row = {d: n for n, d in enumerate(ids)}
         missing = [d["id"] for d in docs if d["id"] not in row]
         if missing:
-            raise SystemExit(f"ragfind eval: {len(missing)} documents have no precomputed embedding (first {missing[0]!r})")
+            raise SystemExit(
+                f"ragfind eval: {len(missing)} documents have no precomputed embedding (first {missing[0]!r})"
+            )
         vectors = matrix[[row[d["id"]] for d in docs]]
         chunk_size = None
-    r = ragfind.Retriever(encoder=encoder, chunk_size=chunk_size, show_progress=show_progress,
-                          candidates=100, cache_size=0)
+    r = ragfind.Retriever(
+        encoder=encoder, chunk_size=chunk_size, show_progress=show_progress, candidates=100, cache_size=0
+    )
     r.add_documents(docs, embeddings=vectors)
     return r
 
@@ -73,7 +83,13 @@ def run(args: argparse.Namespace) -> int:
     if args.index:
         retriever = ragfind.Retriever.load(args.index)
     else:
-        size = None if str(args.chunk_size).lower() == "none" else "auto" if args.chunk_size == "auto" else int(args.chunk_size)
+        size = (
+            None
+            if str(args.chunk_size).lower() == "none"
+            else "auto"
+            if args.chunk_size == "auto"
+            else int(args.chunk_size)
+        )
         retriever = build_from_beir(data, args.encoder, args.embeddings, size, not args.quiet)
     print(f"ragfind eval: {data!r}; retriever ready in {time.perf_counter() - t0:.1f} s")
     qids, texts = data.query_items()

@@ -7,14 +7,23 @@ import time
 
 
 def register(sub) -> None:
-    p = sub.add_parser("index", help="chunk, embed and index a corpus into a retriever folder",
-                       description="Build a hybrid retriever (BM25 + dense, SQLite store) from a JSON-lines "
-                       "corpus or a BEIR folder and save it as one folder.")
+    p = sub.add_parser(
+        "index",
+        help="chunk, embed and index a corpus into a retriever folder",
+        description="Build a hybrid retriever (BM25 + dense, SQLite store) from a JSON-lines "
+        "corpus or a BEIR folder and save it as one folder.",
+    )
     p.add_argument("corpus", help="documents: a .jsonl file ({id,title,text,metadata}) or a BEIR folder")
     p.add_argument("output", help="the retriever folder to write (replaced atomically)")
-    p.add_argument("--encoder", default="all-MiniLM-L6-v2", help="embedding model folder or name (default all-MiniLM-L6-v2)")
+    p.add_argument(
+        "--encoder",
+        default="all-MiniLM-L6-v2",
+        help="embedding model folder or name (default all-MiniLM-L6-v2)",
+    )
     p.add_argument("--no-dense", action="store_true", help="lexical (BM25) only")
-    p.add_argument("--chunk-size", default="auto", help="tokens per chunk, 'auto' or 'none' (whole documents)")
+    p.add_argument(
+        "--chunk-size", default="auto", help="tokens per chunk, 'auto' or 'none' (whole documents)"
+    )
     p.add_argument("--overlap", type=float, default=0.15, help="chunk overlap as a fraction (default 0.15)")
     p.add_argument("--no-context", action="store_true", help="do not index the title/heading context")
     p.add_argument("--dense-kind", choices=["exact", "hnsw"], default="exact")
@@ -34,15 +43,23 @@ def run(args: argparse.Namespace) -> int:
     size = None if str(size).lower() == "none" else "auto" if size == "auto" else int(size)
     t0 = time.perf_counter()
     retriever = ragfind.Retriever(
-        encoder=None if args.no_dense else args.encoder, chunk_size=size, chunk_overlap=args.overlap,
-        contextualize=not args.no_context, dense_kind=args.dense_kind, show_progress=not args.quiet,
+        encoder=None if args.no_dense else args.encoder,
+        chunk_size=size,
+        chunk_overlap=args.overlap,
+        contextualize=not args.no_context,
+        dense_kind=args.dense_kind,
+        show_progress=not args.quiet,
     )
     docs = list(tqdm(read_documents(args.corpus), desc="read", unit="doc", disable=args.quiet))
     batch = 2048
     n_chunks = 0
-    for start in tqdm(range(0, len(docs), batch), desc="index", unit="batch", disable=args.quiet or len(docs) <= batch):
+    for start in tqdm(
+        range(0, len(docs), batch), desc="index", unit="batch", disable=args.quiet or len(docs) <= batch
+    ):
         n_chunks += retriever.add_documents(docs[start : start + batch], batch_size=args.batch_size)
     retriever.save(args.output)
-    print(f"ragfind index: {len(docs)} documents, {n_chunks} chunks -> {args.output} "
-          f"({time.perf_counter() - t0:.1f} s)")
+    print(
+        f"ragfind index: {len(docs)} documents, {n_chunks} chunks -> {args.output} "
+        f"({time.perf_counter() - t0:.1f} s)"
+    )
     return 0

@@ -9,13 +9,25 @@ import json
 def register(sub) -> None:
     p = sub.add_parser("search", help="search a retriever folder and print passages with stage timings")
     p.add_argument("index", help="a folder written by `ragfind index` / Retriever.save")
-    p.add_argument("query", nargs="+", help="the question; several arguments are phrasings fused together (RAG-Fusion)")
+    p.add_argument(
+        "query", nargs="+", help="the question; several arguments are phrasings fused together (RAG-Fusion)"
+    )
     p.add_argument("-k", type=int, default=5, help="passages to return (default 5)")
-    p.add_argument("--filter", action="append", default=[], metavar="FIELD=VALUE",
-                   help="metadata filter (also >=, <=, !=, >, <); repeatable")
+    p.add_argument(
+        "--filter",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="metadata filter (also >=, <=, !=, >, <); repeatable",
+    )
     p.add_argument("--reranker", default=None, help="cross-encoder folder to re-rank with")
-    p.add_argument("--context", type=int, default=0, metavar="TOKENS",
-                   help="also print the assembled prompt under this token budget")
+    p.add_argument(
+        "--context",
+        type=int,
+        default=0,
+        metavar="TOKENS",
+        help="also print the assembled prompt under this token budget",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=run)
 
@@ -33,10 +45,27 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, TypeError) as exc:
         raise SystemExit(f"ragfind search: {exc}") from exc
     if args.json:
-        print(json.dumps({"passages": [{"id": p.id, "doc_id": p.doc_id, "title": p.title, "source": p.source,
-                                        "score": p.score, "start": p.start, "end": p.end, "text": p.text}
-                                       for p in result],
-                          "timings_ms": {k: v * 1e3 for k, v in result.timings.items()}}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "passages": [
+                        {
+                            "id": p.id,
+                            "doc_id": p.doc_id,
+                            "title": p.title,
+                            "source": p.source,
+                            "score": p.score,
+                            "start": p.start,
+                            "end": p.end,
+                            "text": p.text,
+                        }
+                        for p in result
+                    ],
+                    "timings_ms": {k: v * 1e3 for k, v in result.timings.items()},
+                },
+                indent=1,
+            )
+        )
     else:
         stages = ", ".join(f"{k} {ms(v)}" for k, v in result.timings.items())
         print(f"{len(result)} passages ({stages})")

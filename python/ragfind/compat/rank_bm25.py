@@ -117,7 +117,9 @@ class BM25Okapi(BM25):
 
     _kind = _OKAPI
 
-    def __init__(self, corpus, tokenizer=None, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25) -> None:
+    def __init__(
+        self, corpus, tokenizer=None, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25
+    ) -> None:
         self.k1 = k1
         self.b = b
         self.epsilon = epsilon

@@ -45,9 +45,16 @@ class CrossEncoder(_ModelBase):
         *,
         max_text_chars: int | None = DEFAULT_MAX_TEXT_CHARS,
         verify: bool = True,
+        allow_spinning: bool = True,
     ):
         super().__init__(
-            path_or_name, threads, graph_optimization, providers, max_text_chars=max_text_chars, verify=verify
+            path_or_name,
+            threads,
+            graph_optimization,
+            providers,
+            max_text_chars=max_text_chars,
+            verify=verify,
+            allow_spinning=allow_spinning,
         )
 
     @property

@@ -44,6 +44,9 @@ class Encoder(_ModelBase):
         max_text_chars: texts longer than this are refused (None: no limit; the model only reads
             the first ``max_length`` word pieces anyway).
         verify: check the SHA-256 of the folder's files against its config at load.
+        allow_spinning: let idle ONNX Runtime pool threads spin-wait between calls (its default:
+            lowest latency on dedicated cores); False makes them sleep, which is much faster
+            when the CPU is shared or oversubscribed.
     Raises:
         ModelFolderError: missing/corrupt files, invalid config, or a model whose inputs/outputs
             do not match the config; also when the folder is not a bi-encoder.
@@ -63,9 +66,16 @@ class Encoder(_ModelBase):
         *,
         max_text_chars: int | None = DEFAULT_MAX_TEXT_CHARS,
         verify: bool = True,
+        allow_spinning: bool = True,
     ):
         super().__init__(
-            path_or_name, threads, graph_optimization, providers, max_text_chars=max_text_chars, verify=verify
+            path_or_name,
+            threads,
+            graph_optimization,
+            providers,
+            max_text_chars=max_text_chars,
+            verify=verify,
+            allow_spinning=allow_spinning,
         )
 
     @property

@@ -28,7 +28,9 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def make_session(model_path: Path, threads: int | None, graph_optimization: str, providers):
+def make_session(
+    model_path: Path, threads: int | None, graph_optimization: str, providers, allow_spinning: bool = True
+):
     """One InferenceSession (thread-safe for concurrent ``run`` calls), with clear errors."""
     import onnxruntime as ort
 
@@ -49,6 +51,8 @@ def make_session(model_path: Path, threads: int | None, graph_optimization: str,
         "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
     }[graph_optimization]
     so.log_severity_level = 3
+    if not allow_spinning:  # idle pool threads sleep at once: better on oversubscribed/shared CPUs
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
         return ort.InferenceSession(str(model_path), so, providers=providers or ["CPUExecutionProvider"])
     except Exception as e:  # onnxruntime raises its own exception types (InvalidProtobuf, Fail, ...)
@@ -82,6 +86,7 @@ class _ModelBase:
         *,
         max_text_chars: int | None = DEFAULT_MAX_TEXT_CHARS,
         verify: bool = True,
+        allow_spinning: bool = True,
     ):
         from ragfind.models._defaults import resolve_model_path
 
@@ -97,7 +102,9 @@ class _ModelBase:
         self.max_text_chars = max_text_chars
         self.tokenizer = load_tokenizer(self.path / TOKENIZER_FILE)
         self.tokenizer.enable_truncation(self.config.max_length, strategy="longest_first")
-        self.session = make_session(self.path / MODEL_FILE, threads, graph_optimization, providers)
+        self.session = make_session(
+            self.path / MODEL_FILE, threads, graph_optimization, providers, allow_spinning
+        )
         self.threads = threads or default_threads()
         self.graph_optimization = graph_optimization
         names_in = [i.name for i in self.session.get_inputs()]

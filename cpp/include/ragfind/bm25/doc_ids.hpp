@@ -1,4 +1,5 @@
 // External document ids: all int64 or all strings, mapped to internal ids (insertion order).
+// The common case, int ids 0, 1, 2, ... in insertion order, needs no hash map (identity).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,7 @@ class DocIds {
 
   /// Internal id of an external id, or -1.
   std::int64_t find(std::int64_t id) const {
+    if (identity_) return (id >= 0 && static_cast<std::uint64_t>(id) < ints_.size()) ? id : -1;
     auto it = int_pos_.find(id);
     return it == int_pos_.end() ? std::int64_t{-1} : static_cast<std::int64_t>(it->second);
   }
@@ -36,7 +38,12 @@ class DocIds {
     if (kind_ == Kind::Str) throw std::logic_error("ids: index uses str ids");
     kind_ = Kind::Int;
     for (std::int64_t id : ids) {
-      int_pos_.emplace(id, static_cast<std::uint32_t>(ints_.size()));
+      if (identity_ && id != static_cast<std::int64_t>(ints_.size())) {
+        identity_ = false;
+        int_pos_.reserve(ints_.size() + ids.size());
+        for (std::size_t i = 0; i < ints_.size(); ++i) int_pos_.emplace(ints_[i], static_cast<std::uint32_t>(i));
+      }
+      if (!identity_) int_pos_.emplace(id, static_cast<std::uint32_t>(ints_.size()));
       ints_.push_back(id);
       if (ints_.size() == 1 || id > max_int_) max_int_ = id;
     }
@@ -56,7 +63,7 @@ class DocIds {
         str_pos_.erase(strs_.back());
         strs_.pop_back();
       } else {
-        int_pos_.erase(ints_.back());
+        if (!identity_) int_pos_.erase(ints_.back());
         ints_.pop_back();
       }
     }
@@ -88,8 +95,12 @@ class DocIds {
       str_pos_.reserve(strs_.size());
       for (std::size_t i = 0; i < strs_.size(); ++i) str_pos_.emplace(strs_[i], static_cast<std::uint32_t>(i));
     } else {
-      int_pos_.reserve(ints_.size());
-      for (std::size_t i = 0; i < ints_.size(); ++i) int_pos_.emplace(ints_[i], static_cast<std::uint32_t>(i));
+      identity_ = true;
+      for (std::size_t i = 0; i < ints_.size() && identity_; ++i) identity_ = ints_[i] == static_cast<std::int64_t>(i);
+      if (!identity_) {
+        int_pos_.reserve(ints_.size());
+        for (std::size_t i = 0; i < ints_.size(); ++i) int_pos_.emplace(ints_[i], static_cast<std::uint32_t>(i));
+      }
     }
     rebuild_max();
   }
@@ -99,7 +110,7 @@ class DocIds {
     ints_ = std::move(ints);
     strs_ = std::move(strs);
     rebuild_index();
-    if (int_pos_.size() != ints_.size() || str_pos_.size() != strs_.size())
+    if ((!identity_ && int_pos_.size() != ints_.size()) || str_pos_.size() != strs_.size())
       throw std::invalid_argument("duplicate document ids");
   }
 
@@ -114,6 +125,7 @@ class DocIds {
   std::vector<std::int64_t> ints_;
   std::vector<std::string> strs_;
   std::int64_t max_int_ = 0;
+  bool identity_ = true;  // ints_[i] == i for every i: int_pos_ is not built
   std::unordered_map<std::int64_t, std::uint32_t> int_pos_;
   std::unordered_map<std::string, std::uint32_t> str_pos_;
 };

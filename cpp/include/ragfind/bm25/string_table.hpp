@@ -1,7 +1,8 @@
 // An append-only string interner: string -> dense id (0, 1, 2, ... in insertion order).
 //
-// Open addressing with linear probing over 32-bit slots; the strings live in one byte arena,
-// so lookups take a string_view and never allocate. Used for the analyzer's surface forms,
+// Open addressing with linear probing; a slot holds the id and 32 bits of the hash, so a probe
+// touches the string only when the tags match. The strings live in one byte arena, so lookups
+// take a string_view and never allocate. Used for the analyzer's surface forms,
 // the index vocabulary and string document ids.
 #pragma once
 
@@ -18,6 +19,9 @@ class StringTable {
 
   StringTable() { slots_.assign(16, 0); }
 
+  // slot = (hash >> 32) << 32 | (id + 1); 0 = empty.
+  static std::uint64_t make_slot(std::uint64_t h, std::uint32_t id) { return (h & 0xFFFFFFFF00000000ull) | (id + 1ull); }
+
   std::size_t size() const { return offsets_.size() - 1; }
 
   std::string_view get(std::uint32_t id) const {
@@ -28,10 +32,12 @@ class StringTable {
   std::uint32_t find(std::string_view s) const {
     const std::uint64_t h = hash(s);
     const std::size_t mask = slots_.size() - 1;
+    const std::uint64_t tag = h & 0xFFFFFFFF00000000ull;
     for (std::size_t i = h & mask;; i = (i + 1) & mask) {
-      const std::uint32_t slot = slots_[i];
+      const std::uint64_t slot = slots_[i];
       if (slot == 0) return kNotFound;
-      if (hashes_[slot - 1] == h && get(slot - 1) == s) return slot - 1;
+      const auto id = static_cast<std::uint32_t>(slot) - 1;
+      if ((slot & 0xFFFFFFFF00000000ull) == tag && get(id) == s) return id;
     }
   }
 
@@ -40,19 +46,21 @@ class StringTable {
     const std::uint64_t h = hash(s);
     std::size_t mask = slots_.size() - 1;
     std::size_t i = h & mask;
+    const std::uint64_t tag = h & 0xFFFFFFFF00000000ull;
     for (;; i = (i + 1) & mask) {
-      const std::uint32_t slot = slots_[i];
+      const std::uint64_t slot = slots_[i];
       if (slot == 0) break;
-      if (hashes_[slot - 1] == h && get(slot - 1) == s) {
+      const auto id = static_cast<std::uint32_t>(slot) - 1;
+      if ((slot & 0xFFFFFFFF00000000ull) == tag && get(id) == s) {
         if (inserted) *inserted = false;
-        return slot - 1;
+        return id;
       }
     }
     const auto id = static_cast<std::uint32_t>(size());
     bytes_.insert(bytes_.end(), s.begin(), s.end());
     offsets_.push_back(bytes_.size());
     hashes_.push_back(h);
-    slots_[i] = id + 1;
+    slots_[i] = make_slot(h, id);
     if ((size() + 1) * 4 > slots_.size() * 3) rehash(slots_.size() * 2);
     if (inserted) *inserted = true;
     return id;
@@ -65,7 +73,7 @@ class StringTable {
   }
 
   std::size_t memory_bytes() const {
-    return bytes_.capacity() + offsets_.capacity() * 8 + hashes_.capacity() * 8 + slots_.capacity() * 4;
+    return bytes_.capacity() + offsets_.capacity() * 8 + hashes_.capacity() * 8 + slots_.capacity() * 8;
   }
 
   const std::vector<char>& bytes() const { return bytes_; }
@@ -97,12 +105,12 @@ class StringTable {
 
  private:
   void rehash(std::size_t new_size) {
-    std::vector<std::uint32_t> slots(new_size, 0);
+    std::vector<std::uint64_t> slots(new_size, 0);
     const std::size_t mask = new_size - 1;
     for (std::uint32_t id = 0; id < size(); ++id) {
       std::size_t i = hashes_[id] & mask;
       while (slots[i] != 0) i = (i + 1) & mask;
-      slots[i] = id + 1;
+      slots[i] = make_slot(hashes_[id], id);
     }
     slots_.swap(slots);
   }
@@ -110,7 +118,7 @@ class StringTable {
   std::vector<char> bytes_;
   std::vector<std::uint64_t> offsets_{0};
   std::vector<std::uint64_t> hashes_;
-  std::vector<std::uint32_t> slots_;
+  std::vector<std::uint64_t> slots_;
 };
 
 }  // namespace ragfind::bm25

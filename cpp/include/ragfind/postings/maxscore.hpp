@@ -128,4 +128,101 @@ void exhaustive_segment(const Segment& seg, const std::vector<WeightedTerm>& que
   }
 }
 
+
+/// Term-at-a-time MaxScore ("quit/continue", Turtle and Flood 1995; as in Lucene's TAAT
+/// scorers): terms are processed by decreasing score bound into a dense accumulator. After
+/// each term, the k-th best partial score (partial scores only grow, so it is a lower bound of
+/// the final k-th score, like the queue threshold) is compared with the sum of the remaining
+/// terms' bounds: once that sum is below it, no untouched document can enter the top-k, so the
+/// remaining (low-bound, typically long) lists are only probed, by galloping, for the
+/// candidates that can still make it. Exact; degrades to exhaustive when nothing can be pruned.
+template <class W>
+void taat_maxscore_segment(const Segment& seg, const std::vector<WeightedTerm>& query, const float* bounds, const W& w,
+                           TopKQueue& heap) {
+  struct Term {
+    std::uint64_t begin, end;
+    float weight;
+    double bound;
+  };
+  const double inflate = 1.0 + 1e-6 * static_cast<double>(query.size() + 4);
+  std::vector<Term> terms;
+  terms.reserve(query.size());
+  for (const WeightedTerm& t : query) {
+    const std::int64_t slot = seg.slot_of(t.term);
+    if (slot < 0) continue;
+    terms.push_back({seg.offsets[slot], seg.offsets[slot + 1], t.weight,
+                     static_cast<double>(t.weight) * bounds[slot] * inflate});
+  }
+  if (terms.empty()) return;
+  std::sort(terms.begin(), terms.end(), [](const Term& a, const Term& b) { return a.bound > b.bound; });
+  const std::size_t n = terms.size();
+  std::vector<double> rest(n + 1, 0.0);  // rest[i]: sum of the bounds of terms i..n-1
+  for (std::size_t i = n; i-- > 0;) rest[i] = rest[i + 1] + terms[i].bound;
+
+  thread_local std::vector<float> buffer;
+  thread_local std::vector<std::uint32_t> touched;
+  thread_local std::vector<float> scratch;
+  if (buffer.size() < seg.num_docs) buffer.resize(seg.num_docs);
+  float* acc = buffer.data();
+  std::fill(acc, acc + seg.num_docs, 0.0f);
+  touched.clear();
+  const std::uint32_t* docs = seg.docs.data();
+  const std::uint32_t* stored = seg.tfs.data();
+  const std::size_t k = heap.k();
+  double theta = heap.full() ? std::max(0.0f, heap.threshold()) : 0.0;
+  bool track = true;  // keep the touched list while it stays small next to the segment
+  std::size_t i = 0;
+  for (; i < n; ++i) {
+    if (rest[i] < theta) break;  // an untouched document can gain at most rest[i]
+    const Term& t = terms[i];
+    if (track) {
+      for (std::uint64_t j = t.begin; j < t.end; ++j) {
+        const std::uint32_t d = docs[j];
+        if (acc[d] == 0.0f) touched.push_back(d);
+        acc[d] += t.weight * w(stored[j], d);
+      }
+      if (touched.size() > seg.num_docs / 4) track = false;
+    } else {
+      for (std::uint64_t j = t.begin; j < t.end; ++j) acc[docs[j]] += t.weight * w(stored[j], docs[j]);
+    }
+    if (track && touched.size() >= k && i + 1 < n) {
+      scratch.resize(touched.size());
+      for (std::size_t c = 0; c < touched.size(); ++c) scratch[c] = acc[touched[c]];
+      std::nth_element(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(k - 1), scratch.end(),
+                       [](float a, float b) { return a > b; });
+      theta = std::max(theta, static_cast<double>(scratch[k - 1]));
+    }
+  }
+  if (i == n || !track) {
+    // Nothing (more) to prune with: finish term at a time and scan, as exhaustive_segment.
+    for (std::size_t r = i; r < n; ++r)
+      for (std::uint64_t j = terms[r].begin; j < terms[r].end; ++j)
+        acc[docs[j]] += terms[r].weight * w(stored[j], docs[j]);
+    float th = heap.full() ? std::max(heap.threshold(), 0.0f) : 0.0f;
+    for (std::uint32_t d = 0; d < seg.num_docs; ++d)
+      if (acc[d] > th) {
+        heap.insert(acc[d], seg.base + d);
+        if (heap.full()) th = std::max(heap.threshold(), 0.0f);
+      }
+    return;
+  }
+  // Continue phase: only candidates that can still reach theta, in increasing doc order.
+  std::vector<std::uint32_t> cand;
+  for (std::uint32_t d : touched)
+    if (static_cast<double>(acc[d]) + rest[i] >= theta) cand.push_back(d);
+  std::sort(cand.begin(), cand.end());
+  for (std::size_t r = i; r < n && !cand.empty(); ++r) {
+    const Term& t = terms[r];
+    std::uint64_t pos = t.begin;
+    std::size_t kept = 0;
+    for (std::uint32_t d : cand) {
+      pos = next_geq(docs, pos, t.end, d);
+      if (pos < t.end && docs[pos] == d) acc[d] += t.weight * w(stored[pos], d);
+      if (static_cast<double>(acc[d]) + rest[r + 1] >= theta) cand[kept++] = d;
+    }
+    cand.resize(kept);
+  }
+  for (std::uint32_t d : cand) heap.insert(acc[d], seg.base + d);
+}
+
 }  // namespace ragfind::postings

@@ -19,7 +19,9 @@
 
 namespace ragfind::sparse {
 
-enum class Algorithm { Auto = 0, MaxScore = 1, Exhaustive = 2 };
+/// Auto: exhaustive on small segments or dense queries, document-at-a-time MaxScore otherwise;
+/// TaatMaxScore: term-at-a-time MaxScore (quit/continue); Exhaustive: every posting (reference).
+enum class Algorithm { Auto = 0, MaxScore = 1, Exhaustive = 2, TaatMaxScore = 3 };
 
 struct ImpactSegment {
   bm25::Segment seg;
