@@ -33,7 +33,7 @@ if [ "$#" -eq 0 ]; then
   # The native core: BM25 + analyzer, dense kernels/exact/HNSW wrapper, fusion, MaxSim/late
   # interaction, plus the reliability suites (properties, concurrency, crash safety, fuzz seeds).
   set -- $(ls tests/test_bm25*.py tests/test_analyzer*.py tests/test_dense_*.py tests/test_pipeline_fusion.py \
-    tests/test_maxsim.py tests/test_late_interaction.py tests/test_sparse*.py tests/test_splade_index*.py \
+    tests/test_maxsim.py tests/test_late_interaction.py tests/test_splade.py tests/test_sparse*.py \
     tests/test_properties_*.py tests/test_concurrency.py tests/test_crash_safety.py tests/test_fuzz_regressions.py \
     2>/dev/null) -p no:cacheprovider -q
 fi

@@ -9,8 +9,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 SECONDS_PER_TARGET=${1:-60}
-PYTHONPATH=${PYTHONPATH:-python}
-export PYTHONPATH
+# Use the developer build in python/ragfind when there is one, else the installed ragfind.
+if [ -z "${PYTHONPATH:-}" ] && compgen -G "python/ragfind/_core*.so" >/dev/null; then
+  export PYTHONPATH=python
+fi
+python -c "import atheris" 2>/dev/null || { echo "tools/fuzz/run.sh needs atheris (pip install atheris)"; exit 2; }
 OUT=build/fuzz
 mkdir -p "$OUT/artifacts"
 failed=0
