@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import atheris  # noqa: E402
 
-with atheris.instrument_imports():
+with atheris.instrument_imports(include=["ragfind"]):
     import ragfind  # noqa: F401
 
 from _common import check_loader, main  # noqa: E402
