@@ -74,7 +74,9 @@ class BM25Workload:
                 victims = sorted(rng.choice(live, size=int(rng.integers(1, 6)), replace=False).tolist())
                 self.ops.append(("delete", victims))
                 live = [x for x in live if x not in set(victims)]
-        self.queries = [list(rng.choice(VOCAB, size=int(rng.integers(1, 5)), p=zipf)) for _ in range(n_queries)]
+        self.queries = [
+            list(rng.choice(VOCAB, size=int(rng.integers(1, 5)), p=zipf)) for _ in range(n_queries)
+        ]
 
     def new_index(self):
         from ragfind import BM25Index
@@ -100,7 +102,9 @@ class BM25Workload:
 
 
 class DenseWorkload:
-    def __init__(self, seed: int, kind: str, n_base: int = 400, n_ops: int = 200, n_queries: int = 48, dim: int = 16):
+    def __init__(
+        self, seed: int, kind: str, n_base: int = 400, n_ops: int = 200, n_queries: int = 48, dim: int = 16
+    ):
         self.kind = f"dense-{kind}"
         self.index_kind = kind
         self.dim = dim
@@ -271,8 +275,10 @@ def run_stress(
             for j in window:
                 if exact:
                     e_ids, e_scores = expected[j][qi]
-                    if e_ids.shape == ids.shape and np.array_equal(e_ids, ids) and np.allclose(
-                        e_scores, scores, rtol=1e-5, atol=1e-6
+                    if (
+                        e_ids.shape == ids.shape
+                        and np.array_equal(e_ids, ids)
+                        and np.allclose(e_scores, scores, rtol=1e-5, atol=1e-6)
                     ):
                         match = j
                         break
@@ -281,7 +287,14 @@ def run_stress(
                     break
             if match is None:
                 report.errors.append(
-                    ("inconsistent result", workload.kind, qi, (v0, v1), ids.tolist()[:10], scores.tolist()[:10])
+                    (
+                        "inconsistent result",
+                        workload.kind,
+                        qi,
+                        (v0, v1),
+                        ids.tolist()[:10],
+                        scores.tolist()[:10],
+                    )
                 )
                 if len(report.errors) > 20:
                     return report

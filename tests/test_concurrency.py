@@ -19,7 +19,9 @@ from _concurrency_harness import BM25Workload, DenseWorkload, run_stress
 
 @pytest.mark.parametrize("kind", ["bm25", "exact", "hnsw"])
 def test_readers_see_consistent_states_while_a_writer_runs(kind):
-    workload = BM25Workload(seed=1, n_ops=120) if kind == "bm25" else DenseWorkload(seed=1, kind=kind, n_ops=120)
+    workload = (
+        BM25Workload(seed=1, n_ops=120) if kind == "bm25" else DenseWorkload(seed=1, kind=kind, n_ops=120)
+    )
     report = run_stress(workload, readers=4, queries_per_reader=1_000, batch_every=25)
     assert report.errors == [], report.errors[:5]
     assert report.queries + report.batch_queries >= 4_000
@@ -38,7 +40,9 @@ def test_bm25_search_batch_from_many_threads_matches_serial():
     def worker():
         try:
             for _ in range(20):
-                for (ids, scores), (e_ids, e_scores) in zip(index.search_batch(queries, k=7, threads=3), expected):
+                for (ids, scores), (e_ids, e_scores) in zip(
+                    index.search_batch(queries, k=7, threads=3), expected
+                ):
                     if not (np.array_equal(ids, e_ids) and np.array_equal(scores, e_scores)):
                         errors.append((ids, e_ids))
         except BaseException as e:  # noqa: BLE001
@@ -63,7 +67,9 @@ def test_dense_search_batch_from_many_threads_matches_serial(kind):
         try:
             for _ in range(20):
                 ids, scores = index.search_batch(workload.queries, k=7, threads=3)
-                if not np.array_equal(ids, expected[0]) or not np.allclose(scores, expected[1], equal_nan=True):
+                if not np.array_equal(ids, expected[0]) or not np.allclose(
+                    scores, expected[1], equal_nan=True
+                ):
                     errors.append("mismatch")
         except BaseException as e:  # noqa: BLE001
             errors.append(e)

@@ -77,13 +77,36 @@ LOADERS = {
 }
 
 POINTS = {
-    "bm25": ["bm25.save.created", "bm25.save.sections_written", "bm25.save.before_rename", "bm25.save.after_rename"],
-    "dense-exact": ["dense.save.created", "dense.save.section_written", "dense.save.before_rename", "dense.save.after_rename"],
-    "dense-hnsw": ["dense.save.created", "dense.save.section_written", "dense.save.before_rename", "dense.save.after_rename"],
-    "late": ["sectioned.save.created", "sectioned.save.section_written", "sectioned.save.before_rename",
-             "sectioned.save.after_rename"],
-    "sparse": ["sectioned.save.created", "sectioned.save.section_written", "sectioned.save.before_rename",
-               "sectioned.save.after_rename"],
+    "bm25": [
+        "bm25.save.created",
+        "bm25.save.sections_written",
+        "bm25.save.before_rename",
+        "bm25.save.after_rename",
+    ],
+    "dense-exact": [
+        "dense.save.created",
+        "dense.save.section_written",
+        "dense.save.before_rename",
+        "dense.save.after_rename",
+    ],
+    "dense-hnsw": [
+        "dense.save.created",
+        "dense.save.section_written",
+        "dense.save.before_rename",
+        "dense.save.after_rename",
+    ],
+    "late": [
+        "sectioned.save.created",
+        "sectioned.save.section_written",
+        "sectioned.save.before_rename",
+        "sectioned.save.after_rename",
+    ],
+    "sparse": [
+        "sectioned.save.created",
+        "sectioned.save.section_written",
+        "sectioned.save.before_rename",
+        "sectioned.save.after_rename",
+    ],
 }
 
 

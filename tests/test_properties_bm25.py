@@ -182,7 +182,12 @@ def test_save_load_is_identity(tmp_path_factory, docs, queries, method, mmap, st
     loaded = BM25Index.load(path, mmap=mmap)
     assert len(loaded) == len(index)
     assert loaded.stats()["num_terms"] == index.stats()["num_terms"]
-    assert (loaded.method, loaded.k1, loaded.b, loaded.delta) == (index.method, index.k1, index.b, index.delta)
+    assert (loaded.method, loaded.k1, loaded.b, loaded.delta) == (
+        index.method,
+        index.k1,
+        index.b,
+        index.delta,
+    )
     np.testing.assert_array_equal(loaded.ids, index.ids)
     for q in queries:
         a = index.search_tokenized(q, k=len(docs))
@@ -197,7 +202,7 @@ def test_save_load_is_identity(tmp_path_factory, docs, queries, method, mmap, st
 @SETTINGS
 @given(st.lists(st.text(max_size=40), min_size=1, max_size=15), st.text(max_size=30))
 def test_analyzed_search_equals_tokenized_search(texts, query):
-    """search(text) equals search_tokenized(analyzer(text)) over add(texts) (the analyzer is the only difference)."""
+    """search(text) equals search_tokenized(analyzer(text)) over add(texts): only the analyzer differs."""
     # Without identifier splitting every analyzed token counts towards the length.
     index = BM25Index(analyzer=Analyzer(split_identifiers=False))
     index.add(texts)

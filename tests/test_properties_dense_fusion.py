@@ -76,7 +76,9 @@ def test_exact_search_equals_numpy(data, metric, k):
     assert B_ids.shape == (len(Q), k)
     assert np.all(B_ids[:, kk:] == -1) and np.all(np.isnan(B_scores[:, kk:]))
     for i, q in enumerate(Q):
-        assert_valid_topk(B_ids[i, :kk], B_scores[i, :kk], reference_scores(X, q, metric), k, metric, ids_of_rows)
+        assert_valid_topk(
+            B_ids[i, :kk], B_scores[i, :kk], reference_scores(X, q, metric), k, metric, ids_of_rows
+        )
 
 
 dense_ops = st.lists(
@@ -173,9 +175,7 @@ def python_rrf(lists, k, weights):
     return sorted(scores, key=lambda x: (-scores[x], first[x])), scores
 
 
-ranked_lists = st.lists(
-    st.lists(st.integers(0, 40), max_size=25, unique=True), min_size=1, max_size=5
-)
+ranked_lists = st.lists(st.lists(st.integers(0, 40), max_size=25, unique=True), min_size=1, max_size=5)
 
 
 @SETTINGS
@@ -184,7 +184,9 @@ def test_rrf_equals_python_reference(lists, k, data):
     weights = data.draw(st.lists(st.floats(0.0, 3.0), min_size=len(lists), max_size=len(lists)))
     top_k = data.draw(st.one_of(st.none(), st.integers(1, 50)))
     as_str = data.draw(st.booleans())
-    given_lists = [[f"d{x}" for x in li] for li in lists] if as_str else [np.asarray(li, np.int64) for li in lists]
+    given_lists = (
+        [[f"d{x}" for x in li] for li in lists] if as_str else [np.asarray(li, np.int64) for li in lists]
+    )
     if k == 0.0 and any(len(li) for li in lists):
         pass  # k = 0 is allowed (rank counts from 1)
     ids, scores = rrf(given_lists, k=k, weights=weights, top_k=top_k)

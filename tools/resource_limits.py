@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import textwrap
@@ -136,7 +135,11 @@ def main() -> int:
         t0 = time.perf_counter()
         try:
             proc = subprocess.run(
-                [sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, timeout=args.timeout
+                [sys.executable, "-c", code],
+                capture_output=True,
+                text=True,
+                env=os.environ,
+                timeout=args.timeout,
             )
             stdout, stderr, rc = proc.stdout, proc.stderr, proc.returncode
         except subprocess.TimeoutExpired as e:

@@ -76,7 +76,10 @@ def exercise(kind: str, index) -> None:
         index.search_batch(np.stack([q, -q]), k=3, threads=2)
         if len(index) and index.kind == "exact":
             index.delete(index.ids()[:1])
-        new = index.add(rng.standard_normal((2, index.dim)).astype(np.float32), ids=None if index.ids() == [] or isinstance(index.ids()[0], int) else ["fz1", "fz2"])
+        new = index.add(
+            rng.standard_normal((2, index.dim)).astype(np.float32),
+            ids=None if index.ids() == [] or isinstance(index.ids()[0], int) else ["fz1", "fz2"],
+        )
         index.search(q, k=5)
         del new
     elif kind == "sparse":
@@ -130,11 +133,14 @@ def check_loader(kind: str, data: bytes) -> None:
 
 def check_analyzer(data: bytes) -> None:
     """Any bytes / any str through every analyzer configuration: terms are non-empty str."""
-    from ragfind import Analyzer
 
     for analyzer in _analyzers():
-        for text in (data, data.decode("utf-8", "surrogatepass") if _valid_surrogatepass(data) else None,
-                     data.decode("utf-8", "replace"), data.decode("latin-1")):
+        for text in (
+            data,
+            data.decode("utf-8", "surrogatepass") if _valid_surrogatepass(data) else None,
+            data.decode("utf-8", "replace"),
+            data.decode("latin-1"),
+        ):
             if text is None:
                 continue
             terms = analyzer.analyze(text)

@@ -30,7 +30,12 @@ def loader_seeds() -> dict[str, list[bytes]]:
     from ragfind import BM25Index, DenseIndex, LateInteractionIndex
 
     rng = np.random.default_rng(0)
-    out: dict[str, list[bytes]] = {"load_bm25": [], "load_dense_exact": [], "load_dense_hnsw": [], "load_late": []}
+    out: dict[str, list[bytes]] = {
+        "load_bm25": [],
+        "load_dense_exact": [],
+        "load_dense_hnsw": [],
+        "load_late": [],
+    }
     a = BM25Index()
     a.add(["alpha beta gamma", "beta delta", "getUserById XJ-2000 v2.3.1", "alpha alpha zeta"])
     out["load_bm25"].append(saved_bytes(a))
@@ -40,11 +45,19 @@ def loader_seeds() -> dict[str, list[bytes]]:
     out["load_bm25"].append(saved_bytes(b))
     out["load_bm25"].append(saved_bytes(BM25Index()))
     for kind, key in (("exact", "load_dense_exact"), ("hnsw", "load_dense_hnsw")):
-        for metric, dtype, str_ids in (("cosine", "f32", False), ("l2", "f32", True), ("ip", "f16", False), ("l2", "i8", False)):
+        for metric, dtype, str_ids in (
+            ("cosine", "f32", False),
+            ("l2", "f32", True),
+            ("ip", "f16", False),
+            ("l2", "i8", False),
+        ):
             if kind == "hnsw" and dtype != "f32":
                 continue
             d = DenseIndex(4, metric=metric, dtype=dtype, kind=kind, M=4, ef_construction=8)
-            d.add(rng.standard_normal((5, 4)).astype(np.float32), ids=[f"s{i}" for i in range(5)] if str_ids else None)
+            d.add(
+                rng.standard_normal((5, 4)).astype(np.float32),
+                ids=[f"s{i}" for i in range(5)] if str_ids else None,
+            )
             d.delete(d.ids()[:1])
             out[key].append(saved_bytes(d))
     li = LateInteractionIndex(4)
@@ -83,10 +96,15 @@ ANALYZER_SEEDS = [
     "x_" * 500,
     "-.-/-.-/" * 100,
 ]
-ANALYZER_BYTES = [b"\xff\xfe\x00abc\xc3", b"\xed\xa0\x80lone\xed\xb0\x80", b"\xf4\x90\x80\x80 over", b"\x00" * 64]
+ANALYZER_BYTES = [
+    b"\xff\xfe\x00abc\xc3",
+    b"\xed\xa0\x80lone\xed\xb0\x80",
+    b"\xf4\x90\x80\x80 over",
+    b"\x00" * 64,
+]
 
 QUERY_SEEDS = [
-    b"\x0a\x00" + "alpha beta\nbeta gamma\ngetUserById\nalpha\nbeta".encode(),
+    b"\x0a\x00" + b"alpha beta\nbeta gamma\ngetUserById\nalpha\nbeta",
     b"\xe8\x03" + np.arange(16, dtype=np.float32).tobytes(),
     b"\x01\x00" + np.array([np.nan, 1, np.inf, -np.inf, 3.4e38, -3.4e38, 1e-45, 0], np.float32).tobytes(),
     b"\xff\x07" + "İ\n\n\nß\n😀".encode(),
