@@ -6,11 +6,8 @@ import re
 
 import pytest
 
-import ragfind
 from ragfind.cli import main
 from ragfind.data import load_demo_corpus, load_demo_queries
-
-needs_bm25 = pytest.mark.skipif(not hasattr(ragfind, "BM25Index"), reason="ragfind.BM25Index not built")
 
 
 def test_demo_corpus_is_well_formed():
@@ -31,7 +28,6 @@ def test_demo_corpus_is_well_formed():
         assert q["query"].strip() and q["relevant"] and set(q["relevant"]) <= known
 
 
-@needs_bm25
 def test_demo_prints_ranked_results_and_timings(capsys, model_home):
     assert main(["demo", "--repeat", "2"]) == 0
     out = capsys.readouterr().out
@@ -50,7 +46,6 @@ def test_demo_prints_ranked_results_and_timings(capsys, model_home):
         assert title.removesuffix("  *") == titles[doc_id]
 
 
-@needs_bm25
 def test_every_demo_query_finds_a_relevant_document_in_its_top_three():
     """The demo queries exercise identifier search (XJ-2000, E_ACCESS_DENIED, getUserById,
     v2.3.1): each must surface one of the documents written to answer it."""
@@ -64,7 +59,6 @@ def test_every_demo_query_finds_a_relevant_document_in_its_top_three():
         assert answer.scores == sorted(answer.scores, reverse=True)
 
 
-@needs_bm25
 def test_demo_runs_the_hybrid_pipeline_with_stage_timings(capsys, model_home):
     assert main(["demo", "--repeat", "1", "-q", "gateway will not turn on"]) == 0
     out = capsys.readouterr().out
@@ -76,7 +70,6 @@ def test_demo_runs_the_hybrid_pipeline_with_stage_timings(capsys, model_home):
     assert len(re.findall(r"^\s+\d+\. ", block, flags=re.MULTILINE)) == 3
 
 
-@needs_bm25
 def test_hybrid_demo_queries_find_a_relevant_document_in_the_top_three(model_home):
     from ragfind.cli.demo import build_hybrid, search_hybrid
 
@@ -88,7 +81,6 @@ def test_hybrid_demo_queries_find_a_relevant_document_in_the_top_three(model_hom
     retriever.close()
 
 
-@needs_bm25
 def test_demo_with_own_queries_and_top_k(capsys):
     assert (
         main(

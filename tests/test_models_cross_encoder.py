@@ -101,8 +101,6 @@ def test_two_label_head_softmax(tmp_path):
 
 def test_int8_cross_encoder_tracks_float(exported, tmp_path):
     hf, dst = exported
-    if "minilm" in str(dst):
-        pytest.skip("int8 export checked at the TinyBERT shape only (quantizing the bigger one is slow)")
     ragfind.export(hf, tmp_path / "int8", role="cross-encoder", quantize="int8")
     pairs = [(QUERY, p) for p in PASSAGES]
     f32 = ragfind.CrossEncoder(dst).predict(pairs, activation="raw")

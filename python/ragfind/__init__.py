@@ -57,7 +57,7 @@ from ragfind.cache import LRUCache  # noqa: E402
 from ragfind.chunking import Chunk, chunk, chunk_documents, default_context  # noqa: E402
 from ragfind.context import AssembledContext, assemble_context  # noqa: E402
 from ragfind.fusion import fuse_scores, rrf  # noqa: E402
-from ragfind.retriever import Passage, RetrieverFolderError, Retriever, SearchResult  # noqa: E402
+from ragfind.retriever import Passage, Retriever, RetrieverFolderError, SearchResult  # noqa: E402
 from ragfind.stages import LateInteractionStage, SpladeStage  # noqa: E402
 
 __all__ += [

@@ -1,5 +1,15 @@
 """Type stubs for the native module ragfind._core (one section per area)."""
 
+from collections.abc import Callable as _Callable
+from collections.abc import Sequence as _Sequence
+from typing import Any as _Any
+
+import numpy as _np
+from numpy import float32 as _f32
+from numpy import int64 as _i64
+from numpy import uint8 as _u8
+from numpy.typing import NDArray as _NDArray
+
 # --- cpu / dispatch ---
 def cpu_features() -> dict[str, bool]: ...
 def compiled_simd_levels() -> list[str]: ...
@@ -9,9 +19,6 @@ def get_simd_level() -> str: ...
 def set_simd_level(level: str) -> None: ...
 
 # --- bm25 ---
-import numpy as _np
-from collections.abc import Callable as _Callable, Sequence as _Sequence
-from typing import Any as _Any
 
 class IndexFileError(ValueError): ...
 class IndexWriteError(OSError): ...
@@ -67,10 +74,6 @@ class BM25Core:
     def analyzer(self) -> Analyzer: ...
 
 # --- dense ---
-from numpy import float32 as _f32  # noqa: E402
-from numpy import int64 as _i64  # noqa: E402
-from numpy import uint8 as _u8  # noqa: E402
-from numpy.typing import NDArray as _NDArray  # noqa: E402
 
 def dense_search(
     data: _NDArray,
@@ -109,8 +112,6 @@ def dense_rowwise(A: _NDArray[_f32], B: _NDArray[_f32], op: str) -> _NDArray[_f3
 def dense_kernel_name() -> str: ...
 
 # --- fusion ---
-from typing import Any as _Any  # noqa: E402
-from typing import Sequence as _Sequence  # noqa: E402
 
 def rrf(
     lists: _Sequence[_Any], k: float = 60.0, weights: _Sequence[float] | None = None, top_k: int | None = None
