@@ -1,6 +1,7 @@
 """Full-size concurrency stress run: readers x queries against a concurrent writer, per index kind.
 
-    PYTHONPATH=python python tools/stress_concurrency.py [--readers 8] [--queries 10000] [--kinds bm25,exact,hnsw]
+    PYTHONPATH=python python tools/stress_concurrency.py \
+        [--readers 8] [--queries 10000] [--kinds bm25,exact,hnsw]
 
 Each reader thread runs --queries searches (every 50th call a search_batch of 8 queries on 2
 C++ threads) while a writer thread adds and deletes documents; every result is checked

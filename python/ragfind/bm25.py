@@ -413,7 +413,9 @@ class BM25Index:
             try:
                 analyzer = Analyzer.from_config(config)
             except (KeyError, TypeError) as exc:
-                raise IndexFileError(f"{path!r} is not a valid ragfind BM25 index: bad analyzer settings") from exc
+                raise IndexFileError(
+                    f"{path!r} is not a valid ragfind BM25 index: bad analyzer settings"
+                ) from exc
         core = _core.BM25Core.load(path, bool(mmap), analyzer._core)
         return cls._wrap(core, analyzer)
 
