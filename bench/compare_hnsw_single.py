@@ -43,7 +43,8 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--ef", type=int, default=64)
     args = ap.parse_args()
-    root = Path(os.environ.get("RAGFIND_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"))
+    default_root = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+    root = Path(os.environ.get("RAGFIND_DATA", default_root))
     emb = root / "scifact" / "embeddings" / "all-MiniLM-L6-v2"
     X = np.load(emb / "corpus.npy").astype(np.float32)
     Q = np.ascontiguousarray(np.load(emb / "queries.npy"), dtype=np.float32)
@@ -74,12 +75,18 @@ def main() -> None:
         for j, i in enumerate(rng.permutation(len(Q))):
             qn, q = nqueries[i], queries[i]
             if (j + r) & 1:
-                a = pc(); raw.knn_query(qn, k=k, num_threads=1); b = pc()  # noqa: E702
-                ours.search(q, k=k); c = pc()  # noqa: E702
+                a = pc()
+                raw.knn_query(qn, k=k, num_threads=1)
+                b = pc()
+                ours.search(q, k=k)
+                c = pc()
                 t_raw[j], t_ours[j] = b - a, c - b
             else:
-                a = pc(); ours.search(q, k=k); b = pc()  # noqa: E702
-                raw.knn_query(qn, k=k, num_threads=1); c = pc()  # noqa: E702
+                a = pc()
+                ours.search(q, k=k)
+                b = pc()
+                raw.knn_query(qn, k=k, num_threads=1)
+                c = pc()
                 t_ours[j], t_raw[j] = b - a, c - b
         round_raw.append(float(np.median(t_raw)) / 1e3)
         round_ours.append(float(np.median(t_ours)) / 1e3)
@@ -92,30 +99,42 @@ def main() -> None:
     for _ in range(args.rounds):
         ts = np.empty(len(Q))
         for j in range(len(Q)):
-            a = pc(); ours.search(queries[j], k=k); ts[j] = pc() - a  # noqa: E702
+            a = pc()
+            ours.search(queries[j], k=k)
+            ts[j] = pc() - a
         stub.append(float(np.median(ts)) / 1e3)
     stub_raw = _StubHnsw(lab, dist)
     sraw = []
     for _ in range(args.rounds):
         ts = np.empty(len(Q))
         for j in range(len(Q)):
-            a = pc(); stub_raw.knn_query(nqueries[j], k=k, num_threads=1); ts[j] = pc() - a  # noqa: E702
+            a = pc()
+            stub_raw.knn_query(nqueries[j], k=k, num_threads=1)
+            ts[j] = pc() - a
         sraw.append(float(np.median(ts)) / 1e3)
     ours._hnsw = raw
 
     med_raw, med_ours = statistics.median(round_raw), statistics.median(round_ours)
-    print(f"SciFact MiniLM {n:,} x {d}, {len(Q)} queries, cosine/ip, M=16, ef_construction=200, "
-          f"ef={args.ef}, top-{k}, {args.rounds} rounds; build {build_s:.2f} s; "
-          f"result mismatches vs raw: {mismatch}")
+    print(
+        f"SciFact MiniLM {n:,} x {d}, {len(Q)} queries, cosine/ip, M=16, ef_construction=200, "
+        f"ef={args.ef}, top-{k}, {args.rounds} rounds; build {build_s:.2f} s; "
+        f"result mismatches vs raw: {mismatch}"
+    )
     print("| round | raw hnswlib us | DenseIndex us | overhead (ratio of medians) | median paired diff us |")
     print("|---:|---:|---:|---:|---:|")
     for r in range(args.rounds):
-        print(f"| {r + 1} | {round_raw[r]:.1f} | {round_ours[r]:.1f} | "
-              f"{100 * (round_ours[r] / round_raw[r] - 1):+.1f}% | {paired[r]:+.1f} |")
-    print(f"| median | {med_raw:.1f} | {med_ours:.1f} | {100 * (med_ours / med_raw - 1):+.1f}% | "
-          f"{statistics.median(paired):+.1f} |")
-    print(f"Wrapper Python cost with hnswlib stubbed out: {statistics.median(stub):.2f} us per search "
-          f"(stub call alone {statistics.median(sraw):.2f} us); medians of {args.rounds} rounds.")
+        print(
+            f"| {r + 1} | {round_raw[r]:.1f} | {round_ours[r]:.1f} | "
+            f"{100 * (round_ours[r] / round_raw[r] - 1):+.1f}% | {paired[r]:+.1f} |"
+        )
+    print(
+        f"| median | {med_raw:.1f} | {med_ours:.1f} | {100 * (med_ours / med_raw - 1):+.1f}% | "
+        f"{statistics.median(paired):+.1f} |"
+    )
+    print(
+        f"Wrapper Python cost with hnswlib stubbed out: {statistics.median(stub):.2f} us per search "
+        f"(stub call alone {statistics.median(sraw):.2f} us); medians of {args.rounds} rounds."
+    )
 
 
 if __name__ == "__main__":

@@ -73,7 +73,8 @@ def test_identity_labels_stop_matching_after_delete_and_re_add():
     idx.add(X[target][None, :] * 2.0, [target])
     ids, scores = idx.search(Q[0], k=1)
     assert ids.tolist() == [target]
-    assert scores[0] == pytest.approx(float(np.dot(X[target], Q[0]) / np.linalg.norm(X[target]) / np.linalg.norm(Q[0])), abs=1e-5)
+    cos = float(np.dot(X[target], Q[0]) / np.linalg.norm(X[target]) / np.linalg.norm(Q[0]))
+    assert scores[0] == pytest.approx(cos, abs=1e-5)
     _check_single_matches_batch(idx, Q)
     # More auto ids after that still map correctly.
     more = idx.add(Q[:3])

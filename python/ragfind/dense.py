@@ -544,12 +544,7 @@ class DenseIndex:
             self._check_search_args(k, min_score, max_distance, fingerprint)
         # Fast path (this runs per query): one dot product both proves the vector finite
         # (NaN/inf propagate into it) and gives the cosine norm.
-        if (
-            type(q) is np.ndarray
-            and q.dtype is _F32
-            and q.shape == (self._dim,)
-            and q.flags.c_contiguous
-        ):
+        if type(q) is np.ndarray and q.dtype is _F32 and q.shape == (self._dim,) and q.flags.c_contiguous:
             qv = q  # no copy; anything else (other dtype/shape/strides) takes the full check
         else:
             qv = _check_query(q, self._dim)
