@@ -43,6 +43,7 @@ _DTYPES = {"f32": np.float32, "f16": np.float16, "i8": np.int8}
 _KINDS = ("exact", "hnsw")
 _F16_MAX = 65504.0
 _F32 = np.dtype(np.float32)
+_I64 = np.dtype(np.int64)
 
 # File format (little endian): 8-byte magic, u32 version, u32 flags (0), u64 header length,
 # u32 CRC-32 of the header, u32 zero; the JSON header; then 64-byte aligned sections, each
@@ -129,6 +130,7 @@ class _RWLock:
     The classic two-lock scheme: the first reader in takes the writer lock for all readers
     and the last one out releases it. Only C-level locks on the read path (a search pays
     well under a microsecond); writers wait while reads keep overlapping (reader preference).
+    ``DenseIndex._search_hnsw`` inlines acquire_read/release_read (keep them in step).
     """
 
     def __init__(self) -> None:
@@ -885,11 +887,14 @@ class DenseIndex:
             arr = self._label_ids_arr
             if arr is None or arr.shape[0] != len(self._label_ids):
                 arr = self._label_array()
-        finally:
-            rw.release_read()
+        finally:  # rw.release_read() inlined
+            with rw._mutex:
+                rw._readers -= 1
+                if rw._readers == 0:
+                    rw._write.release()
         # hnswlib's labels are uint64 < 2**63: reinterpreting them as int64 lets ``take`` map
         # them without the cast that fancy indexing with uint64 pays.
-        labels = labels.view(np.int64)[0]
+        labels = labels.view(_I64)[0]
         # Python-float operands keep float32 results (NEP 50; value-based casting before
         # NumPy 2), the same values as np.float32 scalars without constructing them per call.
         if self._metric == "l2":
