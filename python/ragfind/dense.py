@@ -43,6 +43,8 @@ _METRICS = ("cosine", "ip", "l2")
 _DTYPES = {"f32": np.float32, "f16": np.float16, "i8": np.int8}
 _KINDS = ("exact", "hnsw")
 _F16_MAX = 65504.0
+_F32 = np.dtype(np.float32)
+_I64 = np.dtype(np.int64)
 
 # File format (little endian): 8-byte magic, u32 version, u32 flags (0), u64 header length,
 # u32 CRC-32 of the header, u32 zero; the JSON header; then 64-byte aligned sections, each
@@ -134,6 +136,7 @@ class _RWLock:
     well under a microsecond). A writer holds the gate while it waits, so readers arriving
     after it queue behind it: without the gate, overlapping searches starved writers (about
     1 s per add/delete with 4 searching threads; tests/test_concurrency.py).
+    ``DenseIndex._search_hnsw`` inlines acquire_read/release_read (keep them in step).
     """
 
     def __init__(self) -> None:
@@ -553,16 +556,11 @@ class DenseIndex:
             self._check_search_args(k, min_score, max_distance, fingerprint)
         # Fast path (this runs per query): one dot product both proves the vector finite
         # (NaN/inf propagate into it) and gives the cosine norm.
-        if (
-            type(q) is np.ndarray
-            and q.dtype == np.float32
-            and q.shape == (self._dim,)
-            and q.flags.c_contiguous
-        ):
-            qv = q
+        if type(q) is np.ndarray and q.dtype is _F32 and q.shape == (self._dim,) and q.flags.c_contiguous:
+            qv = q  # no copy; anything else (other dtype/shape/strides) takes the full check
         else:
             qv = _check_query(q, self._dim)
-        sq = float(np.dot(qv, qv))
+        sq = float(qv.dot(qv))  # the method skips np.dot's dispatch; same BLAS sdot
         if not math.isfinite(sq):
             qv = _check_query(qv, self._dim)  # raises for NaN/inf; huge finite values pass
             sq = float(np.dot(qv.astype(np.float64), qv.astype(np.float64)))
@@ -784,6 +782,7 @@ class DenseIndex:
         self._next_label = 0
         self._n_hnsw_deleted = 0
         self._label_ids_arr: np.ndarray | None = None
+        self._labels_are_ids_n = -1  # length of _label_ids at which label == id for all
 
     def _add_hnsw(self, X: np.ndarray, id_list: list, kind: str) -> None:
         n = X.shape[0]
@@ -798,13 +797,14 @@ class DenseIndex:
             reuse = min(n, self._n_hnsw_deleted)
             h.add_items(X, labels, replace_deleted=reuse > 0)
             self._n_hnsw_deleted -= reuse
+            # Still under the write lock: a search must never see a label whose id is unknown.
+            self._label_ids.extend(id_list)
+            self._next_label += n
+            for x, lab in zip(id_list, labels.tolist()):
+                self._id_to_slot[x] = lab
+            self._label_ids_arr = None  # rebuilt lazily for id mapping
         finally:
             self._rw.release_write()
-        self._label_ids.extend(id_list)
-        self._next_label += n
-        for x, lab in zip(id_list, labels.tolist()):
-            self._id_to_slot[x] = lab
-        self._label_ids_arr = None  # rebuilt lazily for id mapping
 
     def _label_array(self) -> np.ndarray:
         arr = self._label_ids_arr
@@ -813,6 +813,11 @@ class DenseIndex:
             arr = np.asarray(
                 [(-1 if x is None and dtype is np.int64 else x) for x in self._label_ids], dtype=dtype
             )
+            # Labels are ids (integer ids 0..n-1 added in order, none re-added) in the common
+            # case; searches then skip the mapping. _label_ids is append-only, so this holds
+            # for every label array of this length (no torn reads with concurrent rebuilds).
+            if dtype is np.int64 and np.array_equal(arr, np.arange(arr.shape[0], dtype=np.int64)):
+                self._labels_are_ids_n = arr.shape[0]
             self._label_ids_arr = arr
         return arr
 
@@ -868,8 +873,14 @@ class DenseIndex:
                 k -= 1
 
     def _search_hnsw(self, qv: np.ndarray, k: int, threshold: Any, filter: Any, qnorm: float) -> tuple:  # noqa: A002
+        # rw.acquire_read() inlined (this runs per query; see _RWLock for the scheme).
         rw = self._rw
-        rw.acquire_read()
+        with rw._gate:
+            pass
+        with rw._mutex:
+            rw._readers += 1
+            if rw._readers == 1:
+                rw._write.acquire()
         try:
             kk = min(k, len(self._id_to_slot))
             if filter is None and kk:
@@ -889,19 +900,28 @@ class DenseIndex:
             arr = self._label_ids_arr
             if arr is None or arr.shape[0] != len(self._label_ids):
                 arr = self._label_array()
-        finally:
-            rw.release_read()
-        labels = labels[0]
+        finally:  # rw.release_read() inlined
+            with rw._mutex:
+                rw._readers -= 1
+                if rw._readers == 0:
+                    rw._write.release()
+        # hnswlib's labels are uint64 < 2**63: reinterpreting them as int64 lets ``take`` map
+        # them without the cast that fancy indexing with uint64 pays.
+        labels = labels.view(_I64)[0]
+        # Python-float operands keep float32 results (NEP 50; value-based casting before
+        # NumPy 2), the same values as np.float32 scalars without constructing them per call.
         if self._metric == "l2":
             scores = dist[0]
         elif qnorm == 1.0:
-            scores = np.float32(1.0) - dist[0]
+            scores = 1.0 - dist[0]
         else:  # hnswlib's ip distance is 1 - q.x with the unnormalised q
-            scores = (np.float32(1.0) - dist[0]) * np.float32(1.0 / qnorm)
+            scores = (1.0 - dist[0]) * (1.0 / qnorm)
         if threshold is not None:
             keep = scores <= threshold if self._metric == "l2" else scores >= threshold
             labels, scores = labels[keep], scores[keep]
-        return arr[labels], scores
+        if arr.shape[0] == self._labels_are_ids_n:
+            return labels, scores
+        return arr.take(labels), scores
 
     def _search_batch_hnsw(self, Qm: np.ndarray, k: int, threshold: Any, filter: Any, threads: int) -> tuple:  # noqa: A002
         nq = Qm.shape[0]
