@@ -204,11 +204,23 @@ void emit(size_t n_codes, const Options& opt, Workspace& ws, Fused& out) {
   const size_t n_out = (opt.top_k > 0 && opt.top_k < n_codes) ? opt.top_k : n_codes;
   out.ids.resize(n_out);
   out.scores.resize(n_out);
-  const bool dense = opt.dense_codes > 0;
-  for (size_t i = 0; i < n_out; ++i) {
-    const uint32_t c = ws.order[i];
-    out.ids[i] = dense ? static_cast<int64_t>(c) : ws.unique_ids[c];
-    out.scores[i] = ws.scores[c];
+  const uint32_t* order = ws.order.data();
+  const double* scores = ws.scores.data();
+  int64_t* ids_out = out.ids.data();
+  double* scores_out = out.scores.data();
+  if (opt.dense_codes > 0) {
+    for (size_t i = 0; i < n_out; ++i) {
+      const uint32_t c = order[i];
+      ids_out[i] = static_cast<int64_t>(c);
+      scores_out[i] = scores[c];
+    }
+  } else {
+    const int64_t* uniq = ws.unique_ids.data();
+    for (size_t i = 0; i < n_out; ++i) {
+      const uint32_t c = order[i];
+      ids_out[i] = uniq[c];
+      scores_out[i] = scores[c];
+    }
   }
 }
 
