@@ -117,8 +117,9 @@ inline uint64_t descending_key(double s) {
   s += 0.0;  // -0.0 -> +0.0 so the two zeros tie
   uint64_t bits;
   std::memcpy(&bits, &s, sizeof bits);
-  const uint64_t ascending = (bits >> 63) ? ~bits : (bits | (1ull << 63));
-  return ~ascending;
+  // Negative: flip every bit; non-negative: flip the sign bit. Branchless, so the key loop vectorises.
+  const uint64_t flip = (0 - (bits >> 63)) | (1ull << 63);
+  return ~(bits ^ flip);
 }
 
 // Step 3: ranks codes 0..n-1 by descending score, ties by code (first appearance).
