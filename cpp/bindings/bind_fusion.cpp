@@ -246,7 +246,9 @@ py::tuple run_fusion(py::handle lists, py::handle weights, py::handle top_k, boo
   }
   std::vector<fusion::RankedList> rl(parsed.size());
   for (size_t i = 0; i < parsed.size(); ++i) rl[i] = {parsed[i].ids, parsed[i].scores, parsed[i].size};
-  fusion::Fused out;
+  // Reused across calls on this thread: a fresh Fused would malloc and zero-fill both result
+  // vectors on every call before they are copied into the numpy arrays.
+  thread_local fusion::Fused out;
   try {
     py::gil_scoped_release release;
     fuse(rl, opt, out);

@@ -117,50 +117,75 @@ inline uint64_t descending_key(double s) {
   s += 0.0;  // -0.0 -> +0.0 so the two zeros tie
   uint64_t bits;
   std::memcpy(&bits, &s, sizeof bits);
-  const uint64_t ascending = (bits >> 63) ? ~bits : (bits | (1ull << 63));
-  return ~ascending;
+  // Negative: flip every bit; non-negative: flip the sign bit. Branchless, so the key loop vectorises.
+  const uint64_t flip = (0 - (bits >> 63)) | (1ull << 63);
+  return ~(bits ^ flip);
 }
 
 // Step 3: ranks codes 0..n-1 by descending score, ties by code (first appearance).
 // Each code becomes one uint64: the high 32 bits of its order-preserving score key above the code.
-// A stable LSD radix sort (8-bit digits, at most two passes) orders the codes by the top 16 key
-// bits that actually vary across the scores (RRF scores share their sign and most exponent
-// bits). Codes whose sorted prefix ties form short runs, still in code order; each run is then
-// ordered exactly by (score, code): insertion sort for the usual short runs, std::sort for long
-// ones, so the worst case stays O(n log n). Exact and deterministic.
+// A stable LSD radix sort (8-bit digits, at most two passes, both histograms counted in one
+// read) orders the codes by the top 16 key bits that actually vary across the scores (RRF scores
+// share their sign and most exponent bits). Codes whose sorted prefix ties form short runs, still
+// in code order; each run is then ordered exactly by (score, code): insertion sort for the usual
+// short runs, std::sort for long ones, so the worst case stays O(n log n). Exact and deterministic.
 void rank_codes(size_t n, Workspace& ws) {
   ws.keys.resize(n);
   ws.keys_tmp.resize(n);
   ws.order.resize(n);
   if (n == 0) return;
+  constexpr int kDigitBits = 8;
+  constexpr int kMaxPasses = 2;
+  constexpr uint32_t kDigits = 1u << kDigitBits;
   uint64_t* a = ws.keys.data();
   uint64_t* b = ws.keys_tmp.data();
-  const uint64_t first_hi = descending_key(ws.scores[0]) >> 32;
+  const double* sc = ws.scores.data();
+  const uint64_t first_hi = descending_key(sc[0]) >> 32;
   uint64_t varying = 0;
   for (size_t i = 0; i < n; ++i) {
-    const uint64_t hi = descending_key(ws.scores[i]) >> 32;
+    const uint64_t hi = descending_key(sc[i]) >> 32;
     varying |= hi ^ first_hi;
     a[i] = (hi << 32) | static_cast<uint64_t>(i);
   }
   const int bits = varying ? 64 - __builtin_clzll(varying) : 0;
-  const int sorted_bits = std::min(bits, 16);
+  const int sorted_bits = std::min(bits, kMaxPasses * kDigitBits);
   const int prefix_shift = 32 + (bits - sorted_bits);
-  uint32_t hist[256];
-  for (int shift = prefix_shift; shift < prefix_shift + sorted_bits; shift += 8) {
-    std::memset(hist, 0, sizeof hist);
-    for (size_t i = 0; i < n; ++i) ++hist[(a[i] >> shift) & 0xFF];
-    uint32_t sum = 0;
-    for (int d = 0; d < 256; ++d) { const uint32_t c = hist[d]; hist[d] = sum; sum += c; }
-    for (size_t i = 0; i < n; ++i) b[hist[(a[i] >> shift) & 0xFF]++] = a[i];
-    std::swap(a, b);
+  const int n_passes = (sorted_bits + kDigitBits - 1) / kDigitBits;
+  if (n_passes > 0) {
+    ws.hist.assign(2 * kDigits, 0);
+    uint32_t* h0 = ws.hist.data();
+    uint32_t* h1 = h0 + kDigits;
+    const int shift0 = prefix_shift;
+    const int shift1 = prefix_shift + kDigitBits;
+    if (n_passes == 1) {
+      for (size_t i = 0; i < n; ++i) ++h0[(a[i] >> shift0) & (kDigits - 1)];
+    } else {
+      for (size_t i = 0; i < n; ++i) {
+        const uint64_t x = a[i];
+        ++h0[(x >> shift0) & (kDigits - 1)];
+        ++h1[(x >> shift1) & (kDigits - 1)];
+      }
+    }
+    for (int p = 0; p < n_passes; ++p) {
+      uint32_t* h = p == 0 ? h0 : h1;
+      const int shift = p == 0 ? shift0 : shift1;
+      uint32_t sum = 0;
+      for (uint32_t d = 0; d < kDigits; ++d) { const uint32_t c = h[d]; h[d] = sum; sum += c; }
+      for (size_t i = 0; i < n; ++i) {
+        const uint64_t x = a[i];
+        b[h[(x >> shift) & (kDigits - 1)]++] = x;
+      }
+      std::swap(a, b);
+    }
   }
   uint32_t* order = ws.order.data();
-  const double* sc = ws.scores.data();
+  for (size_t i = 0; i < n; ++i) order[i] = static_cast<uint32_t>(a[i]);
   auto before = [sc](uint32_t x, uint32_t y) { return sc[x] > sc[y] || (sc[x] == sc[y] && x < y); };
-  for (size_t i = 0; i < n;) {
+  for (size_t i = 0; i + 1 < n;) {
     const uint64_t prefix = a[i] >> prefix_shift;
-    size_t j = i;
-    for (; j < n && (a[j] >> prefix_shift) == prefix; ++j) order[j] = static_cast<uint32_t>(a[j]);
+    if ((a[i + 1] >> prefix_shift) != prefix) { ++i; continue; }  // a run of one: already placed
+    size_t j = i + 2;
+    while (j < n && (a[j] >> prefix_shift) == prefix) ++j;
     if (j - i > 24) {
       std::sort(order + i, order + j, before);
     } else {
@@ -180,11 +205,23 @@ void emit(size_t n_codes, const Options& opt, Workspace& ws, Fused& out) {
   const size_t n_out = (opt.top_k > 0 && opt.top_k < n_codes) ? opt.top_k : n_codes;
   out.ids.resize(n_out);
   out.scores.resize(n_out);
-  const bool dense = opt.dense_codes > 0;
-  for (size_t i = 0; i < n_out; ++i) {
-    const uint32_t c = ws.order[i];
-    out.ids[i] = dense ? static_cast<int64_t>(c) : ws.unique_ids[c];
-    out.scores[i] = ws.scores[c];
+  const uint32_t* order = ws.order.data();
+  const double* scores = ws.scores.data();
+  int64_t* ids_out = out.ids.data();
+  double* scores_out = out.scores.data();
+  if (opt.dense_codes > 0) {
+    for (size_t i = 0; i < n_out; ++i) {
+      const uint32_t c = order[i];
+      ids_out[i] = static_cast<int64_t>(c);
+      scores_out[i] = scores[c];
+    }
+  } else {
+    const int64_t* uniq = ws.unique_ids.data();
+    for (size_t i = 0; i < n_out; ++i) {
+      const uint32_t c = order[i];
+      ids_out[i] = uniq[c];
+      scores_out[i] = scores[c];
+    }
   }
 }
 
