@@ -289,3 +289,19 @@ def test_default_ids_after_deletes_and_explicit_ids():
     assert list(idx.search("two three", k=5)[0]) == [2, 3] or list(idx.search("two three", k=5)[0]) == [3, 2]
     with pytest.raises(ValueError, match="duplicate id 2"):
         idx.add(["x"], ids=[2])
+
+
+def test_many_term_queries_on_a_large_segment_match_exhaustive():
+    # Segments past 65,536 documents use MaxScore, whose per-document cost grows with the number
+    # of terms; long queries (a pasted document) switch to term-at-a-time and must stay exact.
+    rng = np.random.default_rng(7)
+    vocab = [f"w{i}" for i in range(5000)]
+    docs = np.array(vocab)[rng.integers(0, len(vocab), (70_000, 12))].tolist()
+    index = BM25Index()
+    index.add_tokenized(docs)
+    for n_terms in (3, 64, 65, 400):
+        query = vocab[:n_terms]
+        ids, scores = index.search_tokenized(query, k=20)
+        ref_ids, ref_scores = index.search_tokenized(query, k=20, algorithm="exhaustive")
+        np.testing.assert_array_equal(ids, ref_ids)
+        np.testing.assert_allclose(scores, ref_scores, rtol=1e-6)

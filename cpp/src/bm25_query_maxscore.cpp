@@ -133,10 +133,11 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, TopK
 template <Method M>
 void InvertedIndex::search_impl(const Prepared& q, std::size_t k, Algorithm algorithm, std::vector<ScoredDoc>& out) const {
   TopKQueue heap(k);
+  const bool many_terms = q.terms.size() > kMaxScoreMaxTerms;
   // Segments in increasing doc-id order, as the MaxScore threshold test assumes.
   for (const auto& seg : segments_) {
-    const bool exhaustive =
-        algorithm == Algorithm::Exhaustive || (algorithm == Algorithm::Auto && seg->num_docs <= kSmallSegmentDocs);
+    const bool exhaustive = algorithm == Algorithm::Exhaustive ||
+                            (algorithm == Algorithm::Auto && (many_terms || seg->num_docs <= kSmallSegmentDocs));
     if (exhaustive) {
       exhaustive_segment<M>(q, *seg, heap);
     } else {

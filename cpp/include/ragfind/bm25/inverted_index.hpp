@@ -32,10 +32,15 @@
 namespace ragfind::bm25 {
 
 /// How search() finds the top-k: Auto picks per segment (term-at-a-time over a dense
-/// accumulator for segments up to kSmallSegmentDocs documents, MaxScore above); the others
-/// force one algorithm (tests compare them).
+/// accumulator for segments up to kSmallSegmentDocs documents or queries of more than
+/// kMaxScoreMaxTerms terms, MaxScore otherwise); the others force one algorithm (tests compare
+/// them).
 enum class Algorithm { Auto = 0, MaxScore = 1, Exhaustive = 2 };
 inline constexpr std::uint32_t kSmallSegmentDocs = 1u << 16;
+/// MaxScore scans every essential cursor for each candidate document, so its cost grows with
+/// terms x documents; past this many terms term-at-a-time (linear in the postings) is cheaper
+/// and keeps pasted-document queries bounded (RELIABILITY.md, resource limits).
+inline constexpr std::size_t kMaxScoreMaxTerms = 64;
 
 /// A query term: vocabulary id and how many times it occurs in the query.
 struct QueryTerm {
