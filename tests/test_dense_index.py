@@ -173,6 +173,17 @@ def test_empty_index_returns_empty_results():
     assert bids.shape == (2, 3) and (bids == -1).all() and np.isnan(bsc).all()
 
 
+@pytest.mark.parametrize("kind", ["exact", "hnsw"])
+def test_huge_k_beyond_the_index_is_a_clear_error_not_gigabytes_of_padding(kind):
+    X = np.random.default_rng(3).standard_normal((50, 8)).astype(np.float32)
+    idx = DenseIndex(8, kind=kind)
+    idx.add(X)
+    with pytest.raises(ValueError, match=r"k=10000000 exceeds the 50 vectors"):
+        idx.search_batch(X[:8], k=10**7)
+    ids, _ = idx.search_batch(X[:8], k=60)  # small padding stays allowed
+    assert ids.shape == (8, 60) and (ids[:, 50:] == -1).all()
+
+
 def _snapshot(idx, q):
     return len(idx), idx.search(q, k=5)[0].tolist()
 

@@ -128,6 +128,10 @@ def cosine(a: Any, b: Any) -> np.ndarray:
 # ----------------------------------------------------------------------------- helpers
 
 
+# search_batch pads every row to k; past this many entries a k above the index size is an error.
+_MAX_PADDED_ENTRIES = 1 << 24
+
+
 class _RWLock:
     """Many readers or one writer (hnswlib searches must not overlap adds or resizes).
 
@@ -596,12 +600,19 @@ class DenseIndex:
             with NaN.
 
         Raises:
-            as ``search``; Q must be (nq, dim) with nq >= 1.
+            as ``search``; Q must be (nq, dim) with nq >= 1. ValueError when ``k`` exceeds the
+            number of vectors and the padded output would hold more than 2**24 entries (a
+            ``k`` of 10**7 would otherwise allocate gigabytes of padding).
         """
         self._check_search_args(k, min_score, max_distance, fingerprint)
         Qm = _check_vectors(Q, self._dim, "Q")
         if Qm.shape[0] == 0:
             raise ValueError("Q is empty: pass at least one query row")
+        if k > len(self) and Qm.shape[0] * int(k) > _MAX_PADDED_ENTRIES:
+            raise ValueError(
+                f"k={k} exceeds the {len(self)} vectors in the index and the padded ({Qm.shape[0]}, {k}) "
+                f"output would hold {Qm.shape[0] * int(k):,} entries; pass k <= len(index)"
+            )
         if not isinstance(threads, (int, np.integer)) or threads < 0:
             raise ValueError(f"threads must be an integer >= 0 (0 = automatic), got {threads!r}")
         if self._metric == "cosine":
