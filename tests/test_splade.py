@@ -272,3 +272,15 @@ def test_taat_pruning_path_is_exact():
         b_ids, b_scores = index.search_batch(queries, k=k, algorithm="exhaustive")
         np.testing.assert_allclose(a_scores, b_scores, rtol=1e-6)
         np.testing.assert_array_equal(a_ids, b_ids)
+
+
+def test_huge_k_beyond_the_index_is_a_clear_error_not_gigabytes_of_padding():
+    rng = np.random.default_rng(5)
+    docs = _random_sparse(rng, 50, 100)
+    index = SparseVectorIndex(100)
+    index.add(docs)
+    queries = _random_sparse(rng, 8, 100, (1, 10))
+    with pytest.raises(ValueError, match=r"k=10000000 exceeds the 50 documents"):
+        index.search_batch(queries, k=10**7)
+    ids, _ = index.search_batch(queries, k=60)  # small padding stays allowed
+    assert ids.shape == (8, 60) and (ids[:, 50:] == -1).all()

@@ -23,6 +23,8 @@ __all__ = ["SparseVectorIndex", "SparseTermMatch"]
 _MAGIC = b"RFSPARSE"
 _VERSION = 1
 _ALGORITHMS = ("auto", "maxscore", "taat", "exhaustive")
+# search_batch pads every row to k; past this many entries a k above the index size is an error.
+_MAX_PADDED_ENTRIES = 1 << 24
 
 
 @dataclass
@@ -193,12 +195,20 @@ class SparseVectorIndex:
         """Top-k for many queries in parallel: (ids int64 (nq, k), scores float32 (nq, k)).
 
         Rows with fewer than k matching documents are padded with id -1 and score -inf.
+        ValueError when k exceeds the number of documents and the padded output would hold more
+        than 2**24 entries (a k of 10**7 would otherwise allocate gigabytes of padding).
         """
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
             raise ValueError(f"k must be a positive integer, got {k!r}")
         if algorithm not in _ALGORITHMS:
             raise ValueError(f"algorithm={algorithm!r}: expected one of {_ALGORITHMS}")
         indptr, indices, values = self._queries(queries)
+        nq = len(indptr) - 1
+        if k > len(self) and nq * int(k) > _MAX_PADDED_ENTRIES:
+            raise ValueError(
+                f"k={k} exceeds the {len(self)} documents in the index and the padded ({nq}, {k}) "
+                f"output would hold {nq * int(k):,} entries; pass k <= len(index)"
+            )
         return self._index.search_batch(indptr, indices, values, int(k), n_threads or 0, algorithm)
 
     def score(self, query) -> np.ndarray:
