@@ -15,7 +15,7 @@ import os
 import re
 from pathlib import Path
 
-__all__ = ["fault_point", "temp_prefix", "remove_stale_temp_files"]
+__all__ = ["fault_point", "temp_prefix", "remove_stale_temp_files", "fsync_dir"]
 
 
 def fault_point(name: str) -> None:
@@ -57,3 +57,17 @@ def remove_stale_temp_files(path: Path) -> None:
             os.unlink(path.parent / entry)
         except OSError:
             pass
+
+
+def fsync_dir(path: Path) -> None:
+    """Flushes a directory entry (a rename into it) to disk; best effort where unsupported."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

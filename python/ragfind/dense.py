@@ -33,7 +33,7 @@ from typing import Any, Union
 import numpy as np
 
 from ragfind import _core
-from ragfind._crash_safety import fault_point, remove_stale_temp_files, temp_prefix
+from ragfind._crash_safety import fault_point, fsync_dir, remove_stale_temp_files, temp_prefix
 
 __all__ = ["DenseIndex", "dot", "cosine", "l2sq"]
 
@@ -256,19 +256,6 @@ def _id_kind_of(ids: list) -> str:
 def _byte_view(arr: np.ndarray) -> np.ndarray:
     """The bytes of a C-contiguous array as a flat uint8 array (no copy; empty arrays too)."""
     return np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 # ----------------------------------------------------------------------------- index
@@ -1092,7 +1079,7 @@ class DenseIndex:
             except OSError:
                 pass
             raise
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
 
     @classmethod
     def load(cls, path: str | os.PathLike, mmap: bool = True, verify: bool = True) -> DenseIndex:

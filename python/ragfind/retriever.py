@@ -36,6 +36,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
+from ragfind._crash_safety import fsync_dir
 from ragfind.cache import LRUCache, freeze
 from ragfind.chunking import Chunk, chunk_documents, default_context, load_tokenizer
 
@@ -173,19 +174,6 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _check_queries(query: str | Sequence[str]) -> tuple:
@@ -1015,7 +1003,7 @@ class Retriever:
                     json.dump(manifest, fh, indent=1, sort_keys=True)
                     fh.flush()
                     os.fsync(fh.fileno())
-                _fsync_dir(tmp)
+                fsync_dir(tmp)
                 old = None
                 if dst.exists():
                     if not (dst / MANIFEST).is_file() and any(dst.iterdir()):
@@ -1025,7 +1013,7 @@ class Retriever:
                     old = parent / f".{dst.name}.old-{uuid.uuid4().hex[:8]}"
                     os.replace(dst, old)
                 os.replace(tmp, dst)
-                _fsync_dir(parent)
+                fsync_dir(parent)
                 if old is not None:
                     shutil.rmtree(old, ignore_errors=True)
             finally:

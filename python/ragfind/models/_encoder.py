@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ragfind.models._runtime import DEFAULT_MAX_TEXT_CHARS, _ModelBase
+from ragfind.models._runtime import _ModelBase
 
 
 def pool(token_embeddings: np.ndarray, mask: np.ndarray, mode: str) -> np.ndarray:
@@ -56,27 +56,6 @@ class Encoder(_ModelBase):
     """
 
     _expected_role = ("bi-encoder",)
-
-    def __init__(
-        self,
-        path_or_name,
-        threads: int | None = None,
-        graph_optimization: str = "all",
-        providers=None,
-        *,
-        max_text_chars: int | None = DEFAULT_MAX_TEXT_CHARS,
-        verify: bool = True,
-        allow_spinning: bool = True,
-    ):
-        super().__init__(
-            path_or_name,
-            threads,
-            graph_optimization,
-            providers,
-            max_text_chars=max_text_chars,
-            verify=verify,
-            allow_spinning=allow_spinning,
-        )
 
     @property
     def pooling(self) -> str:
