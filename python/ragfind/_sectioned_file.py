@@ -102,13 +102,13 @@ class SectionedFile:
         """A header value converted with ``kind`` (int, str, float), or ValueError."""
         try:
             return kind(self.header[key])
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, OverflowError) as e:
             raise ValueError(f"{self.path}: corrupt header field {key!r} ({e})") from None
 
     def shape_of(self, name: str) -> tuple:
         try:
             return tuple(int(x) for x in self.sections[name]["shape"])
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, OverflowError) as e:
             raise ValueError(f"{self.path}: corrupt or missing section {name!r} ({e})") from None
 
     def array(self, name: str, dtype, shape: tuple, *, mmap: bool, verify: bool) -> np.ndarray:
@@ -125,7 +125,7 @@ class SectionedFile:
             if s["dtype"] != dtype.str:
                 raise ValueError(f"dtype {s['dtype']!r}, expected {dtype.str!r}")
             dt = dtype
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, OverflowError) as e:
             raise ValueError(f"{self.path}: corrupt section {name!r} ({e})") from None
         if (
             dt != dtype

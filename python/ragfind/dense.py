@@ -1212,7 +1212,10 @@ class DenseIndex:
             next_label = int(h["next_label"])
             if count and (labels.min() < 0 or labels.max() >= next_label):
                 raise bad("labels out of range")
-            idx._load_hnsw(secs["hnsw"].tobytes(), int(h["max_elements"]))
+            try:
+                idx._load_hnsw(secs["hnsw"].tobytes(), int(h["max_elements"]))
+            except RuntimeError as e:  # hnswlib's own reader rejecting the graph bytes
+                raise bad(f"the HNSW graph section is corrupt ({e})") from None
             idx._next_label = next_label
             label_ids: list = [None] * next_label
             for x, lab in zip(ids, labels.tolist()):

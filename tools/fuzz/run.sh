@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Short fuzz run of every target (atheris / libFuzzer): tools/fuzz/run.sh [SECONDS_PER_TARGET]
-# (FUZZ_TARGETS="load_bm25 query" limits the targets)
+# (FUZZ_TARGETS="load_bm25 query" limits the targets; FUZZ_SEED=N fixes libFuzzer's seed so a
+# run can be repeated, as CI does; the default 0 picks a new seed each run)
 #
 # The repo's seed corpus (tools/fuzz/corpus/<target>) is read, never written: new interesting
 # inputs go to build/fuzz/<target>, crashes/hangs to build/fuzz/artifacts/. A crash, an
@@ -22,7 +23,7 @@ for target in ${FUZZ_TARGETS:-analyzer query load_bm25 load_dense_exact load_den
   harness=tools/fuzz/fuzz_$target.py
   start=$(date +%s)
   python "$harness" "$OUT/$target" "tools/fuzz/corpus/$target" \
-    -max_total_time="$SECONDS_PER_TARGET" -timeout=20 -rss_limit_mb=4096 -max_len=8192 \
+    -seed="${FUZZ_SEED:-0}" -max_total_time="$SECONDS_PER_TARGET" -timeout=20 -rss_limit_mb=4096 -max_len=8192 \
     -artifact_prefix="$OUT/artifacts/$target-" -print_final_stats=1 >"$OUT/$target.log" 2>&1
   rc=$?
   runs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$OUT/$target.log" | grep -Eo '[0-9]+$' | tail -1)
