@@ -1090,7 +1090,9 @@ class DenseIndex:
             mmap: for exact indexes, map the vectors read-only instead of reading them (the
                 first add copies them into memory). HNSW graphs are always read into memory.
             verify: check the CRC-32 of every section (reads the whole file once); the
-                header's own checksum, sizes and offsets are always checked.
+                header's own checksum, sizes and offsets, and an HNSW graph's CRC-32, are
+                always checked. A file crafted with valid checksums is trusted: load indexes
+                only from sources you trust, as with any binary index format.
 
         Raises:
             FileNotFoundError: no such file.
@@ -1156,7 +1158,10 @@ class DenseIndex:
             if int(np.prod(shape, dtype=np.int64)) * dt.itemsize != nbytes:
                 raise bad(f"section {name!r} size does not match its shape")
             view = memoryview(buf)[off : off + nbytes]
-            if verify and zlib.crc32(view) != s["crc32"]:
+            # The HNSW graph is always checked: hnswlib walks its neighbour ids without bounds
+            # checks, so unverified graph bytes could crash the process (verify=False only
+            # skips the vector sections, whose bad values cannot).
+            if (verify or name == "hnsw") and zlib.crc32(view) != s["crc32"]:
                 raise bad(f"section {name!r} checksum mismatch (corrupt file)")
             secs[name] = np.frombuffer(view, dtype=dt).reshape(shape)
 
