@@ -128,6 +128,9 @@ def cosine(a: Any, b: Any) -> np.ndarray:
 # ----------------------------------------------------------------------------- helpers
 
 
+# A search met a label the index never assigned: only a corrupt (crafted) graph does that.
+_CORRUPT_GRAPH = "the HNSW graph returned a label this index never assigned (corrupt index file?)"
+
 # search_batch pads every row to k; past this many entries a k above the index size is an error.
 _MAX_PADDED_ENTRIES = 1 << 24
 
@@ -747,6 +750,8 @@ class DenseIndex:
         return self._pad_ids(slot_ids, rows), scores
 
     def _pad_ids(self, slot_ids: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        if rows.size and rows.max() >= slot_ids.shape[0]:
+            raise ValueError(_CORRUPT_GRAPH)
         missing = rows < 0
         if slot_ids.dtype == object:
             out = np.empty(rows.shape, dtype=object)
@@ -917,6 +922,8 @@ class DenseIndex:
         if threshold is not None:
             keep = scores <= threshold if self._metric == "l2" else scores >= threshold
             labels, scores = labels[keep], scores[keep]
+        if labels.size and (labels.min() < 0 or labels.max() >= arr.shape[0]):
+            raise ValueError(_CORRUPT_GRAPH)
         if arr.shape[0] == self._labels_are_ids_n:
             return labels, scores
         return arr.take(labels), scores
@@ -1221,6 +1228,12 @@ class DenseIndex:
                 idx._load_hnsw(secs["hnsw"].tobytes(), int(h["max_elements"]))
             except RuntimeError as e:  # hnswlib's own reader rejecting the graph bytes
                 raise bad(f"the HNSW graph section is corrupt ({e})") from None
+            # The graph stores its own labels: they must be the ones the labels section maps.
+            graph_labels = np.asarray(idx._hnsw.get_ids_list(), dtype=np.int64)
+            if graph_labels.size and (graph_labels.min() < 0 or graph_labels.max() >= next_label):
+                raise bad("the HNSW graph holds labels outside the labels section")
+            if not np.isin(labels, graph_labels).all():
+                raise bad("the labels section names labels the HNSW graph does not hold")
             idx._next_label = next_label
             label_ids: list = [None] * next_label
             for x, lab in zip(ids, labels.tolist()):
