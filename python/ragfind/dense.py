@@ -18,6 +18,7 @@ matrices, dispatched to the active SIMD level (``ragfind.set_simd_level``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import mmap as _mmap
@@ -26,7 +27,7 @@ import struct
 import tempfile
 import threading
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Union
 
@@ -56,6 +57,8 @@ _ALIGN = 64
 _MAX_HEADER = 1 << 26
 # HNSW searches restricted to at most this many ids scan those vectors exactly instead.
 _HNSW_EXACT_FILTER_MAX = 4096
+# hnswlib caps M at 10000 (silently); the graph check rejects larger values in a file.
+_MAX_HNSW_PARAM = {"M": 10000, "ef_construction": 2**31 - 1}
 # Section dtypes a saved index can hold (np.dtype() parses arbitrary strings: a corrupt file
 # could make it raise SyntaxError or allocate huge sub-array types).
 _SECTION_DTYPES = frozenset({"<f4", "<f2", "|i1", "<i8", "|u1"})
@@ -172,6 +175,34 @@ class _RWLock:
 
     def release_write(self) -> None:
         self._write.release()
+
+
+@contextlib.contextmanager
+def _scratch_file() -> Iterator[tuple[int, str]]:
+    """(fd, path) of a scratch file for hnswlib, which only reads and writes graphs by path.
+
+    On Linux it is an anonymous memory file (``memfd_create``) reached through /proc/self/fd,
+    so a killed process leaves nothing behind; elsewhere a temporary file removed on exit.
+    """
+    if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
+        fd = os.memfd_create("ragfind-hnsw", os.MFD_CLOEXEC)
+        try:
+            yield fd, f"/proc/self/fd/{fd}"
+        finally:
+            os.close(fd)
+        return
+    fd, tmp = tempfile.mkstemp(prefix="ragfind-hnsw-", suffix=".bin")
+    try:
+        yield fd, tmp
+    finally:
+        os.close(fd)
+        os.unlink(tmp)
+
+
+def _write_all(fd: int, data: Any) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _check_vectors(vectors: Any, dim: int, name: str = "vectors") -> np.ndarray:
@@ -319,8 +350,8 @@ class DenseIndex:
         if not isinstance(threads, (int, np.integer)) or threads < 0:
             raise ValueError(f"threads must be an integer >= 0 (0 = automatic), got {threads!r}")
         for name, val in (("M", M), ("ef_construction", ef_construction)):
-            if not isinstance(val, (int, np.integer)) or val < 2:
-                raise ValueError(f"{name} must be an integer >= 2, got {val!r}")
+            if not isinstance(val, (int, np.integer)) or not 2 <= val <= _MAX_HNSW_PARAM[name]:
+                raise ValueError(f"{name} must be an integer in [2, {_MAX_HNSW_PARAM[name]}], got {val!r}")
         self._dim = int(dim)
         self._metric = metric
         self._dtype = dtype
@@ -1028,13 +1059,10 @@ class DenseIndex:
             self._write_file(path, header, sections)
 
     def _hnsw_bytes(self) -> bytes:
-        fd, tmp = tempfile.mkstemp(prefix="ragfind-hnsw-", suffix=".bin")
-        os.close(fd)
-        try:
+        with _scratch_file() as (fd, tmp):
             self._hnsw.save_index(tmp)
-            return Path(tmp).read_bytes()
-        finally:
-            os.unlink(tmp)
+            with open(tmp, "rb") as f:
+                return f.read()
 
     @staticmethod
     def _write_file(path: Path, header: dict, sections: list[tuple[str, np.ndarray]]) -> None:
@@ -1224,16 +1252,28 @@ class DenseIndex:
             next_label = int(h["next_label"])
             if count and (labels.min() < 0 or labels.max() >= next_label):
                 raise bad("labels out of range")
+            # hnswlib trusts its graph file (neighbour ids, record sizes, levels): a file whose
+            # checksums were recomputed after tampering would make a later search or add read
+            # or write out of bounds, so the whole graph is checked before hnswlib sees it.
             try:
-                idx._load_hnsw(secs["hnsw"].tobytes(), int(h["max_elements"]))
-            except RuntimeError as e:  # hnswlib's own reader rejecting the graph bytes
-                raise bad(f"the HNSW graph section is corrupt ({e})") from None
-            # The graph stores its own labels: they must be the ones the labels section maps.
-            graph_labels = np.asarray(idx._hnsw.get_ids_list(), dtype=np.int64)
+                g = _core.hnsw_check_graph(secs["hnsw"], dim)
+            except ValueError as e:
+                raise bad(str(e)) from None
+            if g["M"] != h["M"] or g["ef_construction"] != h["ef_construction"]:
+                raise bad("the HNSW graph's M or ef_construction differs from the header's")
+            # The graph stores its own labels: the live ones are exactly the labels section.
+            graph_labels = g["labels"].view(np.int64)
             if graph_labels.size and (graph_labels.min() < 0 or graph_labels.max() >= next_label):
                 raise bad("the HNSW graph holds labels outside the labels section")
-            if not np.isin(labels, graph_labels).all():
-                raise bad("the labels section names labels the HNSW graph does not hold")
+            live = graph_labels[~g["deleted"]]
+            if live.shape != labels.shape or not np.array_equal(np.sort(live), np.sort(labels)):
+                raise bad("the labels section does not match the HNSW graph's live elements")
+            try:
+                # Capacity is not taken from the file (a huge value would allocate per slot):
+                # what is stored, at least the initial 1024; adds grow it by doubling.
+                idx._load_hnsw(secs["hnsw"], max(1024, g["count"]))
+            except RuntimeError as e:  # hnswlib's own reader rejecting the graph bytes
+                raise bad(f"the HNSW graph section is corrupt ({e})") from None
             idx._next_label = next_label
             label_ids: list = [None] * next_label
             for x, lab in zip(ids, labels.tolist()):
@@ -1244,18 +1284,14 @@ class DenseIndex:
             idx._n_hnsw_deleted = int(idx._hnsw.element_count) - count
         return idx
 
-    def _load_hnsw(self, blob: bytes, max_elements: int) -> None:
+    def _load_hnsw(self, blob: Any, max_elements: int) -> None:
         import hnswlib
 
         space = "l2" if self._metric == "l2" else "ip"
-        fd, tmp = tempfile.mkstemp(prefix="ragfind-hnsw-", suffix=".bin")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(blob)
+        with _scratch_file() as (fd, tmp):
+            _write_all(fd, blob)
             h = hnswlib.Index(space=space, dim=self._dim)
             h.load_index(tmp, max_elements=max_elements, allow_replace_deleted=True)
-        finally:
-            os.unlink(tmp)
         h.set_ef(self._ef)
         h.set_num_threads(max(1, os.cpu_count() or 1))
         self._hnsw = h

@@ -8,6 +8,7 @@ fuzz finding becomes a regression test by dropping its input into tools/fuzz/cor
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import sys
@@ -27,8 +28,9 @@ CORPUS = HERE / "corpus"
 CLEAN_ERRORS = (ValueError, OSError)
 
 
-def fix_checksums(kind: str, buf: bytearray) -> bytearray:
-    """Recomputes the checksums a mutated file would fail, so mutations reach the parser."""
+def fix_checksums(kind: str, buf: bytearray, sections: bool = False) -> bytearray:
+    """Recomputes the checksums a mutated file would fail, so mutations reach the parser
+    (the dense section CRCs too when ``sections``)."""
     if kind == "bm25" and len(buf) >= 64 and buf[:8] == b"RAGFBM25":
         hb, _file_size, ns = struct.unpack_from("<IQI", buf, 12)
         if 64 <= hb <= len(buf):
@@ -40,8 +42,26 @@ def fix_checksums(kind: str, buf: bytearray) -> bytearray:
     elif kind.startswith("dense") and len(buf) >= 32 and buf[:8] == b"RFDENSE\x00":
         (hlen,) = struct.unpack_from("<Q", buf, 16)
         if 32 + hlen <= len(buf):
+            if sections:
+                _fix_dense_section_checksums(buf, hlen)
             struct.pack_into("<I", buf, 24, zlib.crc32(bytes(buf[32 : 32 + hlen])))
     return buf
+
+
+def _fix_dense_section_checksums(buf: bytearray, hlen: int) -> None:
+    """Rewrites a dense header's section CRCs in place (same length), so that mutated section
+    bytes (the HNSW graph above all) reach the structural checks behind the CRCs."""
+    try:
+        header = json.loads(bytes(buf[32 : 32 + hlen]))
+        for s in header["sections"].values():
+            off, nbytes = int(s["offset"]), int(s["nbytes"])
+            if 0 <= off and off + nbytes <= len(buf):
+                s["crc32"] = zlib.crc32(bytes(buf[off : off + nbytes]))
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError):
+        return
+    new = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+    if len(new) <= hlen:  # JSON allows the trailing spaces that keep the length
+        buf[32 : 32 + hlen] = new + b" " * (hlen - len(new))
 
 
 def load_any(kind: str, path: str, mmap: bool, verify: bool):
@@ -109,9 +129,10 @@ def check_loader(kind: str, data: bytes) -> None:
     mode = data[0]
     buf = bytearray(data[1:])
     if mode & 1:
-        buf = fix_checksums(kind, buf)
+        buf = fix_checksums(kind, buf, sections=bool(mode & 8))
     mmap = bool(mode & 2)
     verify = not (mode & 4)  # dense/late: skip section CRCs so corrupt structure is parsed
+    # bit 3 (with bit 0): dense section CRCs recomputed, so mutated graphs reach the graph check
     fd, path = tempfile.mkstemp(prefix="ragfind-fuzz-", suffix=".idx")
     try:
         with os.fdopen(fd, "wb") as f:

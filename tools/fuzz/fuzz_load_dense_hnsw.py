@@ -2,7 +2,8 @@
 
 Run: python tools/fuzz/fuzz_load_dense_hnsw.py WORKDIR tools/fuzz/corpus/load_dense_hnsw -max_total_time=60
 (tools/fuzz/run.sh does this for every target). Input byte 0 picks the mode: bit 0 recomputes
-the checksums (mutations then reach the structural checks), bit 1 mmap, bit 2 verify=False.
+the checksums (mutations then reach the structural checks), bit 1 mmap, bit 2 verify=False,
+bit 3 (with bit 0) the section checksums too, so mutated HNSW graphs reach the graph check.
 """
 
 import sys

@@ -75,8 +75,12 @@ def loader_seeds() -> dict[str, list[bytes]]:
     sp_exact = SparseVectorIndex(8, scale=0)
     sp_exact.add([{1: 0.125, 2: 3.0}, {}])
     out["load_sparse"].append(saved_bytes(sp_exact))
-    # Every mode byte once per seed: raw / fixed checksums x mmap x verify.
-    return {k: [bytes([mode]) + s for s in v for mode in (0, 1, 3, 5, 7)] for k, v in out.items()}
+    # Every mode byte once per seed: raw / fixed checksums x mmap x verify; dense files also
+    # with their section checksums fixed (mode 9), so mutated graphs reach the graph check.
+    seeds = {k: [bytes([mode]) + s for s in v for mode in (0, 1, 3, 5, 7)] for k, v in out.items()}
+    for k in ("load_dense_exact", "load_dense_hnsw"):
+        seeds[k] += [b"\x09" + s for s in out[k]]
+    return seeds
 
 
 def _has_kw(fn, name: str) -> bool:
