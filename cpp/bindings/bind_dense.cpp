@@ -14,7 +14,6 @@
 
 #include "bindings.hpp"
 #include "ragfind/dense_search.hpp"
-#include "ragfind/hnsw_graph_check.hpp"
 #include "ragfind/similarity.hpp"
 
 namespace py = pybind11;
@@ -246,36 +245,6 @@ void bind_dense(py::module_& m) {
         return out;
       },
       py::arg("A"), py::arg("B"), py::arg("op"), "Row-wise float32 kernel out[i] = op(A[i], B[i]).");
-
-  m.def(
-      "hnsw_check_graph",
-      [](const py::buffer& graph, size_t dim) {
-        const py::buffer_info info = graph.request();
-        if (info.ndim != 1 || info.itemsize != 1) fail_type("graph must be a 1-D byte buffer");
-        hnsw::GraphSummary g;
-        {
-          py::gil_scoped_release release;
-          g = hnsw::check_graph(static_cast<const uint8_t*>(info.ptr), static_cast<size_t>(info.size), dim);
-        }
-        py::array_t<uint64_t> labels(static_cast<py::ssize_t>(g.labels.size()));
-        std::copy(g.labels.begin(), g.labels.end(), labels.mutable_data());
-        py::array_t<bool> deleted(static_cast<py::ssize_t>(g.deleted.size()));
-        std::copy(g.deleted.begin(), g.deleted.end(), deleted.mutable_data());
-        py::dict out;
-        out["max_elements"] = g.max_elements;
-        out["count"] = g.count;
-        out["M"] = g.M;
-        out["ef_construction"] = g.ef_construction;
-        out["max_level"] = g.max_level;
-        out["labels"] = labels;
-        out["deleted"] = deleted;
-        return out;
-      },
-      py::arg("graph"), py::arg("dim"),
-      "Checks an hnswlib graph file of float32 vectors of dimension dim (neighbour ids, list\n"
-      "lengths, record layout, levels) before hnswlib loads it, which it does without checks.\n"
-      "Returns max_elements, count, M, ef_construction, max_level, labels (uint64) and deleted\n"
-      "(bool) per stored element; raises ValueError on the first inconsistency.");
 
   m.def("dense_kernel_name", [] { return std::string(similarity_kernels().name); },
         "Name of the similarity kernel table the active SIMD level dispatches to.");

@@ -6,6 +6,7 @@ PYBIND11_MODULE(_core, m) {
   bind_cpu(m);
   bind_bm25(m);
   bind_dense(m);
+  bind_hnsw(m);
   bind_fusion(m);
   bind_late_interaction(m);
   bind_sparse(m);

@@ -138,45 +138,6 @@ _CORRUPT_GRAPH = "the HNSW graph returned a label this index never assigned (cor
 _MAX_PADDED_ENTRIES = 1 << 24
 
 
-class _RWLock:
-    """Many readers or one writer (hnswlib searches must not overlap adds or resizes).
-
-    The classic two-lock scheme: the first reader in takes the writer lock for all readers
-    and the last one out releases it. Only C-level locks on the read path (a search pays
-    well under a microsecond). A writer holds the gate while it waits, so readers arriving
-    after it queue behind it: without the gate, overlapping searches starved writers (about
-    1 s per add/delete with 4 searching threads; tests/test_concurrency.py).
-    ``DenseIndex._search_hnsw`` inlines acquire_read/release_read (keep them in step).
-    """
-
-    def __init__(self) -> None:
-        self._mutex = threading.Lock()
-        self._write = threading.Lock()
-        self._gate = threading.Lock()
-        self._readers = 0
-
-    def acquire_read(self) -> None:
-        with self._gate:
-            pass
-        with self._mutex:
-            self._readers += 1
-            if self._readers == 1:
-                self._write.acquire()
-
-    def release_read(self) -> None:
-        with self._mutex:
-            self._readers -= 1
-            if self._readers == 0:
-                self._write.release()
-
-    def acquire_write(self) -> None:
-        with self._gate:
-            self._write.acquire()
-
-    def release_write(self) -> None:
-        self._write.release()
-
-
 @contextlib.contextmanager
 def _scratch_file() -> Iterator[tuple[int, str]]:
     """(fd, path) of a scratch file for hnswlib, which only reads and writes graphs by path.
@@ -357,6 +318,7 @@ class DenseIndex:
         self._dtype = dtype
         self._kind = kind
         self._fingerprint = fingerprint
+        self._metric_code = {"ip": 0, "cosine": 1, "l2": 2}[metric]  # for _core.hnsw_finish_single
         self._threads = int(threads)
         self._M = int(M)
         self._ef_construction = int(ef_construction)
@@ -378,7 +340,10 @@ class DenseIndex:
         self._n_deleted = 0
         # HNSW
         self._hnsw: Any = None
-        self._rw = _RWLock()
+        # Many readers or one writer (hnswlib searches must not overlap adds or resizes); writers
+        # go ahead of readers that arrive after them (overlapping searches starved writers:
+        # about 1 s per add/delete with 4 searching threads; tests/test_concurrency.py).
+        self._rw = _core.ReaderWriterLock()
         if kind == "hnsw":
             self._init_hnsw(1024)
 
@@ -585,6 +550,9 @@ class DenseIndex:
             qv = q  # no copy; anything else (other dtype/shape/strides) takes the full check
         else:
             qv = _check_query(q, self._dim)
+        if self._kind == "hnsw":
+            # Checked (finite, non-zero for cosine) by the C++ call that finishes the search.
+            return self._search_hnsw(qv, int(k), min_score if self._metric != "l2" else max_distance, filter)
         sq = float(qv.dot(qv))  # the method skips np.dot's dispatch; same BLAS sdot
         if not math.isfinite(sq):
             qv = _check_query(qv, self._dim)  # raises for NaN/inf; huge finite values pass
@@ -598,9 +566,7 @@ class DenseIndex:
                 raise ValueError("q is a zero vector; cosine is undefined")
             qnorm = math.sqrt(sq)
         threshold = min_score if self._metric != "l2" else max_distance
-        if self._kind == "exact":
-            return self._search_exact(qv, int(k), threshold, filter, threads, qnorm)
-        return self._search_hnsw(qv, int(k), threshold, filter, qnorm)
+        return self._search_exact(qv, int(k), threshold, filter, threads, qnorm)
 
     def search_batch(
         self,
@@ -906,15 +872,9 @@ class DenseIndex:
                     return np.empty((Qm.shape[0], 0), np.uint64), np.empty((Qm.shape[0], 0), np.float32)
                 k -= 1
 
-    def _search_hnsw(self, qv: np.ndarray, k: int, threshold: Any, filter: Any, qnorm: float) -> tuple:  # noqa: A002
-        # rw.acquire_read() inlined (this runs per query; see _RWLock for the scheme).
+    def _search_hnsw(self, qv: np.ndarray, k: int, threshold: Any, filter: Any) -> tuple:  # noqa: A002
         rw = self._rw
-        with rw._gate:
-            pass
-        with rw._mutex:
-            rw._readers += 1
-            if rw._readers == 1:
-                rw._write.acquire()
+        rw.acquire_read()
         try:
             kk = min(k, len(self._id_to_slot))
             if filter is None and kk:
@@ -934,30 +894,19 @@ class DenseIndex:
             arr = self._label_ids_arr
             if arr is None or arr.shape[0] != len(self._label_ids):
                 arr = self._label_array()
-        finally:  # rw.release_read() inlined
-            with rw._mutex:
-                rw._readers -= 1
-                if rw._readers == 0:
-                    rw._write.release()
-        # hnswlib's labels are uint64 < 2**63: reinterpreting them as int64 lets ``take`` map
-        # them without the cast that fancy indexing with uint64 pays.
-        labels = labels.view(_I64)[0]
-        # Python-float operands keep float32 results (NEP 50; value-based casting before
-        # NumPy 2), the same values as np.float32 scalars without constructing them per call.
-        if self._metric == "l2":
-            scores = dist[0]
-        elif qnorm == 1.0:
-            scores = 1.0 - dist[0]
-        else:  # hnswlib's ip distance is 1 - q.x with the unnormalised q
-            scores = (1.0 - dist[0]) * (1.0 / qnorm)
-        if threshold is not None:
-            keep = scores <= threshold if self._metric == "l2" else scores >= threshold
-            labels, scores = labels[keep], scores[keep]
-        if labels.size and (labels.min() < 0 or labels.max() >= arr.shape[0]):
-            raise ValueError(_CORRUPT_GRAPH)
-        if arr.shape[0] == self._labels_are_ids_n:
-            return labels, scores
-        return arr.take(labels), scores
+        except BaseException:
+            rw.release_read()
+            raise
+        # One C++ call releases the lock, checks q, converts distances to scores, applies the
+        # threshold and maps labels to ids: separate numpy calls on the result each cost
+        # microseconds with the caches cold after the graph walk (bench/dense.md).
+        n = arr.shape[0]
+        if n == self._labels_are_ids_n:
+            return _core.hnsw_finish_single(rw, labels, dist, qv, self._metric_code, threshold, n, None)
+        if arr.dtype == object:
+            rows, scores = _core.hnsw_finish_single(rw, labels, dist, qv, self._metric_code, threshold, n, None)
+            return arr.take(rows), scores
+        return _core.hnsw_finish_single(rw, labels, dist, qv, self._metric_code, threshold, n, arr)
 
     def _search_batch_hnsw(self, Qm: np.ndarray, k: int, threshold: Any, filter: Any, threads: int) -> tuple:  # noqa: A002
         nq = Qm.shape[0]

@@ -26,6 +26,18 @@ class WriterPreferringSharedMutex {
     mu_.lock_shared();
   }
   bool try_lock_shared() { return mu_.try_lock_shared(); }
+  // Non-blocking versions that still respect the gate (a waiting writer goes first).
+  bool try_lock_gated() {
+    if (!gate_.try_lock()) return false;
+    const bool ok = mu_.try_lock();
+    gate_.unlock();
+    return ok;
+  }
+  bool try_lock_shared_gated() {
+    if (!gate_.try_lock()) return false;
+    gate_.unlock();
+    return mu_.try_lock_shared();
+  }
   void unlock_shared() { mu_.unlock_shared(); }
 
  private:
