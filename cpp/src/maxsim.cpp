@@ -13,6 +13,10 @@ namespace ragfind::late {
 
 void maxsim_f32_scalar(const float*, int64_t, int64_t, const float*, int64_t, float*);
 void maxsim_f16_scalar(const float*, int64_t, int64_t, const uint16_t*, int64_t, float*, float*);
+#ifdef RAGFIND_HAVE_NEON
+void maxsim_f32_neon(const float*, int64_t, int64_t, const float*, int64_t, float*);
+void maxsim_f16_neon(const float*, int64_t, int64_t, const uint16_t*, int64_t, float*, float*);
+#endif
 #ifdef RAGFIND_HAVE_AVX2
 void maxsim_f32_avx2(const float*, int64_t, int64_t, const float*, int64_t, float*);
 void maxsim_f16_avx2(const float*, int64_t, int64_t, const uint16_t*, int64_t, float*, float*);
@@ -26,6 +30,9 @@ const KernelTable<MaxSimF32Fn>& maxsim_f32_table() {
   static const KernelTable<MaxSimF32Fn> table = [] {
     KernelTable<MaxSimF32Fn> t;
     t.by_level[static_cast<int>(SimdLevel::Scalar)] = maxsim_f32_scalar;
+#ifdef RAGFIND_HAVE_NEON
+    t.by_level[static_cast<int>(SimdLevel::NEON)] = maxsim_f32_neon;
+#endif
 #ifdef RAGFIND_HAVE_AVX2
     t.by_level[static_cast<int>(SimdLevel::AVX2)] = maxsim_f32_avx2;
 #endif
@@ -41,6 +48,9 @@ const KernelTable<MaxSimF16Fn>& maxsim_f16_table() {
   static const KernelTable<MaxSimF16Fn> table = [] {
     KernelTable<MaxSimF16Fn> t;
     t.by_level[static_cast<int>(SimdLevel::Scalar)] = maxsim_f16_scalar;
+#ifdef RAGFIND_HAVE_NEON
+    t.by_level[static_cast<int>(SimdLevel::NEON)] = maxsim_f16_neon;
+#endif
 #ifdef RAGFIND_HAVE_AVX2
     t.by_level[static_cast<int>(SimdLevel::AVX2)] = maxsim_f16_avx2;
 #endif

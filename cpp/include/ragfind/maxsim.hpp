@@ -2,9 +2,9 @@
 //
 // The query (m token vectors) is packed once per call into "query panels": 32 query tokens
 // per panel, stored dimension-major (panel[k * 32 + lane] = q[lane][k], zero-padded), so that a
-// SIMD register holds one dimension of 8 (AVX2) or 16 (AVX-512) query tokens. The micro-kernel
-// broadcasts one coordinate of a document token and FMAs it into a register tile of
-// (doc tokens x query tokens); once the dot products of the tile are complete, the running
+// SIMD register holds one dimension of 4 (NEON), 8 (AVX2) or 16 (AVX-512) query tokens. The
+// micro-kernel broadcasts one coordinate of a document token and FMAs it into a register tile
+// of (doc tokens x query tokens); once the dot products of the tile are complete, the running
 // maxima are taken lane-wise, so no horizontal reduction is needed until the final sum. Zero
 // padding lanes contribute max(0) = 0, so the sum needs no mask. Documents are read in place
 // (row-major, any length >= 1, no padding); float16 documents are widened in small blocks.
@@ -21,7 +21,7 @@ namespace ragfind::late {
 /// Storage type of document token vectors.
 enum class TokenDType : int { F32 = 0, F16 = 1 };
 
-/// Number of query tokens per packed panel (4 AVX2 or 2 AVX-512 registers).
+/// Number of query tokens per packed panel (8 NEON, 4 AVX2 or 2 AVX-512 registers).
 inline constexpr int kPanelWidth = 32;
 /// Document tokens widened per block when documents are stored as float16.
 inline constexpr int kF16Block = 48;
@@ -36,7 +36,7 @@ using MaxSimF32Fn = void (*)(const float* panels, int64_t m, int64_t dim, const 
 using MaxSimF16Fn = void (*)(const float* panels, int64_t m, int64_t dim, const uint16_t* doc, int64_t n,
                              float* maxima, float* scratch);
 
-/// Kernel tables (scalar reference, AVX2, AVX-512).
+/// Kernel tables (scalar reference, NEON, AVX2, AVX-512).
 const KernelTable<MaxSimF32Fn>& maxsim_f32_table();
 const KernelTable<MaxSimF16Fn>& maxsim_f16_table();
 

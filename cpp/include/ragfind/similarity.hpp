@@ -2,10 +2,11 @@
 //
 // Storage formats scanned against float32 queries:
 //   f32  rows of `d` floats;
-//   f16  rows of `d` IEEE binary16 values (uint16_t bits), decoded with F16C where available;
+//   f16  rows of `d` IEEE binary16 values (uint16_t bits), decoded with F16C (x86) or
+//        fcvtl (NEON) where available;
 //   i8   rows of `d` int8 values with one float scale per row (x ~= scale * q, symmetric);
 //        the query is quantised to int16 (scale max|q|/16383, nearly lossless) so the dot
-//        product is an exact integer computation (vpmaddwd / vpdpwssd).
+//        product is an exact integer computation (vpmaddwd / vpdpwssd / smlal).
 // Every kernel is compiled per ISA (cpp/src/kernels/similarity_<isa>.cpp) and chosen at run
 // time through similarity_kernels() (see cpu.hpp for the dispatch rules).
 #pragma once

@@ -1,8 +1,8 @@
 // The MaxSim register tile, written once over a vector-traits type V and instantiated by
-// maxsim_avx2.cpp and maxsim_avx512.cpp (each compiled with its own ISA flags).
+// maxsim_neon.cpp, maxsim_avx2.cpp and maxsim_avx512.cpp (each compiled with its own ISA flags).
 //
 // Everything here has internal linkage (anonymous namespace): the same template compiled with
-// different -m flags in two translation units must never be merged by the linker (ODR), or an
+// different -m flags in several translation units must never be merged by the linker (ODR), or an
 // AVX-512 instantiation could end up being called on an AVX2-only CPU.
 //
 // V provides: type reg, constexpr int lanes, zero(), load(const float*) (panel rows),
