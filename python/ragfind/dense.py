@@ -900,13 +900,13 @@ class DenseIndex:
         # One C++ call releases the lock, checks q, converts distances to scores, applies the
         # threshold and maps labels to ids: separate numpy calls on the result each cost
         # microseconds with the caches cold after the graph walk (bench/dense.md).
-        n = arr.shape[0]
+        n, code = arr.shape[0], self._metric_code
         if n == self._labels_are_ids_n:
-            return _core.hnsw_finish_single(rw, labels, dist, qv, self._metric_code, threshold, n, None)
+            return _core.hnsw_finish_single(rw, labels, dist, qv, code, threshold, n, None)
         if arr.dtype == object:
-            rows, scores = _core.hnsw_finish_single(rw, labels, dist, qv, self._metric_code, threshold, n, None)
+            rows, scores = _core.hnsw_finish_single(rw, labels, dist, qv, code, threshold, n, None)
             return arr.take(rows), scores
-        return _core.hnsw_finish_single(rw, labels, dist, qv, self._metric_code, threshold, n, arr)
+        return _core.hnsw_finish_single(rw, labels, dist, qv, code, threshold, n, arr)
 
     def _search_batch_hnsw(self, Qm: np.ndarray, k: int, threshold: Any, filter: Any, threads: int) -> tuple:  # noqa: A002
         nq = Qm.shape[0]

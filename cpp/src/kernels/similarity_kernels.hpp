@@ -16,8 +16,9 @@ extern const SimilarityKernels similarity_avx512;
 extern const SimilarityKernels similarity_neon;
 #endif
 
-/// Largest run of int8 x int16 products summed in int32 before flushing to float:
-/// 4096 * 127 * 16383 < 2^31.
+/// Elements of an int8 x int16 dot product summed in int32 before flushing to float. The
+/// kernels spread a chunk over at least 8 int32 lanes, so one lane sums at most 512 products:
+/// 512 * 127 * 16383 < 2^31 (the whole chunk in one lane would not fit).
 inline constexpr size_t kI8ChunkElems = 4096;
 
 }  // namespace ragfind::kernels
