@@ -1,11 +1,10 @@
 """Replays the fuzz seed corpus and every input a fuzz run ever flagged (tools/fuzz).
 
 Each file in tools/fuzz/corpus/<target>/ and tests/fuzz_regressions/<target>/ goes through the
-same check the atheris harness runs: loaders must load and work or raise ValueError/OSError,
-a saved Retriever folder must load and work or raise cleanly, the analyzer must return non-empty
-str terms, the query path must return sane results. A crash
-found by tools/fuzz/run.sh becomes a regression test by copying its artifact into
-tests/fuzz_regressions/<target>/.
+same check the atheris harness runs: loaders (a saved Retriever folder too) must load and work
+or raise ValueError/OSError, the analyzer must return non-empty str terms, the query path must
+return sane results. A crash found by tools/fuzz/run.sh becomes a regression test by copying its
+artifact into tests/fuzz_regressions/<target>/.
 """
 
 from __future__ import annotations

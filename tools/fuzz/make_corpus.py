@@ -1,7 +1,8 @@
 """Writes the seed corpus in tools/fuzz/corpus/<target>/ (small files; rerun after a format change).
 
 Loader seeds are tiny valid index files of each kind (int and str ids, deletions, centroids),
-prefixed with the mode byte (see _common.check_loader); analyzer seeds are interesting text
+prefixed with the mode byte (see _common.check_loader); load_retriever seeds are small saved
+Retriever folders packed into one input (see _common.check_retriever); analyzer seeds are interesting text
 (case mappings that change length, combining marks, invalid UTF-8, lone surrogates, identifier
 shapes, very long tokens); query seeds mix corpora, queries and vector bytes.
 """
