@@ -1,10 +1,10 @@
 """Replays the fuzz seed corpus and every input a fuzz run ever flagged (tools/fuzz).
 
 Each file in tools/fuzz/corpus/<target>/ and tests/fuzz_regressions/<target>/ goes through the
-same check the atheris harness runs: loaders must load and work or raise ValueError/OSError,
-the analyzer must return non-empty str terms, the query path must return sane results. A crash
-found by tools/fuzz/run.sh becomes a regression test by copying its artifact into
-tests/fuzz_regressions/<target>/.
+same check the atheris harness runs: loaders (a saved Retriever folder too) must load and work
+or raise ValueError/OSError, the analyzer must return non-empty str terms, the query path must
+return sane results. A crash found by tools/fuzz/run.sh becomes a regression test by copying its
+artifact into tests/fuzz_regressions/<target>/.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools" / "fuzz"))
 
-from _common import check_analyzer, check_loader, check_query  # noqa: E402
+from _common import check_analyzer, check_loader, check_query, check_retriever  # noqa: E402
 
 CHECKS = {
     "analyzer": check_analyzer,
@@ -27,6 +27,7 @@ CHECKS = {
     "load_dense_hnsw": lambda data: check_loader("dense-hnsw", data),
     "load_late": lambda data: check_loader("late", data),
     "load_sparse": lambda data: check_loader("sparse", data),
+    "load_retriever": check_retriever,
 }
 
 

@@ -452,6 +452,150 @@ def test_load_missing_or_corrupted_folder(tmp_path):
         ragfind.Retriever.load(kb, encoder=enc, verify=False)
 
 
+def _rehash(kb):
+    """Rewrites the manifest's sizes and SHA-256s, as a tampering tool (or a fuzzer) would."""
+    manifest = json.loads((kb / "manifest.json").read_text())
+    for name, info in manifest["files"].items():
+        if (kb / name).is_file():
+            data = (kb / name).read_bytes()
+            info["size"], info["sha256"] = len(data), hashlib.sha256(data).hexdigest()
+    (kb / "manifest.json").write_text(json.dumps(manifest))
+    return manifest
+
+
+def _edit_manifest(kb, **changes):
+    manifest = json.loads((kb / "manifest.json").read_text())
+    manifest.update(changes)
+    (kb / "manifest.json").write_text(json.dumps(manifest))
+    return manifest
+
+
+def test_load_corrupt_or_foreign_store(tmp_path):
+    import sqlite3
+
+    enc = HashEncoder()
+    r = make(encoder=enc)
+    kb = tmp_path / "kb"
+    # Garbage in place of the SQLite file (checksums recomputed, so only the store's own checks see it).
+    r.save(kb)
+    (kb / "store.sqlite").write_bytes(b"not a database at all" * 100)
+    _rehash(kb)
+    with pytest.raises(RetrieverFolderError, match="document store .*not a valid SQLite"):
+        ragfind.Retriever.load(kb, encoder=enc)
+    # A page of the store overwritten: integrity_check finds it at load, not a later search.
+    r.save(kb)
+    data = bytearray((kb / "store.sqlite").read_bytes())
+    data[4096 + 8 : 4096 + 64] = b"\xff" * 56
+    (kb / "store.sqlite").write_bytes(bytes(data))
+    _rehash(kb)
+    with pytest.raises(RetrieverFolderError, match="document store"):
+        ragfind.Retriever.load(kb, encoder=enc)
+    # A valid SQLite file of another application.
+    r.save(kb)
+    (kb / "store.sqlite").unlink()
+    db = sqlite3.connect(kb / "store.sqlite")
+    db.execute("CREATE TABLE documents (x)")
+    db.execute("CREATE TABLE chunks (id INTEGER PRIMARY KEY, y)")
+    db.commit()
+    db.close()
+    _rehash(kb)
+    with pytest.raises(RetrieverFolderError, match="another schema"):
+        ragfind.Retriever.load(kb, encoder=enc)
+    # The right schema plus a trigger that would run on every add_documents.
+    r.save(kb)
+    db = sqlite3.connect(kb / "store.sqlite")
+    db.execute("CREATE TRIGGER t AFTER INSERT ON documents BEGIN DELETE FROM chunks; END")
+    db.commit()
+    db.close()
+    _rehash(kb)
+    with pytest.raises(RetrieverFolderError, match="another schema"):
+        ragfind.Retriever.load(kb, encoder=enc)
+    # Rows of the wrong type, metadata that is not a JSON object, chunk ids past next_chunk_id.
+    for sql in (
+        "UPDATE documents SET metadata = '[1, 2]' WHERE doc_id = 'cats'",
+        "UPDATE documents SET metadata = '{bad' WHERE doc_id = 'cats'",
+        "UPDATE chunks SET text = x'00ff' WHERE id = 0",
+        "UPDATE chunks SET doc_id = 'nobody' WHERE id = 0",
+    ):
+        r.save(kb)
+        db = sqlite3.connect(kb / "store.sqlite")
+        db.execute(sql)
+        db.commit()
+        db.close()
+        _rehash(kb)
+        with pytest.raises(RetrieverFolderError, match="document store"):
+            ragfind.Retriever.load(kb, encoder=enc)
+    r.save(kb)
+    _edit_manifest(kb, next_chunk_id=2)  # would make add_documents reuse chunk ids
+    with pytest.raises(RetrieverFolderError, match="next_chunk_id"):
+        ragfind.Retriever.load(kb, encoder=enc)
+    # A store whose chunk ids are not the indexes' (same count): the gap left by a deleted
+    # document is filled by moving another chunk there.
+    gone = r.get_document("dogs")
+    r.delete_documents(["dogs"])
+    r.save(kb)
+    r.add_documents([gone])
+    db = sqlite3.connect(kb / "store.sqlite")
+    db.execute("UPDATE chunks SET id = 1 WHERE id = 0")
+    db.commit()
+    db.close()
+    _rehash(kb)
+    with pytest.raises(RetrieverFolderError, match="bm25 index holds other chunk ids"):
+        ragfind.Retriever.load(kb, encoder=enc)
+
+
+def test_load_manifest_naming_missing_or_odd_files(tmp_path):
+    enc = HashEncoder()
+    r = make(encoder=enc)
+    kb = tmp_path / "kb"
+    r.save(kb)
+    manifest = json.loads((kb / "manifest.json").read_text())
+    files = manifest["files"]
+    cases = [
+        ({"files": dict(files, **{"extra.idx": {"size": 1, "sha256": "0"}})}, "extra.idx"),
+        ({"files": dict(files, **{"stage-x/../../escape": {"size": 1, "sha256": "0"}})}, "escape"),
+        ({"files": {k: v for k, v in files.items() if k != "store.sqlite"}}, "store.sqlite"),
+        ({"files": {"store.sqlite": files["store.sqlite"]}}, "neither bm25.idx nor dense.idx"),
+        ({"files": {k: v for k, v in files.items() if k != "dense.idx"}}, "dense.idx must be present"),
+        ({"files": list(files)}, "'files' must be an object"),
+        ({"files": dict(files, **{"bm25.idx": {"size": "12"}})}, "size"),
+        ({"encoder": {"ref": None, "dim": 64}}, "'encoder' must be"),
+        ({"encoder": "hash"}, "'encoder' must be"),
+        ({"next_chunk_id": 1e300}, "next_chunk_id"),
+        ({"fields": "lang"}, "'fields' must be a list"),
+        ({"config": dict(manifest["config"], candidates=float("inf"))}, "candidates"),
+        ({"config": dict(manifest["config"], rrf_k=-1)}, "rrf_k"),
+        ({"config": dict(manifest["config"], chunk_size="big")}, "chunk_size"),
+        ({"config": dict(manifest["config"], chunk_overlap=0.9)}, "overlap"),
+        ({"config": dict(manifest["config"], weights={"nope": 1})}, "weights"),
+        ({"config": {"chunk_size": 10}}, "lacks"),
+    ]
+    for changes, match in cases:
+        r.save(kb)
+        _edit_manifest(kb, **changes)
+        with pytest.raises(RetrieverFolderError, match=match):
+            ragfind.Retriever.load(kb, encoder=enc)
+    # Present in the manifest, gone from the folder.
+    for name in ("store.sqlite", "dense.idx"):
+        r.save(kb)
+        (kb / name).unlink()
+        with pytest.raises(RetrieverFolderError, match=f"missing {name}"):
+            ragfind.Retriever.load(kb, encoder=enc)
+    r.save(kb)
+    (kb / "manifest.json").write_text("[" * 100_000)  # deeper than json's recursion limit
+    with pytest.raises(RetrieverFolderError, match="not a valid manifest"):
+        ragfind.Retriever.load(kb, encoder=enc)
+
+
+def test_load_folder_with_uri_characters_in_its_name(tmp_path):
+    enc = HashEncoder()
+    r = make(encoder=enc)
+    kb = tmp_path / "kb?mode=rwc#1 %20"
+    r.save(kb)
+    loaded = ragfind.Retriever.load(kb, encoder=enc)
+    assert len(loaded) == len(r) and loaded.search("cats purr", k=1)[0].doc_id == "cats"
+
+
 def test_save_refuses_to_replace_a_foreign_folder(tmp_path):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "precious.txt").write_text("keep me")

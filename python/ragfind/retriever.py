@@ -554,7 +554,7 @@ class Retriever:
                         )
                         new_fields = {k for d in docs for k in (d.get("metadata") or {})} - self._fields
                         self._db.executemany(
-                            "INSERT OR IGNORE INTO fields VALUES (?)", [(f,) for f in new_fields]
+                            "INSERT OR IGNORE INTO fields VALUES (?)", [(f,) for f in sorted(new_fields)]
                         )
                     except BaseException:
                         self._db.execute("ROLLBACK")
@@ -1045,9 +1045,12 @@ class Retriever:
 
         Raises:
             RetrieverFolderError: a missing folder or manifest, another format or version, a
-                missing, truncated or corrupted file.
+                missing, truncated or corrupted file, a manifest field of the wrong type, a
+                store that is not this format's SQLite schema (or has malformed rows), indexes
+                whose chunk ids differ from the store's. These checks run with ``verify=False``
+                too, so a folder that loads can be searched, written and saved.
             ragfind.ModelMismatchError (a ValueError): ``encoder`` is not the model the dense
-                vectors were built with.
+                vectors were built with (or gives vectors of another dimension).
         """
         from ragfind import BM25Index, DenseIndex
         from ragfind.models import ModelMismatchError
@@ -1064,7 +1067,7 @@ class Retriever:
             manifest = json.loads(mpath.read_text(encoding="utf-8"))
             fmt, version, files = manifest["format"], manifest["version"], manifest["files"]
             config = manifest["config"]
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
             raise RetrieverFolderError(f"{str(mpath)!r} is not a valid manifest: {exc}") from exc
         if fmt != FORMAT_NAME:
             raise RetrieverFolderError(f"{str(folder)!r} holds format {fmt!r}; expected {FORMAT_NAME!r}")
@@ -1072,6 +1075,7 @@ class Retriever:
             raise RetrieverFolderError(
                 f"{str(folder)!r} has format version {version}; this ragfind reads {FORMAT_VERSION}"
             )
+        _check_manifest(manifest, mpath)
         for name, info in files.items():
             f = folder / name
             if not f.is_file():
@@ -1129,6 +1133,11 @@ class Retriever:
             raise RetrieverFolderError(f"{str(folder)!r}: an index file could not be read: {exc}") from exc
         if obj.dense is not None and enc is not None:
             obj.dense.check_fingerprint(enc.fingerprint)
+            if obj.dense.dim != enc.dim:
+                raise ModelMismatchError(
+                    f"the retriever in {str(folder)!r} holds {obj.dense.dim}-d vectors but the encoder "
+                    f"gives {enc.dim}-d ones"
+                )
         obj.chunk_size = config["chunk_size"]
         obj.chunk_overlap = config["chunk_overlap"]
         obj.contextualize = contextualize or (
@@ -1159,28 +1168,25 @@ class Retriever:
         obj._generation = 0
         obj._next_chunk_id = int(manifest["next_chunk_id"])
         obj._fields = set(manifest.get("fields", []))
+        db = _open_store(folder, obj._next_chunk_id)
         try:
-            src = sqlite3.connect(f"file:{folder / STORE_FILE}?mode=ro", uri=True)
-            db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-            try:
-                src.backup(db)
-                tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-                if not {"documents", "chunks", "fields", "meta"} <= tables:
+            chunk_ids = np.fromiter((r[0] for r in db.execute("SELECT id FROM chunks ORDER BY id")), np.int64)
+            for name, index in (("bm25", obj.bm25), ("dense", obj.dense)):
+                if index is None:
+                    continue
+                if len(index) != len(chunk_ids):
                     raise RetrieverFolderError(
-                        f"{str(folder)!r}: the store lacks tables (has {sorted(tables)})"
+                        f"{str(folder)!r}: the {name} index holds {len(index)} chunks, "
+                        f"the store {len(chunk_ids)}"
                     )
-                n_chunks = db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
-            finally:
-                src.close()
-        except sqlite3.DatabaseError as exc:
-            raise RetrieverFolderError(
-                f"{str(folder)!r}: the document store is not a valid SQLite file: {exc}"
-            ) from exc
-        for name, index in (("bm25", obj.bm25), ("dense", obj.dense)):
-            if index is not None and len(index) != n_chunks:
-                raise RetrieverFolderError(
-                    f"{str(folder)!r}: the {name} index holds {len(index)} chunks, the store {n_chunks}"
-                )
+                ids = np.asarray(index.ids if name == "bm25" else index.ids())
+                if ids.dtype.kind not in "iu" or not np.array_equal(np.sort(ids), chunk_ids):
+                    raise RetrieverFolderError(
+                        f"{str(folder)!r}: the {name} index holds other chunk ids than the store"
+                    )
+        except BaseException:
+            db.close()
+            raise
         obj._db = db
         return obj
 
@@ -1193,6 +1199,165 @@ class Retriever:
             parts.append("cross-encoder")
         parts += [s.name for s in self.stages + self.rerank_stages]
         return f"Retriever({', '.join(parts)})"
+
+
+def _check_manifest(m: Any, mpath: Path) -> None:
+    """Checks the manifest's structure and value types, so that a corrupt or hand-edited one is a
+    RetrieverFolderError here rather than a KeyError/TypeError (or a wrong result) later."""
+
+    def bad(what: str) -> RetrieverFolderError:
+        return RetrieverFolderError(f"{str(mpath)!r} is not a valid manifest: {what}")
+
+    def is_int(v: Any, lo: int = 0, hi: int = 1 << 62) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and lo <= v < hi
+
+    def is_num(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and bool(np.isfinite(v))
+
+    def str_or_none(v: Any) -> bool:
+        return v is None or isinstance(v, str)
+
+    if not isinstance(m, dict):
+        raise bad(f"a JSON {type(m).__name__}, expected an object")
+    files = m["files"]
+    if not isinstance(files, dict) or STORE_FILE not in files:
+        raise bad(f"'files' must be an object naming {STORE_FILE} and the index files")
+    for name, info in files.items():
+        parts = Path(name).parts
+        if name not in (STORE_FILE, BM25_FILE, DENSE_FILE) and not (
+            len(parts) >= 2 and parts[0].startswith("stage-") and ".." not in parts and "\0" not in name
+        ):
+            raise bad(f"file {name!r} is not one a retriever folder holds")
+        if not (isinstance(info, dict) and is_int(info.get("size")) and isinstance(info.get("sha256"), str)):
+            raise bad(f"files[{name!r}] must be {{'size': int, 'sha256': str}}")
+    if BM25_FILE not in files and DENSE_FILE not in files:
+        raise bad(f"it names neither {BM25_FILE} nor {DENSE_FILE}")
+    enc = m.get("encoder")
+    if enc is not None and not (
+        isinstance(enc, dict)
+        and {"ref", "fingerprint", "dim"} <= set(enc)
+        and str_or_none(enc.get("ref"))
+        and str_or_none(enc.get("fingerprint"))
+        and is_int(enc.get("dim"), 1)
+    ):
+        raise bad("'encoder' must be null or {'ref': str|null, 'fingerprint': str|null, 'dim': int}")
+    if (enc is None) != (DENSE_FILE not in files):
+        raise bad(f"{DENSE_FILE} must be present exactly when an encoder is")
+    rr = m.get("reranker")
+    if rr is not None and not (isinstance(rr, dict) and "ref" in rr and str_or_none(rr["ref"])):
+        raise bad("'reranker' must be null or {'ref': str|null, ...}")
+    if not is_int(m.get("next_chunk_id")):
+        raise bad(f"next_chunk_id = {m.get('next_chunk_id')!r}; expected an int in [0, 2**62)")
+    for key in ("fields", "stages"):
+        v = m.get(key, [])
+        if not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+            raise bad(f"{key!r} must be a list of str")
+    c = m["config"]
+    if not isinstance(c, dict):
+        raise bad("'config' must be an object")
+    try:
+        size = c["chunk_size"]
+        if size is not None and not is_int(size, 1):
+            raise bad(f"chunk_size = {size!r}; expected null or a positive int")
+        overlap = c["chunk_overlap"]
+        if not is_num(overlap):
+            raise bad(f"chunk_overlap = {overlap!r}; expected a number")
+        if size is not None:
+            from ragfind.chunking import _check_size
+
+            try:
+                _check_size(size, overlap)
+            except (ValueError, TypeError) as exc:
+                raise bad(str(exc)) from exc
+        if c["contextualize"] not in (None, "default", "custom"):
+            raise bad(f"contextualize = {c['contextualize']!r}; expected null, 'default' or 'custom'")
+        if not (is_num(c["rrf_k"]) and c["rrf_k"] >= 0):
+            raise bad(f"rrf_k = {c['rrf_k']!r}; expected a finite number >= 0")
+        w = c["weights"]
+        names = ["sparse", "dense"] + m.get("stages", [])
+        if w is not None and not (
+            isinstance(w, dict) and all(k in names and is_num(v) for k, v in w.items())
+        ):
+            raise bad(f"weights = {w!r}; expected stage names ({names}) -> finite numbers")
+        for key, lo in (("candidates", 1), ("rerank_candidates", 1), ("cache_size", 0)):
+            if not is_int(c[key], lo, 1 << 31):
+                raise bad(f"{key} = {c[key]!r}; expected an int >= {lo}")
+    except KeyError as exc:
+        raise bad(f"'config' lacks {exc}") from exc
+
+
+_STORE_SCHEMA: list = []
+
+
+def _store_schema() -> list:
+    """sqlite_master of a new store: a saved one must match it exactly (no foreign tables,
+    columns, triggers or views, which the queries and writes here do not expect)."""
+    if not _STORE_SCHEMA:
+        db = Retriever._new_store()
+        _STORE_SCHEMA.extend(db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name"))
+        db.close()
+    return _STORE_SCHEMA
+
+
+def _decode_text(b: bytes) -> str:
+    # A stored string with invalid UTF-8 reads as U+FFFD instead of failing every later query.
+    return str(b, "utf-8", "replace")
+
+
+def _open_store(folder: Path, next_chunk_id: int) -> sqlite3.Connection:
+    """Copies the folder's SQLite store into memory and checks it: pages and indexes
+    (integrity_check; a corrupt index passes quick_check and fails a later join), the exact
+    schema, column types, metadata JSON objects, chunk ids below ``next_chunk_id``."""
+    path = folder / STORE_FILE
+    if not path.is_file():
+        raise RetrieverFolderError(f"{str(folder)!r} is missing {STORE_FILE}")
+
+    def bad(what: str) -> RetrieverFolderError:
+        return RetrieverFolderError(f"{str(folder)!r}: the document store {what}")
+
+    db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+    db.text_factory = _decode_text
+    try:
+        # A file: URI (percent-encoded, so '?' or '#' in the folder name are not parameters).
+        src = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            src.backup(db)
+        finally:
+            src.close()
+        check = db.execute("PRAGMA integrity_check").fetchall()
+        if check != [("ok",)]:
+            raise bad(f"is corrupt: {'; '.join(str(r[0]) for r in check[:3])}")
+        if db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name").fetchall() != (
+            _store_schema()
+        ):
+            raise bad("has another schema than a ragfind retriever's")
+        bad_rows = db.execute(
+            "SELECT (SELECT COUNT(*) FROM documents WHERE typeof(doc_id) != 'text' OR typeof(title) != 'text'"
+            " OR typeof(text) != 'text' OR typeof(metadata) != 'text' OR NOT json_valid(metadata)),"
+            " (SELECT COUNT(*) FROM chunks WHERE typeof(doc_id) != 'text' OR typeof(idx) != 'integer'"
+            " OR typeof(start) != 'integer' OR typeof(\"end\") != 'integer' OR typeof(n_tokens) != 'integer'"
+            " OR typeof(text) != 'text' OR typeof(context) != 'text' OR id < 0 OR id >= ?"
+            " OR doc_id NOT IN (SELECT doc_id FROM documents)),"
+            " (SELECT COUNT(*) FROM fields WHERE typeof(name) != 'text')",
+            (next_chunk_id,),
+        ).fetchone()
+        if any(bad_rows):
+            raise bad(
+                f"holds malformed rows ({bad_rows[0]} documents, {bad_rows[1]} chunks, {bad_rows[2]} fields; "
+                f"a chunk id must be below next_chunk_id = {next_chunk_id} and name a stored document)"
+            )
+        for (md,) in db.execute("SELECT metadata FROM documents"):
+            if not isinstance(json.loads(md), dict):
+                raise bad(f"holds metadata {md[:80]!r} that is not a JSON object")
+    except (sqlite3.DatabaseError, ValueError, RecursionError) as exc:
+        db.close()
+        if isinstance(exc, RetrieverFolderError):
+            raise
+        raise bad(f"is not a valid SQLite file of a ragfind retriever: {exc}") from exc
+    except BaseException:
+        db.close()
+        raise
+    return db
 
 
 def _path_of(model: Any) -> str | None:

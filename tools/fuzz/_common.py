@@ -254,3 +254,162 @@ def main(check, argv=None) -> None:
 
     atheris.Setup(sys.argv if argv is None else argv, check)
     atheris.Fuzz()
+
+
+# ---------------------------------------------------------------------------- load_retriever
+#
+# A saved Retriever is a folder; a fuzz input packs it as a mode byte followed by records
+# ``[file id: u8][size: u32 LE][bytes]`` (a short last record takes what is left; unknown ids
+# are skipped), so the fuzzer mutates the manifest, the SQLite store and the index files alike.
+
+RETRIEVER_FILES = ("manifest.json", "store.sqlite", "bm25.idx", "dense.idx")
+RETRIEVER_DOCS = [
+    {
+        "id": "cats",
+        "title": "Cats",
+        "text": "Cats purr and hunt mice.",
+        "metadata": {"lang": "en", "year": 2020},
+    },
+    {"id": "dogs", "title": "Dogs", "text": "Dogs bark and fetch sticks.", "metadata": {"lang": "en"}},
+    {
+        "id": "chats",
+        "text": "Les chats ronronnent.",
+        "metadata": {"lang": "fr", "source": "https://x.example"},
+    },
+]
+
+
+class HashEncoder:
+    """A deterministic bag-of-words encoder (no ONNX model): words hashed into ``dim`` buckets."""
+
+    def __init__(self, dim: int = 8) -> None:
+        from ragfind.chunking import load_tokenizer
+
+        self.dim = dim
+        self.fingerprint = f"fuzz-hash-{dim}"
+        self.max_length = 128
+        self.tokenizer = load_tokenizer()
+
+    def _vec(self, text: str) -> np.ndarray:
+        v = np.zeros(self.dim, np.float32)
+        for w in text.lower().split():
+            h = zlib.crc32(w.encode("utf-8", "surrogatepass"))
+            v[h % self.dim] += 1.0 if (h >> 16) & 1 else -1.0
+        if not v.any():
+            v[0] = 1.0
+        return v / np.linalg.norm(v)
+
+    def encode(self, texts, batch_size=32, show_progress=False, normalize=True):
+        return np.stack([self._vec(t) for t in texts]).reshape(len(texts), self.dim)
+
+    def encode_query(self, text: str) -> np.ndarray:
+        return self._vec(text)
+
+
+_ENCODER: list = []
+
+
+def hash_encoder() -> HashEncoder:
+    if not _ENCODER:
+        _ENCODER.append(HashEncoder())
+    return _ENCODER[0]
+
+
+def pack_folder(folder: Path, mode: int) -> bytes:
+    out = bytearray([mode])
+    for i, name in enumerate(RETRIEVER_FILES):
+        p = Path(folder) / name
+        if p.is_file():
+            data = p.read_bytes()
+            out += struct.pack("<BI", i, len(data)) + data
+    return bytes(out)
+
+
+def _unpack_folder(buf: bytes) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    pos = 0
+    while pos + 5 <= len(buf):
+        fid, size = struct.unpack_from("<BI", buf, pos)
+        data = buf[pos + 5 : pos + 5 + size]
+        pos += 5 + size
+        if fid < len(RETRIEVER_FILES):
+            files[RETRIEVER_FILES[fid]] = data
+    return files
+
+
+def _fix_manifest(files: dict[str, bytes]) -> None:
+    """Rewrites the manifest's sizes and SHA-256s to match the (mutated) files."""
+    import hashlib
+
+    try:
+        manifest = json.loads(files["manifest.json"])
+        for name, info in manifest["files"].items():
+            if name in files:
+                info["size"] = len(files[name])
+                info["sha256"] = hashlib.sha256(files[name]).hexdigest()
+    except (KeyError, ValueError, TypeError, AttributeError, RecursionError):
+        return
+    files["manifest.json"] = json.dumps(manifest).encode()
+
+
+def check_retriever(data: bytes) -> None:
+    """Load a (mutated) saved Retriever folder: it must load and work, or raise a clean error.
+
+    Mode byte: bit 0 recomputes the index files' own checksums, bit 1 the manifest's sizes and
+    SHA-256s (so mutations reach the structural checks), bit 2 loads with verify=False, bit 3
+    loads without an encoder (a lexical-only folder).
+    """
+    from ragfind import Retriever
+
+    if not data:
+        return
+    mode = data[0]
+    files = _unpack_folder(data[1:])
+    if mode & 1:
+        for name, kind in (("bm25.idx", "bm25"), ("dense.idx", "dense")):
+            if name in files:
+                files[name] = bytes(fix_checksums(kind, bytearray(files[name]), sections=True))
+    if mode & 2:
+        _fix_manifest(files)
+    encoder = None if mode & 8 else hash_encoder()
+    with tempfile.TemporaryDirectory(prefix="ragfind-fuzz-") as tmp:
+        folder = Path(tmp) / "kb"
+        folder.mkdir()
+        for name, content in files.items():
+            (folder / name).write_bytes(content)
+        try:
+            r = Retriever.load(folder, encoder=encoder, reranker=None, verify=not (mode & 4))
+        except CLEAN_ERRORS:
+            return
+        try:
+            _exercise_retriever(r, Path(tmp))
+        finally:
+            r.close()
+
+
+def _exercise_retriever(r, tmp: Path) -> None:
+    """Uses a loaded retriever the way an application would: every call must succeed."""
+    from ragfind import Retriever
+
+    n = len(r)
+    for q in ("cats purr", ["dogs bark", "chats"]):
+        res = r.search(q, k=3)
+        assert len(res) <= 3
+    fields = set(r.fields)
+    if "lang" in fields:
+        r.search("cats", k=2, filters={"lang": "en"})
+    r.search("cats", k=2, filters={"doc_id": {"$in": ["cats", "dogs"]}})
+    added = r.add_documents(
+        [{"id": "fuzz-new", "text": "Otters float on rivers.", "metadata": {"lang": "en"}}]
+    )
+    assert len(r) == n + 1
+    r.search("otters", k=2)
+    r.save(tmp / "again")
+    again = Retriever.load(tmp / "again", encoder=r.encoder, reranker=None)
+    try:
+        assert len(again) == n + 1 and again.n_chunks == r.n_chunks
+        again.search("otters", k=2)
+    finally:
+        again.close()
+    assert r.delete_documents(["fuzz-new"]) == added
+    assert len(r) == n

@@ -1,7 +1,8 @@
 """Writes the seed corpus in tools/fuzz/corpus/<target>/ (small files; rerun after a format change).
 
 Loader seeds are tiny valid index files of each kind (int and str ids, deletions, centroids),
-prefixed with the mode byte (see _common.check_loader); analyzer seeds are interesting text
+prefixed with the mode byte (see _common.check_loader); load_retriever seeds are small saved
+Retriever folders packed into one input (see _common.check_retriever); analyzer seeds are interesting text
 (case mappings that change length, combining marks, invalid UTF-8, lone surrogates, identifier
 shapes, very long tokens); query seeds mix corpora, queries and vector bytes.
 """
@@ -83,6 +84,47 @@ def loader_seeds() -> dict[str, list[bytes]]:
     return seeds
 
 
+def retriever_seeds() -> list[bytes]:
+    """Small saved Retriever folders (hybrid exact / hnsw, lexical only, empty), each packed with
+    every mode (see _common.check_retriever). The store is rewritten with 512-byte SQLite pages
+    and the manifest re-hashed, so a folder fits in a few KiB."""
+    import sqlite3
+
+    from _common import RETRIEVER_DOCS, _fix_manifest, _unpack_folder, hash_encoder, pack_folder
+
+    from ragfind import Retriever
+
+    enc = hash_encoder()
+    configs = [
+        (dict(encoder=enc), True, 0),
+        (dict(encoder=enc, dense_kind="hnsw", chunk_size=None, contextualize=False), True, 0),
+        (dict(encoder=None), True, 8),
+        (dict(encoder=enc), False, 0),
+    ]
+    seeds = []
+    for kw, with_docs, no_encoder in configs:
+        r = Retriever(**kw, cache_size=4)
+        if with_docs:
+            r.add_documents(RETRIEVER_DOCS)
+            r.delete_documents(["dogs"])
+        with tempfile.TemporaryDirectory() as d:
+            r.save(Path(d) / "kb")
+            r.close()
+            db = sqlite3.connect(Path(d) / "kb" / "store.sqlite")
+            db.execute("PRAGMA page_size=512")
+            db.execute("VACUUM")
+            db.close()
+            packed = pack_folder(Path(d) / "kb", 0)
+        files = _unpack_folder(packed[1:])
+        _fix_manifest(files)
+        with tempfile.TemporaryDirectory() as d:
+            for name, content in files.items():
+                (Path(d) / name).write_bytes(content)
+            body = pack_folder(Path(d), 0)[1:]
+        seeds += [bytes([mode | no_encoder]) + body for mode in (0, 3, 6)]
+    return seeds
+
+
 def _has_kw(fn, name: str) -> bool:
     import inspect
 
@@ -122,6 +164,7 @@ def main() -> None:
     seeds = loader_seeds()
     seeds["analyzer"] = [s.encode("utf-8", "surrogatepass") for s in ANALYZER_SEEDS] + ANALYZER_BYTES
     seeds["query"] = QUERY_SEEDS
+    seeds["load_retriever"] = retriever_seeds()
     total = 0
     for target, items in seeds.items():
         folder = corpus / target

@@ -18,12 +18,14 @@ python -c "import atheris" 2>/dev/null || { echo "tools/fuzz/run.sh needs atheri
 OUT=build/fuzz
 mkdir -p "$OUT/artifacts"
 failed=0
-for target in ${FUZZ_TARGETS:-analyzer query load_bm25 load_dense_exact load_dense_hnsw load_late load_sparse}; do
+for target in ${FUZZ_TARGETS:-analyzer query load_bm25 load_dense_exact load_dense_hnsw load_late load_sparse load_retriever}; do
   mkdir -p "$OUT/$target"
+  max_len=8192
+  [ "$target" = load_retriever ] && max_len=16384  # a whole folder: SQLite store + manifest + 2 indexes
   harness=tools/fuzz/fuzz_$target.py
   start=$(date +%s)
   python "$harness" "$OUT/$target" "tools/fuzz/corpus/$target" \
-    -seed="${FUZZ_SEED:-0}" -max_total_time="$SECONDS_PER_TARGET" -timeout=20 -rss_limit_mb=4096 -max_len=8192 \
+    -seed="${FUZZ_SEED:-0}" -max_total_time="$SECONDS_PER_TARGET" -timeout=20 -rss_limit_mb=4096 -max_len="$max_len" \
     -artifact_prefix="$OUT/artifacts/$target-" -print_final_stats=1 >"$OUT/$target.log" 2>&1
   rc=$?
   runs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$OUT/$target.log" | grep -Eo '[0-9]+$' | tail -1)
