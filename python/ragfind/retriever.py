@@ -645,10 +645,14 @@ class Retriever:
         for name, cond in filters.items():
             if name not in known:
                 raise ValueError(f"filters: unknown field {name!r}; known fields: {sorted(known)}")
+            by_key = '"' in name or "\\" in name
             if name == "doc_id":
                 col = "d.doc_id"
             elif name == "title":
                 col = "d.title"
+            elif by_key:
+                # SQLite's JSON path mishandles '"' and '\\' in a quoted label: look the key up.
+                col = "(SELECT value FROM json_each(d.metadata) WHERE key = ?)"
             else:
                 col = "json_extract(d.metadata, ?)"
             conds = (
@@ -661,7 +665,7 @@ class Retriever:
                     raise ValueError(
                         f"filters[{name!r}]: unknown operator {op!r}; expected one of {_OPERATORS}"
                     )
-                col_params = [] if name in BUILTIN_FIELDS else [f'$."{name}"']
+                col_params = [] if name in BUILTIN_FIELDS else [name if by_key else f'$."{name}"']
                 if op in ("$in", "$nin"):
                     vals = list(val) if isinstance(val, (list, tuple, set)) else None
                     if vals is None:
