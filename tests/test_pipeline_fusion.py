@@ -307,6 +307,40 @@ def test_fuse_scores_exact_order_for_near_ties():
     assert np.all(np.diff(scores) <= 0)
 
 
+@pytest.mark.parametrize(
+    "scores",
+    [
+        np.geomspace(1e-300, 1e300, 500),  # many binades
+        np.concatenate([np.full(250, 1e6), np.linspace(0, 1, 250)]),  # an outlier block
+        np.concatenate([np.full(300, 2.0), np.full(200, -2.0)]),  # two big tie groups
+        np.arange(500) * 5e-324,  # denormals: max - min too small to scale
+        np.concatenate([[1e308, -1e308], np.linspace(-1, 1, 498)]),  # max - min overflows
+    ],
+)
+def test_fuse_scores_rank_prefix_edge_cases(scores):
+    rng = np.random.default_rng(8)
+    pairs = []
+    for _ in range(3):
+        perm = rng.permutation(len(scores))[:400]
+        pairs.append((perm, scores[perm]))
+    for method in ("sum", "max"):
+        ids, fused = ragfind.fuse_scores(pairs, norm="none", method=method)
+        with np.errstate(over="ignore"):  # 1e308 + 1e308 = inf, in the reference as in C++
+            ref_ids, ref_scores = ref_fuse([(p.tolist(), s) for p, s in pairs], "none", method)
+        assert ids.tolist() == ref_ids
+        assert fused.tolist() == ref_scores
+
+
+def test_fuse_scores_infinite_fused_scores_rank():
+    # Finite inputs and weights whose weighted sum overflows: +inf ties break by first appearance.
+    pairs = [([1, 2, 3], [1.0, 0.5, 0.0]), ([3, 2, 1], [1.0, 0.9, 0.1])]
+    ids, fused = ragfind.fuse_scores(pairs, norm="none", weights=[1e308, 1e308])
+    with np.errstate(over="ignore"):
+        ref_ids, ref_scores = ref_fuse([(list(i), s) for i, s in pairs], "none", weights=[1e308, 1e308])
+    assert ids.tolist() == ref_ids
+    assert fused.tolist() == ref_scores
+
+
 def test_fuse_scores_negative_and_zero_scores_sort():
     ids, scores = ragfind.fuse_scores([([1, 2, 3, 4, 5], [-0.0, -5.0, 3.0, 0.0, -1e-300])], norm="none")
     assert ids.tolist() == [3, 1, 4, 5, 2]  # -0.0 ties +0.0: first appearance wins

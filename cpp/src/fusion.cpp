@@ -143,7 +143,7 @@ size_t intern_direct(const std::vector<RankedList>& lists, size_t limit, Workspa
         return id < limit ? kGrow : kNotDirect;
       }
       const uint64_t e = dm[id];
-      if ((e ^ stamp) >> 32 == 0) {
+      if (e >= stamp) {  // stamped by this very list (later lists have not stamped yet)
         ws.base += n_lists;
         throw_duplicate(li, r, first_position(lists[li], r), ids[r]);
       }
@@ -257,14 +257,16 @@ inline uint64_t descending_key(double s) {
   return ~(bits ^ flip);
 }
 
-// Ranks codes[0, n) (ascending, or null for 0..n-1) by descending score, ties by code (first
-// appearance), into ws.order. Each code becomes one uint64: the high 32 bits of its
-// order-preserving score key above the code. A stable LSD radix sort (8-bit digits, at most two
-// passes, both histograms counted in one read) orders them by the top 16 key bits that actually
-// vary across the scores (RRF scores share their sign and most exponent bits). Codes whose sorted
-// prefix ties form short runs, still in code order; each run is then ordered exactly by (score,
-// code): insertion sort for the usual short runs, std::sort for long ones, so the worst case
-// stays O(n log n). Exact and deterministic.
+// Ranks codes[0, n) (any order, or null for 0..n-1) by descending score, ties by code (first
+// appearance), into ws.order. Each code becomes one uint64: a 16-bit score prefix above the code,
+// sorted by a stable LSD radix sort (two 8-bit passes, both histograms counted in one read). The
+// prefix is the score's position in [min, max] scaled to 16 bits (monotone in the score, and it
+// spreads the scores over the buckets whatever their magnitudes: min-max normalised scores spread
+// over many binades, which a prefix of the float's bit pattern would crowd into a few buckets),
+// or, when max - min is not finite, the top 16 varying bits of the order-preserving bit pattern.
+// Codes whose prefix ties form runs; each run is then ordered exactly by (score, code): insertion
+// sort for the usual short runs, std::sort for long ones, so the worst case stays O(n log n).
+// Exact and deterministic.
 void rank_codes(const uint32_t* codes, size_t n, Workspace& ws) {
   ws.keys.resize(n);
   ws.keys_tmp.resize(n);
@@ -276,17 +278,40 @@ void rank_codes(const uint32_t* codes, size_t n, Workspace& ws) {
   uint64_t* a = ws.keys.data();
   uint64_t* b = ws.keys_tmp.data();
   const double* sc = ws.scores.data();
-  const uint64_t first_hi = descending_key(sc[codes ? codes[0] : 0]) >> 32;
-  uint64_t varying = 0;
+  double lo = sc[codes ? codes[0] : 0], hi = lo;
   for (size_t i = 0; i < n; ++i) {
-    const uint32_t c = codes ? codes[i] : static_cast<uint32_t>(i);
-    const uint64_t hi = descending_key(sc[c]) >> 32;
-    varying |= hi ^ first_hi;
-    a[i] = (hi << 32) | static_cast<uint64_t>(c);
+    const double v = sc[codes ? codes[i] : i];
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
   }
-  const int bits = varying ? 64 - __builtin_clzll(varying) : 0;
-  const int sorted_bits = std::min(bits, kMaxPasses * kDigitBits);
-  const int prefix_shift = 32 + (bits - sorted_bits);
+  int bits, prefix_shift;
+  constexpr double kTop = 65535.0;
+  const double range = hi - lo;
+  const double scale = range > 0.0 ? kTop / range : 0.0;
+  if (std::isfinite(range) && std::isfinite(scale)) {
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t c = codes ? codes[i] : static_cast<uint32_t>(i);
+      // Descending: the best score gets prefix 0. hi - s, the product and the clamp are all
+      // monotone in s, so equal prefixes can only hold a contiguous range of scores.
+      const double q = std::min((hi - sc[c]) * scale, kTop);
+      a[i] = (static_cast<uint64_t>(static_cast<int64_t>(q)) << 32) | static_cast<uint64_t>(c);
+    }
+    bits = range > 0.0 ? 16 : 0;
+    prefix_shift = 32;
+  } else {
+    const uint64_t first_hi = descending_key(sc[codes ? codes[0] : 0]) >> 32;
+    uint64_t varying = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t c = codes ? codes[i] : static_cast<uint32_t>(i);
+      const uint64_t key_hi = descending_key(sc[c]) >> 32;
+      varying |= key_hi ^ first_hi;
+      a[i] = (key_hi << 32) | static_cast<uint64_t>(c);
+    }
+    const int varying_bits = varying ? 64 - __builtin_clzll(varying) : 0;
+    bits = std::min(varying_bits, kMaxPasses * kDigitBits);
+    prefix_shift = 32 + (varying_bits - bits);
+  }
+  const int sorted_bits = bits;
   const int n_passes = (sorted_bits + kDigitBits - 1) / kDigitBits;
   if (n_passes > 0) {
     ws.hist.assign(2 * kDigits, 0);
@@ -613,23 +638,26 @@ void Fuser::write(int64_t* ids_out, double* scores_out) {
   const uint32_t* n_before = ws.n_before.data();
   const size_t n_multi = ws.n_multi;
   const size_t n_single = ws.n_codes - n_multi;
-  const bool codes_out = ws.ids_are_codes;
-  for (size_t j = 0; j < n_multi; ++j) {
-    const size_t pos = j + before[j];
-    if (pos >= n_out) break;
-    const uint32_t c = order[j];
-    ids_out[pos] = codes_out ? static_cast<int64_t>(c) : uniq[c];
-    scores_out[pos] = sc[c];
-  }
-  size_t multis_ahead = 0;
-  for (size_t i = 0; i < n_single; ++i) {
-    multis_ahead += n_before[i];
-    const size_t pos = i + multis_ahead;
-    if (pos >= n_out) break;
-    const uint32_t c = singles[i];
-    ids_out[pos] = codes_out ? static_cast<int64_t>(c) : uniq[c];
-    scores_out[pos] = sc[c];
-  }
+  auto place = [&](auto id_of) {
+    for (size_t j = 0; j < n_multi; ++j) {
+      const size_t pos = j + before[j];
+      if (pos >= n_out) break;
+      const uint32_t c = order[j];
+      ids_out[pos] = id_of(c);
+      scores_out[pos] = sc[c];
+    }
+    size_t multis_ahead = 0;
+    for (size_t i = 0; i < n_single; ++i) {
+      multis_ahead += n_before[i];
+      const size_t pos = i + multis_ahead;
+      if (pos >= n_out) break;
+      const uint32_t c = singles[i];
+      ids_out[pos] = id_of(c);
+      scores_out[pos] = sc[c];
+    }
+  };
+  if (ws.ids_are_codes) place([](uint32_t c) { return static_cast<int64_t>(c); });
+  else place([uniq](uint32_t c) { return uniq[c]; });
 }
 
 namespace {
