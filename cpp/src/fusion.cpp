@@ -38,7 +38,7 @@ struct Workspace {
   // The result: n_codes fused ids, of which n_out are written.
   size_t n_codes = 0, n_out = 0;
   bool ids_are_codes = false;
-  bool merge = false;                 // order = multi-list codes, merged with singles on write
+  bool merge = false;                 // order = ranked multi-list codes, placed among singles on write
   size_t n_multi = 0;
 };
 
@@ -385,12 +385,12 @@ void interleave(const uint32_t* codes, const size_t* offs, size_t longest, const
 // by rank (list 0 first: at equal rank its new ids got smaller codes) yields those "singles"
 // ranked, ties by code. An id held by several lists ("multi", about a quarter here) with score v
 // falls after the singles of ranks below R(v) = the first rank with f(R) <= v, so:
-//   - R(v) from the inverse of f (then checked against the table), and the number of singles
-//     ranked above it, from per-rank counts (a tie with f(R) is settled by code);
-//   - the multis sorted by R (a counting sort, stable in code order), then exactly by
-//     (score, code) within each R (short runs: insertion sort);
-// and write() puts every id straight at its final position: no comparison merge, whose
-// data-dependent chain (the next load depends on the last comparison) is slow.
+//   - the multis are ranked among themselves by rank_codes;
+//   - R(v) comes from the inverse of f (then checked against the table), and the number of
+//     singles ranked above each multi from per-rank counts (a tie with f(R) is settled by code);
+// and write() puts every id straight at its final position. (A comparison merge of the two runs
+// measured slower: its next load depends on the last comparison, a chain of cache latencies, and
+// made branchy, it mispredicts about every other id.)
 void rank_rrf_merge(const std::vector<RankedList>& lists, double k, double w, Workspace& ws) {
   const size_t n_lists = lists.size();
   size_t longest = 0;

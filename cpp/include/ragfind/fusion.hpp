@@ -9,13 +9,14 @@
 //      both are stamped per call and per list, so nothing is cleared between calls and the same
 //      stamp catches an id repeated inside one list. When the caller already has dense codes (the
 //      Python binding after interning str ids) there is no table at all.
-//   2. accumulate: one pass over the lists adds each list's contribution into an array indexed
-//      by code (no hashing on this pass).
+//   2. accumulate: each list's contribution is added into an array indexed by code (RRF does it
+//      in the interning pass itself; score fusion normalises each list first).
 //   3. rank, exactly, ties by first appearance. RRF with equal positive weights: an id held by
 //      one list only scores w / (k + rank), so those ids are already ranked per list, and at equal
-//      rank the lists' order is their code order; they are read off rank by rank and merged with
-//      the ids held by several lists, which are radix-sorted (usually a quarter of the ids).
-//      Otherwise: an LSD radix sort of all codes on the order-preserving bits of their scores.
+//      rank the lists' order is their code order; they are read off rank by rank. The ids held by
+//      several lists (usually a quarter) are radix-sorted, and each one's place among the others
+//      follows from inverting w / (k + rank) at its score. Otherwise: an LSD radix sort of all
+//      codes on a 16-bit prefix of their scores, then an exact fix-up of prefix ties.
 // Scratch buffers live in a Fuser (the binding keeps one per thread), so steady-state calls do
 // not allocate; the ranking is written straight into the caller's buffers (numpy arrays
 // allocated once the fused size is known).
