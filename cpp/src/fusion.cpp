@@ -229,7 +229,7 @@ size_t intern(const std::vector<RankedList>& lists, const Options& opt, Workspac
   ws.codes.resize(total);
   ws.ids_are_codes = opt.dense_codes > 0;
   if (opt.dense_codes > 0) return intern_dense_codes(lists, opt, ws);
-  ws.unique_ids.resize(total + 1);
+  ws.unique_ids.resize(total);
   ws.multi.resize(total);
   next_stamps(ws, lists.size());
   const size_t limit = 4 * total;
@@ -432,7 +432,7 @@ void rank_rrf_merge(const std::vector<RankedList>& lists, double k, double w, Wo
   // distinct top-16-bit buckets: cheaper and far more predictable than comparison sorting).
   const size_t n_codes = ws.n_codes;
   const size_t n_multi = n_codes - n_single;
-  ws.multi_codes.resize(n_multi + 1);
+  ws.multi_codes.resize(n_multi + 1);  // + 1: the branch-free append below writes one past
   uint32_t* mc = ws.multi_codes.data();
   size_t m = 0;
   for (uint32_t c = 0; c < n_codes; ++c) {
