@@ -105,6 +105,70 @@ def test_rrf_property(lists, k):
     np.testing.assert_allclose(scores, ref_scores, rtol=1e-12)
 
 
+# The C++ core picks its path from the input: ids in [0, 4 x total) go through a direct-mapped
+# array, others through a hash table; equal positive weights rank single-list ids by rank and place
+# multi-list ids among them, other weights radix-sort everything. All must give the reference
+# ranking exactly, ties by first appearance included.
+
+
+def _check_exact(lists, **kwargs):
+    ids, scores = ragfind.rrf(lists, **kwargs)
+    ref_ids, ref_scores = ref_rrf([np.asarray(x).tolist() for x in lists], **kwargs)
+    assert ids.tolist() == ref_ids
+    assert scores.tolist() == ref_scores  # same additions in the same order: bit-identical
+
+
+@pytest.mark.parametrize("shift", [0, 1, -5, 10**12, -(10**15)])
+@pytest.mark.parametrize("weights", [None, [2.5, 2.5, 2.5], [1.0, 0.5, 2.0], [0.0, 0.0, 0.0], [-1.0] * 3])
+def test_rrf_paths_exact(shift, weights):
+    rng = np.random.default_rng(11)
+    for n, universe in [(1000, 3000), (50, 60), (7, 400)]:
+        lists = [x + shift for x in random_lists(rng, n=n, universe=universe)]
+        _check_exact(lists, weights=weights)
+        _check_exact(lists, weights=weights, top_k=n // 2)
+
+
+def test_rrf_exact_ties_between_single_and_multi_list_ids():
+    # k = 0: 1/2 + 1/2 == 1/1 exactly, so x (two lists) ties a and b (one list each).
+    _check_exact([[10, 11], [12, 11]], k=0)
+    _check_exact([[12, 11], [10, 11]], k=0)
+    rng = np.random.default_rng(12)
+    for trial in range(300):  # small k and short lists: many exact ties of every kind
+        n_lists = int(rng.integers(1, 6))
+        lists = [rng.permutation(12)[: int(rng.integers(0, 9))] for _ in range(n_lists)]
+        _check_exact(lists, k=float(trial % 4))
+        _check_exact([[f"s{d}" for d in x.tolist()] for x in lists], k=float(trial % 4))
+
+
+def test_rrf_uneven_and_many_lists():
+    rng = np.random.default_rng(13)
+    for n_lists in (2, 3, 4, 9, 12):
+        lists = [rng.permutation(500)[: int(rng.integers(0, 200))] for _ in range(n_lists)]
+        _check_exact(lists)
+        _check_exact(lists, top_k=17)
+        _check_exact(lists, k=0)
+
+
+def test_rrf_id_range_boundary_and_growth():
+    # max id just inside / just past 4 x total; then ranges that grow the direct-mapped array.
+    total = 6
+    for top in (4 * total - 1, 4 * total, 4 * total + 1):
+        _check_exact([[top, 0, 1], [2, top, 3]])
+    for scale in (1, 3, 1, 50, 2):
+        rng = np.random.default_rng(scale)
+        _check_exact([rng.permutation(300 * scale)[:300] for _ in range(3)])
+
+
+def test_rrf_after_duplicate_error_still_exact():
+    rng = np.random.default_rng(14)
+    lists = random_lists(rng, n=300, universe=600)
+    for bad in ([[1, 2], [3, 4, 3]], [[10**15, 7], [7, 10**15, 7]]):
+        with pytest.raises(ValueError, match="twice"):
+            ragfind.rrf(bad)
+        _check_exact(lists)
+        _check_exact([x * 10**9 for x in lists])
+
+
 def test_rrf_ties_break_by_first_appearance():
     # Every id sits at one rank of one list, so ranks tie across lists: 7 (list 0) before 3.
     ids, scores = ragfind.rrf([[7, 8], [3, 4]])
@@ -241,6 +305,40 @@ def test_fuse_scores_exact_order_for_near_ties():
     ref_ids, _ = ref_fuse([(perm.tolist(), base[perm])], "none")
     assert ids.tolist() == ref_ids
     assert np.all(np.diff(scores) <= 0)
+
+
+@pytest.mark.parametrize(
+    "scores",
+    [
+        np.geomspace(1e-300, 1e300, 500),  # many binades
+        np.concatenate([np.full(250, 1e6), np.linspace(0, 1, 250)]),  # an outlier block
+        np.concatenate([np.full(300, 2.0), np.full(200, -2.0)]),  # two big tie groups
+        np.arange(500) * 5e-324,  # denormals: max - min too small to scale
+        np.concatenate([[1e308, -1e308], np.linspace(-1, 1, 498)]),  # max - min overflows
+    ],
+)
+def test_fuse_scores_rank_prefix_edge_cases(scores):
+    rng = np.random.default_rng(8)
+    pairs = []
+    for _ in range(3):
+        perm = rng.permutation(len(scores))[:400]
+        pairs.append((perm, scores[perm]))
+    for method in ("sum", "max"):
+        ids, fused = ragfind.fuse_scores(pairs, norm="none", method=method)
+        with np.errstate(over="ignore"):  # 1e308 + 1e308 = inf, in the reference as in C++
+            ref_ids, ref_scores = ref_fuse([(p.tolist(), s) for p, s in pairs], "none", method)
+        assert ids.tolist() == ref_ids
+        assert fused.tolist() == ref_scores
+
+
+def test_fuse_scores_infinite_fused_scores_rank():
+    # Finite inputs and weights whose weighted sum overflows: +inf ties break by first appearance.
+    pairs = [([1, 2, 3], [1.0, 0.5, 0.0]), ([3, 2, 1], [1.0, 0.9, 0.1])]
+    ids, fused = ragfind.fuse_scores(pairs, norm="none", weights=[1e308, 1e308])
+    with np.errstate(over="ignore"):
+        ref_ids, ref_scores = ref_fuse([(list(i), s) for i, s in pairs], "none", weights=[1e308, 1e308])
+    assert ids.tolist() == ref_ids
+    assert fused.tolist() == ref_scores
 
 
 def test_fuse_scores_negative_and_zero_scores_sort():

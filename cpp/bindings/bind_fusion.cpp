@@ -230,9 +230,9 @@ size_t parse_top_k(py::handle top_k) {
   return static_cast<size_t>(v);
 }
 
-py::tuple run_fusion(py::handle lists, py::handle weights, py::handle top_k, bool need_scores,
-                     const std::function<void(const std::vector<fusion::RankedList>&, const fusion::Options&,
-                                              fusion::Fused&)>& fuse) {
+using FuseFn = std::function<size_t(fusion::Fuser&, const std::vector<fusion::RankedList>&, const fusion::Options&)>;
+
+py::tuple run_fusion(py::handle lists, py::handle weights, py::handle top_k, bool need_scores, const FuseFn& fuse) {
   IdKind kind = IdKind::Unknown;
   std::vector<ParsedList> parsed = parse_lists(lists, need_scores, kind);
   std::vector<double> w = parse_weights(weights, parsed.size());
@@ -246,12 +246,13 @@ py::tuple run_fusion(py::handle lists, py::handle weights, py::handle top_k, boo
   }
   std::vector<fusion::RankedList> rl(parsed.size());
   for (size_t i = 0; i < parsed.size(); ++i) rl[i] = {parsed[i].ids, parsed[i].scores, parsed[i].size};
-  // Reused across calls on this thread: a fresh Fused would malloc and zero-fill both result
-  // vectors on every call before they are copied into the numpy arrays.
-  thread_local fusion::Fused out;
+  // One Fuser per thread keeps its scratch between calls. The fusion runs without the GIL; the
+  // numpy results are allocated once the fused size is known and the ranking is written into them.
+  thread_local fusion::Fuser fuser;
+  size_t n = 0;
   try {
     py::gil_scoped_release release;
-    fuse(rl, opt, out);
+    n = fuse(fuser, rl, opt);
   } catch (const fusion::DuplicateIdError& e) {
     if (kind == IdKind::Str) {
       const std::string id = py::str(py::handle(parsed[e.list].strs[e.position]));
@@ -261,14 +262,15 @@ py::tuple run_fusion(py::handle lists, py::handle weights, py::handle top_k, boo
     }
     throw py::value_error(e.what());
   }
-  const size_t n = out.ids.size();
   py::array_t<double> scores(static_cast<py::ssize_t>(n));
-  if (n) std::memcpy(scores.mutable_data(), out.scores.data(), n * sizeof(double));
   if (kind == IdKind::Str) {
+    thread_local std::vector<int64_t> codes;
+    codes.resize(n);
+    fuser.write(codes.data(), scores.mutable_data());
     py::array ids(py::dtype("O"), {static_cast<py::ssize_t>(n)}, {});
     PyObject** slots = static_cast<PyObject**>(ids.mutable_data());
     for (size_t i = 0; i < n; ++i) {
-      PyObject* s = uniq[static_cast<size_t>(out.ids[i])];
+      PyObject* s = uniq[static_cast<size_t>(codes[i])];
       Py_INCREF(s);
       Py_XDECREF(slots[i]);
       slots[i] = s;
@@ -276,7 +278,7 @@ py::tuple run_fusion(py::handle lists, py::handle weights, py::handle top_k, boo
     return py::make_tuple(std::move(ids), std::move(scores));
   }
   py::array_t<int64_t> ids(static_cast<py::ssize_t>(n));
-  if (n) std::memcpy(ids.mutable_data(), out.ids.data(), n * sizeof(int64_t));
+  fuser.write(ids.mutable_data(), scores.mutable_data());
   return py::make_tuple(std::move(ids), std::move(scores));
 }
 
@@ -287,9 +289,8 @@ void bind_fusion(py::module_& m) {
       "rrf",
       [](py::handle lists, double k, py::handle weights, py::handle top_k) {
         return run_fusion(lists, weights, top_k, false,
-                          [k](const std::vector<fusion::RankedList>& rl, const fusion::Options& opt, fusion::Fused& out) {
-                            fusion::rrf(rl, k, opt, out);
-                          });
+                          [k](fusion::Fuser& f, const std::vector<fusion::RankedList>& rl,
+                              const fusion::Options& opt) { return f.rrf(rl, k, opt); });
       },
       py::arg("lists"), py::arg("k") = 60.0, py::arg("weights") = py::none(), py::arg("top_k") = py::none(),
       "Reciprocal rank fusion of ranked id lists (best first). Returns (ids, scores) best first.");
@@ -299,8 +300,8 @@ void bind_fusion(py::module_& m) {
         const fusion::Norm n = fusion::parse_norm(norm);
         const fusion::Combine c = fusion::parse_combine(method);
         return run_fusion(lists, weights, top_k, true,
-                          [n, c](const std::vector<fusion::RankedList>& rl, const fusion::Options& opt,
-                                 fusion::Fused& out) { fusion::fuse_scores(rl, n, c, opt, out); });
+                          [n, c](fusion::Fuser& f, const std::vector<fusion::RankedList>& rl,
+                                 const fusion::Options& opt) { return f.fuse_scores(rl, n, c, opt); });
       },
       py::arg("lists"), py::arg("norm") = "min-max", py::arg("method") = "sum", py::arg("weights") = py::none(),
       py::arg("top_k") = py::none(),

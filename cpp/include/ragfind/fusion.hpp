@@ -3,19 +3,28 @@
 // phrasings of one question: RAG-Fusion), and exposed as ragfind.rrf / ragfind.fuse_scores.
 //
 // The work is three linear steps, sized for "3 lists x 1,000 candidates in a few microseconds":
-//   1. intern: every id gets a dense code in first-appearance order (list 0 rank 0 first) through
-//      an open-addressing hash table (or no table at all when the caller already has dense codes,
-//      as the Python binding does after interning str ids);
-//   2. accumulate: one pass over the lists adds each list's contribution into an array indexed
-//      by code (no hashing on this pass);
-//   3. rank: an LSD radix sort on the order-preserving bit pattern of the fused double scores.
-//      Being stable over the code order, it breaks ties by first appearance, deterministically.
-// Scratch buffers live in a thread-local workspace, so steady-state calls do not allocate except
-// for the output.
+//   1. intern: every id gets a dense code in first-appearance order (list 0 rank 0 first). Ids in
+//      a small non-negative range (max id < 4x the number of input ids: the row numbers indexes
+//      hand out) go through a direct-mapped array, others through an open-addressing hash table;
+//      both are stamped per call and per list, so nothing is cleared between calls and the same
+//      stamp catches an id repeated inside one list. When the caller already has dense codes (the
+//      Python binding after interning str ids) there is no table at all.
+//   2. accumulate: each list's contribution is added into an array indexed by code (RRF does it
+//      in the interning pass itself; score fusion normalises each list first).
+//   3. rank, exactly, ties by first appearance. RRF with equal positive weights: an id held by
+//      one list only scores w / (k + rank), so those ids are already ranked per list, and at equal
+//      rank the lists' order is their code order; they are read off rank by rank. The ids held by
+//      several lists (usually a quarter) are radix-sorted, and each one's place among the others
+//      follows from inverting w / (k + rank) at its score. Otherwise: an LSD radix sort of all
+//      codes on a 16-bit prefix of their scores, then an exact fix-up of prefix ties.
+// Scratch buffers live in a Fuser (the binding keeps one per thread), so steady-state calls do
+// not allocate; the ranking is written straight into the caller's buffers (numpy arrays
+// allocated once the fused size is known).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -68,13 +77,38 @@ struct Options {
   size_t dense_codes = 0;
 };
 
-/// Reciprocal rank fusion (Cormack et al., SIGIR 2009): score(d) = sum_i w_i / (k + rank_i(d)),
-/// rank counted from 1. Throws std::invalid_argument for k < 0 or a non-finite weight, and
-/// DuplicateIdError for an id repeated inside one list.
-void rrf(const std::vector<RankedList>& lists, double k, const Options& options, Fused& out);
+struct Workspace;
 
-/// Score fusion: per-list normalisation then combination. Every list needs scores (finite;
-/// std::invalid_argument otherwise). Throws DuplicateIdError like rrf.
+/// Fusion scratch plus the last result. Not thread-safe: use one per thread.
+class Fuser {
+ public:
+  Fuser();
+  ~Fuser();
+  Fuser(const Fuser&) = delete;
+  Fuser& operator=(const Fuser&) = delete;
+
+  /// Reciprocal rank fusion (Cormack et al., SIGIR 2009): score(d) = sum_i w_i / (k + rank_i(d)),
+  /// rank counted from 1. Returns the number of fused ids (top_k applied), for write().
+  /// Throws std::invalid_argument for k < 0 or a non-finite weight, and DuplicateIdError for an
+  /// id repeated inside one list.
+  size_t rrf(const std::vector<RankedList>& lists, double k, const Options& options);
+
+  /// Score fusion: per-list normalisation then combination. Every list needs scores (finite;
+  /// std::invalid_argument otherwise). Throws DuplicateIdError like rrf. Returns like rrf.
+  size_t fuse_scores(const std::vector<RankedList>& lists, Norm norm, Combine combine,
+                     const Options& options);
+
+  /// Writes the last fusion's ranking, best first, into ids[0, n) and scores[0, n), n as
+  /// returned by rrf / fuse_scores (with dense_codes, the ids written are the codes). The input
+  /// lists need not outlive the fusion call.
+  void write(int64_t* ids, double* scores);
+
+ private:
+  std::unique_ptr<Workspace> ws_;
+};
+
+/// Convenience forms of Fuser::rrf / fuse_scores + write into vectors (a thread-local Fuser).
+void rrf(const std::vector<RankedList>& lists, double k, const Options& options, Fused& out);
 void fuse_scores(const std::vector<RankedList>& lists, Norm norm, Combine combine,
                  const Options& options, Fused& out);
 
