@@ -21,6 +21,63 @@ struct FloatWeight {
   }
 };
 
+// Exhaustive term-at-a-time scoring of a quantised segment with its dense columns: query terms
+// in query order (so each document's sum is formed in the same order as exhaustive_segment and
+// the scores are bit-identical), a dense column as a streaming loop the compiler vectorises, the
+// other lists scattered posting by posting; then the accumulator is scanned 16 documents at a
+// time (a vectorised count of entries above the threshold) and only those chunks are offered.
+void dense_taat_segment(const ImpactSegment& s, const std::vector<postings::WeightedTerm>& query,
+                        bm25::TopKQueue& heap) {
+  const bm25::Segment& seg = s.seg;
+  const std::uint32_t n = seg.num_docs;
+  thread_local std::vector<float> buffer;
+  if (buffer.size() < n) buffer.resize(n);
+  float* __restrict acc = buffer.data();
+  const std::uint32_t* docs = seg.docs.data();
+  const std::uint32_t* stored = seg.tfs.data();
+  bool zeroed = false;
+  for (const postings::WeightedTerm& t : query) {
+    const std::int64_t slot = seg.slot_of(t.term);
+    if (slot < 0) continue;
+    const float w = t.weight;
+    const std::int32_t c = s.column_of[static_cast<std::size_t>(slot)];
+    if (c >= 0) {
+      const std::uint16_t* __restrict col = s.columns.data() + static_cast<std::size_t>(c) * n;
+      if (!zeroed) {  // 0 + x == x for the x >= 0 here: the first column writes instead of adding
+        for (std::uint32_t d = 0; d < n; ++d) acc[d] = w * static_cast<float>(col[d]);
+        zeroed = true;
+      } else {
+        for (std::uint32_t d = 0; d < n; ++d) acc[d] += w * static_cast<float>(col[d]);
+      }
+      continue;
+    }
+    if (!zeroed) {
+      std::fill(acc, acc + n, 0.0f);
+      zeroed = true;
+    }
+    for (std::uint64_t j = seg.offsets[slot], e = seg.offsets[slot + 1]; j < e; ++j)
+      acc[docs[j]] += w * static_cast<float>(stored[j]);
+  }
+  if (!zeroed) return;
+  float th = heap.full() ? std::max(heap.threshold(), 0.0f) : 0.0f;
+  constexpr std::uint32_t kChunk = 16;
+  std::uint32_t d = 0;
+  for (; d + kChunk <= n; d += kChunk) {
+    int above = 0;
+    for (std::uint32_t i = 0; i < kChunk; ++i) above += acc[d + i] > th;
+    if (above == 0) continue;
+    for (std::uint32_t i = d; i < d + kChunk; ++i)
+      if (acc[i] > th) {
+        heap.insert(acc[i], seg.base + i);
+        if (heap.full()) th = std::max(heap.threshold(), 0.0f);
+      }
+  }
+  for (; d < n; ++d)
+    if (acc[d] > th) {
+      heap.insert(acc[d], seg.base + d);
+      if (heap.full()) th = std::max(heap.threshold(), 0.0f);
+    }
+}
 
 }  // namespace
 
@@ -53,6 +110,40 @@ void ImpactIndex::compute_bounds(ImpactSegment& s) const {
     }
     s.bounds[t] = best;
   }
+}
+
+void ImpactIndex::build_columns(ImpactSegment& s) const {
+  const std::size_t slots = s.seg.directory_size();
+  const std::uint32_t n = s.seg.num_docs;
+  s.column_of.assign(slots, -1);
+  s.columns.clear();
+  if (!(scale_ > 0.0f) || n < kDenseColumnMinDocs) return;
+  std::vector<std::size_t> picked;
+  for (std::size_t t = 0; t < slots; ++t) {
+    const std::uint64_t len = s.seg.offsets[t + 1] - s.seg.offsets[t];
+    // bounds hold the largest stored impact of the list (quantised mode).
+    if (len * kDenseColumnFraction >= n && s.bounds[t] <= 65535.0f) picked.push_back(t);
+  }
+  s.columns.assign(picked.size() * static_cast<std::size_t>(n), 0);
+  for (std::size_t c = 0; c < picked.size(); ++c) {
+    const std::size_t t = picked[c];
+    s.column_of[t] = static_cast<std::int32_t>(c);
+    std::uint16_t* col = s.columns.data() + c * n;
+    for (std::uint64_t i = s.seg.offsets[t]; i < s.seg.offsets[t + 1]; ++i)
+      col[s.seg.docs[i]] = static_cast<std::uint16_t>(s.seg.tfs[i]);
+  }
+}
+
+std::size_t ImpactIndex::num_dense_columns() const {
+  std::size_t n = 0;
+  for (const auto& s : segments_) n += s->seg.num_docs ? s->columns.size() / s->seg.num_docs : 0;
+  return n;
+}
+
+std::uint64_t ImpactIndex::dense_column_bytes() const {
+  std::uint64_t n = 0;
+  for (const auto& s : segments_) n += s->columns.size() * sizeof(std::uint16_t);
+  return n;
 }
 
 void ImpactIndex::add(const std::int64_t* indptr, const std::uint32_t* indices, const float* values, std::size_t n) {
@@ -92,6 +183,7 @@ void ImpactIndex::add(const std::int64_t* indptr, const std::uint32_t* indices, 
   s->seg.docs = bm25::Buffer<std::uint32_t>(std::move(docs));
   s->seg.tfs = bm25::Buffer<std::uint32_t>(std::move(stored));
   compute_bounds(*s);
+  build_columns(*s);
   segments_.push_back(std::move(s));
   num_docs_ += static_cast<std::uint32_t>(n);
   // Merge trailing segments of similar size: O(log N) segments, each posting copied O(log N) times.
@@ -130,6 +222,7 @@ std::unique_ptr<ImpactSegment> ImpactIndex::merge(const ImpactSegment& a, const 
   s->seg.tfs = bm25::Buffer<std::uint32_t>(std::move(stored));
   s->bounds.resize(dim_);
   for (std::uint32_t t = 0; t < dim_; ++t) s->bounds[t] = std::max(a.bounds[t], b.bounds[t]);
+  build_columns(*s);
   return s;
 }
 
@@ -145,19 +238,30 @@ void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::
   bm25::TopKQueue heap(std::min<std::size_t>(k, num_docs_));
   for (const auto& s : segments_) {
     Algorithm alg = algorithm;
-    if (alg == Algorithm::Auto) {
-      // Small segments: scoring every posting into a dense accumulator beats document-at-a-time
-      // bookkeeping (as in the BM25 index). Large segments: MaxScore, unless the query's lists
-      // cover the segment twice over (then there is little to skip and DAAT loses).
+    const bool automatic = alg == Algorithm::Auto;
+    if (automatic) {
+      // Term at a time over a dense accumulator (with the dense columns) unless the query's
+      // lists are short next to the segment: document-at-a-time MaxScore pays per candidate
+      // for every essential cursor, which only wins when it can skip most of the segment
+      // (measured: 5-7x slower than term at a time on lists covering the segment once).
+      // Small segments always go term at a time (as in the BM25 index).
       alg = Algorithm::Exhaustive;
       if (s->seg.num_docs > bm25::kSmallSegmentDocs) {
         std::uint64_t postings = 0;
+        bool column = false;
         for (const auto& t : q) {
           const std::int64_t slot = s->seg.slot_of(t.term);
-          if (slot >= 0) postings += s->seg.offsets[slot + 1] - s->seg.offsets[slot];
+          if (slot < 0) continue;
+          postings += s->seg.offsets[slot + 1] - s->seg.offsets[slot];
+          column = column || s->column_of[static_cast<std::size_t>(slot)] >= 0;
         }
-        if (postings < 2ull * s->seg.num_docs) alg = Algorithm::MaxScore;
+        if (!column && postings * 4 < s->seg.num_docs) alg = Algorithm::MaxScore;
       }
+    }
+    // Forced Exhaustive stays the plain posting-by-posting reference that tests compare with.
+    if (automatic && alg == Algorithm::Exhaustive && scale_ > 0.0f && !s->columns.empty()) {
+      dense_taat_segment(*s, q, heap);
+      continue;
     }
     const float* b = s->bounds.data();
     if (scale_ > 0.0f) {
@@ -232,6 +336,7 @@ void ImpactIndex::install(std::uint32_t num_docs, const std::uint64_t* offsets, 
   s->seg.docs = bm25::Buffer<std::uint32_t>::borrow(docs, n_postings);
   s->seg.tfs = bm25::Buffer<std::uint32_t>::borrow(stored, n_postings);
   compute_bounds(*s);
+  build_columns(*s);
   segments_.clear();
   segments_.push_back(std::move(s));
   num_docs_ = num_docs;
