@@ -291,7 +291,7 @@ def test_dense_columns_give_bit_identical_results(tmp_path):
     # columns; Auto scores with them, and must return exactly what the plain posting-by-posting
     # scorer returns (same float sums, same ids), and match the float64 reference.
     rng = np.random.default_rng(11)
-    dim, n = 400, 3000
+    dim, n = 400, 9100
     rows = []
     for _ in range(n):
         head = np.flatnonzero(rng.random(12) < np.linspace(0.95, 0.3, 12))  # dense head terms
@@ -299,10 +299,12 @@ def test_dense_columns_give_bit_identical_results(tmp_path):
         terms = np.unique(np.concatenate([head, tail]))
         rows.append((terms, (rng.gamma(1.2, 0.7, size=len(terms)) + 0.02).astype(np.float32)))
     index = SparseVectorIndex(dim)
-    # Segments of 2000 and 1000 documents (with columns) and a last one of 100 (too small).
-    index.add(rows[:2000])
-    index.add(rows[2000:2900])
-    index.add(rows[2900:])
+    # Segments of 7000 and 2000 documents (with columns; the first spans two 4096-document
+    # scoring tiles) and a last one of 100 (too small for columns).
+    index.add(rows[:7000])
+    index.add(rows[7000:9000])
+    index.add(rows[9000:])
+    assert index._index.num_segments == 3
     assert index._index.num_dense_columns > 0
     queries = []
     for _ in range(40):

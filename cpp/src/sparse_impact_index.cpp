@@ -21,62 +21,78 @@ struct FloatWeight {
   }
 };
 
-// Exhaustive term-at-a-time scoring of a quantised segment with its dense columns: query terms
-// in query order (so each document's sum is formed in the same order as exhaustive_segment and
-// the scores are bit-identical), a dense column as a streaming loop the compiler vectorises, the
-// other lists scattered posting by posting; then the accumulator is scanned 16 documents at a
-// time (a vectorised count of entries above the threshold) and only those chunks are offered.
+// Exhaustive term-at-a-time scoring of a quantised segment with its dense columns, one tile of
+// kTile documents at a time so the accumulator stays in L1: per tile, query terms in query
+// order (each document's sum is formed in the same order as exhaustive_segment, so scores are
+// bit-identical), a dense column as a streaming loop the compiler vectorises, another list by
+// scattering its postings that fall in the tile (a cursor per list; lists are doc-ordered);
+// then the tile is scanned 16 documents at a time (a vectorised count of entries above the
+// threshold) and only those chunks are offered to the queue.
 void dense_taat_segment(const ImpactSegment& s, const std::vector<postings::WeightedTerm>& query,
                         bm25::TopKQueue& heap) {
+  constexpr std::uint32_t kTile = 4096;  // 16 KiB of float accumulators
+  constexpr std::uint32_t kChunk = 16;
   const bm25::Segment& seg = s.seg;
   const std::uint32_t n = seg.num_docs;
-  thread_local std::vector<float> buffer;
-  if (buffer.size() < n) buffer.resize(n);
-  float* __restrict acc = buffer.data();
-  const std::uint32_t* docs = seg.docs.data();
-  const std::uint32_t* stored = seg.tfs.data();
-  bool zeroed = false;
+  struct Source {
+    const std::uint16_t* column;  // null: a posting list [pos, end)
+    std::uint64_t pos, end;
+    float weight;
+  };
+  thread_local std::vector<Source> sources;
+  sources.clear();
   for (const postings::WeightedTerm& t : query) {
     const std::int64_t slot = seg.slot_of(t.term);
     if (slot < 0) continue;
-    const float w = t.weight;
     const std::int32_t c = s.column_of[static_cast<std::size_t>(slot)];
-    if (c >= 0) {
-      const std::uint16_t* __restrict col = s.columns.data() + static_cast<std::size_t>(c) * n;
-      if (!zeroed) {  // 0 + x == x for the x >= 0 here: the first column writes instead of adding
-        for (std::uint32_t d = 0; d < n; ++d) acc[d] = w * static_cast<float>(col[d]);
-        zeroed = true;
-      } else {
-        for (std::uint32_t d = 0; d < n; ++d) acc[d] += w * static_cast<float>(col[d]);
-      }
-      continue;
-    }
-    if (!zeroed) {
-      std::fill(acc, acc + n, 0.0f);
-      zeroed = true;
-    }
-    for (std::uint64_t j = seg.offsets[slot], e = seg.offsets[slot + 1]; j < e; ++j)
-      acc[docs[j]] += w * static_cast<float>(stored[j]);
+    const std::uint16_t* col = c >= 0 ? s.columns.data() + static_cast<std::size_t>(c) * n : nullptr;
+    sources.push_back({col, seg.offsets[slot], seg.offsets[slot + 1], t.weight});
   }
-  if (!zeroed) return;
+  if (sources.empty()) return;
+  const std::uint32_t* docs = seg.docs.data();
+  const std::uint32_t* stored = seg.tfs.data();
+  alignas(64) float acc[kTile];
   float th = heap.full() ? std::max(heap.threshold(), 0.0f) : 0.0f;
-  constexpr std::uint32_t kChunk = 16;
-  std::uint32_t d = 0;
-  for (; d + kChunk <= n; d += kChunk) {
-    int above = 0;
-    for (std::uint32_t i = 0; i < kChunk; ++i) above += acc[d + i] > th;
-    if (above == 0) continue;
-    for (std::uint32_t i = d; i < d + kChunk; ++i)
+  for (std::uint32_t lo = 0; lo < n; lo += kTile) {
+    const std::uint32_t hi = std::min(n, lo + kTile), len = hi - lo;
+    bool zeroed = false;
+    for (Source& src : sources) {
+      const float w = src.weight;
+      if (src.column != nullptr) {
+        const std::uint16_t* __restrict c = src.column + lo;
+        if (!zeroed) {  // 0 + x == x for the x >= 0 here: the first column writes, not adds
+          for (std::uint32_t i = 0; i < len; ++i) acc[i] = w * static_cast<float>(c[i]);
+          zeroed = true;
+        } else {
+          for (std::uint32_t i = 0; i < len; ++i) acc[i] += w * static_cast<float>(c[i]);
+        }
+        continue;
+      }
+      if (!zeroed) {
+        std::fill(acc, acc + len, 0.0f);
+        zeroed = true;
+      }
+      std::uint64_t j = src.pos;
+      for (; j < src.end && docs[j] < hi; ++j) acc[docs[j] - lo] += w * static_cast<float>(stored[j]);
+      src.pos = j;
+    }
+    std::uint32_t i = 0;
+    for (; i + kChunk <= len; i += kChunk) {
+      int above = 0;
+      for (std::uint32_t r = 0; r < kChunk; ++r) above += acc[i + r] > th;
+      if (above == 0) continue;
+      for (std::uint32_t r = i; r < i + kChunk; ++r)
+        if (acc[r] > th) {
+          heap.insert(acc[r], seg.base + lo + r);
+          if (heap.full()) th = std::max(heap.threshold(), 0.0f);
+        }
+    }
+    for (; i < len; ++i)
       if (acc[i] > th) {
-        heap.insert(acc[i], seg.base + i);
+        heap.insert(acc[i], seg.base + lo + i);
         if (heap.full()) th = std::max(heap.threshold(), 0.0f);
       }
   }
-  for (; d < n; ++d)
-    if (acc[d] > th) {
-      heap.insert(acc[d], seg.base + d);
-      if (heap.full()) th = std::max(heap.threshold(), 0.0f);
-    }
 }
 
 }  // namespace
