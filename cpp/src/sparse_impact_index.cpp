@@ -1,5 +1,6 @@
 // The learned-sparse impact index: building, merging and querying posting segments.
 #include "ragfind/sparse/impact_index.hpp"
+#include "ragfind/sparse/impact_columns.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -24,7 +25,7 @@ struct FloatWeight {
 // Exhaustive term-at-a-time scoring of a quantised segment with its dense columns, one tile of
 // kTile documents at a time so the accumulator stays in L1: per tile, query terms in query
 // order (each document's sum is formed in the same order as exhaustive_segment, so scores are
-// bit-identical), a dense column as a streaming loop the compiler vectorises, another list by
+// bit-identical), a dense column by the SIMD kernel of impact_columns.hpp, another list by
 // scattering its postings that fall in the tile (a cursor per list; lists are doc-ordered);
 // then the tile is scanned 16 documents at a time (a vectorised count of entries above the
 // threshold) and only those chunks are offered to the queue.
@@ -52,6 +53,7 @@ void dense_taat_segment(const ImpactSegment& s, const std::vector<postings::Weig
   const std::uint32_t* docs = seg.docs.data();
   const std::uint32_t* stored = seg.tfs.data();
   alignas(64) float acc[kTile];
+  const auto add_column = impact_column_kernels().add_column;
   float th = heap.full() ? std::max(heap.threshold(), 0.0f) : 0.0f;
   for (std::uint32_t lo = 0; lo < n; lo += kTile) {
     const std::uint32_t hi = std::min(n, lo + kTile), len = hi - lo;
@@ -59,13 +61,8 @@ void dense_taat_segment(const ImpactSegment& s, const std::vector<postings::Weig
     for (Source& src : sources) {
       const float w = src.weight;
       if (src.column != nullptr) {
-        const std::uint16_t* __restrict c = src.column + lo;
-        if (!zeroed) {  // 0 + x == x for the x >= 0 here: the first column writes, not adds
-          for (std::uint32_t i = 0; i < len; ++i) acc[i] = w * static_cast<float>(c[i]);
-          zeroed = true;
-        } else {
-          for (std::uint32_t i = 0; i < len; ++i) acc[i] += w * static_cast<float>(c[i]);
-        }
+        add_column(acc, src.column + lo, w, len, !zeroed);  // the first column writes: 0 + x == x
+        zeroed = true;
         continue;
       }
       if (!zeroed) {

@@ -1,0 +1,20 @@
+// Impact-column kernel, baseline build: plain loops (the compiler vectorises them with the
+// baseline ISA); separate multiply and add, as every level.
+#include "impact_column_kernels.hpp"
+
+namespace ragfind::kernels {
+namespace {
+
+void add_column(float* __restrict acc, const std::uint16_t* __restrict col, float w, std::uint32_t n, bool assign) {
+  if (assign) {
+    for (std::uint32_t i = 0; i < n; ++i) acc[i] = w * static_cast<float>(col[i]);
+  } else {
+    for (std::uint32_t i = 0; i < n; ++i) acc[i] += w * static_cast<float>(col[i]);
+  }
+}
+
+}  // namespace
+
+const ImpactColumnKernels impact_column_scalar = {add_column};
+
+}  // namespace ragfind::kernels
