@@ -27,12 +27,10 @@ struct FloatWeight {
 // order (each document's sum is formed in the same order as exhaustive_segment, so scores are
 // bit-identical), a dense column by the SIMD kernel of impact_columns.hpp, another list by
 // scattering its postings that fall in the tile (a cursor per list; lists are doc-ordered);
-// then the tile is scanned 16 documents at a time (a vectorised count of entries above the
-// threshold) and only those chunks are offered to the queue.
+// then the tile is scanned for scores above the queue threshold by the SIMD kernel.
 void dense_taat_segment(const ImpactSegment& s, const std::vector<postings::WeightedTerm>& query,
                         bm25::TopKQueue& heap) {
   constexpr std::uint32_t kTile = 4096;  // 16 KiB of float accumulators
-  constexpr std::uint32_t kChunk = 16;
   const bm25::Segment& seg = s.seg;
   const std::uint32_t n = seg.num_docs;
   struct Source {
@@ -54,6 +52,7 @@ void dense_taat_segment(const ImpactSegment& s, const std::vector<postings::Weig
   const std::uint32_t* stored = seg.tfs.data();
   alignas(64) float acc[kTile];
   const auto add_column = impact_column_kernels().add_column;
+  const auto next_above = impact_column_kernels().next_above;
   float th = heap.full() ? std::max(heap.threshold(), 0.0f) : 0.0f;
   for (std::uint32_t lo = 0; lo < n; lo += kTile) {
     const std::uint32_t hi = std::min(n, lo + kTile), len = hi - lo;
@@ -69,26 +68,14 @@ void dense_taat_segment(const ImpactSegment& s, const std::vector<postings::Weig
         std::fill(acc, acc + len, 0.0f);
         zeroed = true;
       }
-      std::uint64_t j = src.pos;
-      for (; j < src.end && docs[j] < hi; ++j) acc[docs[j] - lo] += w * static_cast<float>(stored[j]);
-      src.pos = j;
+      const std::uint64_t stop = hi == n ? src.end : postings::next_geq(docs, src.pos, src.end, hi);
+      for (std::uint64_t j = src.pos; j < stop; ++j) acc[docs[j] - lo] += w * static_cast<float>(stored[j]);
+      src.pos = stop;
     }
-    std::uint32_t i = 0;
-    for (; i + kChunk <= len; i += kChunk) {
-      int above = 0;
-      for (std::uint32_t r = 0; r < kChunk; ++r) above += acc[i + r] > th;
-      if (above == 0) continue;
-      for (std::uint32_t r = i; r < i + kChunk; ++r)
-        if (acc[r] > th) {
-          heap.insert(acc[r], seg.base + lo + r);
-          if (heap.full()) th = std::max(heap.threshold(), 0.0f);
-        }
+    for (std::uint32_t i = next_above(acc, 0, len, th); i < len; i = next_above(acc, i + 1, len, th)) {
+      heap.insert(acc[i], seg.base + lo + i);
+      if (heap.full()) th = std::max(heap.threshold(), 0.0f);
     }
-    for (; i < len; ++i)
-      if (acc[i] > th) {
-        heap.insert(acc[i], seg.base + lo + i);
-        if (heap.full()) th = std::max(heap.threshold(), 0.0f);
-      }
   }
 }
 

@@ -1,4 +1,4 @@
-// Impact-column kernel, AVX2: 16 uint16 impacts per step, widened to int32 and converted to
+// Impact-column kernels, AVX2: 16 uint16 impacts per step, widened to int32 and converted to
 // float, multiplied and then added (kept unfused: the file is built with -mfma, so contraction is
 // switched off here and the sums stay bit-identical to the scalar level and the posting path).
 #if defined(__clang__)
@@ -42,8 +42,20 @@ void add_column(float* acc, const std::uint16_t* col, float w, std::uint32_t n, 
     run<false>(acc, col, w, n);
 }
 
+// 8 scores per compare; a movemask finds the first one above the threshold.
+std::uint32_t next_above(const float* acc, std::uint32_t from, std::uint32_t n, float threshold) {
+  const __m256 th = _mm256_set1_ps(threshold);
+  std::uint32_t i = from;
+  for (; i + 8 <= n; i += 8) {
+    const int m = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(acc + i), th, _CMP_GT_OQ));
+    if (m != 0) return i + static_cast<std::uint32_t>(__builtin_ctz(static_cast<unsigned>(m)));
+  }
+  while (i < n && !(acc[i] > threshold)) ++i;
+  return i;
+}
+
 }  // namespace
 
-const ImpactColumnKernels impact_column_avx2 = {add_column};
+const ImpactColumnKernels impact_column_avx2 = {add_column, next_above};
 
 }  // namespace ragfind::kernels

@@ -13,8 +13,13 @@ void add_column(float* __restrict acc, const std::uint16_t* __restrict col, floa
   }
 }
 
+std::uint32_t next_above(const float* acc, std::uint32_t from, std::uint32_t n, float threshold) {
+  while (from < n && !(acc[from] > threshold)) ++from;
+  return from;
+}
+
 }  // namespace
 
-const ImpactColumnKernels impact_column_scalar = {add_column};
+const ImpactColumnKernels impact_column_scalar = {add_column, next_above};
 
 }  // namespace ragfind::kernels
