@@ -287,9 +287,9 @@ def test_huge_k_beyond_the_index_is_a_clear_error_not_gigabytes_of_padding():
 
 
 def test_dense_columns_give_bit_identical_results(tmp_path, simd_level):
-    # At every SIMD level: a head of terms present in most documents (SPLADE expansion terms) gets dense uint16
-    # columns; Auto scores with them, and must return exactly what the plain posting-by-posting
-    # scorer returns (same float sums, same ids), and match the float64 reference.
+    # At every SIMD level: a head of terms present in most documents (SPLADE expansion terms)
+    # gets dense uint16 columns; Auto scores with them, and must return exactly what the plain
+    # posting-by-posting scorer returns (same float sums, same ids) and match float64.
     rng = np.random.default_rng(11)
     dim, n = 400, 9100
     rows = []
