@@ -284,3 +284,61 @@ def test_huge_k_beyond_the_index_is_a_clear_error_not_gigabytes_of_padding():
         index.search_batch(queries, k=10**7)
     ids, _ = index.search_batch(queries, k=60)  # small padding stays allowed
     assert ids.shape == (8, 60) and (ids[:, 50:] == -1).all()
+
+
+def test_dense_columns_give_bit_identical_results(tmp_path, simd_level):
+    # At every SIMD level: a head of terms present in most documents (SPLADE expansion terms)
+    # gets dense uint16 columns; Auto scores with them, and must return exactly what the plain
+    # posting-by-posting scorer returns (same float sums, same ids) and match float64.
+    rng = np.random.default_rng(11)
+    dim, n = 400, 9100
+    rows = []
+    for _ in range(n):
+        head = np.flatnonzero(rng.random(12) < np.linspace(0.95, 0.3, 12))  # dense head terms
+        tail = rng.integers(12, dim, size=rng.integers(5, 40))
+        terms = np.unique(np.concatenate([head, tail]))
+        rows.append((terms, (rng.gamma(1.2, 0.7, size=len(terms)) + 0.02).astype(np.float32)))
+    index = SparseVectorIndex(dim)
+    # Segments of 7000 and 2000 documents (with columns; the first spans two 4096-document
+    # scoring tiles) and a last one of 100 (too small for columns).
+    index.add(rows[:7000])
+    index.add(rows[7000:9000])
+    index.add(rows[9000:])
+    assert index._index.num_segments == 3
+    assert index._index.num_dense_columns > 0
+    queries = []
+    for _ in range(40):
+        terms = np.unique(np.concatenate([rng.integers(0, 12, size=6), rng.integers(12, dim, size=10)]))
+        queries.append((terms, (rng.gamma(1.2, 0.7, size=len(terms)) + 0.02).astype(np.float32)))
+    queries.append((np.array([3, 4]), np.array([0.5, 2.0], dtype=np.float32)))  # columns only
+    queries.append((np.array([399]), np.array([1.0], dtype=np.float32)))  # no column
+    want = _dense(queries, dim) @ _dense(_dequantised(rows, 100.0), dim).T
+    path = tmp_path / "d.rfsp"
+    index.save(path)
+    loaded = SparseVectorIndex.load(path)  # one merged segment, columns rebuilt on load
+    assert loaded._index.num_dense_columns > 0
+    for idx in (index, loaded):
+        for k in (1, 10, 100):
+            a_ids, a_scores = idx.search_batch(queries, k=k, algorithm="auto")
+            b_ids, b_scores = idx.search_batch(queries, k=k, algorithm="exhaustive")
+            np.testing.assert_array_equal(a_scores, b_scores)
+            np.testing.assert_array_equal(a_ids, b_ids)
+            for qi in range(len(queries)):
+                order = np.lexsort((np.arange(n), -want[qi]))
+                m = min(k, int((want[qi] > 0).sum()))
+                np.testing.assert_allclose(a_scores[qi, :m], want[qi, order[:m]], rtol=1e-5)
+                assert np.all(a_ids[qi, m:] == -1)
+
+
+def test_impacts_beyond_16_bits_get_no_column_and_stay_exact():
+    rng = np.random.default_rng(12)
+    dim, n = 50, 600
+    rows = [(np.arange(0, dim, 2), (rng.random(dim // 2) * 900 + 1).astype(np.float32)) for _ in range(n)]
+    index = SparseVectorIndex(dim, scale=100.0)  # impacts up to 90,100 > 65,535
+    index.add(rows)
+    assert index._index.num_dense_columns == 0
+    queries = [(np.array([0, 2, 3]), np.array([1.0, 0.5, 2.0], dtype=np.float32))]
+    a_ids, a_scores = index.search_batch(queries, k=5)
+    b_ids, b_scores = index.search_batch(queries, k=5, algorithm="exhaustive")
+    np.testing.assert_array_equal(a_scores, b_scores)
+    np.testing.assert_array_equal(a_ids, b_ids)

@@ -111,6 +111,14 @@ void bind_sparse(py::module_& m) {
         std::shared_lock lk(s.mu);
         return s.index.num_docs();
       })
+      .def_property_readonly("dense_column_bytes", [](const PyImpactIndex& s) {
+        std::shared_lock lk(s.mu);
+        return s.index.dense_column_bytes();
+      })
+      .def_property_readonly("num_dense_columns", [](const PyImpactIndex& s) {
+        std::shared_lock lk(s.mu);
+        return s.index.num_dense_columns();
+      })
       .def_property_readonly("num_postings", [](const PyImpactIndex& s) {
         std::shared_lock lk(s.mu);
         return s.index.num_postings();

@@ -4,7 +4,9 @@ Posting lists use the BM25 index's segment layout and the shared MaxScore / exha
 algorithms (``cpp/include/ragfind/postings/maxscore.hpp``); each posting stores a quantised
 impact ``round(weight * scale)`` (Anserini's convention for SPLADE, scale 100), or the exact
 float32 weight with ``scale=0``. Scores are dot products of the (float) query weights with the
-dequantised document weights.
+dequantised document weights. In quantised mode a list covering >= 1/4 of a segment is also
+kept as a dense uint16 column (2 bytes per document of that segment), which the term-at-a-time
+scorer adds with a SIMD loop; results are bit-identical to the plain posting scorer.
 """
 
 from __future__ import annotations
@@ -175,9 +177,9 @@ class SparseVectorIndex:
         ``query``: a text (needs the encoder), a ``{term_id: weight}`` dict, an ``(indices,
         values)`` tuple, or a one-row SparseEmbeddings. Documents sharing no term with the
         query are not returned (so fewer than k may come back). ``algorithm``: "auto"
-        (exhaustive on small segments or dense queries, else MaxScore), "maxscore"
-        (document at a time), "taat" (term-at-a-time MaxScore) or "exhaustive"; all exact,
-        same results.
+        (term at a time over the dense columns and postings; MaxScore only for short lists on
+        segments over 65,536 documents), "maxscore" (document at a time), "taat" (term-at-a-time
+        MaxScore) or "exhaustive" (every posting, the reference); all exact, same results.
         """
         if isinstance(query, SparseEmbeddings):
             if len(query) != 1:

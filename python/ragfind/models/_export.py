@@ -375,8 +375,10 @@ def _export_torch(
             if role == "cross-encoder":
                 return out.logits
             if role == "splade":
-                act = torch.log1p(torch.relu(out.logits)) * attention_mask.unsqueeze(-1).to(out.logits.dtype)
-                return act.max(dim=1).values
+                # max first (log1p and relu are monotone): same values, and the elementwise
+                # work runs on (batch, vocab) rather than (batch, seq, vocab).
+                pad = (attention_mask.unsqueeze(-1).to(out.logits.dtype) - 1.0) * 1e30
+                return torch.log1p(torch.relu((out.logits + pad).max(dim=1).values))
             h = out.last_hidden_state
             return self.proj(h) if self.proj is not None else h
 

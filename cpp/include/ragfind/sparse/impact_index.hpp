@@ -8,6 +8,15 @@
 // scale == 0 the float32 bits are stored and scores are exact float dot products.
 // Segments are appended per add() and adjacent segments of similar size are merged, so there
 // are O(log N) of them (as in the BM25 index).
+//
+// Dense columns. SPLADE vocabularies have a head of terms present in a large share of the
+// documents (expansion terms); their posting lists dominate a query's cost. In quantised mode a
+// list covering at least 1 / kDenseColumnFraction of its segment (and whose impacts fit 16 bits)
+// is also stored as a dense uint16 column over the segment's documents (0 = absent): at that
+// density the column is no larger than the list's 8 bytes per posting times kDenseColumnFraction
+// / 4, and the term-at-a-time scorer adds it with a vectorised streaming loop instead of
+// scattering every posting. The postings stay (MaxScore, explain and save read them); a column
+// adds w * 0 = +0 to absent documents, so scores are bit-identical to the posting path.
 #pragma once
 
 #include <cstdint>
@@ -23,9 +32,17 @@ namespace ragfind::sparse {
 /// TaatMaxScore: term-at-a-time MaxScore (quit/continue); Exhaustive: every posting (reference).
 enum class Algorithm { Auto = 0, MaxScore = 1, Exhaustive = 2, TaatMaxScore = 3 };
 
+/// A list covering >= num_docs / kDenseColumnFraction documents of a segment (with at least
+/// kDenseColumnMinDocs documents) also gets a dense column.
+inline constexpr std::uint64_t kDenseColumnFraction = 4;
+inline constexpr std::uint32_t kDenseColumnMinDocs = 256;
+
 struct ImpactSegment {
   bm25::Segment seg;
   std::vector<float> bounds;  // per term: max decoded impact in this segment
+  // Per directory slot: index of its dense column in `columns` (num_docs entries each), or -1.
+  std::vector<std::int32_t> column_of;
+  std::vector<std::uint16_t> columns;
 };
 
 class ImpactIndex {
@@ -37,6 +54,9 @@ class ImpactIndex {
   float scale() const { return scale_; }
   std::uint32_t num_docs() const { return num_docs_; }
   std::uint64_t num_postings() const;
+  /// Number of dense columns over all segments, and their bytes (see the notes above).
+  std::size_t num_dense_columns() const;
+  std::uint64_t dense_column_bytes() const;
   std::size_t num_segments() const { return segments_.size(); }
 
   /// Appends n documents in CSR form (indices strictly increasing per row, < dim; values
@@ -65,6 +85,7 @@ class ImpactIndex {
  private:
   std::unique_ptr<ImpactSegment> merge(const ImpactSegment& a, const ImpactSegment& b) const;
   void compute_bounds(ImpactSegment& s) const;
+  void build_columns(ImpactSegment& s) const;
 
   std::uint32_t dim_;
   float scale_;

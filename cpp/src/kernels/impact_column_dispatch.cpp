@@ -1,0 +1,19 @@
+// Runtime dispatch for the impact-column kernel: one KernelTable over the per-ISA tables.
+#include "impact_column_kernels.hpp"
+#include "ragfind/cpu.hpp"
+
+namespace ragfind {
+
+const ImpactColumnKernels& impact_column_kernels() {
+  static const KernelTable<const ImpactColumnKernels*> t = [] {
+    KernelTable<const ImpactColumnKernels*> k;
+    k.by_level[static_cast<int>(SimdLevel::Scalar)] = &kernels::impact_column_scalar;
+#ifdef RAGFIND_HAVE_AVX2
+    k.by_level[static_cast<int>(SimdLevel::AVX2)] = &kernels::impact_column_avx2;
+#endif
+    return k;
+  }();
+  return *t.get();
+}
+
+}  // namespace ragfind
