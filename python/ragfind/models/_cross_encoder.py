@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ragfind.models._folder import ACTIVATIONS
-from ragfind.models._runtime import _ModelBase
+from ragfind.models._runtime import DEFAULT_MAX_BATCH_TOKENS, _ModelBase, batch_slices
 
 _RAW = ("raw", "identity", None)
 
@@ -45,16 +45,23 @@ class CrossEncoder(_ModelBase):
         return self.config.activation
 
     def predict(
-        self, pairs, batch_size: int = 32, activation: str | None = "config", show_progress: bool = False
+        self,
+        pairs,
+        batch_size: int = 32,
+        activation: str | None = "config",
+        show_progress: bool = False,
+        max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
     ) -> np.ndarray:
         """Scores (query, passage) pairs.
 
         Args:
             pairs: list of 2-item tuples/lists of non-empty str; one pair alone returns a scalar row.
-            batch_size: pairs per ONNX Runtime call.
+            batch_size: at most this many pairs per ONNX Runtime call.
             activation: "config" (the model's: sigmoid for 1 logit unless the config says
                 identity, softmax for 2+ labels), "sigmoid", "softmax", or "raw" (logits).
             show_progress: tqdm progress bar over batches.
+            max_batch_tokens: at most this many padded tokens per call (long pairs go in smaller
+                batches, which keep the activations in cache; a longer pair runs alone).
         Returns:
             float32 array (n,) for 1-label models, (n, num_labels) otherwise.
         Raises:
@@ -68,7 +75,7 @@ class CrossEncoder(_ModelBase):
             raise TypeError(f"pairs must be a list of (query, passage) tuples, got {type(pairs).__name__}")
         if len(pairs) == 0:
             raise ValueError("pairs is an empty list; pass at least one (query, passage) pair")
-        self._check_batch_size(batch_size)
+        self._check_batch_size(batch_size, max_batch_tokens)
         act = self.config.activation if activation == "config" else activation
         if act not in ACTIVATIONS + ("raw",):
             raise ValueError(
@@ -83,13 +90,13 @@ class CrossEncoder(_ModelBase):
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
         order = np.argsort(-lengths, kind="stable")
         logits = np.empty((len(pairs), self.dim), dtype=np.float32)
-        starts = range(0, len(order), batch_size)
+        batches = batch_slices(lengths[order], batch_size, max_batch_tokens)
         if show_progress:
             from tqdm.auto import tqdm
 
-            starts = tqdm(starts, total=len(starts), desc="rerank", unit="batch")
-        for start in starts:
-            idx = order[start : start + batch_size]
+            batches = tqdm(batches, total=len(batches), desc="rerank", unit="batch")
+        for start, stop in batches:
+            idx = order[start:stop]
             feeds, _ = self._feeds([encodings[i] for i in idx])
             logits[idx] = self._run(feeds)
         scores = apply_activation(logits, act)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ragfind.models._runtime import _ModelBase
+from ragfind.models._runtime import DEFAULT_MAX_BATCH_TOKENS, _ModelBase, batch_slices
 
 
 def pool(token_embeddings: np.ndarray, mask: np.ndarray, mode: str) -> np.ndarray:
@@ -69,19 +69,23 @@ class Encoder(_ModelBase):
         show_progress: bool = False,
         *,
         is_query: bool = False,
+        max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
     ) -> np.ndarray:
         """Embeds texts.
 
         Texts are tokenized (truncated at ``max_length`` word pieces), sorted by length, cut into
-        batches of ``batch_size`` padded to their longest item, run, pooled per the config, and
-        returned in the input order.
+        batches of at most ``batch_size`` texts and ``max_batch_tokens`` padded tokens (long texts
+        go in smaller batches, which keep the activations in cache), padded to their longest
+        item, run, pooled per the config, and returned in the input order.
 
         Args:
             texts: a list (or tuple) of non-empty str; a single str returns a 1-D vector.
-            batch_size: texts per ONNX Runtime call.
+            batch_size: at most this many texts per ONNX Runtime call.
             normalize: L2-normalise the vectors (the default model was trained for cosine).
             show_progress: tqdm progress bar over batches.
             is_query: prepend the config's query prefix instead of its document prefix (e5/bge).
+            max_batch_tokens: at most this many padded tokens per call (a single text longer
+                than it still runs alone).
         Returns:
             float32 array (len(texts), dim), or (dim,) for a single str.
         Raises:
@@ -89,12 +93,20 @@ class Encoder(_ModelBase):
             ValueError: empty list, empty text, a text over max_text_chars, bad batch_size.
         """
         if isinstance(texts, str):
-            return self.encode([texts], batch_size, normalize, show_progress, is_query=is_query)[0]
+            one = self.encode(
+                [texts],
+                batch_size,
+                normalize,
+                show_progress,
+                is_query=is_query,
+                max_batch_tokens=max_batch_tokens,
+            )
+            return one[0]
         if not isinstance(texts, (list, tuple)):
             raise TypeError(f"texts must be a list of str, got {type(texts).__name__}")
         if len(texts) == 0:
             raise ValueError("texts is an empty list; pass at least one text")
-        self._check_batch_size(batch_size)
+        self._check_batch_size(batch_size, max_batch_tokens)
         for i, t in enumerate(texts):
             self._check_text(t, f"texts[{i}]")
         prefix = self.config.query_prefix if is_query else self.config.document_prefix
@@ -104,13 +116,13 @@ class Encoder(_ModelBase):
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
         order = np.argsort(-lengths, kind="stable")  # longest first: the arena peaks on the first call
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        starts = range(0, len(order), batch_size)
+        batches = batch_slices(lengths[order], batch_size, max_batch_tokens)
         if show_progress:
             from tqdm.auto import tqdm
 
-            starts = tqdm(starts, total=len(starts), desc="encode", unit="batch")
-        for start in starts:
-            idx = order[start : start + batch_size]
+            batches = tqdm(batches, total=len(batches), desc="encode", unit="batch")
+        for start, stop in batches:
+            idx = order[start:stop]
             feeds, mask = self._feeds([encodings[i] for i in idx])
             tokens = self._run(feeds)
             out[idx] = pool(tokens, mask, self.config.pooling)

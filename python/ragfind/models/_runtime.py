@@ -18,6 +18,25 @@ from ragfind.models._folder import (
 
 GRAPH_OPTIMIZATION_LEVELS = ("disable", "basic", "extended", "all")
 DEFAULT_MAX_TEXT_CHARS = 100_000
+# Padded tokens per ONNX Runtime call when batching many texts. Past a few thousand tokens the
+# activations (tokens x hidden x 4 bytes, 4x that in the feed-forward layer) fall out of the
+# caches and the element-wise ops (LayerNorm, GELU, softmax) become memory-bound: MiniLM int8 on
+# 240-token texts ran at 74 docs/s in batches of 32 and 95 in batches of 8 (bench/models.md).
+DEFAULT_MAX_BATCH_TOKENS = 2048
+
+
+def batch_slices(sorted_lengths, batch_size: int, max_batch_tokens: int) -> list[tuple[int, int]]:
+    """[start, stop) ranges over texts sorted longest first: at most ``batch_size`` texts and, past
+    the first one, at most ``max_batch_tokens`` padded tokens (count x the first text's length)."""
+    out = []
+    n = len(sorted_lengths)
+    start = 0
+    while start < n:
+        per = max(1, min(batch_size, max_batch_tokens // max(1, int(sorted_lengths[start]))))
+        stop = min(n, start + per)
+        out.append((start, stop))
+        start = stop
+    return out
 
 
 def default_threads() -> int:
@@ -182,9 +201,12 @@ class _ModelBase:
         return out
 
     @staticmethod
-    def _check_batch_size(batch_size) -> None:
+    def _check_batch_size(batch_size, max_batch_tokens=DEFAULT_MAX_BATCH_TOKENS) -> None:
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ValueError(f"batch_size={batch_size!r}: expected a positive int")
+        tokens = max_batch_tokens
+        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 1:
+            raise ValueError(f"max_batch_tokens={max_batch_tokens!r}: expected a positive int")
 
     def __repr__(self) -> str:
         c = self.config
