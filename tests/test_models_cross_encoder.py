@@ -57,6 +57,8 @@ def test_logits_equal_transformers(exported):
     assert np.std(ref) > 0.05  # the random head is not degenerate
     np.testing.assert_allclose(got, ref, atol=1e-4, rtol=0)
     np.testing.assert_allclose(ce.predict(pairs), 1 / (1 + np.exp(-ref)), atol=1e-5)  # default: sigmoid
+    one_by_one = ce.predict(pairs, max_batch_tokens=1, activation="raw")
+    np.testing.assert_allclose(one_by_one, ref, atol=1e-4, rtol=0)
 
 
 def test_matches_sentence_transformers_cross_encoder(exported):

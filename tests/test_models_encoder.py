@@ -89,6 +89,27 @@ def test_batching_and_padding_do_not_change_vectors(minilm):
     assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
 
 
+def test_token_budget_batching_does_not_change_vectors(minilm):
+    texts = [f"document {i} " + "about retrieval and ranking " * (i % 7 * 9) for i in range(23)]
+    default = minilm.encode(texts)
+    for budget in (1, 64, 600, 10**6):
+        np.testing.assert_allclose(minilm.encode(texts, max_batch_tokens=budget), default, atol=2e-5)
+
+
+def test_batch_slices_respect_count_and_token_budget():
+    from ragfind.models._runtime import batch_slices
+
+    lengths = [300, 200, 120, 120, 60, 10, 10, 10, 3]  # sorted longest first
+    assert batch_slices(lengths, 32, 250) == [(0, 1), (1, 2), (2, 4), (4, 8), (8, 9)]
+    assert batch_slices(lengths, 2, 10**6) == [(0, 2), (2, 4), (4, 6), (6, 8), (8, 9)]
+    assert batch_slices(lengths, 32, 1) == [(i, i + 1) for i in range(9)]  # a long text runs alone
+    for bs, budget in ((3, 100), (5, 400), (32, 2048)):
+        slices = batch_slices(lengths, bs, budget)
+        assert [a for a, _ in slices] == [0] + [b for _, b in slices[:-1]] and slices[-1][1] == len(lengths)
+        for a, b in slices:
+            assert b - a <= bs and (b - a == 1 or (b - a) * lengths[a] <= budget)
+
+
 def test_truncation_at_max_length(minilm):
     assert minilm.max_length == 256
     long_text = " ".join(f"word{i}" for i in range(2000))

@@ -41,6 +41,8 @@ def test_encode_bad_inputs(minilm, texts, exc, match):
 def test_encode_bad_arguments(minilm):
     with pytest.raises(ValueError, match="batch_size=0"):
         minilm.encode(["a"], batch_size=0)
+    with pytest.raises(ValueError, match="max_batch_tokens=0"):
+        minilm.encode(["a"], max_batch_tokens=0)
     with pytest.raises(ValueError, match="text is an empty string"):
         minilm.encode_query("")
     with pytest.raises(TypeError, match="text must be a str"):
