@@ -63,6 +63,8 @@ def test_splade_matches_transformers_reference(splade):
     for i in range(len(TEXTS)):
         idx, val = got.row(i)
         assert np.all(np.diff(idx) > 0) and np.all(val > 0)
+    one_by_one = splade.encode(TEXTS, max_batch_tokens=1)  # the token budget only changes batching
+    np.testing.assert_allclose(one_by_one.to_dense(), want, atol=1e-4)
 
 
 def test_explain_lists_expansion_terms(splade):

@@ -18,7 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ragfind.models._runtime import DEFAULT_MAX_TEXT_CHARS, _ModelBase
+from ragfind.models._runtime import (
+    DEFAULT_MAX_BATCH_TOKENS,
+    DEFAULT_MAX_TEXT_CHARS,
+    _ModelBase,
+    batch_slices,
+    encode_batch_ids,
+)
 
 __all__ = ["SpladeEncoder", "SparseEmbeddings", "default_splade_folder"]
 
@@ -141,11 +147,19 @@ class SpladeEncoder(_ModelBase):
             raise IndexError(f"term id {term_id} is not in the vocabulary (size {self.vocab_size})")
         return t
 
-    def encode(self, texts, batch_size: int = 32, show_progress: bool = False) -> SparseEmbeddings:
+    def encode(
+        self,
+        texts,
+        batch_size: int = 32,
+        show_progress: bool = False,
+        max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
+    ) -> SparseEmbeddings:
         """Sparse vectors of texts (queries and documents share the model).
 
-        Returns SparseEmbeddings with len(texts) rows, in input order. Raises TypeError /
-        ValueError for a non-list, an empty list or an empty/overlong text.
+        Texts are sorted by length and run in batches of at most ``batch_size`` texts and
+        ``max_batch_tokens`` padded tokens. Returns SparseEmbeddings with len(texts) rows, in
+        input order. Raises TypeError / ValueError for a non-list, an empty list or an
+        empty/overlong text.
         """
         if isinstance(texts, str):
             raise TypeError("texts must be a list of str; wrap a single text in a list")
@@ -153,20 +167,20 @@ class SpladeEncoder(_ModelBase):
             raise TypeError(f"texts must be a list of str, got {type(texts).__name__}")
         if len(texts) == 0:
             raise ValueError("texts is an empty list; pass at least one text")
-        self._check_batch_size(batch_size)
+        self._check_batch_size(batch_size, max_batch_tokens)
         for i, t in enumerate(texts):
             self._check_text(t, f"texts[{i}]")
-        encodings = self.tokenizer.encode_batch(list(texts))
+        encodings = encode_batch_ids(self.tokenizer, list(texts))
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
         order = np.argsort(-lengths, kind="stable")
         rows: list = [None] * len(texts)
-        starts = range(0, len(order), batch_size)
+        batches = batch_slices(lengths[order], batch_size, max_batch_tokens)
         if show_progress:
             from tqdm.auto import tqdm
 
-            starts = tqdm(starts, total=len(starts), desc="splade", unit="batch")
-        for start in starts:
-            idx = order[start : start + batch_size]
+            batches = tqdm(batches, total=len(batches), desc="splade", unit="batch")
+        for start, stop in batches:
+            idx = order[start:stop]
             feeds, _ = self._feeds([encodings[i] for i in idx])
             dense = self._run(feeds)
             for r, i in enumerate(idx):

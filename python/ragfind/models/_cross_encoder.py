@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ragfind.models._folder import ACTIVATIONS
-from ragfind.models._runtime import DEFAULT_MAX_BATCH_TOKENS, _ModelBase, batch_slices
+from ragfind.models._runtime import DEFAULT_MAX_BATCH_TOKENS, _ModelBase, batch_slices, encode_batch_ids
 
 _RAW = ("raw", "identity", None)
 
@@ -86,7 +86,7 @@ class CrossEncoder(_ModelBase):
                 raise TypeError(f"pairs[{i}] must be a (query, passage) pair of str, got {p!r:.80}")
             self._check_text(p[0], f"pairs[{i}][0]")
             self._check_text(p[1], f"pairs[{i}][1]")
-        encodings = self.tokenizer.encode_batch([(q, d) for q, d in pairs])
+        encodings = encode_batch_ids(self.tokenizer, [(q, d) for q, d in pairs])
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
         order = np.argsort(-lengths, kind="stable")
         logits = np.empty((len(pairs), self.dim), dtype=np.float32)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ragfind.models._runtime import DEFAULT_MAX_BATCH_TOKENS, _ModelBase, batch_slices
+from ragfind.models._runtime import DEFAULT_MAX_BATCH_TOKENS, _ModelBase, batch_slices, encode_batch_ids
 
 
 def pool(token_embeddings: np.ndarray, mask: np.ndarray, mode: str) -> np.ndarray:
@@ -112,7 +112,7 @@ class Encoder(_ModelBase):
         prefix = self.config.query_prefix if is_query else self.config.document_prefix
         if prefix:
             texts = [prefix + t for t in texts]
-        encodings = self.tokenizer.encode_batch(list(texts))
+        encodings = encode_batch_ids(self.tokenizer, list(texts))
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
         order = np.argsort(-lengths, kind="stable")  # longest first: the arena peaks on the first call
         out = np.empty((len(texts), self.dim), dtype=np.float32)

@@ -25,6 +25,14 @@ DEFAULT_MAX_TEXT_CHARS = 100_000
 DEFAULT_MAX_BATCH_TOKENS = 2048
 
 
+def encode_batch_ids(tokenizer, items: list):
+    """``tokenizer.encode_batch`` without character offsets where the installed ``tokenizers``
+    has it (``encode_batch_fast``, 0.20+; about 20% less tokenizing time, same ids, type ids
+    and masks): the models only need ids."""
+    fast = getattr(tokenizer, "encode_batch_fast", None)
+    return fast(items) if fast is not None else tokenizer.encode_batch(items)
+
+
 def batch_slices(sorted_lengths, batch_size: int, max_batch_tokens: int) -> list[tuple[int, int]]:
     """[start, stop) ranges over texts sorted longest first: at most ``batch_size`` texts and, past
     the first one, at most ``max_batch_tokens`` padded tokens (count x the first text's length)."""
