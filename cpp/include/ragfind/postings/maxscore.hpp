@@ -44,24 +44,48 @@ struct WeightedTerm {
   float weight;  // query-side weight, > 0
 };
 
+/// One query term's posting list in a segment: the postings [pos, end), the query weight and
+/// the term's score bound (weight x the list's max impact, slightly inflated so float rounding
+/// never prunes a document that ties the threshold).
+struct BoundedList {
+  std::uint64_t pos, end;
+  float weight;
+  double bound;
+};
+
+/// The query terms present in the segment, in query order.
+inline std::vector<BoundedList> bounded_lists(const Segment& seg, const std::vector<WeightedTerm>& query,
+                                              const float* bounds) {
+  const double inflate = 1.0 + 1e-6 * static_cast<double>(query.size() + 4);
+  std::vector<BoundedList> out;
+  out.reserve(query.size());
+  for (const WeightedTerm& t : query) {
+    const std::int64_t slot = seg.slot_of(t.term);
+    if (slot < 0) continue;
+    out.push_back({seg.offsets[slot], seg.offsets[slot + 1], t.weight,
+                   static_cast<double>(t.weight) * bounds[slot] * inflate});
+  }
+  return out;
+}
+
+/// Offers the accumulated scores of documents seg.base + [0, n) to the queue; documents with
+/// score 0 (matching nothing) are not offered.
+inline void offer_scores(const float* acc, std::uint32_t n, std::uint32_t base, TopKQueue& heap) {
+  float th = heap.full() ? std::max(heap.threshold(), 0.0f) : 0.0f;
+  for (std::uint32_t d = 0; d < n; ++d) {
+    if (acc[d] > th) {
+      heap.insert(acc[d], base + d);
+      if (heap.full()) th = std::max(heap.threshold(), 0.0f);
+    }
+  }
+}
+
 /// MaxScore top-k of one segment (documents reported as seg.base + local id).
 template <class W>
 void maxscore_segment(const Segment& seg, const std::vector<WeightedTerm>& query, const float* bounds, const W& w,
                       TopKQueue& heap) {
-  struct Cursor {
-    std::uint64_t pos, end;
-    float weight;
-    double bound;
-  };
-  const double inflate = 1.0 + 1e-6 * static_cast<double>(query.size() + 4);
-  std::vector<Cursor> cur;
-  cur.reserve(query.size());
-  for (const WeightedTerm& t : query) {
-    const std::int64_t slot = seg.slot_of(t.term);
-    if (slot < 0) continue;
-    cur.push_back({seg.offsets[slot], seg.offsets[slot + 1], t.weight,
-                   static_cast<double>(t.weight) * bounds[slot] * inflate});
-  }
+  using Cursor = BoundedList;
+  std::vector<Cursor> cur = bounded_lists(seg, query, bounds);
   if (cur.empty()) return;
   std::sort(cur.begin(), cur.end(), [](const Cursor& a, const Cursor& b) { return a.bound < b.bound; });
   const std::size_t n = cur.size();
@@ -119,13 +143,7 @@ void exhaustive_segment(const Segment& seg, const std::vector<WeightedTerm>& que
     for (std::uint64_t j = seg.offsets[slot], e = seg.offsets[slot + 1]; j < e; ++j)
       acc[docs[j]] += t.weight * w(stored[j], docs[j]);
   }
-  float th = heap.full() ? std::max(heap.threshold(), 0.0f) : 0.0f;
-  for (std::uint32_t d = 0; d < seg.num_docs; ++d) {
-    if (acc[d] > th) {
-      heap.insert(acc[d], seg.base + d);
-      if (heap.full()) th = std::max(heap.threshold(), 0.0f);
-    }
-  }
+  offer_scores(acc, seg.num_docs, seg.base, heap);
 }
 
 
@@ -139,20 +157,8 @@ void exhaustive_segment(const Segment& seg, const std::vector<WeightedTerm>& que
 template <class W>
 void taat_maxscore_segment(const Segment& seg, const std::vector<WeightedTerm>& query, const float* bounds, const W& w,
                            TopKQueue& heap) {
-  struct Term {
-    std::uint64_t begin, end;
-    float weight;
-    double bound;
-  };
-  const double inflate = 1.0 + 1e-6 * static_cast<double>(query.size() + 4);
-  std::vector<Term> terms;
-  terms.reserve(query.size());
-  for (const WeightedTerm& t : query) {
-    const std::int64_t slot = seg.slot_of(t.term);
-    if (slot < 0) continue;
-    terms.push_back({seg.offsets[slot], seg.offsets[slot + 1], t.weight,
-                     static_cast<double>(t.weight) * bounds[slot] * inflate});
-  }
+  using Term = BoundedList;
+  std::vector<Term> terms = bounded_lists(seg, query, bounds);
   if (terms.empty()) return;
   std::sort(terms.begin(), terms.end(), [](const Term& a, const Term& b) { return a.bound > b.bound; });
   const std::size_t n = terms.size();
@@ -176,14 +182,14 @@ void taat_maxscore_segment(const Segment& seg, const std::vector<WeightedTerm>& 
     if (rest[i] < theta) break;  // an untouched document can gain at most rest[i]
     const Term& t = terms[i];
     if (track) {
-      for (std::uint64_t j = t.begin; j < t.end; ++j) {
+      for (std::uint64_t j = t.pos; j < t.end; ++j) {
         const std::uint32_t d = docs[j];
         if (acc[d] == 0.0f) touched.push_back(d);
         acc[d] += t.weight * w(stored[j], d);
       }
       if (touched.size() > seg.num_docs / 4) track = false;
     } else {
-      for (std::uint64_t j = t.begin; j < t.end; ++j) acc[docs[j]] += t.weight * w(stored[j], docs[j]);
+      for (std::uint64_t j = t.pos; j < t.end; ++j) acc[docs[j]] += t.weight * w(stored[j], docs[j]);
     }
     if (track && touched.size() >= k && i + 1 < n) {
       scratch.resize(touched.size());
@@ -196,14 +202,9 @@ void taat_maxscore_segment(const Segment& seg, const std::vector<WeightedTerm>& 
   if (i == n || !track) {
     // Nothing (more) to prune with: finish term at a time and scan, as exhaustive_segment.
     for (std::size_t r = i; r < n; ++r)
-      for (std::uint64_t j = terms[r].begin; j < terms[r].end; ++j)
+      for (std::uint64_t j = terms[r].pos; j < terms[r].end; ++j)
         acc[docs[j]] += terms[r].weight * w(stored[j], docs[j]);
-    float th = heap.full() ? std::max(heap.threshold(), 0.0f) : 0.0f;
-    for (std::uint32_t d = 0; d < seg.num_docs; ++d)
-      if (acc[d] > th) {
-        heap.insert(acc[d], seg.base + d);
-        if (heap.full()) th = std::max(heap.threshold(), 0.0f);
-      }
+    offer_scores(acc, seg.num_docs, seg.base, heap);
     return;
   }
   // Continue phase: only candidates that can still reach theta, in increasing doc order.
@@ -213,7 +214,7 @@ void taat_maxscore_segment(const Segment& seg, const std::vector<WeightedTerm>& 
   std::sort(cand.begin(), cand.end());
   for (std::size_t r = i; r < n && !cand.empty(); ++r) {
     const Term& t = terms[r];
-    std::uint64_t pos = t.begin;
+    std::uint64_t pos = t.pos;
     std::size_t kept = 0;
     for (std::uint32_t d : cand) {
       pos = next_geq(docs, pos, t.end, d);
