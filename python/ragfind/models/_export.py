@@ -136,7 +136,7 @@ def export(
         backend: "builder" (torch-free BERT graph builder), "torch" (transformers + torch.onnx,
             any architecture transformers knows; needs ``pip install 'ragfind[export]'``) or
             "auto" (builder for BERT safetensors checkpoints, torch otherwise).
-        fused: builder only: use ONNX Runtime's fused Attention/SkipLayerNorm/BiasGelu operators.
+        fused: builder only: use ONNX Runtime's fused Attention/BiasGelu operators.
         max_length, pooling, normalize, query_prefix, document_prefix, activation: override the
             settings read from the checkpoint's metadata.
         extra_config: role-specific settings merged into the config JSON (e.g. {"colbert": {...}}).
@@ -274,8 +274,16 @@ def quantize_int8(src_path: Path, dst_path: Path) -> None:
     """
     import logging
 
+    import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    # Only 2-D weight matmuls are quantized: products of two activations (attention written out
+    # as MatMuls) and the per-head 3-D weights of a [CLS]-only layer, all small, stay float32.
+    graph = onnx.load(str(src_path), load_external_data=False).graph
+    weight_2d = {t.name for t in graph.initializer if len(t.dims) == 2}
+    activation_matmuls = [
+        n.name for n in graph.node if n.op_type == "MatMul" and not any(i in weight_2d for i in n.input)
+    ]
     root = logging.getLogger()
     level = root.level
     root.setLevel(logging.ERROR)  # quantize_dynamic logs a pre-processing hint at WARNING
@@ -287,6 +295,7 @@ def quantize_int8(src_path: Path, dst_path: Path) -> None:
             per_channel=True,
             reduce_range=True,
             op_types_to_quantize=["MatMul", "Attention"],
+            nodes_to_exclude=activation_matmuls,
             extra_options={"DefaultTensorType": 1},  # contrib-op outputs are float32
         )
     finally:

@@ -81,7 +81,13 @@ def make_session(
     if not allow_spinning:  # idle pool threads sleep at once: better on oversubscribed/shared CPUs
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
-        return ort.InferenceSession(str(model_path), so, providers=providers or ["CPUExecutionProvider"])
+        return ort.InferenceSession(
+            str(model_path),
+            so,
+            providers=providers or ["CPUExecutionProvider"],
+            # its fused kernel is slower than Add + LayerNormalization (see _bert_builder.add_norm)
+            disabled_optimizers=["SkipLayerNormFusion"],
+        )
     except Exception as e:  # onnxruntime raises its own exception types (InvalidProtobuf, Fail, ...)
         raise ModelFolderError(
             f"{model_path}: ONNX Runtime cannot load the model ({type(e).__name__}: {e})"
