@@ -23,58 +23,76 @@ struct FloatWeight {
 };
 
 // Exhaustive term-at-a-time scoring of a quantised segment with its dense columns, one tile of
-// kTile documents at a time so the accumulator stays in L1: per tile, query terms in query
-// order (each document's sum is formed in the same order as exhaustive_segment, so scores are
-// bit-identical), a dense column by the SIMD kernel of impact_columns.hpp, another list by
-// scattering its postings that fall in the tile (a cursor per list; lists are doc-ordered);
-// then the tile is scanned for scores above the queue threshold by the SIMD kernel.
+// kTile documents at a time so the accumulator stays in L1. The query comes in the segment's
+// canonical order (columns_first: its column terms, then the others), which exhaustive_segment
+// also sums in, so scores are bit-identical. Per tile: the column terms' weighted sum by the
+// SIMD kernel of impact_columns.hpp, in one pass with the partial sums in registers; then each
+// other list's postings that fall in the tile are scattered (a cursor per list; lists are
+// doc-ordered); then the tile is scanned for scores above the queue threshold.
 void dense_taat_segment(const ImpactSegment& s, const std::vector<postings::WeightedTerm>& query,
                         bm25::TopKQueue& heap) {
   constexpr std::uint32_t kTile = 4096;  // 16 KiB of float accumulators
   const bm25::Segment& seg = s.seg;
   const std::uint32_t n = seg.num_docs;
-  struct Source {
-    const std::uint16_t* column;  // null: a posting list [pos, end)
+  struct List {
     std::uint64_t pos, end;
     float weight;
   };
-  thread_local std::vector<Source> sources;
-  sources.clear();
+  thread_local std::vector<const std::uint16_t*> columns;
+  thread_local std::vector<float> column_weights;
+  thread_local std::vector<List> lists;
+  columns.clear();
+  column_weights.clear();
+  lists.clear();
   for (const postings::WeightedTerm& t : query) {
     const std::int64_t slot = seg.slot_of(t.term);
     if (slot < 0) continue;
     const std::int32_t c = s.column_of[static_cast<std::size_t>(slot)];
-    const std::uint16_t* col = c >= 0 ? s.columns.data() + static_cast<std::size_t>(c) * n : nullptr;
-    sources.push_back({col, seg.offsets[slot], seg.offsets[slot + 1], t.weight});
+    if (c >= 0) {
+      columns.push_back(s.columns.data() + static_cast<std::size_t>(c) * n);
+      column_weights.push_back(t.weight);
+    } else {
+      lists.push_back({seg.offsets[slot], seg.offsets[slot + 1], t.weight});
+    }
   }
-  if (sources.empty()) return;
+  if (columns.empty() && lists.empty()) return;
   const std::uint32_t* docs = seg.docs.data();
   const std::uint32_t* stored = seg.tfs.data();
   alignas(64) float acc[kTile];
-  const auto add_column = impact_column_kernels().add_column;
+  const auto sum_columns = impact_column_kernels().sum_columns;
   const auto next_above = impact_column_kernels().next_above;
+  const auto m = static_cast<std::uint32_t>(columns.size());
   float th = heap.full() ? std::max(heap.threshold(), 0.0f) : 0.0f;
   for (std::uint32_t lo = 0; lo < n; lo += kTile) {
     const std::uint32_t hi = std::min(n, lo + kTile), len = hi - lo;
-    bool zeroed = false;
-    for (Source& src : sources) {
-      const float w = src.weight;
-      if (src.column != nullptr) {
-        add_column(acc, src.column + lo, w, len, !zeroed);  // the first column writes: 0 + x == x
-        zeroed = true;
-        continue;
-      }
-      if (!zeroed) {
-        std::fill(acc, acc + len, 0.0f);
-        zeroed = true;
-      }
-      const std::uint64_t stop = hi == n ? src.end : postings::next_geq(docs, src.pos, src.end, hi);
-      for (std::uint64_t j = src.pos; j < stop; ++j) acc[docs[j] - lo] += w * static_cast<float>(stored[j]);
-      src.pos = stop;
+    if (m > 0)
+      sum_columns(acc, columns.data(), column_weights.data(), m, lo, len);
+    else
+      std::fill(acc, acc + len, 0.0f);
+    for (List& l : lists) {
+      const float w = l.weight;
+      const std::uint64_t stop = hi == n ? l.end : postings::next_geq(docs, l.pos, l.end, hi);
+      for (std::uint64_t j = l.pos; j < stop; ++j) acc[docs[j] - lo] += w * static_cast<float>(stored[j]);
+      l.pos = stop;
     }
     for (std::uint32_t i = next_above(acc, 0, len, th); i < len; i = next_above(acc, i + 1, len, th)) {
       heap.insert(acc[i], seg.base + lo + i);
       if (heap.full()) th = std::max(heap.threshold(), 0.0f);
+    }
+  }
+}
+
+// The segment's canonical summation order: terms with a dense column first, then the others,
+// each group in query order. Every scorer of the segment gets the query in this order, so the
+// column kernel can sum all columns in one pass and still match the posting-by-posting sums.
+void columns_first(const ImpactSegment& s, const std::vector<postings::WeightedTerm>& q,
+                   std::vector<postings::WeightedTerm>& out) {
+  out.clear();
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const postings::WeightedTerm& t : q) {
+      const std::int64_t slot = s.seg.slot_of(t.term);
+      const bool column = slot >= 0 && s.column_of[static_cast<std::size_t>(slot)] >= 0;
+      if (column == (pass == 0)) out.push_back(t);
     }
   }
 }
@@ -236,7 +254,14 @@ void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::
     if (t.weight > 0.0f && t.term < dim_) q.push_back({t.term, scale_ > 0.0f ? t.weight / scale_ : t.weight});
   if (q.empty()) return;
   bm25::TopKQueue heap(std::min<std::size_t>(k, num_docs_));
+  std::vector<postings::WeightedTerm> ordered;
   for (const auto& s : segments_) {
+    const std::vector<postings::WeightedTerm>* qp = &q;
+    if (!s->columns.empty()) {
+      columns_first(*s, q, ordered);
+      qp = &ordered;
+    }
+    const std::vector<postings::WeightedTerm>& q = *qp;
     Algorithm alg = algorithm;
     const bool automatic = alg == Algorithm::Auto;
     if (automatic) {

@@ -11,6 +11,9 @@ const ImpactColumnKernels& impact_column_kernels() {
 #ifdef RAGFIND_HAVE_AVX2
     k.by_level[static_cast<int>(SimdLevel::AVX2)] = &kernels::impact_column_avx2;
 #endif
+#ifdef RAGFIND_HAVE_AVX512
+    k.by_level[static_cast<int>(SimdLevel::AVX512)] = &kernels::impact_column_avx512;
+#endif
     return k;
   }();
   return *t.get();

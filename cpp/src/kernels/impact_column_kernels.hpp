@@ -10,5 +10,8 @@ extern const ImpactColumnKernels impact_column_scalar;
 #ifdef RAGFIND_HAVE_AVX2
 extern const ImpactColumnKernels impact_column_avx2;
 #endif
+#ifdef RAGFIND_HAVE_AVX512
+extern const ImpactColumnKernels impact_column_avx512;
+#endif
 
 }  // namespace ragfind::kernels

@@ -1,6 +1,8 @@
-// The dense impact-column kernels of the learned-sparse index: acc[i] (+)= w * column[i] over a
-// tile of uint16 quantised impacts, and the scan of a tile for scores above the queue threshold. Every level multiplies and then adds in float32 (never a
-// fused multiply-add), so all levels, and the posting-by-posting scorer, give bit-identical sums.
+// The dense impact-column kernels of the learned-sparse index: the weighted sum of several
+// uint16 columns of quantised impacts over a tile of documents, and the scan of a tile for
+// scores above the queue threshold. Every level forms each document's sum in column order,
+// multiplying and then adding in float32 (never a fused multiply-add), so all levels, and the
+// posting-by-posting scorer, give bit-identical sums.
 #pragma once
 
 #include <cstdint>
@@ -8,8 +10,10 @@
 namespace ragfind {
 
 struct ImpactColumnKernels {
-  /// acc[i] = w * col[i] when assign, else acc[i] += w * col[i], for i < n.
-  void (*add_column)(float* acc, const std::uint16_t* col, float w, std::uint32_t n, bool assign);
+  /// acc[i] = w[0] * cols[0][from + i] + w[1] * cols[1][from + i] + ... (left to right, each
+  /// product rounded before it is added) for i < n; m >= 1 columns.
+  void (*sum_columns)(float* acc, const std::uint16_t* const* cols, const float* w, std::uint32_t m,
+                      std::uint32_t from, std::uint32_t n);
   /// The first i in [from, n) with acc[i] > threshold, or n.
   std::uint32_t (*next_above)(const float* acc, std::uint32_t from, std::uint32_t n, float threshold);
 };
