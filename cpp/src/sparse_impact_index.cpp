@@ -28,7 +28,8 @@ struct FloatWeight {
 // also sums in, so scores are bit-identical. Per tile: the column terms' weighted sum by the
 // SIMD kernel of impact_columns.hpp, in one pass with the partial sums in registers; then each
 // other list's postings that fall in the tile are scattered (a cursor per list; lists are
-// doc-ordered); then the tile is scanned for scores above the queue threshold.
+// doc-ordered; 16 at a time with AVX-512); then the tile is scanned for scores above the queue
+// threshold.
 void dense_taat_segment(const ImpactSegment& s, const std::vector<postings::WeightedTerm>& query,
                         bm25::TopKQueue& heap) {
   constexpr std::uint32_t kTile = 4096;  // 16 KiB of float accumulators
@@ -61,6 +62,7 @@ void dense_taat_segment(const ImpactSegment& s, const std::vector<postings::Weig
   alignas(64) float acc[kTile];
   const auto sum_columns = impact_column_kernels().sum_columns;
   const auto next_above = impact_column_kernels().next_above;
+  const auto scatter_add = impact_column_kernels().scatter_add;
   const auto m = static_cast<std::uint32_t>(columns.size());
   float th = heap.full() ? std::max(heap.threshold(), 0.0f) : 0.0f;
   for (std::uint32_t lo = 0; lo < n; lo += kTile) {
@@ -70,9 +72,8 @@ void dense_taat_segment(const ImpactSegment& s, const std::vector<postings::Weig
     else
       std::fill(acc, acc + len, 0.0f);
     for (List& l : lists) {
-      const float w = l.weight;
       const std::uint64_t stop = hi == n ? l.end : postings::next_geq(docs, l.pos, l.end, hi);
-      for (std::uint64_t j = l.pos; j < stop; ++j) acc[docs[j] - lo] += w * static_cast<float>(stored[j]);
+      scatter_add(acc, docs + l.pos, stored + l.pos, stop - l.pos, l.weight, lo);
       l.pos = stop;
     }
     for (std::uint32_t i = next_above(acc, 0, len, th); i < len; i = next_above(acc, i + 1, len, th)) {

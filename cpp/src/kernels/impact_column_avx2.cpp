@@ -47,6 +47,12 @@ void sum_columns(float* acc, const std::uint16_t* const* cols, const float* w, s
   }
 }
 
+// No scatter instruction in AVX2: the plain loop.
+void scatter_add(float* acc, const std::uint32_t* docs, const std::uint32_t* stored, std::uint64_t n, float w,
+                 std::uint32_t lo) {
+  for (std::uint64_t j = 0; j < n; ++j) acc[docs[j] - lo] += w * static_cast<float>(stored[j]);
+}
+
 // 8 scores per compare; a movemask finds the first one above the threshold.
 std::uint32_t next_above(const float* acc, std::uint32_t from, std::uint32_t n, float threshold) {
   const __m256 th = _mm256_set1_ps(threshold);
@@ -61,6 +67,6 @@ std::uint32_t next_above(const float* acc, std::uint32_t from, std::uint32_t n, 
 
 }  // namespace
 
-const ImpactColumnKernels impact_column_avx2 = {sum_columns, next_above};
+const ImpactColumnKernels impact_column_avx2 = {sum_columns, scatter_add, next_above};
 
 }  // namespace ragfind::kernels

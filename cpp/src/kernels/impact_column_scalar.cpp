@@ -16,6 +16,11 @@ void sum_columns(float* __restrict acc, const std::uint16_t* const* cols, const 
   }
 }
 
+void scatter_add(float* acc, const std::uint32_t* docs, const std::uint32_t* stored, std::uint64_t n, float w,
+                 std::uint32_t lo) {
+  for (std::uint64_t j = 0; j < n; ++j) acc[docs[j] - lo] += w * static_cast<float>(stored[j]);
+}
+
 std::uint32_t next_above(const float* acc, std::uint32_t from, std::uint32_t n, float threshold) {
   while (from < n && !(acc[from] > threshold)) ++from;
   return from;
@@ -23,6 +28,6 @@ std::uint32_t next_above(const float* acc, std::uint32_t from, std::uint32_t n, 
 
 }  // namespace
 
-const ImpactColumnKernels impact_column_scalar = {sum_columns, next_above};
+const ImpactColumnKernels impact_column_scalar = {sum_columns, scatter_add, next_above};
 
 }  // namespace ragfind::kernels

@@ -1,7 +1,8 @@
-// The dense impact-column kernels of the learned-sparse index: the weighted sum of several
-// uint16 columns of quantised impacts over a tile of documents, and the scan of a tile for
-// scores above the queue threshold. Every level forms each document's sum in column order,
-// multiplying and then adding in float32 (never a fused multiply-add), so all levels, and the
+// The tile kernels of the learned-sparse index's term-at-a-time scorer: the weighted sum of
+// several uint16 columns of quantised impacts over a tile of documents, the scatter of one
+// posting list's weighted impacts into the tile, and the scan of a tile for scores above the
+// queue threshold. Every level forms each document's sum in the same term order, multiplying
+// and then adding in float32 (never a fused multiply-add), so all levels, and the
 // posting-by-posting scorer, give bit-identical sums.
 #pragma once
 
@@ -14,6 +15,10 @@ struct ImpactColumnKernels {
   /// product rounded before it is added) for i < n; m >= 1 columns.
   void (*sum_columns)(float* acc, const std::uint16_t* const* cols, const float* w, std::uint32_t m,
                       std::uint32_t from, std::uint32_t n);
+  /// acc[docs[j] - lo] += w * stored[j] for j < n (product rounded, then added); the docs are
+  /// distinct (one list's postings).
+  void (*scatter_add)(float* acc, const std::uint32_t* docs, const std::uint32_t* stored, std::uint64_t n, float w,
+                      std::uint32_t lo);
   /// The first i in [from, n) with acc[i] > threshold, or n.
   std::uint32_t (*next_above)(const float* acc, std::uint32_t from, std::uint32_t n, float threshold);
 };
