@@ -27,9 +27,9 @@ struct FloatWeight {
 // canonical order (columns_first: its column terms, then the others), which exhaustive_segment
 // also sums in, so scores are bit-identical. Per tile: the column terms' weighted sum by the
 // SIMD kernel of impact_columns.hpp, in one pass with the partial sums in registers; then each
-// other list's postings that fall in the tile are scattered (a cursor per list; lists are
-// doc-ordered; 16 at a time with AVX-512); then the tile is scanned for scores above the queue
-// threshold.
+// other list's postings that fall in the tile are scattered (a cursor per list, streamed up to
+// the tile end; 16 at a time with AVX-512; the lists' first cache lines are prefetched when the
+// tile starts); then the tile is scanned for scores above the queue threshold.
 void dense_taat_segment(const ImpactSegment& s, const std::vector<postings::WeightedTerm>& query,
                         bm25::TopKQueue& heap) {
   constexpr std::uint32_t kTile = 4096;  // 16 KiB of float accumulators
@@ -67,15 +67,15 @@ void dense_taat_segment(const ImpactSegment& s, const std::vector<postings::Weig
   float th = heap.full() ? std::max(heap.threshold(), 0.0f) : 0.0f;
   for (std::uint32_t lo = 0; lo < n; lo += kTile) {
     const std::uint32_t hi = std::min(n, lo + kTile), len = hi - lo;
+    for (const List& l : lists) {  // start every list's first miss now, so they overlap
+      __builtin_prefetch(docs + l.pos);
+      __builtin_prefetch(stored + l.pos);
+    }
     if (m > 0)
       sum_columns(acc, columns.data(), column_weights.data(), m, lo, len);
     else
       std::fill(acc, acc + len, 0.0f);
-    for (List& l : lists) {
-      const std::uint64_t stop = hi == n ? l.end : postings::next_geq(docs, l.pos, l.end, hi);
-      scatter_add(acc, docs + l.pos, stored + l.pos, stop - l.pos, l.weight, lo);
-      l.pos = stop;
-    }
+    for (List& l : lists) l.pos = scatter_add(acc, docs, stored, l.pos, l.end, lo, hi, l.weight);
     for (std::uint32_t i = next_above(acc, 0, len, th); i < len; i = next_above(acc, i + 1, len, th)) {
       heap.insert(acc[i], seg.base + lo + i);
       if (heap.full()) th = std::max(heap.threshold(), 0.0f);

@@ -48,9 +48,10 @@ void sum_columns(float* acc, const std::uint16_t* const* cols, const float* w, s
 }
 
 // No scatter instruction in AVX2: the plain loop.
-void scatter_add(float* acc, const std::uint32_t* docs, const std::uint32_t* stored, std::uint64_t n, float w,
-                 std::uint32_t lo) {
-  for (std::uint64_t j = 0; j < n; ++j) acc[docs[j] - lo] += w * static_cast<float>(stored[j]);
+std::uint64_t scatter_add(float* acc, const std::uint32_t* docs, const std::uint32_t* stored, std::uint64_t pos,
+                          std::uint64_t end, std::uint32_t lo, std::uint32_t hi, float w) {
+  for (; pos < end && docs[pos] < hi; ++pos) acc[docs[pos] - lo] += w * static_cast<float>(stored[pos]);
+  return pos;
 }
 
 // 8 scores per compare; a movemask finds the first one above the threshold.

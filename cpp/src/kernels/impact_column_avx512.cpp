@@ -56,19 +56,29 @@ void sum_columns(float* acc, const std::uint16_t* const* cols, const float* w, s
   }
 }
 
-// 16 postings per step: gather their accumulators, add the products, scatter them back. The
-// documents of one list are distinct, so the 16 lanes never collide.
-void scatter_add(float* acc, const std::uint32_t* docs, const std::uint32_t* stored, std::uint64_t n, float w,
-                 std::uint32_t lo) {
+// 16 postings per step: gather their accumulators, add the products, scatter them back (lanes
+// at or past the tile end masked off). The documents of one list are distinct, so the 16
+// lanes never collide.
+std::uint64_t scatter_add(float* acc, const std::uint32_t* docs, const std::uint32_t* stored, std::uint64_t pos,
+                          std::uint64_t end, std::uint32_t lo, std::uint32_t hi, float w) {
   const __m512 vw = _mm512_set1_ps(w);
   const __m512i vlo = _mm512_set1_epi32(static_cast<int>(lo));
-  std::uint64_t j = 0;
-  for (; j + 16 <= n; j += 16) {
-    const __m512i d = _mm512_sub_epi32(_mm512_loadu_si512(docs + j), vlo);
-    const __m512 p = _mm512_mul_ps(vw, _mm512_cvtepu32_ps(_mm512_loadu_si512(stored + j)));
-    _mm512_i32scatter_ps(acc, d, _mm512_add_ps(_mm512_i32gather_ps(d, acc, 4), p), 4);
+  const __m512i vhi = _mm512_set1_epi32(static_cast<int>(hi));
+  for (; pos + 16 <= end; pos += 16) {
+    const __m512i doc = _mm512_loadu_si512(docs + pos);
+    const __mmask16 in = _mm512_cmplt_epu32_mask(doc, vhi);  // a prefix: the docs increase
+    const __m512i d = _mm512_sub_epi32(doc, vlo);
+    const __m512 p = _mm512_mul_ps(vw, _mm512_cvtepu32_ps(_mm512_loadu_si512(stored + pos)));
+    if (in == 0xFFFF) {
+      _mm512_i32scatter_ps(acc, d, _mm512_add_ps(_mm512_i32gather_ps(d, acc, 4), p), 4);
+      continue;
+    }
+    const __m512 old = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), in, d, acc, 4);
+    _mm512_mask_i32scatter_ps(acc, in, d, _mm512_add_ps(old, p), 4);
+    return pos + static_cast<std::uint64_t>(__builtin_popcount(static_cast<unsigned>(in)));
   }
-  for (; j < n; ++j) acc[docs[j] - lo] += w * static_cast<float>(stored[j]);
+  for (; pos < end && docs[pos] < hi; ++pos) acc[docs[pos] - lo] += w * static_cast<float>(stored[pos]);
+  return pos;
 }
 
 // 16 scores per compare; the mask's lowest set bit is the first score above the threshold.

@@ -16,9 +16,10 @@ void sum_columns(float* __restrict acc, const std::uint16_t* const* cols, const 
   }
 }
 
-void scatter_add(float* acc, const std::uint32_t* docs, const std::uint32_t* stored, std::uint64_t n, float w,
-                 std::uint32_t lo) {
-  for (std::uint64_t j = 0; j < n; ++j) acc[docs[j] - lo] += w * static_cast<float>(stored[j]);
+std::uint64_t scatter_add(float* acc, const std::uint32_t* docs, const std::uint32_t* stored, std::uint64_t pos,
+                          std::uint64_t end, std::uint32_t lo, std::uint32_t hi, float w) {
+  for (; pos < end && docs[pos] < hi; ++pos) acc[docs[pos] - lo] += w * static_cast<float>(stored[pos]);
+  return pos;
 }
 
 std::uint32_t next_above(const float* acc, std::uint32_t from, std::uint32_t n, float threshold) {

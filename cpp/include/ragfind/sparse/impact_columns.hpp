@@ -15,10 +15,13 @@ struct ImpactColumnKernels {
   /// product rounded before it is added) for i < n; m >= 1 columns.
   void (*sum_columns)(float* acc, const std::uint16_t* const* cols, const float* w, std::uint32_t m,
                       std::uint32_t from, std::uint32_t n);
-  /// acc[docs[j] - lo] += w * stored[j] for j < n (product rounded, then added); the docs are
-  /// distinct (one list's postings).
-  void (*scatter_add)(float* acc, const std::uint32_t* docs, const std::uint32_t* stored, std::uint64_t n, float w,
-                      std::uint32_t lo);
+  /// acc[docs[j] - lo] += w * stored[j] (product rounded, then added) for j from pos while
+  /// j < end and docs[j] < hi; returns where it stopped. The docs are one list's postings:
+  /// increasing, so distinct, and >= lo from pos on. Scanning to the tile end while scattering
+  /// streams the list once, where a search for the tile end first would wait on dependent
+  /// cache misses.
+  std::uint64_t (*scatter_add)(float* acc, const std::uint32_t* docs, const std::uint32_t* stored, std::uint64_t pos,
+                               std::uint64_t end, std::uint32_t lo, std::uint32_t hi, float w);
   /// The first i in [from, n) with acc[i] > threshold, or n.
   std::uint32_t (*next_above)(const float* acc, std::uint32_t from, std::uint32_t n, float threshold);
 };
