@@ -257,12 +257,8 @@ void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::
   bm25::TopKQueue heap(std::min<std::size_t>(k, num_docs_));
   std::vector<postings::WeightedTerm> ordered;
   for (const auto& s : segments_) {
-    const std::vector<postings::WeightedTerm>* qp = &q;
-    if (!s->columns.empty()) {
-      columns_first(*s, q, ordered);
-      qp = &ordered;
-    }
-    const std::vector<postings::WeightedTerm>& q = *qp;
+    if (!s->columns.empty()) columns_first(*s, q, ordered);
+    const std::vector<postings::WeightedTerm>& sq = s->columns.empty() ? q : ordered;  // segment order
     Algorithm alg = algorithm;
     const bool automatic = alg == Algorithm::Auto;
     if (automatic) {
@@ -275,7 +271,7 @@ void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::
       if (s->seg.num_docs > bm25::kSmallSegmentDocs) {
         std::uint64_t postings = 0;
         bool column = false;
-        for (const auto& t : q) {
+        for (const auto& t : sq) {
           const std::int64_t slot = s->seg.slot_of(t.term);
           if (slot < 0) continue;
           postings += s->seg.offsets[slot + 1] - s->seg.offsets[slot];
@@ -286,21 +282,21 @@ void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::
     }
     // Forced Exhaustive stays the plain posting-by-posting reference that tests compare with.
     if (automatic && alg == Algorithm::Exhaustive && scale_ > 0.0f && !s->columns.empty()) {
-      dense_taat_segment(*s, q, heap);
+      dense_taat_segment(*s, sq, heap);
       continue;
     }
     const float* b = s->bounds.data();
     if (scale_ > 0.0f) {
       switch (alg) {
-        case Algorithm::MaxScore: postings::maxscore_segment(s->seg, q, b, QuantisedWeight{}, heap); break;
-        case Algorithm::TaatMaxScore: postings::taat_maxscore_segment(s->seg, q, b, QuantisedWeight{}, heap); break;
-        default: postings::exhaustive_segment(s->seg, q, QuantisedWeight{}, heap); break;
+        case Algorithm::MaxScore: postings::maxscore_segment(s->seg, sq, b, QuantisedWeight{}, heap); break;
+        case Algorithm::TaatMaxScore: postings::taat_maxscore_segment(s->seg, sq, b, QuantisedWeight{}, heap); break;
+        default: postings::exhaustive_segment(s->seg, sq, QuantisedWeight{}, heap); break;
       }
     } else {
       switch (alg) {
-        case Algorithm::MaxScore: postings::maxscore_segment(s->seg, q, b, FloatWeight{}, heap); break;
-        case Algorithm::TaatMaxScore: postings::taat_maxscore_segment(s->seg, q, b, FloatWeight{}, heap); break;
-        default: postings::exhaustive_segment(s->seg, q, FloatWeight{}, heap); break;
+        case Algorithm::MaxScore: postings::maxscore_segment(s->seg, sq, b, FloatWeight{}, heap); break;
+        case Algorithm::TaatMaxScore: postings::taat_maxscore_segment(s->seg, sq, b, FloatWeight{}, heap); break;
+        default: postings::exhaustive_segment(s->seg, sq, FloatWeight{}, heap); break;
       }
     }
   }
