@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,6 +29,7 @@
 #include "ragfind/cpu.hpp"
 #include "ragfind/maxsim.hpp"
 #include "ragfind/similarity.hpp"
+#include "ragfind/sparse/impact_columns.hpp"
 
 using namespace ragfind;
 
@@ -470,6 +472,83 @@ void check_maxsim_batch(SimdLevel level) {
   set_simd_level(before);
 }
 
+// The learned-sparse tile kernels must equal the scalar level bit for bit (the index promises
+// identical scores on every path): column sums over 1..23 columns and tile lengths around every
+// block size, list scatters that stop at the tile end, and threshold scans.
+void check_impact(SimdLevel level) {
+  const std::string lv = simd_level_name(level);
+  const SimdLevel before = active_simd_level();
+  set_simd_level(SimdLevel::Scalar);
+  const ImpactColumnKernels S = impact_column_kernels();
+  set_simd_level(level);
+  const ImpactColumnKernels K = impact_column_kernels();
+  set_simd_level(before);
+  check_true(lv + " impact kernels registered", "", K.sum_columns != S.sum_columns);
+  std::uniform_int_distribution<int> small(0, 900), any(0, 65535);
+  std::uniform_real_distribution<float> weight(1e-3f, 3.0f);
+  for (uint32_t m : {1u, 2u, 3u, 8u, 23u}) {
+    for (uint32_t n : {1u, 3u, 15u, 16u, 17u, 31u, 32u, 33u, 63u, 64u, 65u, 100u, 257u, 4096u}) {
+      for (uint32_t from : {0u, 5u}) {
+        // Each column ends at a guard page right after the last element the kernel may read.
+        std::vector<std::unique_ptr<Guarded<uint16_t>>> cols;
+        std::vector<const uint16_t*> ptrs;
+        std::vector<float> w(m);
+        for (uint32_t c = 0; c < m; ++c) {
+          cols.push_back(std::make_unique<Guarded<uint16_t>>(from + n));
+          for (uint32_t i = 0; i < from + n; ++i) (*cols.back())[i] = static_cast<uint16_t>(c % 3 ? small(g_rng) : any(g_rng));
+          ptrs.push_back(cols.back()->data());
+          w[c] = weight(g_rng) / 100.0f;
+        }
+        Guarded<float> got(n);
+        std::vector<float> want(n);
+        S.sum_columns(want.data(), ptrs.data(), w.data(), m, from, n);
+        K.sum_columns(got.data(), ptrs.data(), w.data(), m, from, n);
+        for (uint32_t i = 0; i < n; ++i)
+          check(lv + " impact sum_columns vs scalar (exact)", ctx("m=%ld n=%ld i=%ld", m, n, i), got[i], want[i], 0);
+      }
+    }
+  }
+  for (uint32_t len : {1u, 7u, 16u, 17u, 100u, 1000u}) {
+    for (int stop_inside = 0; stop_inside < 2; ++stop_inside) {
+      const uint32_t lo = 4096, hi = lo + 4096;
+      // Sorted distinct docs from lo; with stop_inside, the last quarter lies past hi.
+      std::vector<uint32_t> pick;
+      uint32_t d = lo + static_cast<uint32_t>(small(g_rng) % 7);
+      for (uint32_t j = 0; j < len; ++j) {
+        pick.push_back(d);
+        d += 1 + static_cast<uint32_t>(small(g_rng) % (stop_inside ? 4 : 3));
+        if (!stop_inside && d >= hi) break;
+      }
+      if (stop_inside) for (uint32_t j = static_cast<uint32_t>(pick.size() * 3 / 4); j < pick.size(); ++j) pick[j] += 4096;
+      std::sort(pick.begin(), pick.end());
+      pick.erase(std::unique(pick.begin(), pick.end()), pick.end());
+      Guarded<uint32_t> docs(pick.size()), stored(pick.size());
+      for (size_t j = 0; j < pick.size(); ++j) {
+        docs[j] = pick[j];
+        stored[j] = static_cast<uint32_t>(any(g_rng));
+      }
+      std::vector<float> want(4096), got_v(4096);
+      for (uint32_t i = 0; i < 4096; ++i) want[i] = got_v[i] = static_cast<float>(small(g_rng)) * 0.01f;
+      Guarded<float> got(4096);
+      std::memcpy(got.data(), got_v.data(), 4096 * sizeof(float));
+      const float wt = weight(g_rng) / 100.0f;
+      const uint64_t a = S.scatter_add(want.data(), docs.data(), stored.data(), 0, pick.size(), lo, hi, wt);
+      const uint64_t b = K.scatter_add(got.data(), docs.data(), stored.data(), 0, pick.size(), lo, hi, wt);
+      check(lv + " impact scatter_add stop vs scalar", ctx("len=%ld inside=%ld", len, stop_inside), double(b), double(a), 0);
+      for (uint32_t i = 0; i < 4096; ++i)
+        check(lv + " impact scatter_add vs scalar (exact)", ctx("len=%ld i=%ld", len, i), got[i], want[i], 0);
+    }
+  }
+  for (uint32_t n : {1u, 4u, 5u, 8u, 9u, 16u, 17u, 70u}) {
+    Guarded<float> acc(n);
+    for (uint32_t i = 0; i < n; ++i) acc[i] = static_cast<float>(small(g_rng));
+    for (float th : {-1.0f, 100.0f, 450.0f, 899.0f, 1e9f})
+      for (uint32_t from = 0; from <= n; from += 3)
+        check(lv + " impact next_above vs scalar", ctx("n=%ld from=%ld", n, from),
+              K.next_above(acc.data(), from, n, th), S.next_above(acc.data(), from, n, th), 0);
+  }
+}
+
 // The float16 generator must round-trip every non-NaN half, or the f16 cases test nothing.
 bool float_to_half_self_test() {
   for (uint32_t h = 0; h < 65536; ++h) {
@@ -518,6 +597,7 @@ int main() {
     check_tile(K);
     check_maxsim(level);
     check_maxsim_batch(level);
+    check_impact(level);
   }
   long total = 0;
   std::printf("\n%-52s %9s %6s %11s %9s\n", "kernel", "cases", "fail", "max|err|", "err/tol");

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cross-compiles the NEON kernels (similarity + MaxSim, with the scalar reference, the dispatch
+# Cross-compiles the NEON kernels (similarity, MaxSim, impact columns; with the scalar reference, the dispatch
 # and cpu.cpp) and tools/neon/check_kernels.cpp for AArch64, then runs the checker under
 # user-mode QEMU: every NEON kernel against the scalar and a float64 reference. Exits non-zero
 # on any mismatch (1) or a setup problem (2).
@@ -32,8 +32,9 @@ fi
 mkdir -p "$BUILD_DIR"
 # The flags of the CMake build (-O3, warnings) plus -Werror; RAGFIND_HAVE_NEON as CMake
 # defines it for *_neon.cpp on aarch64.
+# -ffp-contract=off as CMakeLists.txt sets it for the impact-column files (bit-identical sums).
 flags=(-std=c++17 -O3 -Wall -Wextra -Wno-unused-parameter -Werror -DRAGFIND_HAVE_NEON=1 -Icpp/include
-  -pthread)
+  -pthread -ffp-contract=off)
 sources=(
   cpp/src/cpu.cpp
   cpp/src/maxsim.cpp
@@ -42,6 +43,9 @@ sources=(
   cpp/src/kernels/similarity_dispatch.cpp
   cpp/src/kernels/maxsim_scalar.cpp
   cpp/src/kernels/maxsim_neon.cpp
+  cpp/src/kernels/impact_column_scalar.cpp
+  cpp/src/kernels/impact_column_neon.cpp
+  cpp/src/kernels/impact_column_dispatch.cpp
   tools/neon/check_kernels.cpp
 )
 echo "+ $CXX_AARCH64 ${flags[*]} ${sources[*]} -o $BUILD_DIR/check_kernels"

@@ -14,6 +14,9 @@ const ImpactColumnKernels& impact_column_kernels() {
 #ifdef RAGFIND_HAVE_AVX512
     k.by_level[static_cast<int>(SimdLevel::AVX512)] = &kernels::impact_column_avx512;
 #endif
+#ifdef RAGFIND_HAVE_NEON
+    k.by_level[static_cast<int>(SimdLevel::NEON)] = &kernels::impact_column_neon;
+#endif
     return k;
   }();
   return *t.get();

@@ -13,5 +13,8 @@ extern const ImpactColumnKernels impact_column_avx2;
 #ifdef RAGFIND_HAVE_AVX512
 extern const ImpactColumnKernels impact_column_avx512;
 #endif
+#ifdef RAGFIND_HAVE_NEON
+extern const ImpactColumnKernels impact_column_neon;
+#endif
 
 }  // namespace ragfind::kernels
