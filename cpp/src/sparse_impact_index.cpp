@@ -86,16 +86,20 @@ void dense_taat_segment(const ImpactSegment& s, const std::vector<postings::Weig
 // The segment's canonical summation order: terms with a dense column first, then the others,
 // each group in query order. Every scorer of the segment gets the query in this order, so the
 // column kernel can sum all columns in one pass and still match the posting-by-posting sums.
-void columns_first(const ImpactSegment& s, const std::vector<postings::WeightedTerm>& q,
-                   std::vector<postings::WeightedTerm>& out) {
+// Returns the number of column terms (the leading ones of out).
+std::size_t columns_first(const ImpactSegment& s, const std::vector<postings::WeightedTerm>& q,
+                          std::vector<postings::WeightedTerm>& out) {
+  thread_local std::vector<postings::WeightedTerm> others;
   out.clear();
-  for (int pass = 0; pass < 2; ++pass) {
-    for (const postings::WeightedTerm& t : q) {
-      const std::int64_t slot = s.seg.slot_of(t.term);
-      const bool column = slot >= 0 && s.column_of[static_cast<std::size_t>(slot)] >= 0;
-      if (column == (pass == 0)) out.push_back(t);
-    }
+  others.clear();
+  for (const postings::WeightedTerm& t : q) {
+    const std::int64_t slot = s.seg.slot_of(t.term);
+    const bool column = slot >= 0 && s.column_of[static_cast<std::size_t>(slot)] >= 0;
+    (column ? out : others).push_back(t);
   }
+  const std::size_t n_columns = out.size();
+  out.insert(out.end(), others.begin(), others.end());
+  return n_columns;
 }
 
 }  // namespace
@@ -257,7 +261,7 @@ void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::
   bm25::TopKQueue heap(std::min<std::size_t>(k, num_docs_));
   std::vector<postings::WeightedTerm> ordered;
   for (const auto& s : segments_) {
-    if (!s->columns.empty()) columns_first(*s, q, ordered);
+    const std::size_t column_terms = s->columns.empty() ? 0 : columns_first(*s, q, ordered);
     const std::vector<postings::WeightedTerm>& sq = s->columns.empty() ? q : ordered;  // segment order
     Algorithm alg = algorithm;
     const bool automatic = alg == Algorithm::Auto;
@@ -266,18 +270,15 @@ void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::
       // lists are short next to the segment: document-at-a-time MaxScore pays per candidate
       // for every essential cursor, which only wins when it can skip most of the segment
       // (measured: 5-7x slower than term at a time on lists covering the segment once).
-      // Small segments always go term at a time (as in the BM25 index).
+      // Small segments, and queries with a column term, always go term at a time.
       alg = Algorithm::Exhaustive;
-      if (s->seg.num_docs > bm25::kSmallSegmentDocs) {
+      if (column_terms == 0 && s->seg.num_docs > bm25::kSmallSegmentDocs) {
         std::uint64_t postings = 0;
-        bool column = false;
         for (const auto& t : sq) {
           const std::int64_t slot = s->seg.slot_of(t.term);
-          if (slot < 0) continue;
-          postings += s->seg.offsets[slot + 1] - s->seg.offsets[slot];
-          column = column || s->column_of[static_cast<std::size_t>(slot)] >= 0;
+          if (slot >= 0) postings += s->seg.offsets[slot + 1] - s->seg.offsets[slot];
         }
-        if (!column && postings * 4 < s->seg.num_docs) alg = Algorithm::MaxScore;
+        if (postings * 4 < s->seg.num_docs) alg = Algorithm::MaxScore;
       }
     }
     // Forced Exhaustive stays the plain posting-by-posting reference that tests compare with.

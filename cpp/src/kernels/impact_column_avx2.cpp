@@ -40,18 +40,7 @@ void sum_columns(float* acc, const std::uint16_t* const* cols, const float* w, s
     _mm256_storeu_ps(acc + i + 16, a2);
     _mm256_storeu_ps(acc + i + 24, a3);
   }
-  for (; i < n; ++i) {
-    float s = w[0] * static_cast<float>(cols[0][from + i]);
-    for (std::uint32_t c = 1; c < m; ++c) s += w[c] * static_cast<float>(cols[c][from + i]);
-    acc[i] = s;
-  }
-}
-
-// No scatter instruction in AVX2: the plain loop.
-std::uint64_t scatter_add(float* acc, const std::uint32_t* docs, const std::uint32_t* stored, std::uint64_t pos,
-                          std::uint64_t end, std::uint32_t lo, std::uint32_t hi, float w) {
-  for (; pos < end && docs[pos] < hi; ++pos) acc[docs[pos] - lo] += w * static_cast<float>(stored[pos]);
-  return pos;
+  sum_columns_each(acc, cols, w, m, from, i, n);
 }
 
 // 8 scores per compare; a movemask finds the first one above the threshold.
@@ -62,12 +51,12 @@ std::uint32_t next_above(const float* acc, std::uint32_t from, std::uint32_t n, 
     const int mask = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(acc + i), th, _CMP_GT_OQ));
     if (mask != 0) return i + static_cast<std::uint32_t>(__builtin_ctz(static_cast<unsigned>(mask)));
   }
-  while (i < n && !(acc[i] > threshold)) ++i;
-  return i;
+  return next_above_each(acc, i, n, threshold);
 }
 
 }  // namespace
 
-const ImpactColumnKernels impact_column_avx2 = {sum_columns, scatter_add, next_above};
+// No scatter instruction in AVX2: postings are scattered one at a time.
+const ImpactColumnKernels impact_column_avx2 = {sum_columns, scatter_add_each, next_above};
 
 }  // namespace ragfind::kernels

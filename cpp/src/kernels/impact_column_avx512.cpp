@@ -77,8 +77,7 @@ std::uint64_t scatter_add(float* acc, const std::uint32_t* docs, const std::uint
     _mm512_mask_i32scatter_ps(acc, in, d, _mm512_add_ps(old, p), 4);
     return pos + static_cast<std::uint64_t>(__builtin_popcount(static_cast<unsigned>(in)));
   }
-  for (; pos < end && docs[pos] < hi; ++pos) acc[docs[pos] - lo] += w * static_cast<float>(stored[pos]);
-  return pos;
+  return scatter_add_each(acc, docs, stored, pos, end, lo, hi, w);
 }
 
 // 16 scores per compare; the mask's lowest set bit is the first score above the threshold.
@@ -89,8 +88,7 @@ std::uint32_t next_above(const float* acc, std::uint32_t from, std::uint32_t n, 
     const __mmask16 mask = _mm512_cmp_ps_mask(_mm512_loadu_ps(acc + i), th, _CMP_GT_OQ);
     if (mask != 0) return i + static_cast<std::uint32_t>(__builtin_ctz(static_cast<unsigned>(mask)));
   }
-  while (i < n && !(acc[i] > threshold)) ++i;
-  return i;
+  return next_above_each(acc, i, n, threshold);
 }
 
 }  // namespace

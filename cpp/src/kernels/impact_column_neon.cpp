@@ -34,17 +34,7 @@ void sum_columns(float* acc, const std::uint16_t* const* cols, const float* w, s
     }
     for (int r = 0; r < 8; ++r) vst1q_f32(acc + i + 4 * r, a[r]);
   }
-  for (; i < n; ++i) {
-    float s = w[0] * static_cast<float>(cols[0][from + i]);
-    for (std::uint32_t c = 1; c < m; ++c) s += w[c] * static_cast<float>(cols[c][from + i]);
-    acc[i] = s;
-  }
-}
-
-std::uint64_t scatter_add(float* acc, const std::uint32_t* docs, const std::uint32_t* stored, std::uint64_t pos,
-                          std::uint64_t end, std::uint32_t lo, std::uint32_t hi, float w) {
-  for (; pos < end && docs[pos] < hi; ++pos) acc[docs[pos] - lo] += w * static_cast<float>(stored[pos]);
-  return pos;
+  sum_columns_each(acc, cols, w, m, from, i, n);
 }
 
 // 4 scores per compare; a lane-wise max of the comparison finds a block with a hit.
@@ -54,12 +44,11 @@ std::uint32_t next_above(const float* acc, std::uint32_t from, std::uint32_t n, 
   for (; i + 4 <= n; i += 4) {
     if (vmaxvq_u32(vcgtq_f32(vld1q_f32(acc + i), th)) != 0) break;
   }
-  while (i < n && !(acc[i] > threshold)) ++i;
-  return i;
+  return next_above_each(acc, i, n, threshold);
 }
 
 }  // namespace
 
-const ImpactColumnKernels impact_column_neon = {sum_columns, scatter_add, next_above};
+const ImpactColumnKernels impact_column_neon = {sum_columns, scatter_add_each, next_above};
 
 }  // namespace ragfind::kernels

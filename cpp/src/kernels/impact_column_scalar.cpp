@@ -1,5 +1,6 @@
 // Impact-column kernel, baseline build: one pass over the tile per column (the compiler
-// vectorises each pass with the baseline ISA); separate multiply and add, as every level.
+// vectorises each pass with the baseline ISA); separate multiply and add, as every level. The
+// scatter and the scan are the shared one-at-a-time loops of impact_column_kernels.hpp.
 #include "impact_column_kernels.hpp"
 
 namespace ragfind::kernels {
@@ -16,19 +17,8 @@ void sum_columns(float* __restrict acc, const std::uint16_t* const* cols, const 
   }
 }
 
-std::uint64_t scatter_add(float* acc, const std::uint32_t* docs, const std::uint32_t* stored, std::uint64_t pos,
-                          std::uint64_t end, std::uint32_t lo, std::uint32_t hi, float w) {
-  for (; pos < end && docs[pos] < hi; ++pos) acc[docs[pos] - lo] += w * static_cast<float>(stored[pos]);
-  return pos;
-}
-
-std::uint32_t next_above(const float* acc, std::uint32_t from, std::uint32_t n, float threshold) {
-  while (from < n && !(acc[from] > threshold)) ++from;
-  return from;
-}
-
 }  // namespace
 
-const ImpactColumnKernels impact_column_scalar = {sum_columns, scatter_add, next_above};
+const ImpactColumnKernels impact_column_scalar = {sum_columns, scatter_add_each, next_above_each};
 
 }  // namespace ragfind::kernels
