@@ -18,13 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ragfind.models._runtime import (
-    DEFAULT_MAX_BATCH_TOKENS,
-    DEFAULT_MAX_TEXT_CHARS,
-    _ModelBase,
-    batch_slices,
-    encode_batch_ids,
-)
+from ragfind.models._runtime import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_TEXT_CHARS, _ModelBase
 
 __all__ = ["SpladeEncoder", "SparseEmbeddings", "default_splade_folder"]
 
@@ -170,19 +164,10 @@ class SpladeEncoder(_ModelBase):
         self._check_batch_size(batch_size, max_batch_tokens)
         for i, t in enumerate(texts):
             self._check_text(t, f"texts[{i}]")
-        encodings = encode_batch_ids(self.tokenizer, list(texts))
-        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
-        order = np.argsort(-lengths, kind="stable")
         rows: list = [None] * len(texts)
-        batches = batch_slices(lengths[order], batch_size, max_batch_tokens)
-        if show_progress:
-            from tqdm.auto import tqdm
-
-            batches = tqdm(batches, total=len(batches), desc="splade", unit="batch")
-        for start, stop in batches:
-            idx = order[start:stop]
-            feeds, _ = self._feeds([encodings[i] for i in idx])
-            dense = self._run(feeds)
+        for idx, dense, _ in self._run_batches(
+            list(texts), batch_size, max_batch_tokens, show_progress, "splade"
+        ):
             for r, i in enumerate(idx):
                 nz = np.flatnonzero(dense[r] > 0).astype(np.int32)
                 rows[i] = (nz, dense[r, nz].astype(np.float32))

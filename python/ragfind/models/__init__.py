@@ -40,9 +40,11 @@ files             {"model.onnx": {"size", "sha256"}, "tokenizer.json": {"size", 
 
 Other roles' encoders (SPLADE, ColBERT) subclass ``OnnxModel``: set ``_expected_role``, then use
 ``self.tokenizer`` (truncation at max_length already set), ``self._check_text(text, where)``,
-``self._feeds(encodings) -> (feeds, attention_mask)`` (pads a batch to its longest item) and
-``self._run(feeds)`` (runs the config's output and checks its shape); ``self.config.raw`` holds
-role-specific keys.
+``self._run_batches(items, batch_size, max_batch_tokens, show_progress, desc)`` (tokenizes, runs
+length-sorted batches under the token budget, yields ``(idx, output, attention_mask)``), or its
+parts ``self._feeds(encodings) -> (feeds, attention_mask)`` (pads a batch to its longest item)
+and ``self._run(feeds)`` (runs the config's output and checks its shape); ``self.config.raw``
+holds role-specific keys.
 
 The fingerprint (``Encoder.fingerprint``) hashes weights_sha256, quantization, role, output,
 dim, pooling, normalize, max_length, prefixes and the tokenizer's SHA-256: indexes store it and

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ragfind.models._folder import ACTIVATIONS
-from ragfind.models._runtime import DEFAULT_MAX_BATCH_TOKENS, _ModelBase, batch_slices, encode_batch_ids
+from ragfind.models._runtime import DEFAULT_MAX_BATCH_TOKENS, _ModelBase
 
 _RAW = ("raw", "identity", None)
 
@@ -86,19 +86,11 @@ class CrossEncoder(_ModelBase):
                 raise TypeError(f"pairs[{i}] must be a (query, passage) pair of str, got {p!r:.80}")
             self._check_text(p[0], f"pairs[{i}][0]")
             self._check_text(p[1], f"pairs[{i}][1]")
-        encodings = encode_batch_ids(self.tokenizer, [(q, d) for q, d in pairs])
-        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
-        order = np.argsort(-lengths, kind="stable")
         logits = np.empty((len(pairs), self.dim), dtype=np.float32)
-        batches = batch_slices(lengths[order], batch_size, max_batch_tokens)
-        if show_progress:
-            from tqdm.auto import tqdm
-
-            batches = tqdm(batches, total=len(batches), desc="rerank", unit="batch")
-        for start, stop in batches:
-            idx = order[start:stop]
-            feeds, _ = self._feeds([encodings[i] for i in idx])
-            logits[idx] = self._run(feeds)
+        for idx, out, _ in self._run_batches(
+            [(q, d) for q, d in pairs], batch_size, max_batch_tokens, show_progress, "rerank"
+        ):
+            logits[idx] = out
         scores = apply_activation(logits, act)
         if self.dim == 1:
             scores = scores[:, 0]

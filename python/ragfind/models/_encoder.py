@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ragfind.models._runtime import DEFAULT_MAX_BATCH_TOKENS, _ModelBase, batch_slices, encode_batch_ids
+from ragfind.models._runtime import DEFAULT_MAX_BATCH_TOKENS, _ModelBase
 
 
 def pool(token_embeddings: np.ndarray, mask: np.ndarray, mode: str) -> np.ndarray:
@@ -112,19 +112,10 @@ class Encoder(_ModelBase):
         prefix = self.config.query_prefix if is_query else self.config.document_prefix
         if prefix:
             texts = [prefix + t for t in texts]
-        encodings = encode_batch_ids(self.tokenizer, list(texts))
-        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
-        order = np.argsort(-lengths, kind="stable")  # longest first: the arena peaks on the first call
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        batches = batch_slices(lengths[order], batch_size, max_batch_tokens)
-        if show_progress:
-            from tqdm.auto import tqdm
-
-            batches = tqdm(batches, total=len(batches), desc="encode", unit="batch")
-        for start, stop in batches:
-            idx = order[start:stop]
-            feeds, mask = self._feeds([encodings[i] for i in idx])
-            tokens = self._run(feeds)
+        for idx, tokens, mask in self._run_batches(
+            list(texts), batch_size, max_batch_tokens, show_progress, "encode"
+        ):
             out[idx] = pool(tokens, mask, self.config.pooling)
         return l2_normalize(out) if normalize else out
 

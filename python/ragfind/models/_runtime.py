@@ -204,6 +204,25 @@ class _ModelBase:
         all_feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
         return {name: all_feeds[name] for name in self._input_names}, mask
 
+    def _run_batches(
+        self, items: list, batch_size: int, max_batch_tokens: int, show_progress: bool, desc: str
+    ):
+        """Tokenizes ``items`` (texts or pairs) and runs them longest first, in batches of at most
+        ``batch_size`` items and ``max_batch_tokens`` padded tokens (``batch_slices``). Yields
+        ``(idx, output, attention_mask)`` per batch; ``idx`` are the items' positions in ``items``."""
+        encodings = encode_batch_ids(self.tokenizer, items)
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+        order = np.argsort(-lengths, kind="stable")  # longest first: the arena peaks on the first call
+        batches = batch_slices(lengths[order], batch_size, max_batch_tokens)
+        if show_progress:
+            from tqdm.auto import tqdm
+
+            batches = tqdm(batches, total=len(batches), desc=desc, unit="batch")
+        for start, stop in batches:
+            idx = order[start:stop]
+            feeds, mask = self._feeds([encodings[i] for i in idx])
+            yield idx, self._run(feeds), mask
+
     def _run(self, feeds: dict) -> np.ndarray:
         out = self.session.run([self.config.output], feeds)[0]
         n = feeds["input_ids"].shape[0]
