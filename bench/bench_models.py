@@ -56,7 +56,7 @@ def cross_encoder(request, tmp_path_factory):
     pytest.importorskip("torch")
     import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "models"))
     from _models_hf import MINILM_L6, TINYBERT_L2, save_random_bert
 
     shape = {"tinybert-l2": TINYBERT_L2, "minilm-l6": MINILM_L6}[request.param]

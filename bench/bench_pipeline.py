@@ -79,7 +79,7 @@ class _HashEncoder:
     max_length = 256
 
     def __init__(self):
-        from ragfind.chunking import load_tokenizer
+        from ragfind.pipeline.chunking import load_tokenizer
 
         self.tokenizer = load_tokenizer()
 

@@ -153,7 +153,7 @@ def bench_rerank(args, data, results):
 
     import ragfind
 
-    sys.path.insert(0, str(REPO / "tests"))
+    sys.path.insert(0, str(REPO / "tests" / "models"))
     from _models_hf import MINILM_L6, TINYBERT_L2, save_random_bert
 
     enc = ragfind.load_model("all-MiniLM-L6-v2")

@@ -2,7 +2,7 @@
 # ASan + UBSan run of the native-core tests.
 #
 #   tools/sanitize.sh                 # build build/asan, run the default native test files
-#   tools/sanitize.sh tests/test_x.py # ... or the given pytest arguments instead
+#   tools/sanitize.sh tests/dense     # ... or the given pytest arguments instead
 #
 # Builds ragfind._core with -DRAGFIND_SANITIZE=address,undefined into build/asan/pkg/ragfind (a
 # copy of python/ragfind, so the normal dev module in python/ragfind is never replaced), then
@@ -32,10 +32,8 @@ rm -rf "$LOG_DIR" && mkdir -p "$LOG_DIR"
 if [ "$#" -eq 0 ]; then
   # The native core: BM25 + analyzer, dense kernels/exact/HNSW wrapper, fusion, MaxSim/late
   # interaction, plus the reliability suites (properties, concurrency, crash safety, fuzz seeds).
-  set -- $(ls tests/test_bm25*.py tests/test_analyzer*.py tests/test_dense_*.py tests/test_pipeline_fusion.py \
-    tests/test_maxsim.py tests/test_late_interaction.py tests/test_splade.py tests/test_sparse*.py \
-    tests/test_properties_*.py tests/test_concurrency.py tests/test_crash_safety.py tests/test_fuzz_regressions.py \
-    2>/dev/null) -p no:cacheprovider -q
+  set -- tests/sparse tests/dense tests/late tests/pipeline/test_pipeline_fusion.py tests/reliability \
+    -p no:cacheprovider -q
 fi
 
 # alloc_dealloc_mismatch=0: hnswlib's own Python bindings (third party, not instrumented) free

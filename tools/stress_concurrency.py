@@ -5,7 +5,7 @@
 
 Each reader thread runs --queries searches (every 50th call a search_batch of 8 queries on 2
 C++ threads) while a writer thread adds and deletes documents; every result is checked
-against a serial replay of the states the index passed through (tests/_concurrency_harness.py).
+against a serial replay of the states the index passed through (tests/reliability/_concurrency_harness.py).
 Exits non-zero on any error or inconsistent result. Figures go to RELIABILITY.md.
 """
 
@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "reliability"))
 
 from _concurrency_harness import BM25Workload, DenseWorkload, run_stress  # noqa: E402
 

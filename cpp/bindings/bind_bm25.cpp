@@ -18,11 +18,11 @@
 #include <unordered_map>
 
 #include "bindings.hpp"
-#include "ragfind/bm25/analyzer.hpp"
-#include "ragfind/bm25/doc_ids.hpp"
+#include "ragfind/text/analyzer.hpp"
+#include "ragfind/inverted/doc_ids.hpp"
 #include "ragfind/bm25/index_io.hpp"
-#include "ragfind/bm25/inverted_index.hpp"
-#include "ragfind/rw_mutex.hpp"
+#include "ragfind/bm25/index.hpp"
+#include "ragfind/common/rw_mutex.hpp"
 
 namespace py = pybind11;
 

@@ -1,7 +1,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings.hpp"
-#include "ragfind/cpu.hpp"
+#include "ragfind/common/cpu.hpp"
 
 namespace py = pybind11;
 

@@ -13,8 +13,8 @@
 #include <string>
 
 #include "bindings.hpp"
-#include "ragfind/dense_search.hpp"
-#include "ragfind/similarity.hpp"
+#include "ragfind/dense/exact_search.hpp"
+#include "ragfind/dense/similarity.hpp"
 
 namespace py = pybind11;
 

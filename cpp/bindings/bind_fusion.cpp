@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "bindings.hpp"
-#include "ragfind/fusion.hpp"
+#include "ragfind/fusion/rrf.hpp"
 
 namespace py = pybind11;
 

@@ -15,8 +15,8 @@
 #include <string>
 
 #include "bindings.hpp"
-#include "ragfind/hnsw_graph_check.hpp"
-#include "ragfind/rw_mutex.hpp"
+#include "ragfind/dense/hnsw_graph_check.hpp"
+#include "ragfind/common/rw_mutex.hpp"
 
 namespace py = pybind11;
 

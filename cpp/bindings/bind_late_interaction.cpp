@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "bindings.hpp"
-#include "ragfind/maxsim.hpp"
+#include "ragfind/late/maxsim.hpp"
 
 namespace py = pybind11;
 

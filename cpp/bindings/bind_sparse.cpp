@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "bindings.hpp"
-#include "ragfind/sparse/impact_index.hpp"
+#include "ragfind/splade/impact_index.hpp"
 
 namespace py = pybind11;
 

@@ -18,8 +18,8 @@ __all__ = [
     "set_simd_level",
 ]
 
-# --- sparse: BM25 (issue 2) ---
-from ragfind.bm25 import Analyzer, BM25Index, IndexFileError  # noqa: E402
+# --- sparse: BM25 ---
+from ragfind.sparse import Analyzer, BM25Index, IndexFileError  # noqa: E402
 
 __all__ += [
     "Analyzer",
@@ -27,11 +27,11 @@ __all__ += [
     "IndexFileError",
 ]
 
-# --- dense: vectors, kernels, HNSW (issue 3) ---
+# --- dense: vectors, kernels, HNSW ---
 from ragfind import dense  # noqa: E402
 from ragfind.dense import DenseIndex  # noqa: E402
 
-# --- models: ONNX encoders and cross-encoders (issue 4) ---
+# --- models: ONNX encoders and cross-encoders ---
 from ragfind.models import (  # noqa: E402
     CrossEncoder,
     Encoder,
@@ -52,13 +52,13 @@ __all__ += [
     "load_model",
 ]
 
-# --- pipeline: fusion, chunking, retriever, context, eval (issue 5) ---
-from ragfind.cache import LRUCache  # noqa: E402
-from ragfind.chunking import Chunk, chunk, chunk_documents, default_context  # noqa: E402
-from ragfind.context import AssembledContext, assemble_context  # noqa: E402
+# --- pipeline: fusion, chunking, retriever, context, eval ---
 from ragfind.fusion import fuse_scores, rrf  # noqa: E402
-from ragfind.retriever import Passage, Retriever, RetrieverFolderError, SearchResult  # noqa: E402
-from ragfind.stages import LateInteractionStage, SpladeStage  # noqa: E402
+from ragfind.pipeline.cache import LRUCache  # noqa: E402
+from ragfind.pipeline.chunking import Chunk, chunk, chunk_documents, default_context  # noqa: E402
+from ragfind.pipeline.context import AssembledContext, assemble_context  # noqa: E402
+from ragfind.pipeline.retriever import Passage, Retriever, RetrieverFolderError, SearchResult  # noqa: E402
+from ragfind.pipeline.stages import LateInteractionStage, SpladeStage  # noqa: E402
 
 __all__ += [
     "rrf",
@@ -78,11 +78,11 @@ __all__ += [
     "LateInteractionStage",
 ]
 
-# --- late interaction and learned sparse (issue 6) ---
-from ragfind.colbert import ColbertEncoder, export_colbert  # noqa: E402
-from ragfind.late_interaction import LateInteractionIndex, MaxSimExplanation, maxsim  # noqa: E402
-from ragfind.sparse_index import SparseVectorIndex  # noqa: E402
-from ragfind.splade import SparseEmbeddings, SpladeEncoder  # noqa: E402
+# --- late interaction and learned sparse ---
+from ragfind.late import LateInteractionIndex, MaxSimExplanation, maxsim  # noqa: E402
+from ragfind.models.colbert import ColbertEncoder, export_colbert  # noqa: E402
+from ragfind.models.splade import SpladeEncoder  # noqa: E402
+from ragfind.sparse import SparseEmbeddings, SparseVectorIndex  # noqa: E402
 
 __all__ += [
     "maxsim",

@@ -1,9 +1,9 @@
 """Shared pieces of the atheris harnesses in tools/fuzz (see tools/fuzz/README.md).
 
 Every harness runs the same ``check_<target>(data: bytes)`` function that
-tests/test_fuzz_regressions.py replays over the seed corpus and every crash ever found, so a
+tests/reliability/test_fuzz_regressions.py replays over the seed corpus and every crash ever found, so a
 fuzz finding becomes a regression test by dropping its input into tools/fuzz/corpus/<target>/
-(or tests/fuzz_regressions/<target>/).
+(or tests/reliability/fuzz_regressions/<target>/).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def load_any(kind: str, path: str, mmap: bool, verify: bool):
     if kind == "late":
         return LateInteractionIndex.load(path, mmap=mmap, verify=verify)
     if kind == "sparse":
-        from ragfind.sparse_index import SparseVectorIndex
+        from ragfind.sparse.splade_index import SparseVectorIndex
 
         return SparseVectorIndex.load(path, mmap=mmap, verify=verify)
     raise ValueError(kind)
@@ -283,7 +283,7 @@ class HashEncoder:
     """A deterministic bag-of-words encoder (no ONNX model): words hashed into ``dim`` buckets."""
 
     def __init__(self, dim: int = 8) -> None:
-        from ragfind.chunking import load_tokenizer
+        from ragfind.pipeline.chunking import load_tokenizer
 
         self.dim = dim
         self.fingerprint = f"fuzz-hash-{dim}"

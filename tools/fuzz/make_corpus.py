@@ -67,7 +67,7 @@ def loader_seeds() -> dict[str, list[bytes]]:
     li.build_centroids(n_centroids=2) if _has_kw(li.build_centroids, "n_centroids") else li.build_centroids(2)
     out["load_late"].append(saved_bytes(li))
     out["load_late"].append(saved_bytes(LateInteractionIndex(3, dtype="float16")))
-    from ragfind.sparse_index import SparseVectorIndex
+    from ragfind.sparse.splade_index import SparseVectorIndex
 
     out["load_sparse"] = []
     sp = SparseVectorIndex(16)

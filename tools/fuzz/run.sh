@@ -6,7 +6,7 @@
 # The repo's seed corpus (tools/fuzz/corpus/<target>) is read, never written: new interesting
 # inputs go to build/fuzz/<target>, crashes/hangs to build/fuzz/artifacts/. A crash, an
 # unexpected exception or an input that runs longer than 20 s fails the run; copy its
-# artifact into tests/fuzz_regressions/<target>/ (tests/test_fuzz_regressions.py replays it).
+# artifact into tests/reliability/fuzz_regressions/<target>/ (tests/reliability/test_fuzz_regressions.py replays it).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 SECONDS_PER_TARGET=${1:-60}

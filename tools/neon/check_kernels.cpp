@@ -1,6 +1,6 @@
 // Checks every SIMD level compiled into this binary against the scalar reference (and a
 // float64 reference), for the similarity kernels and MaxSim: the C++-only counterpart of
-// tests/test_dense_kernels.py and tests/test_maxsim.py, for targets the Python tests cannot
+// tests/dense/test_dense_kernels.py and tests/late/test_maxsim.py, for targets the Python tests cannot
 // reach here (AArch64 NEON under qemu-aarch64, built by tools/neon/run.sh). It also builds
 // natively on x86 with the AVX2 files, which checks the checker against kernels the Python
 // tests already cover.
@@ -26,10 +26,10 @@
 #include <string>
 #include <vector>
 
-#include "ragfind/cpu.hpp"
-#include "ragfind/maxsim.hpp"
-#include "ragfind/similarity.hpp"
-#include "ragfind/sparse/impact_columns.hpp"
+#include "ragfind/common/cpu.hpp"
+#include "ragfind/late/maxsim.hpp"
+#include "ragfind/dense/similarity.hpp"
+#include "ragfind/splade/impact_columns.hpp"
 
 using namespace ragfind;
 
@@ -135,7 +135,7 @@ uint16_t float_to_half(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-double tol_dot(const float* a, const float* b, size_t d) {  // tests/test_dense_kernels.py::_tol
+double tol_dot(const float* a, const float* b, size_t d) {  // tests/dense/test_dense_kernels.py::_tol
   double s = 0;
   for (size_t k = 0; k < d; ++k) s += std::fabs(static_cast<double>(a[k]) * b[k]);
   return 2e-6 * s * std::max(1.0, std::sqrt(static_cast<double>(d)) / 4);
@@ -249,7 +249,7 @@ void check_f16(const SimilarityKernels& K, const SimilarityKernels& S) {
       }
     }
   }
-  // Special values through the scan (tests/test_dense_kernels.py::test_f16_special_values):
+  // Special values through the scan (tests/dense/test_dense_kernels.py::test_f16_special_values):
   // with q a unit vector the score is the decoded value, exactly.
   const float specials[] = {0.0f,  -0.0f, 6e-8f,  -6e-8f,   1e-5f,   65504.0f,
                             -65504.0f, 1.0f, 0.333f, 0x1p-14f, 0x1p-24f};
@@ -342,7 +342,7 @@ void check_tile(const SimilarityKernels& K) {
             }
             double ref = 0;
             for (size_t k = 0; k < d; ++k) ref += static_cast<double>(Q[i * d + k]) * X[j * d + k];
-            // tests/test_dense_kernels.py::test_pairwise_tile_matches_numpy
+            // tests/dense/test_dense_kernels.py::test_pairwise_tile_matches_numpy
             const double tol = 2 * tol_dot(Q.data() + i * d, X.data() + j * d, d) + 1e-7;
             check(lv + " dot_tile_f32", w, out[i * ldo + j], ref, tol);
           }
@@ -421,7 +421,7 @@ void check_maxsim(SimdLevel level) {
           }
           for (int64_t i = m; i < padded; ++i)
             check(name + " padding lanes are 0", w + ctx(" lane=%ld", i), maxima[i], 0, 0);
-          // tests/test_maxsim.py: score sums (float32 like maxsim_batch) against float64.
+          // tests/late/test_maxsim.py: score sums (float32 like maxsim_batch) against float64.
           float fsum = 0;
           for (int64_t i = 0; i < m; ++i) fsum += maxima[i];
           const double atol = half ? 1e-4 : 1e-4 * std::sqrt(static_cast<double>(dim)) * m / 10;

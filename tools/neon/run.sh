@@ -36,16 +36,16 @@ mkdir -p "$BUILD_DIR"
 flags=(-std=c++17 -O3 -Wall -Wextra -Wno-unused-parameter -Werror -DRAGFIND_HAVE_NEON=1 -Icpp/include
   -pthread -ffp-contract=off)
 sources=(
-  cpp/src/cpu.cpp
-  cpp/src/maxsim.cpp
-  cpp/src/kernels/similarity_scalar.cpp
-  cpp/src/kernels/similarity_neon.cpp
-  cpp/src/kernels/similarity_dispatch.cpp
-  cpp/src/kernels/maxsim_scalar.cpp
-  cpp/src/kernels/maxsim_neon.cpp
-  cpp/src/kernels/impact_column_scalar.cpp
-  cpp/src/kernels/impact_column_neon.cpp
-  cpp/src/kernels/impact_column_dispatch.cpp
+  cpp/src/common/cpu.cpp
+  cpp/src/late/maxsim.cpp
+  cpp/src/kernels/similarity/scalar.cpp
+  cpp/src/kernels/similarity/neon.cpp
+  cpp/src/kernels/similarity/dispatch.cpp
+  cpp/src/kernels/maxsim/scalar.cpp
+  cpp/src/kernels/maxsim/neon.cpp
+  cpp/src/kernels/impact_column/scalar.cpp
+  cpp/src/kernels/impact_column/neon.cpp
+  cpp/src/kernels/impact_column/dispatch.cpp
   tools/neon/check_kernels.cpp
 )
 echo "+ $CXX_AARCH64 ${flags[*]} ${sources[*]} -o $BUILD_DIR/check_kernels"

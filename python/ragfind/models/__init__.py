@@ -53,11 +53,10 @@ dim, pooling, normalize, max_length, prefixes and the tokenizer's SHA-256: index
 
 from __future__ import annotations
 
-from ragfind.models._cross_encoder import CrossEncoder
-from ragfind.models._defaults import cache_dir, clear_cache, default_model_names
-from ragfind.models._encoder import Encoder, l2_normalize, pool
-from ragfind.models._export import export, quantize_int8
-from ragfind.models._folder import (
+from ragfind.models.base import _ModelBase as OnnxModel
+from ragfind.models.cross_encoder import CrossEncoder
+from ragfind.models.encoder import Encoder, l2_normalize, pool
+from ragfind.models.folder import (
     CONFIG_FILE,
     FORMAT_VERSION,
     ModelConfig,
@@ -65,7 +64,8 @@ from ragfind.models._folder import (
     ModelMismatchError,
     read_model_folder,
 )
-from ragfind.models._runtime import _ModelBase as OnnxModel
+from ragfind.models.onnx_export.convert import export, quantize_int8
+from ragfind.models.registry import cache_dir, clear_cache, default_model_names
 
 __all__ = [
     "CONFIG_FILE",
@@ -103,7 +103,7 @@ def load_model(path_or_name, **kwargs):
     Raises:
         ModelFolderError: missing/corrupt folder, unknown name, or a role this function does not load.
     """
-    from ragfind.models._defaults import resolve_model_path
+    from ragfind.models.registry import resolve_model_path
 
     path = resolve_model_path(path_or_name)
     cfg = read_model_folder(path, verify=kwargs.get("verify", True))

@@ -17,8 +17,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "ragfind/bm25/doc_ids.hpp"
-#include "ragfind/bm25/inverted_index.hpp"
+#include "ragfind/inverted/doc_ids.hpp"
+#include "ragfind/bm25/index.hpp"
 
 namespace ragfind::bm25 {
 

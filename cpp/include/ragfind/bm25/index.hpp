@@ -1,0 +1,181 @@
+// The BM25 inverted index: segments of compressed-free, contiguous postings plus the global
+// collection statistics every score is computed from.
+//
+// Layout. Each segment holds postings for a contiguous range of internal document ids
+// [base, base + num_docs): per term a run of (local doc id, tf) in increasing doc order, stored
+// as three flat arrays (term offsets, doc ids, term frequencies). add() builds one new segment
+// from the batch and merges trailing segments whose sizes are within a factor of two (so there
+// are O(log N) segments and each posting is copied O(log N) times). remove_documents() rewrites
+// the index into one segment without the removed documents, renumbering the others in order.
+//
+// Statistics are global and live: df, N and avgdl are read at query time and the per-document
+// length normalisation is recomputed after every change, so every score equals the score of a
+// fresh build over the same documents. The per-term score upper bounds used by MaxScore depend
+// on avgdl, so they are cached per segment and stamped with the statistics epoch; a stale entry
+// is recomputed on first use.
+//
+// Thread safety: const methods may run concurrently (the bound cache uses atomics); mutating
+// methods need exclusive access (the Python bindings hold a shared_mutex).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ragfind/common/buffer.hpp"
+#include "ragfind/bm25/scoring.hpp"
+#include "ragfind/text/string_table.hpp"
+#include "ragfind/common/topk_queue.hpp"
+
+namespace ragfind::bm25 {
+
+/// How search() finds the top-k: Auto picks per segment (term-at-a-time over a dense
+/// accumulator for segments up to kSmallSegmentDocs documents or queries of more than
+/// kMaxScoreMaxTerms terms, MaxScore otherwise); the others force one algorithm (tests compare
+/// them).
+enum class Algorithm { Auto = 0, MaxScore = 1, Exhaustive = 2 };
+inline constexpr std::uint32_t kSmallSegmentDocs = 1u << 16;
+/// MaxScore scans every essential cursor for each candidate document, so its cost grows with
+/// terms x documents; past this many terms term-at-a-time (linear in the postings) is cheaper
+/// and keeps pasted-document queries bounded (RELIABILITY.md, resource limits).
+inline constexpr std::size_t kMaxScoreMaxTerms = 64;
+
+/// A query term: vocabulary id and how many times it occurs in the query.
+struct QueryTerm {
+  std::uint32_t term;
+  std::uint32_t count;
+};
+
+/// One term's part in a score, as explain() reports it.
+struct TermExplanation {
+  std::uint32_t term;
+  std::uint32_t query_count;
+  std::uint64_t df;
+  double idf;
+  std::uint32_t tf;
+  double length_norm;
+  double tf_component;
+  double contribution;  // query_count * idf * tf_component
+};
+
+struct Segment {
+  std::uint32_t base = 0;
+  std::uint32_t num_docs = 0;
+  // Term directory: dense (offsets indexed by term id, size num_terms + 1) when term_ids is
+  // empty, else sparse (term_ids sorted, offsets[i] for term_ids[i], size term_ids.size() + 1).
+  Buffer<std::uint32_t> term_ids;
+  Buffer<std::uint64_t> offsets;
+  Buffer<std::uint32_t> docs;  // local doc ids (0 .. num_docs - 1)
+  Buffer<std::uint32_t> tfs;
+  std::shared_ptr<const void> keepalive;  // the mapped file the buffers may borrow from
+  // Per directory entry: (epoch << 32) | bits of the max document-side weight at that epoch.
+  mutable std::unique_ptr<std::atomic<std::uint64_t>[]> bound_cache;
+
+  std::size_t num_postings() const { return docs.size(); }
+  std::size_t directory_size() const { return offsets.empty() ? 0 : offsets.size() - 1; }
+  /// Directory slot of a term, or -1 when the segment has no postings for it.
+  std::int64_t slot_of(std::uint32_t term) const;
+  void reset_bounds();
+};
+
+class InvertedIndex {
+ public:
+  explicit InvertedIndex(Params params);
+  InvertedIndex(const InvertedIndex&) = delete;
+  InvertedIndex& operator=(const InvertedIndex&) = delete;
+
+  const Params& params() const { return params_; }
+  /// Changes the variant or its parameters (scores change accordingly).
+  void set_params(const Params& p);
+
+  std::uint32_t num_docs() const { return static_cast<std::uint32_t>(doc_len_.size()); }
+  std::size_t num_terms() const { return vocab_.size(); }
+  std::uint64_t num_postings() const;
+  std::uint64_t total_len() const { return total_len_; }
+  double avgdl() const { return num_docs() ? static_cast<double>(total_len_) / num_docs() : 0.0; }
+  std::uint64_t df(std::uint32_t term) const { return term < df_.size() ? df_[term] : 0; }
+  std::uint32_t doc_len(std::uint32_t doc) const { return doc_len_[doc]; }
+  const Buffer<std::uint32_t>& doc_lengths() const { return doc_len_; }
+  const std::vector<std::unique_ptr<Segment>>& segments() const { return segments_; }
+  std::size_t memory_bytes() const;
+
+  StringTable& vocab() { return vocab_; }
+  const StringTable& vocab() const { return vocab_; }
+
+  /// Appends n documents given as term-id token streams: tokens of doc i are
+  /// terms[doc_offsets[i] .. doc_offsets[i + 1]); counted (may be null) says which tokens count
+  /// towards the document length (all when null). Term ids must be < num_terms().
+  void add_documents(const std::uint32_t* terms, const std::uint8_t* counted, const std::size_t* doc_offsets,
+                     std::size_t n);
+
+  /// Bulk adds in chunks: add_chunk() builds a segment per chunk aside (same arguments as
+  /// add_documents), commit_chunks() merges them into one and makes them searchable,
+  /// abort_chunks() drops them. Nothing is visible before commit_chunks().
+  void add_chunk(const std::uint32_t* terms, const std::uint8_t* counted, const std::size_t* doc_offsets, std::size_t n);
+  void commit_chunks();
+  void abort_chunks();
+
+  /// Removes the given internal ids (sorted, unique, < num_docs()); the others keep their order.
+  void remove_documents(const std::vector<std::uint32_t>& docs);
+
+  /// Installs a loaded single-segment index (used by the file loader).
+  void install(Buffer<std::uint32_t> doc_len, std::unique_ptr<Segment> seg, std::shared_ptr<const void> keepalive);
+
+  /// Merges duplicates, drops unknown terms; the query-side weights (count * idf) and the
+  /// constant every document gets (non-zero for bm25l / bm25+).
+  struct Prepared {
+    std::vector<std::uint32_t> terms;
+    std::vector<float> weights;     // count * idf, for the float fast path
+    std::vector<double> weights_d;  // the same in double
+    double constant = 0.0;
+  };
+  Prepared prepare(const std::vector<QueryTerm>& query) const;
+
+  /// Exact top-k among documents matching at least one term (see Algorithm); MaxScore prunes
+  /// dynamically, Exhaustive scores every posting (the reference the pruned search is tested
+  /// against). Results follow the TopKQueue contract.
+  void search(const std::vector<QueryTerm>& query, std::size_t k, std::vector<ScoredDoc>& out,
+              Algorithm algorithm = Algorithm::Auto) const;
+  /// Every document's score in double precision (documents matching nothing get the constant).
+  void score_all(const std::vector<QueryTerm>& query, double* out) const;
+  /// Term frequency of a term in a document (0 when absent).
+  std::uint32_t term_frequency(std::uint32_t term, std::uint32_t doc) const;
+  /// Per-term breakdown of score(query, doc); the contributions sum to score_all's value.
+  std::vector<TermExplanation> explain(const std::vector<QueryTerm>& query, std::uint32_t doc) const;
+
+  /// rank_bm25-compatible dense scoring: for each query token i (repeats kept, in order),
+  /// score += weight[i] * g(tf, dl), g per `kind`: 0 Okapi, 1 BM25L (with rank_bm25's extra tf
+  /// factor), 2 BM25Plus (applied to every document). Double precision, rank_bm25's op order.
+  void score_all_rank_bm25(const std::vector<std::int64_t>& terms, const std::vector<double>& weights, int kind,
+                           double k1, double b, double delta, double* out) const;
+
+ private:
+  void after_change();
+  void merge_tail_segments();
+  std::unique_ptr<Segment> merge_segments(const std::vector<const Segment*>& segs, const std::vector<std::int64_t>* remap,
+                                          std::uint32_t new_num_docs) const;
+  float term_bound(const Segment& seg, std::size_t slot) const;
+  template <Method M>
+  void maxscore_segment(const Prepared& q, const Segment& seg, TopKQueue& heap) const;
+  template <Method M>
+  void exhaustive_segment(const Prepared& q, const Segment& seg, TopKQueue& heap) const;
+  template <Method M>
+  void search_impl(const Prepared& q, std::size_t k, Algorithm algorithm, std::vector<ScoredDoc>& out) const;
+
+  Params params_;
+  StringTable vocab_;
+  std::vector<std::uint64_t> df_;
+  Buffer<std::uint32_t> doc_len_;
+  std::shared_ptr<const void> doc_len_keepalive_;  // the mapping doc_len_ may borrow from
+  std::uint64_t total_len_ = 0;
+  std::vector<std::unique_ptr<Segment>> segments_;
+  std::vector<float> doc_norm_;  // k1 * L per document (L for bm25l)
+  std::uint32_t epoch_ = 1;
+  std::vector<std::unique_ptr<Segment>> pending_;
+  std::vector<std::uint32_t> pending_len_;
+  std::uint64_t pending_total_ = 0;
+};
+
+}  // namespace ragfind::bm25

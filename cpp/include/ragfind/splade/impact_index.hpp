@@ -1,0 +1,97 @@
+// Learned-sparse (SPLADE) retrieval on the inverted-index engine: posting segments of the BM25
+// index layout (ragfind::bm25::Segment: dense term directory over the vocabulary, doc ids,
+// and per posting a stored uint32 which here is the quantised impact), queried with the shared
+// MaxScore / exhaustive algorithms (ragfind/postings/maxscore.hpp) and the shared top-k queue.
+//
+// Impacts: with scale > 0 a document weight w is stored as round(w * scale) (postings whose
+// impact rounds to 0 are dropped), and a query weight q contributes q / scale * impact; with
+// scale == 0 the float32 bits are stored and scores are exact float dot products.
+// Segments are appended per add() and adjacent segments of similar size are merged, so there
+// are O(log N) of them (as in the BM25 index).
+//
+// Dense columns. SPLADE vocabularies have a head of terms present in a large share of the
+// documents (expansion terms); their posting lists dominate a query's cost. In quantised mode a
+// list covering at least 1 / kDenseColumnFraction of its segment (and whose impacts fit 16 bits)
+// is also stored as a dense uint16 column over the segment's documents (0 = absent): at that
+// density the column is no larger than the list's 8 bytes per posting times kDenseColumnFraction
+// / 4, and the term-at-a-time scorer adds it with a vectorised streaming loop instead of
+// scattering every posting. The postings stay (MaxScore, explain and save read them); a column
+// adds w * 0 = +0 to absent documents, so scores are bit-identical to the posting path.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "ragfind/bm25/index.hpp"
+#include "ragfind/inverted/maxscore.hpp"
+
+namespace ragfind::sparse {
+
+/// Auto: exhaustive on small segments or dense queries, document-at-a-time MaxScore otherwise;
+/// TaatMaxScore: term-at-a-time MaxScore (quit/continue); Exhaustive: every posting (reference).
+enum class Algorithm { Auto = 0, MaxScore = 1, Exhaustive = 2, TaatMaxScore = 3 };
+
+/// A list covering >= num_docs / kDenseColumnFraction documents of a segment (with at least
+/// kDenseColumnMinDocs documents) also gets a dense column.
+inline constexpr std::uint64_t kDenseColumnFraction = 4;
+inline constexpr std::uint32_t kDenseColumnMinDocs = 256;
+
+struct ImpactSegment {
+  bm25::Segment seg;
+  std::vector<float> bounds;  // per term: max decoded impact in this segment
+  // Per directory slot: index of its dense column in `columns` (num_docs entries each), or -1.
+  std::vector<std::int32_t> column_of;
+  std::vector<std::uint16_t> columns;
+};
+
+class ImpactIndex {
+ public:
+  /// dim: vocabulary size (term ids < dim); scale: quantisation scale (0: exact float32).
+  ImpactIndex(std::uint32_t dim, float scale);
+
+  std::uint32_t dim() const { return dim_; }
+  float scale() const { return scale_; }
+  std::uint32_t num_docs() const { return num_docs_; }
+  std::uint64_t num_postings() const;
+  /// Number of dense columns over all segments, and their bytes (see the notes above).
+  std::size_t num_dense_columns() const;
+  std::uint64_t dense_column_bytes() const;
+  std::size_t num_segments() const { return segments_.size(); }
+
+  /// Appends n documents in CSR form (indices strictly increasing per row, < dim; values
+  /// finite and >= 0; zero weights are skipped). The caller validates.
+  void add(const std::int64_t* indptr, const std::uint32_t* indices, const float* values, std::size_t n);
+
+  /// Exact top-k (TopKQueue contract; documents scoring 0 are not returned).
+  void search(const std::vector<postings::WeightedTerm>& query, std::size_t k, std::vector<bm25::ScoredDoc>& out,
+              Algorithm algorithm = Algorithm::Auto) const;
+  /// Dot product of the query with every stored (decoded) document vector.
+  void score_all(const std::vector<postings::WeightedTerm>& query, float* out) const;
+  /// Decoded weight of `term` in `doc` (0 when absent).
+  float weight(std::uint32_t term, std::uint32_t doc) const;
+
+  /// The whole index as one segment's arrays: term offsets (dim + 1), doc ids, stored values.
+  void export_arrays(std::vector<std::uint64_t>& offsets, std::vector<std::uint32_t>& docs,
+                     std::vector<std::uint32_t>& stored) const;
+  /// Replaces the contents with one segment borrowing the given arrays (kept alive by
+  /// `keepalive`); the caller has validated them (offsets monotone, docs < num_docs and
+  /// increasing within each term).
+  void install(std::uint32_t num_docs, const std::uint64_t* offsets, const std::uint32_t* docs,
+               const std::uint32_t* stored, std::uint64_t n_postings, std::shared_ptr<const void> keepalive);
+
+  float decode(std::uint32_t stored) const;
+
+ private:
+  std::unique_ptr<ImpactSegment> merge(const ImpactSegment& a, const ImpactSegment& b) const;
+  void compute_bounds(ImpactSegment& s) const;
+  void build_columns(ImpactSegment& s) const;
+
+  std::uint32_t dim_;
+  float scale_;
+  std::uint32_t num_docs_ = 0;
+  std::vector<std::unique_ptr<ImpactSegment>> segments_;
+  std::shared_ptr<const void> keepalive_;
+};
+
+}  // namespace ragfind::sparse

@@ -1,0 +1,477 @@
+// InvertedIndex: building segments, merging them, removing documents, statistics, explain and
+// the double-precision reference scorers. The pruned and exhaustive top-k live in
+// bm25_query_maxscore.cpp and bm25_query_exhaustive.cpp.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "ragfind/bm25/index.hpp"
+
+namespace ragfind::bm25 {
+
+std::int64_t Segment::slot_of(std::uint32_t term) const {
+  if (term_ids.empty()) {
+    if (term >= directory_size()) return -1;
+    return offsets[term] == offsets[term + 1] ? -1 : static_cast<std::int64_t>(term);
+  }
+  const std::uint32_t* it = std::lower_bound(term_ids.begin(), term_ids.end(), term);
+  if (it == term_ids.end() || *it != term) return -1;
+  return it - term_ids.begin();
+}
+
+void Segment::reset_bounds() {
+  const std::size_t n = directory_size();
+  bound_cache.reset(new std::atomic<std::uint64_t>[n > 0 ? n : 1]);
+  for (std::size_t i = 0; i < n; ++i) bound_cache[i].store(0, std::memory_order_relaxed);
+}
+
+InvertedIndex::InvertedIndex(Params params) : params_(params) {}
+
+void InvertedIndex::set_params(const Params& p) {
+  params_ = p;
+  after_change();
+}
+
+std::uint64_t InvertedIndex::num_postings() const {
+  std::uint64_t n = 0;
+  for (const auto& s : segments_) n += s->num_postings();
+  return n;
+}
+
+std::size_t InvertedIndex::memory_bytes() const {
+  std::size_t n = vocab_.memory_bytes() + df_.capacity() * 8 + doc_norm_.capacity() * 4;
+  if (doc_len_.owned()) n += doc_len_.size() * 4;
+  for (const auto& s : segments_) {
+    if (s->docs.owned()) n += s->docs.size() * 8 + s->offsets.size() * 8 + s->term_ids.size() * 4;
+    n += s->directory_size() * 8;
+  }
+  return n;
+}
+
+void InvertedIndex::after_change() {
+  ++epoch_;
+  const std::uint32_t n = num_docs();
+  doc_norm_.resize(n);
+  const double avg = avgdl();
+  const bool plain_l = params_.method == Method::BM25L;
+  for (std::uint32_t d = 0; d < n; ++d) {
+    const double L = length_norm(params_, doc_len_[d], avg);
+    doc_norm_[d] = static_cast<float>(plain_l ? L : params_.k1 * L);
+  }
+}
+
+void InvertedIndex::add_documents(const std::uint32_t* terms, const std::uint8_t* counted, const std::size_t* doc_offsets,
+                                  std::size_t n) {
+  add_chunk(terms, counted, doc_offsets, n);
+  commit_chunks();
+}
+
+void InvertedIndex::abort_chunks() {
+  pending_.clear();
+  pending_len_.clear();
+  pending_total_ = 0;
+}
+
+void InvertedIndex::commit_chunks() {
+  if (pending_.empty()) return;
+  std::unique_ptr<Segment> seg;
+  if (pending_.size() == 1) {
+    seg = std::move(pending_.front());
+  } else {
+    std::vector<const Segment*> parts;
+    std::uint32_t docs = 0;
+    for (const auto& p : pending_) {
+      parts.push_back(p.get());
+      docs += p->num_docs;
+    }
+    seg = merge_segments(parts, nullptr, docs);
+  }
+  df_.resize(vocab_.size(), 0);
+  for (std::size_t slot = 0; slot < seg->directory_size(); ++slot) {
+    const std::uint32_t t = seg->term_ids.empty() ? static_cast<std::uint32_t>(slot) : seg->term_ids[slot];
+    df_[t] += seg->offsets[slot + 1] - seg->offsets[slot];
+  }
+  auto& dl = doc_len_.mutable_vec();
+  dl.insert(dl.end(), pending_len_.begin(), pending_len_.end());
+  total_len_ += pending_total_;
+  abort_chunks();
+  segments_.push_back(std::move(seg));
+  merge_tail_segments();
+  after_change();
+}
+
+void InvertedIndex::add_chunk(const std::uint32_t* terms, const std::uint8_t* counted, const std::size_t* doc_offsets,
+                              std::size_t n) {
+  if (n == 0) return;
+  const std::size_t V = vocab_.size();
+  const std::uint64_t base = static_cast<std::uint64_t>(num_docs()) + pending_len_.size();
+  if (base + n > 0xFFFFFFF0ull) throw std::length_error("add: too many documents");
+  for (std::size_t i = doc_offsets[0]; i < doc_offsets[n]; ++i)
+    if (terms[i] >= V) throw std::out_of_range("add: term id out of range");
+
+  // Per document: its distinct terms with their frequencies (sort + run-length).
+  std::vector<std::uint32_t> pt, ptf, lens(n);
+  std::vector<std::size_t> pdoc(n + 1, 0);
+  pt.reserve(doc_offsets[n] - doc_offsets[0]);
+  ptf.reserve(pt.capacity());
+  std::vector<std::uint32_t> scratch;
+  std::uint64_t added_len = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    scratch.assign(terms + doc_offsets[i], terms + doc_offsets[i + 1]);
+    std::uint64_t len = 0;
+    if (counted) {
+      for (std::size_t j = doc_offsets[i]; j < doc_offsets[i + 1]; ++j) len += counted[j];
+    } else {
+      len = scratch.size();
+    }
+    if (len > 0xFFFFFFFFull) throw std::length_error("add: document longer than 2^32 tokens");
+    lens[i] = static_cast<std::uint32_t>(len);
+    added_len += len;
+    std::sort(scratch.begin(), scratch.end());
+    for (std::size_t j = 0; j < scratch.size();) {
+      std::size_t e = j + 1;
+      while (e < scratch.size() && scratch[e] == scratch[j]) ++e;
+      pt.push_back(scratch[j]);
+      ptf.push_back(static_cast<std::uint32_t>(e - j));
+      j = e;
+    }
+    pdoc[i + 1] = pt.size();
+  }
+
+  auto seg = std::make_unique<Segment>();
+  seg->base = static_cast<std::uint32_t>(base);
+  seg->num_docs = static_cast<std::uint32_t>(n);
+  // Term directory: sparse (sorted distinct terms) for batches much smaller than the
+  // vocabulary, so a one-document add costs O(its terms), not O(vocabulary); dense otherwise.
+  std::vector<std::uint64_t> offsets;
+  std::vector<std::uint32_t> term_ids;
+  std::vector<std::uint32_t> slot_of_posting(pt.size());
+  const bool sparse = pt.size() * 8 < V;
+  if (sparse) {
+    term_ids = pt;
+    std::sort(term_ids.begin(), term_ids.end());
+    term_ids.erase(std::unique(term_ids.begin(), term_ids.end()), term_ids.end());
+    offsets.assign(term_ids.size() + 1, 0);
+    for (std::size_t j = 0; j < pt.size(); ++j) {
+      const auto slot = static_cast<std::uint32_t>(std::lower_bound(term_ids.begin(), term_ids.end(), pt[j]) - term_ids.begin());
+      slot_of_posting[j] = slot;
+      ++offsets[slot + 1];
+    }
+  } else {
+    offsets.assign(V + 1, 0);
+    for (std::size_t j = 0; j < pt.size(); ++j) {
+      slot_of_posting[j] = pt[j];
+      ++offsets[pt[j] + 1];
+    }
+  }
+  for (std::size_t i = 1; i < offsets.size(); ++i) offsets[i] += offsets[i - 1];
+  std::vector<std::uint64_t> fill(offsets.begin(), offsets.end() - 1);  // next write position per slot
+  std::vector<std::uint32_t> docs(pt.size()), tfs(pt.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t j = pdoc[i]; j < pdoc[i + 1]; ++j) {
+      const std::uint64_t at = fill[slot_of_posting[j]]++;
+      docs[at] = static_cast<std::uint32_t>(i);
+      tfs[at] = ptf[j];
+    }
+  }
+  seg->term_ids = Buffer<std::uint32_t>(std::move(term_ids));
+  seg->offsets = Buffer<std::uint64_t>(std::move(offsets));
+  seg->docs = Buffer<std::uint32_t>(std::move(docs));
+  seg->tfs = Buffer<std::uint32_t>(std::move(tfs));
+  seg->reset_bounds();
+
+  pending_len_.insert(pending_len_.end(), lens.begin(), lens.end());
+  pending_total_ += added_len;
+  pending_.push_back(std::move(seg));
+}
+
+void InvertedIndex::merge_tail_segments() {
+  while (segments_.size() >= 2) {
+    const Segment& last = *segments_[segments_.size() - 1];
+    const Segment& prev = *segments_[segments_.size() - 2];
+    if (last.num_postings() * 2 < prev.num_postings() && last.num_docs * 2 < prev.num_docs) break;
+    std::vector<const Segment*> two{&prev, &last};
+    auto merged = merge_segments(two, nullptr, prev.num_docs + last.num_docs);
+    merged->base = prev.base;
+    segments_.pop_back();
+    segments_.back() = std::move(merged);
+  }
+}
+
+// Concatenates the postings of consecutive segments term by term. With remap (global old id
+// -> new global id or -1), ids are renumbered and -1 documents dropped; the output's local ids
+// are relative to segs[0]->base without remap and to 0 with it.
+std::unique_ptr<Segment> InvertedIndex::merge_segments(const std::vector<const Segment*>& segs,
+                                                       const std::vector<std::int64_t>* remap,
+                                                       std::uint32_t new_num_docs) const {
+  const std::size_t V = vocab_.size();
+  bool all_sparse = true;
+  for (const Segment* s : segs) all_sparse = all_sparse && !s->term_ids.empty();
+  std::vector<std::uint32_t> candidates;  // terms that may have postings
+  if (all_sparse) {
+    for (const Segment* s : segs) candidates.insert(candidates.end(), s->term_ids.begin(), s->term_ids.end());
+    std::sort(candidates.begin(), candidates.end());
+    candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  }
+  const bool sparse = all_sparse && candidates.size() * 8 < V;
+  std::uint64_t total = 0;
+  for (const Segment* s : segs) total += s->num_postings();
+  std::vector<std::uint32_t> docs, tfs, term_ids;
+  docs.reserve(total);
+  tfs.reserve(total);
+  std::vector<std::uint64_t> offsets;
+  offsets.reserve((sparse ? candidates.size() : V) + 1);
+  offsets.push_back(0);
+  const std::uint32_t out_base = segs.front()->base;
+  auto emit_term = [&](std::uint32_t t) {
+    for (const Segment* s : segs) {
+      const std::int64_t slot = s->slot_of(t);
+      if (slot < 0) continue;
+      for (std::uint64_t i = s->offsets[slot]; i < s->offsets[slot + 1]; ++i) {
+        const std::uint32_t global = s->base + s->docs[i];
+        if (remap) {
+          const std::int64_t to = (*remap)[global];
+          if (to < 0) continue;
+          docs.push_back(static_cast<std::uint32_t>(to));
+        } else {
+          docs.push_back(global - out_base);
+        }
+        tfs.push_back(s->tfs[i]);
+      }
+    }
+  };
+  if (sparse) {
+    for (std::uint32_t t : candidates) {
+      const std::size_t before = docs.size();
+      emit_term(t);
+      if (docs.size() == before) continue;
+      term_ids.push_back(t);
+      offsets.push_back(docs.size());
+    }
+  } else if (all_sparse) {
+    std::size_t c = 0;
+    for (std::size_t t = 0; t < V; ++t) {
+      if (c < candidates.size() && candidates[c] == t) {
+        emit_term(static_cast<std::uint32_t>(t));
+        ++c;
+      }
+      offsets.push_back(docs.size());
+    }
+  } else {
+    for (std::size_t t = 0; t < V; ++t) {
+      emit_term(static_cast<std::uint32_t>(t));
+      offsets.push_back(docs.size());
+    }
+  }
+  auto out = std::make_unique<Segment>();
+  out->base = remap ? 0 : out_base;
+  out->num_docs = new_num_docs;
+  out->term_ids = Buffer<std::uint32_t>(std::move(term_ids));
+  out->offsets = Buffer<std::uint64_t>(std::move(offsets));
+  docs.shrink_to_fit();
+  tfs.shrink_to_fit();
+  out->docs = Buffer<std::uint32_t>(std::move(docs));
+  out->tfs = Buffer<std::uint32_t>(std::move(tfs));
+  out->reset_bounds();
+  return out;
+}
+
+void InvertedIndex::remove_documents(const std::vector<std::uint32_t>& removed) {
+  if (removed.empty()) return;
+  const std::uint32_t n = num_docs();
+  std::vector<std::int64_t> remap(n);
+  std::size_t r = 0;
+  std::int64_t next = 0;
+  std::vector<std::uint32_t> new_len;
+  new_len.reserve(n - removed.size());
+  std::uint64_t new_total = 0;
+  for (std::uint32_t d = 0; d < n; ++d) {
+    if (r < removed.size() && removed[r] == d) {
+      remap[d] = -1;
+      ++r;
+      continue;
+    }
+    remap[d] = next++;
+    new_len.push_back(doc_len_[d]);
+    new_total += doc_len_[d];
+  }
+  if (r != removed.size()) throw std::invalid_argument("remove_documents: ids must be sorted, unique and in range");
+  std::vector<const Segment*> all;
+  for (const auto& s : segments_) all.push_back(s.get());
+  std::vector<std::unique_ptr<Segment>> fresh;
+  if (next > 0) fresh.push_back(merge_segments(all, &remap, static_cast<std::uint32_t>(next)));
+  // Document frequencies from the rewritten postings.
+  std::vector<std::uint64_t> df(vocab_.size(), 0);
+  if (!fresh.empty()) {
+    const Segment& s = *fresh.front();
+    for (std::size_t slot = 0; slot < s.directory_size(); ++slot) {
+      const std::uint32_t t = s.term_ids.empty() ? static_cast<std::uint32_t>(slot) : s.term_ids[slot];
+      df[t] = s.offsets[slot + 1] - s.offsets[slot];
+    }
+  }
+  segments_.swap(fresh);
+  df_.swap(df);
+  doc_len_ = Buffer<std::uint32_t>(std::move(new_len));
+  total_len_ = new_total;
+  after_change();
+}
+
+void InvertedIndex::install(Buffer<std::uint32_t> doc_len, std::unique_ptr<Segment> seg, std::shared_ptr<const void> keepalive) {
+  doc_len_ = std::move(doc_len);
+  doc_len_keepalive_ = std::move(keepalive);
+  total_len_ = 0;
+  for (std::uint32_t v : doc_len_) total_len_ += v;
+  df_.assign(vocab_.size(), 0);
+  segments_.clear();
+  if (seg) {
+    for (std::size_t slot = 0; slot < seg->directory_size(); ++slot) {
+      const std::uint32_t t = seg->term_ids.empty() ? static_cast<std::uint32_t>(slot) : seg->term_ids[slot];
+      df_[t] = seg->offsets[slot + 1] - seg->offsets[slot];
+    }
+    seg->reset_bounds();
+    if (seg->num_docs > 0) segments_.push_back(std::move(seg));
+  }
+  after_change();
+}
+
+InvertedIndex::Prepared InvertedIndex::prepare(const std::vector<QueryTerm>& query) const {
+  Prepared p;
+  const double n = num_docs();
+  const double absent = tf_component_absent(params_);
+  // Merge repeated terms, keeping the order of first occurrence (the summation order).
+  struct Item {
+    std::uint32_t term;
+    std::size_t first;
+    std::uint64_t count;
+  };
+  std::vector<Item> items;
+  items.reserve(query.size());
+  for (std::size_t i = 0; i < query.size(); ++i) {
+    const QueryTerm& qt = query[i];
+    if (qt.term >= df_.size() || df_[qt.term] == 0 || qt.count == 0) continue;
+    items.push_back({qt.term, i, qt.count});
+  }
+  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.term < b.term || (a.term == b.term && a.first < b.first); });
+  std::size_t w = 0;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (w > 0 && items[w - 1].term == items[i].term) {
+      items[w - 1].count += items[i].count;
+    } else {
+      items[w++] = items[i];
+    }
+  }
+  items.resize(w);
+  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.first < b.first; });
+  for (const Item& it : items) {
+    const double wt = static_cast<double>(it.count) * idf(params_, static_cast<double>(df_[it.term]), n);
+    p.constant += wt * absent;
+    if (wt <= 0) continue;
+    p.terms.push_back(it.term);
+    p.weights.push_back(static_cast<float>(wt));
+    p.weights_d.push_back(wt);
+  }
+  return p;
+}
+
+std::uint32_t InvertedIndex::term_frequency(std::uint32_t term, std::uint32_t doc) const {
+  for (const auto& s : segments_) {
+    if (doc < s->base || doc >= s->base + s->num_docs) continue;
+    const std::int64_t slot = s->slot_of(term);
+    if (slot < 0) return 0;
+    const std::uint32_t local = doc - s->base;
+    const std::uint32_t* b = s->docs.data() + s->offsets[slot];
+    const std::uint32_t* e = s->docs.data() + s->offsets[slot + 1];
+    const std::uint32_t* it = std::lower_bound(b, e, local);
+    return (it != e && *it == local) ? s->tfs[it - s->docs.data()] : 0;
+  }
+  return 0;
+}
+
+std::vector<TermExplanation> InvertedIndex::explain(const std::vector<QueryTerm>& query, std::uint32_t doc) const {
+  std::vector<TermExplanation> out;
+  const double n = num_docs();
+  const double L = length_norm(params_, doc_len_[doc], avgdl());
+  for (const QueryTerm& qt : query) {
+    TermExplanation e{};
+    e.term = qt.term;
+    e.query_count = qt.count;
+    e.df = df(qt.term);
+    e.length_norm = L;
+    if (e.df == 0) {
+      out.push_back(e);
+      continue;
+    }
+    e.idf = idf(params_, static_cast<double>(e.df), n);
+    e.tf = term_frequency(qt.term, doc);
+    e.tf_component = e.tf > 0 ? tf_component<double>(params_.method, params_.k1, params_.delta, e.tf, L)
+                              : tf_component_absent(params_);
+    e.contribution = qt.count * e.idf * e.tf_component;
+    out.push_back(e);
+  }
+  return out;
+}
+
+void InvertedIndex::score_all(const std::vector<QueryTerm>& query, double* out) const {
+  const Prepared p = prepare(query);
+  const std::uint32_t n = num_docs();
+  const double absent = tf_component_absent(params_);
+  for (std::uint32_t d = 0; d < n; ++d) out[d] = p.constant;
+  const double avg = avgdl();
+  for (std::size_t i = 0; i < p.terms.size(); ++i) {
+    const std::uint32_t t = p.terms[i];
+    const double w = p.weights_d[i];
+    for (const auto& s : segments_) {
+      const std::int64_t slot = s->slot_of(t);
+      if (slot < 0) continue;
+      for (std::uint64_t j = s->offsets[slot]; j < s->offsets[slot + 1]; ++j) {
+        const std::uint32_t d = s->base + s->docs[j];
+        const double L = length_norm(params_, doc_len_[d], avg);
+        out[d] += w * (tf_component<double>(params_.method, params_.k1, params_.delta, s->tfs[j], L) - absent);
+      }
+    }
+  }
+}
+
+void InvertedIndex::score_all_rank_bm25(const std::vector<std::int64_t>& terms, const std::vector<double>& weights, int kind,
+                                        double k1, double b, double delta, double* out) const {
+  const std::uint32_t n = num_docs();
+  for (std::uint32_t d = 0; d < n; ++d) out[d] = 0.0;
+  if (n == 0) return;
+  // rank_bm25: avgdl = num_doc / corpus_size, and its numpy expressions evaluated left to right.
+  const double avg = static_cast<double>(total_len_) / static_cast<double>(n);
+  std::vector<std::uint32_t> tf_of(kind == 2 ? n : 0);
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    const double idf_w = weights[i];
+    if (terms[i] < 0 || static_cast<std::size_t>(terms[i]) >= df_.size() || idf_w == 0.0) continue;
+    const auto t = static_cast<std::uint32_t>(terms[i]);
+    if (kind == 2) std::fill(tf_of.begin(), tf_of.end(), 0u);
+    for (const auto& s : segments_) {
+      const std::int64_t slot = s->slot_of(t);
+      if (slot < 0) continue;
+      for (std::uint64_t j = s->offsets[slot]; j < s->offsets[slot + 1]; ++j) {
+        const std::uint32_t d = s->base + s->docs[j];
+        const double tf = s->tfs[j];
+        const double dl = doc_len_[d];
+        const double L = (1.0 - b) + b * dl / avg;
+        if (kind == 0) {
+          out[d] += idf_w * (tf * (k1 + 1) / (tf + k1 * L));
+        } else if (kind == 1) {
+          const double ctd = tf / L;
+          out[d] += idf_w * tf * (k1 + 1) * (ctd + delta) / (k1 + ctd + delta);
+        } else {
+          tf_of[d] = s->tfs[j];
+        }
+      }
+    }
+    if (kind == 2) {
+      for (std::uint32_t d = 0; d < n; ++d) {
+        const double tf = tf_of[d];
+        const double L = (1.0 - b) + b * static_cast<double>(doc_len_[d]) / avg;
+        out[d] += idf_w * (delta + (tf * (k1 + 1)) / (k1 * L + tf));
+      }
+    }
+  }
+}
+
+}  // namespace ragfind::bm25

@@ -1,0 +1,52 @@
+// Exhaustive top-k for one segment: term at a time into a dense accumulator (reused per
+// thread), then a scan through the top-k queue.
+// Used as the reference the MaxScore search is tested against, and by Auto for small segments,
+// where scoring every posting beats document-at-a-time bookkeeping.
+#include <algorithm>
+
+#include "ragfind/bm25/doc_weight.hpp"
+#include "ragfind/bm25/index.hpp"
+
+namespace ragfind::bm25 {
+
+template <Method M>
+void InvertedIndex::exhaustive_segment(const Prepared& q, const Segment& seg, TopKQueue& heap) const {
+  // Dense accumulator reused per thread. Tracking touched documents costs an unpredictable
+  // branch per posting; zeroing and scanning the (small) segment is cheaper.
+  thread_local std::vector<float> buffer;
+  if (buffer.size() < seg.num_docs) buffer.resize(seg.num_docs);
+  float* acc = buffer.data();
+  std::fill(acc, acc + seg.num_docs, 0.0f);
+  const DocWeight<M> dw(params_);
+  const float* norm = doc_norm_.data() + seg.base;
+  const std::uint32_t* docs = seg.docs.data();
+  const std::uint32_t* tfs = seg.tfs.data();
+  for (std::size_t i = 0; i < q.terms.size(); ++i) {
+    const std::int64_t slot = seg.slot_of(q.terms[i]);
+    if (slot < 0) continue;
+    const float w = q.weights[i];
+    for (std::uint64_t j = seg.offsets[slot], e = seg.offsets[slot + 1]; j < e; ++j) {
+      const std::uint32_t d = docs[j];
+      acc[d] += w * dw(tfs[j], norm[d]);
+    }
+  }
+  // Every weight is > 0, so matching documents have a score > 0. Documents are offered in
+  // increasing id order, so an equal score never displaces an entry (queue contract).
+  float th = heap.full() ? heap.threshold() : 0.0f;
+  if (th < 0.0f) th = 0.0f;
+  for (std::uint32_t d = 0; d < seg.num_docs; ++d) {
+    const float s = acc[d];
+    if (s > th) {
+      heap.insert(s, seg.base + d);
+      if (heap.full()) th = std::max(heap.threshold(), 0.0f);
+    }
+  }
+}
+
+template void InvertedIndex::exhaustive_segment<Method::Lucene>(const Prepared&, const Segment&, TopKQueue&) const;
+template void InvertedIndex::exhaustive_segment<Method::Robertson>(const Prepared&, const Segment&, TopKQueue&) const;
+template void InvertedIndex::exhaustive_segment<Method::Atire>(const Prepared&, const Segment&, TopKQueue&) const;
+template void InvertedIndex::exhaustive_segment<Method::BM25L>(const Prepared&, const Segment&, TopKQueue&) const;
+template void InvertedIndex::exhaustive_segment<Method::BM25Plus>(const Prepared&, const Segment&, TopKQueue&) const;
+
+}  // namespace ragfind::bm25

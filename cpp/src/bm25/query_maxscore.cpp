@@ -1,0 +1,168 @@
+// Top-k with MaxScore dynamic pruning (Turtle and Flood, 1995; as in PISA's
+// query/algorithm/maxscore_query.hpp), document at a time, exact.
+//
+// Query terms are sorted by their score upper bound in the segment. The longest prefix whose
+// bounds sum to at most the queue threshold is "non-essential": a document matching only
+// those terms cannot enter the top-k, so candidates are drawn from the essential lists only,
+// and the non-essential lists are probed (skipping forward) only while the partial score plus
+// the remaining bounds can still beat the threshold. Bounds are inflated by a tiny relative
+// margin so that float rounding never prunes a document that belongs in the result.
+#include <algorithm>
+#include <cstring>
+
+#include "ragfind/bm25/doc_weight.hpp"
+#include "ragfind/bm25/index.hpp"
+
+namespace ragfind::bm25 {
+
+namespace {
+
+template <Method M>
+float compute_bound(const Segment& seg, std::size_t slot, const float* norm, const DocWeight<M>& dw) {
+  float best = 0.0f;
+  const std::uint32_t* docs = seg.docs.data();
+  const std::uint32_t* tfs = seg.tfs.data();
+  for (std::uint64_t i = seg.offsets[slot], e = seg.offsets[slot + 1]; i < e; ++i) {
+    const float v = dw(tfs[i], norm[docs[i]]);
+    best = v > best ? v : best;
+  }
+  return best;
+}
+
+struct Cursor {
+  const std::uint32_t* docs;
+  const std::uint32_t* tfs;
+  std::uint64_t pos, end;
+  float weight;
+  double bound;
+};
+
+// First position >= pos whose doc is >= target (galloping, then binary search).
+inline std::uint64_t next_geq(const std::uint32_t* docs, std::uint64_t pos, std::uint64_t end, std::uint32_t target) {
+  if (pos >= end || docs[pos] >= target) return pos;
+  std::uint64_t step = 1, lo = pos;
+  while (lo + step < end && docs[lo + step] < target) {
+    lo += step;
+    step <<= 1;
+  }
+  const std::uint64_t hi = std::min(end, lo + step + 1);
+  return static_cast<std::uint64_t>(std::lower_bound(docs + lo + 1, docs + hi, target) - docs);
+}
+
+}  // namespace
+
+float InvertedIndex::term_bound(const Segment& seg, std::size_t slot) const {
+  std::atomic<std::uint64_t>& cell = seg.bound_cache[slot];
+  const std::uint64_t cached = cell.load(std::memory_order_acquire);
+  if ((cached >> 32) == epoch_) {
+    float v;
+    const auto bits = static_cast<std::uint32_t>(cached);
+    std::memcpy(&v, &bits, 4);
+    return v;
+  }
+  const float* norm = doc_norm_.data() + seg.base;
+  float v = 0.0f;
+  switch (params_.method) {
+    case Method::Lucene: v = compute_bound(seg, slot, norm, DocWeight<Method::Lucene>(params_)); break;
+    case Method::Robertson: v = compute_bound(seg, slot, norm, DocWeight<Method::Robertson>(params_)); break;
+    case Method::Atire: v = compute_bound(seg, slot, norm, DocWeight<Method::Atire>(params_)); break;
+    case Method::BM25L: v = compute_bound(seg, slot, norm, DocWeight<Method::BM25L>(params_)); break;
+    case Method::BM25Plus: v = compute_bound(seg, slot, norm, DocWeight<Method::BM25Plus>(params_)); break;
+  }
+  std::uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  cell.store((static_cast<std::uint64_t>(epoch_) << 32) | bits, std::memory_order_release);
+  return v;
+}
+
+template <Method M>
+void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, TopKQueue& heap) const {
+  const DocWeight<M> dw(params_);
+  const double inflate = 1.0 + 1e-6 * static_cast<double>(q.terms.size() + 4);
+  thread_local std::vector<Cursor> cur;
+  thread_local std::vector<double> cum;
+  cur.clear();
+  for (std::size_t i = 0; i < q.terms.size(); ++i) {
+    const std::int64_t slot = seg.slot_of(q.terms[i]);
+    if (slot < 0) continue;
+    const double ub = static_cast<double>(q.weights[i]) * term_bound(seg, static_cast<std::size_t>(slot)) * inflate;
+    cur.push_back({seg.docs.data(), seg.tfs.data(), seg.offsets[slot], seg.offsets[slot + 1], q.weights[i], ub});
+  }
+  if (cur.empty()) return;
+  std::sort(cur.begin(), cur.end(), [](const Cursor& a, const Cursor& b) { return a.bound < b.bound; });
+  const std::size_t n = cur.size();
+  cum.resize(n);
+  double acc = 0;
+  for (std::size_t i = 0; i < n; ++i) cum[i] = (acc += cur[i].bound);
+  const float* norm = doc_norm_.data() + seg.base;
+  float theta = heap.threshold();
+  std::size_t first_ess = 0;
+  while (first_ess < n && cum[first_ess] <= theta) ++first_ess;
+  while (first_ess < n) {
+    std::uint32_t doc = 0xFFFFFFFFu;
+    for (std::size_t i = first_ess; i < n; ++i) {
+      const Cursor& c = cur[i];
+      if (c.pos < c.end && c.docs[c.pos] < doc) doc = c.docs[c.pos];
+    }
+    if (doc == 0xFFFFFFFFu) break;
+    float score = 0.0f;
+    for (std::size_t i = first_ess; i < n; ++i) {
+      Cursor& c = cur[i];
+      if (c.pos < c.end && c.docs[c.pos] == doc) {
+        score += c.weight * dw(c.tfs[c.pos], norm[doc]);
+        ++c.pos;
+      }
+    }
+    bool alive = true;
+    for (std::size_t i = first_ess; i-- > 0;) {
+      if (static_cast<double>(score) + cum[i] <= theta) {
+        alive = false;
+        break;
+      }
+      Cursor& c = cur[i];
+      c.pos = next_geq(c.docs, c.pos, c.end, doc);
+      if (c.pos < c.end && c.docs[c.pos] == doc) score += c.weight * dw(c.tfs[c.pos], norm[doc]);
+    }
+    if (alive && heap.insert(score, seg.base + doc) && heap.full()) {
+      theta = heap.threshold();
+      while (first_ess < n && cum[first_ess] <= theta) ++first_ess;
+    }
+  }
+}
+
+template <Method M>
+void InvertedIndex::search_impl(const Prepared& q, std::size_t k, Algorithm algorithm, std::vector<ScoredDoc>& out) const {
+  TopKQueue heap(k);
+  const bool many_terms = q.terms.size() > kMaxScoreMaxTerms;
+  // Segments in increasing doc-id order, as the MaxScore threshold test assumes.
+  for (const auto& seg : segments_) {
+    const bool exhaustive = algorithm == Algorithm::Exhaustive ||
+                            (algorithm == Algorithm::Auto && (many_terms || seg->num_docs <= kSmallSegmentDocs));
+    if (exhaustive) {
+      exhaustive_segment<M>(q, *seg, heap);
+    } else {
+      maxscore_segment<M>(q, *seg, heap);
+    }
+  }
+  heap.finalize(out);
+  if (q.constant != 0.0)
+    for (auto& e : out) e.score = static_cast<float>(static_cast<double>(e.score) + q.constant);
+}
+
+void InvertedIndex::search(const std::vector<QueryTerm>& query, std::size_t k, std::vector<ScoredDoc>& out,
+                           Algorithm algorithm) const {
+  out.clear();
+  if (k == 0 || num_docs() == 0) return;
+  const Prepared q = prepare(query);
+  if (q.terms.empty()) return;
+  k = std::min<std::size_t>(k, num_docs());
+  switch (params_.method) {
+    case Method::Lucene: search_impl<Method::Lucene>(q, k, algorithm, out); break;
+    case Method::Robertson: search_impl<Method::Robertson>(q, k, algorithm, out); break;
+    case Method::Atire: search_impl<Method::Atire>(q, k, algorithm, out); break;
+    case Method::BM25L: search_impl<Method::BM25L>(q, k, algorithm, out); break;
+    case Method::BM25Plus: search_impl<Method::BM25Plus>(q, k, algorithm, out); break;
+  }
+}
+
+}  // namespace ragfind::bm25

@@ -1,0 +1,315 @@
+// Exact dense search: fused scan + top-k, blocked batches, threads.
+//
+// Internally every score is "higher is better" (L2 distances are negated) so one heap type
+// serves both metrics; results are converted back on output.
+#include "ragfind/dense/exact_search.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "ragfind/dense/similarity.hpp"
+
+namespace ragfind::dense {
+namespace {
+
+constexpr size_t kScanBlock = 1024;  // rows scored per kernel call on the single-query path
+
+size_t elem_bytes(Storage s) { return s == Storage::F32 ? 4 : s == Storage::F16 ? 2 : 1; }
+
+/// Bounded top-k: a heap whose front is the worst kept entry.
+class TopK {
+ public:
+  TopK(size_t k, bool has_floor, float floor) : k_(k), has_floor_(has_floor), floor_(floor) { heap_.reserve(k); }
+
+  // The score a candidate must reach to be considered (ties are resolved in push).
+  float admit() const {
+    if (heap_.size() < k_) return has_floor_ ? floor_ : -std::numeric_limits<float>::infinity();
+    return heap_.front().first;
+  }
+
+  void push(float s, int64_t row) {
+    if (k_ == 0) return;
+    if (heap_.size() < k_) {
+      if (has_floor_ && s < floor_) return;
+      heap_.emplace_back(s, row);
+      std::push_heap(heap_.begin(), heap_.end(), better);
+    } else if (better({s, row}, heap_.front())) {
+      std::pop_heap(heap_.begin(), heap_.end(), better);
+      heap_.back() = {s, row};
+      std::push_heap(heap_.begin(), heap_.end(), better);
+    }
+  }
+
+  void merge(const TopK& o) {
+    for (const auto& e : o.heap_) push(e.first, e.second);
+  }
+
+  // Sorted best first.
+  std::vector<std::pair<float, int64_t>> sorted() const {
+    std::vector<std::pair<float, int64_t>> v = heap_;
+    std::sort(v.begin(), v.end(), better);
+    return v;
+  }
+
+  // Pushes a block of scores for rows row0..row0+cnt, honouring the admission mask.
+  void push_block(const float* s, size_t cnt, int64_t row0, const uint8_t* allowed) {
+    float a = admit();
+    for (size_t i = 0; i < cnt; ++i) {
+      if (s[i] < a) continue;
+      if (allowed && !allowed[row0 + static_cast<int64_t>(i)]) continue;
+      push(s[i], row0 + static_cast<int64_t>(i));
+      a = admit();
+    }
+  }
+
+ private:
+  static bool better(const std::pair<float, int64_t>& x, const std::pair<float, int64_t>& y) {
+    return x.first > y.first || (x.first == y.first && x.second < y.second);
+  }
+  size_t k_;
+  bool has_floor_;
+  float floor_;
+  std::vector<std::pair<float, int64_t>> heap_;
+};
+
+/// A query prepared for one storage format.
+struct PreparedQuery {
+  const float* q = nullptr;
+  float sqnorm = 0.f;            // |q|^2 (I8 + L2)
+  std::vector<int16_t> q16;      // I8: int16 quantised query
+  float qscale = 0.f;            // I8: q ~= qscale * q16
+};
+
+PreparedQuery prepare(const RowsView& rows, const float* q, Metric metric) {
+  PreparedQuery p;
+  p.q = q;
+  if (rows.storage == Storage::I8) {
+    float mx = 0.f;
+    double sq = 0.0;
+    for (size_t j = 0; j < rows.d; ++j) {
+      mx = std::max(mx, std::fabs(q[j]));
+      sq += double(q[j]) * q[j];
+    }
+    p.sqnorm = static_cast<float>(sq);
+    p.q16.assign(rows.d, 0);
+    p.qscale = mx > 0.f ? mx / 16383.f : 1.f;
+    const float inv = mx > 0.f ? 16383.f / mx : 0.f;
+    for (size_t j = 0; j < rows.d; ++j) p.q16[j] = static_cast<int16_t>(std::lrint(q[j] * inv));
+  }
+  return p;
+}
+
+/// Internal ("higher is better") scores of rows [r0, r0 + cnt) into out.
+void score_block(const SimilarityKernels& K, const RowsView& rows, const PreparedQuery& p, Metric metric, size_t r0,
+                 size_t cnt, float* out) {
+  const size_t d = rows.d;
+  switch (rows.storage) {
+    case Storage::F32: {
+      const float* X = static_cast<const float*>(rows.data) + r0 * d;
+      if (metric == Metric::IP) {
+        K.dot_rows_f32(p.q, X, cnt, d, out);
+      } else {
+        K.l2_rows_f32(p.q, X, cnt, d, out);
+        for (size_t i = 0; i < cnt; ++i) out[i] = -out[i];
+      }
+      break;
+    }
+    case Storage::F16: {
+      const uint16_t* X = static_cast<const uint16_t*>(rows.data) + r0 * d;
+      if (metric == Metric::IP) {
+        K.dot_rows_f16(p.q, X, cnt, d, out);
+      } else {
+        K.l2_rows_f16(p.q, X, cnt, d, out);
+        for (size_t i = 0; i < cnt; ++i) out[i] = -out[i];
+      }
+      break;
+    }
+    case Storage::I8: {
+      const int8_t* X = static_cast<const int8_t*>(rows.data) + r0 * d;
+      K.dot_rows_i8(p.q16.data(), X, cnt, d, out);
+      const float* sc = rows.scales + r0;
+      if (metric == Metric::IP) {
+        for (size_t i = 0; i < cnt; ++i) out[i] *= p.qscale * sc[i];
+      } else {
+        const float* sn = rows.sqnorms + r0;
+        for (size_t i = 0; i < cnt; ++i) out[i] = -(p.sqnorm + sn[i] - 2.f * out[i] * p.qscale * sc[i]);
+      }
+      break;
+    }
+  }
+}
+
+float floor_of(const SearchOptions& opt) { return opt.metric == Metric::L2 ? -opt.threshold : opt.threshold; }
+
+size_t write_results(const TopK& top, Metric metric, size_t k, int64_t* out_rows, float* out_scores) {
+  const auto v = top.sorted();
+  const size_t cnt = std::min(k, v.size());
+  for (size_t i = 0; i < cnt; ++i) {
+    out_rows[i] = v[i].second;
+    out_scores[i] = metric == Metric::L2 ? -v[i].first : v[i].first;
+  }
+  return cnt;
+}
+
+template <typename Fn>
+void run_parallel(int nthreads, Fn&& fn) {
+  if (nthreads <= 1) {
+    fn(0);
+    return;
+  }
+  std::vector<std::thread> pool;
+  pool.reserve(nthreads - 1);
+  for (int t = 1; t < nthreads; ++t) pool.emplace_back([&fn, t] { fn(t); });
+  fn(0);
+  for (auto& th : pool) th.join();
+}
+
+int hardware_threads() {
+  const unsigned h = std::thread::hardware_concurrency();
+  return h == 0 ? 1 : static_cast<int>(h);
+}
+
+void scan_range(const SimilarityKernels& K, const RowsView& rows, const PreparedQuery& p, const SearchOptions& opt,
+                size_t begin, size_t end, TopK& top) {
+  float buf[kScanBlock];
+  for (size_t r = begin; r < end; r += kScanBlock) {
+    const size_t cnt = std::min(kScanBlock, end - r);
+    score_block(K, rows, p, opt.metric, r, cnt, buf);
+    top.push_block(buf, cnt, static_cast<int64_t>(r), opt.allowed);
+  }
+}
+
+}  // namespace
+
+int auto_threads(size_t bytes) {
+  // Below ~4 MB a second thread costs more to start than it saves.
+  const size_t by_work = std::max<size_t>(1, bytes / (4u << 20));
+  return static_cast<int>(std::min<size_t>(by_work, static_cast<size_t>(hardware_threads())));
+}
+
+size_t search_one(const RowsView& rows, const float* q, const SearchOptions& opt, int64_t* out_rows,
+                  float* out_scores) {
+  if (opt.k == 0 || rows.n == 0) return 0;
+  const SimilarityKernels& K = similarity_kernels();
+  const PreparedQuery p = prepare(rows, q, opt.metric);
+  const size_t bytes = rows.n * rows.d * elem_bytes(rows.storage);
+  int nt = opt.threads > 0 ? opt.threads : auto_threads(bytes);
+  const size_t nblocks = (rows.n + kScanBlock - 1) / kScanBlock;
+  nt = static_cast<int>(std::min<size_t>(static_cast<size_t>(nt), nblocks));
+  const float floor = floor_of(opt);
+  std::vector<TopK> tops(nt, TopK(opt.k, opt.has_threshold, floor));
+  const size_t per = (nblocks + nt - 1) / nt * kScanBlock;
+  run_parallel(nt, [&](int t) {
+    const size_t b = std::min(rows.n, per * t), e = std::min(rows.n, per * (t + 1));
+    scan_range(K, rows, p, opt, b, e, tops[t]);
+  });
+  for (int t = 1; t < nt; ++t) tops[0].merge(tops[t]);
+  return write_results(tops[0], opt.metric, opt.k, out_rows, out_scores);
+}
+
+namespace {
+
+// Queries [qa, qb) against every row, cache-blocked: a block of queries stays in L1/L2
+// while tiles of rows stream through, each tile decoded (f16/i8) once and reused by every
+// query of the block.
+void batch_range(const SimilarityKernels& K, const RowsView& rows, const float* Q, size_t qa, size_t qb,
+                 const SearchOptions& opt, std::vector<TopK>& tops) {
+  const size_t d = rows.d;
+  const size_t kQB = 64;
+  size_t tb = (96u << 10) / (d * sizeof(float));
+  tb = std::max<size_t>(8, std::min<size_t>(512, tb)) & ~size_t(1);
+  std::vector<float> tile_scores(kQB * tb);
+  std::vector<float> decoded(rows.storage == Storage::F32 ? 0 : tb * d);
+  std::vector<float> qsq(kQB);
+  for (size_t q0 = qa; q0 < qb; q0 += kQB) {
+    const size_t nq = std::min(kQB, qb - q0);
+    const float* Qb = Q + q0 * d;
+    if (opt.metric == Metric::L2 && rows.storage == Storage::I8)
+      for (size_t i = 0; i < nq; ++i) qsq[i] = K.dot_f32(Qb + i * d, Qb + i * d, d);
+    for (size_t r0 = 0; r0 < rows.n; r0 += tb) {
+      const size_t cnt = std::min(tb, rows.n - r0);
+      const float* X;
+      if (rows.storage == Storage::F32) {
+        X = static_cast<const float*>(rows.data) + r0 * d;
+      } else if (rows.storage == Storage::F16) {
+        K.f16_to_f32(static_cast<const uint16_t*>(rows.data) + r0 * d, decoded.data(), cnt * d);
+        X = decoded.data();
+      } else {
+        K.i8_to_f32(static_cast<const int8_t*>(rows.data) + r0 * d, decoded.data(), cnt * d);
+        X = decoded.data();
+      }
+      if (opt.metric == Metric::IP || rows.storage == Storage::I8) {
+        K.dot_tile_f32(Qb, nq, X, cnt, d, tile_scores.data(), tb);
+      } else {
+        for (size_t i = 0; i < nq; ++i) K.l2_rows_f32(Qb + i * d, X, cnt, d, tile_scores.data() + i * tb);
+      }
+      for (size_t i = 0; i < nq; ++i) {
+        float* s = tile_scores.data() + i * tb;
+        if (rows.storage == Storage::I8) {
+          const float* sc = rows.scales + r0;
+          if (opt.metric == Metric::IP) {
+            for (size_t j = 0; j < cnt; ++j) s[j] *= sc[j];
+          } else {
+            const float* sn = rows.sqnorms + r0;
+            for (size_t j = 0; j < cnt; ++j) s[j] = -(qsq[i] + sn[j] - 2.f * sc[j] * s[j]);
+          }
+        } else if (opt.metric == Metric::L2) {
+          for (size_t j = 0; j < cnt; ++j) s[j] = -s[j];
+        }
+        tops[q0 - qa + i].push_block(s, cnt, static_cast<int64_t>(r0), opt.allowed);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void search_batch(const RowsView& rows, const float* Q, size_t nq, const SearchOptions& opt, int64_t* out_rows,
+                  float* out_scores, int64_t* out_counts) {
+  const size_t k = opt.k;
+  for (size_t i = 0; i < nq * k; ++i) {
+    out_rows[i] = -1;
+    out_scores[i] = std::numeric_limits<float>::quiet_NaN();
+  }
+  for (size_t i = 0; i < nq; ++i) out_counts[i] = 0;
+  if (nq == 0 || k == 0 || rows.n == 0) return;
+  const int hw = opt.threads > 0 ? opt.threads : hardware_threads();
+  if (nq < static_cast<size_t>(std::max(2, hw))) {
+    // Too few queries to split: run each on the corpus-splitting single-query path.
+    SearchOptions one = opt;
+    for (size_t i = 0; i < nq; ++i)
+      out_counts[i] = static_cast<int64_t>(search_one(rows, Q + i * rows.d, one, out_rows + i * k, out_scores + i * k));
+    return;
+  }
+  const SimilarityKernels& K = similarity_kernels();
+  const float floor = floor_of(opt);
+  const size_t bytes = rows.n * rows.d * elem_bytes(rows.storage) * nq;
+  int nt = opt.threads > 0 ? opt.threads : std::min(hw, auto_threads(bytes));
+  nt = static_cast<int>(std::min<size_t>(static_cast<size_t>(nt), nq));
+  const size_t per = (nq + nt - 1) / nt;
+  run_parallel(nt, [&](int t) {
+    const size_t qa = std::min(nq, per * t), qb = std::min(nq, per * (t + 1));
+    if (qa >= qb) return;
+    std::vector<TopK> tops(qb - qa, TopK(k, opt.has_threshold, floor));
+    batch_range(K, rows, Q, qa, qb, opt, tops);
+    for (size_t i = qa; i < qb; ++i)
+      out_counts[i] = static_cast<int64_t>(write_results(tops[i - qa], opt.metric, k, out_rows + i * k, out_scores + i * k));
+  });
+}
+
+void score_all(const RowsView& rows, const float* q, Metric metric, float* out) {
+  const SimilarityKernels& K = similarity_kernels();
+  const PreparedQuery p = prepare(rows, q, metric);
+  for (size_t r = 0; r < rows.n; r += kScanBlock) {
+    const size_t cnt = std::min(kScanBlock, rows.n - r);
+    score_block(K, rows, p, metric, r, cnt, out + r);
+    if (metric == Metric::L2)
+      for (size_t i = 0; i < cnt; ++i) out[r + i] = -out[r + i];
+  }
+}
+
+}  // namespace ragfind::dense

@@ -1,0 +1,369 @@
+// The learned-sparse impact index: building, merging and querying posting segments.
+#include "ragfind/splade/impact_index.hpp"
+#include "ragfind/splade/impact_columns.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+namespace ragfind::sparse {
+namespace {
+
+// Document-side weights: quantised impacts (query weights carry the 1 / scale) or float bits.
+struct QuantisedWeight {
+  float operator()(std::uint32_t stored, std::uint32_t) const { return static_cast<float>(stored); }
+};
+struct FloatWeight {
+  float operator()(std::uint32_t stored, std::uint32_t) const {
+    float v;
+    std::memcpy(&v, &stored, 4);
+    return v;
+  }
+};
+
+// Exhaustive term-at-a-time scoring of a quantised segment with its dense columns, one tile of
+// kTile documents at a time so the accumulator stays in L1. The query comes in the segment's
+// canonical order (columns_first: its column terms, then the others), which exhaustive_segment
+// also sums in, so scores are bit-identical. Per tile: the column terms' weighted sum by the
+// SIMD kernel of impact_columns.hpp, in one pass with the partial sums in registers; then each
+// other list's postings that fall in the tile are scattered (a cursor per list, streamed up to
+// the tile end; 16 at a time with AVX-512; the lists' first cache lines are prefetched when the
+// tile starts); then the tile is scanned for scores above the queue threshold.
+void dense_taat_segment(const ImpactSegment& s, const std::vector<postings::WeightedTerm>& query,
+                        bm25::TopKQueue& heap) {
+  constexpr std::uint32_t kTile = 4096;  // 16 KiB of float accumulators
+  const bm25::Segment& seg = s.seg;
+  const std::uint32_t n = seg.num_docs;
+  struct List {
+    std::uint64_t pos, end;
+    float weight;
+  };
+  thread_local std::vector<const std::uint16_t*> columns;
+  thread_local std::vector<float> column_weights;
+  thread_local std::vector<List> lists;
+  columns.clear();
+  column_weights.clear();
+  lists.clear();
+  for (const postings::WeightedTerm& t : query) {
+    const std::int64_t slot = seg.slot_of(t.term);
+    if (slot < 0) continue;
+    const std::int32_t c = s.column_of[static_cast<std::size_t>(slot)];
+    if (c >= 0) {
+      columns.push_back(s.columns.data() + static_cast<std::size_t>(c) * n);
+      column_weights.push_back(t.weight);
+    } else {
+      lists.push_back({seg.offsets[slot], seg.offsets[slot + 1], t.weight});
+    }
+  }
+  if (columns.empty() && lists.empty()) return;
+  const std::uint32_t* docs = seg.docs.data();
+  const std::uint32_t* stored = seg.tfs.data();
+  alignas(64) float acc[kTile];
+  const auto sum_columns = impact_column_kernels().sum_columns;
+  const auto next_above = impact_column_kernels().next_above;
+  const auto scatter_add = impact_column_kernels().scatter_add;
+  const auto m = static_cast<std::uint32_t>(columns.size());
+  float th = heap.full() ? std::max(heap.threshold(), 0.0f) : 0.0f;
+  for (std::uint32_t lo = 0; lo < n; lo += kTile) {
+    const std::uint32_t hi = std::min(n, lo + kTile), len = hi - lo;
+    for (const List& l : lists) {  // start every list's first miss now, so they overlap
+      __builtin_prefetch(docs + l.pos);
+      __builtin_prefetch(stored + l.pos);
+    }
+    if (m > 0)
+      sum_columns(acc, columns.data(), column_weights.data(), m, lo, len);
+    else
+      std::fill(acc, acc + len, 0.0f);
+    for (List& l : lists) l.pos = scatter_add(acc, docs, stored, l.pos, l.end, lo, hi, l.weight);
+    for (std::uint32_t i = next_above(acc, 0, len, th); i < len; i = next_above(acc, i + 1, len, th)) {
+      heap.insert(acc[i], seg.base + lo + i);
+      if (heap.full()) th = std::max(heap.threshold(), 0.0f);
+    }
+  }
+}
+
+// The segment's canonical summation order: terms with a dense column first, then the others,
+// each group in query order. Every scorer of the segment gets the query in this order, so the
+// column kernel can sum all columns in one pass and still match the posting-by-posting sums.
+// Returns the number of column terms (the leading ones of out).
+std::size_t columns_first(const ImpactSegment& s, const std::vector<postings::WeightedTerm>& q,
+                          std::vector<postings::WeightedTerm>& out) {
+  thread_local std::vector<postings::WeightedTerm> others;
+  out.clear();
+  others.clear();
+  for (const postings::WeightedTerm& t : q) {
+    const std::int64_t slot = s.seg.slot_of(t.term);
+    const bool column = slot >= 0 && s.column_of[static_cast<std::size_t>(slot)] >= 0;
+    (column ? out : others).push_back(t);
+  }
+  const std::size_t n_columns = out.size();
+  out.insert(out.end(), others.begin(), others.end());
+  return n_columns;
+}
+
+}  // namespace
+
+ImpactIndex::ImpactIndex(std::uint32_t dim, float scale) : dim_(dim), scale_(scale) {
+  if (dim == 0) throw std::invalid_argument("dim must be positive");
+  if (!(scale >= 0.0f) || !std::isfinite(scale)) throw std::invalid_argument("scale must be finite and >= 0");
+}
+
+float ImpactIndex::decode(std::uint32_t stored) const {
+  if (scale_ > 0.0f) return static_cast<float>(stored) / scale_;
+  float v;
+  std::memcpy(&v, &stored, 4);
+  return v;
+}
+
+std::uint64_t ImpactIndex::num_postings() const {
+  std::uint64_t n = 0;
+  for (const auto& s : segments_) n += s->seg.num_postings();
+  return n;
+}
+
+void ImpactIndex::compute_bounds(ImpactSegment& s) const {
+  const std::size_t n = s.seg.directory_size();
+  s.bounds.assign(n, 0.0f);
+  for (std::size_t t = 0; t < n; ++t) {
+    float best = 0.0f;
+    for (std::uint64_t i = s.seg.offsets[t], e = s.seg.offsets[t + 1]; i < e; ++i) {
+      const float v = scale_ > 0.0f ? static_cast<float>(s.seg.tfs[i]) : decode(s.seg.tfs[i]);
+      best = std::max(best, v);
+    }
+    s.bounds[t] = best;
+  }
+}
+
+void ImpactIndex::build_columns(ImpactSegment& s) const {
+  const std::size_t slots = s.seg.directory_size();
+  const std::uint32_t n = s.seg.num_docs;
+  s.column_of.assign(slots, -1);
+  s.columns.clear();
+  if (!(scale_ > 0.0f) || n < kDenseColumnMinDocs) return;
+  std::vector<std::size_t> picked;
+  for (std::size_t t = 0; t < slots; ++t) {
+    const std::uint64_t len = s.seg.offsets[t + 1] - s.seg.offsets[t];
+    // bounds hold the largest stored impact of the list (quantised mode).
+    if (len * kDenseColumnFraction >= n && s.bounds[t] <= 65535.0f) picked.push_back(t);
+  }
+  s.columns.assign(picked.size() * static_cast<std::size_t>(n), 0);
+  for (std::size_t c = 0; c < picked.size(); ++c) {
+    const std::size_t t = picked[c];
+    s.column_of[t] = static_cast<std::int32_t>(c);
+    std::uint16_t* col = s.columns.data() + c * n;
+    for (std::uint64_t i = s.seg.offsets[t]; i < s.seg.offsets[t + 1]; ++i)
+      col[s.seg.docs[i]] = static_cast<std::uint16_t>(s.seg.tfs[i]);
+  }
+}
+
+std::size_t ImpactIndex::num_dense_columns() const {
+  std::size_t n = 0;
+  for (const auto& s : segments_) n += s->seg.num_docs ? s->columns.size() / s->seg.num_docs : 0;
+  return n;
+}
+
+std::uint64_t ImpactIndex::dense_column_bytes() const {
+  std::uint64_t n = 0;
+  for (const auto& s : segments_) n += s->columns.size() * sizeof(std::uint16_t);
+  return n;
+}
+
+void ImpactIndex::add(const std::int64_t* indptr, const std::uint32_t* indices, const float* values, std::size_t n) {
+  if (n == 0) return;
+  if (static_cast<std::uint64_t>(num_docs_) + n > 0xFFFFFFF0ull) throw std::length_error("too many documents");
+  // Counting sort of the batch's postings by term: docs come out increasing within each term.
+  std::vector<std::uint64_t> offsets(static_cast<std::size_t>(dim_) + 1, 0);
+  auto encode = [&](float w, std::uint32_t& out) {
+    if (scale_ > 0.0f) {
+      const double q = std::nearbyint(static_cast<double>(w) * scale_);
+      if (q < 1.0) return false;
+      out = q > 4294967295.0 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(q);
+      return true;
+    }
+    if (!(w > 0.0f)) return false;
+    std::memcpy(&out, &w, 4);
+    return true;
+  };
+  std::uint32_t tmp;
+  for (std::size_t d = 0; d < n; ++d)
+    for (std::int64_t j = indptr[d]; j < indptr[d + 1]; ++j)
+      if (encode(values[j], tmp)) ++offsets[indices[j] + 1];
+  for (std::size_t t = 0; t < dim_; ++t) offsets[t + 1] += offsets[t];
+  std::vector<std::uint32_t> docs(offsets[dim_]), stored(offsets[dim_]);
+  std::vector<std::uint64_t> fill(offsets.begin(), offsets.end() - 1);
+  for (std::size_t d = 0; d < n; ++d)
+    for (std::int64_t j = indptr[d]; j < indptr[d + 1]; ++j)
+      if (encode(values[j], tmp)) {
+        const std::uint64_t p = fill[indices[j]]++;
+        docs[p] = static_cast<std::uint32_t>(d);
+        stored[p] = tmp;
+      }
+  auto s = std::make_unique<ImpactSegment>();
+  s->seg.base = num_docs_;
+  s->seg.num_docs = static_cast<std::uint32_t>(n);
+  s->seg.offsets = bm25::Buffer<std::uint64_t>(std::move(offsets));
+  s->seg.docs = bm25::Buffer<std::uint32_t>(std::move(docs));
+  s->seg.tfs = bm25::Buffer<std::uint32_t>(std::move(stored));
+  compute_bounds(*s);
+  build_columns(*s);
+  segments_.push_back(std::move(s));
+  num_docs_ += static_cast<std::uint32_t>(n);
+  // Merge trailing segments of similar size: O(log N) segments, each posting copied O(log N) times.
+  while (segments_.size() >= 2) {
+    const auto& a = segments_[segments_.size() - 2];
+    const auto& b = segments_.back();
+    if (static_cast<std::uint64_t>(b->seg.num_docs) * 2 < a->seg.num_docs) break;
+    auto merged = merge(*a, *b);
+    segments_.pop_back();
+    segments_.back() = std::move(merged);
+  }
+}
+
+std::unique_ptr<ImpactSegment> ImpactIndex::merge(const ImpactSegment& a, const ImpactSegment& b) const {
+  const std::uint32_t shift = b.seg.base - a.seg.base;
+  std::vector<std::uint64_t> offsets(static_cast<std::size_t>(dim_) + 1, 0);
+  std::vector<std::uint32_t> docs, stored;
+  docs.reserve(a.seg.num_postings() + b.seg.num_postings());
+  stored.reserve(docs.capacity());
+  for (std::uint32_t t = 0; t < dim_; ++t) {
+    for (std::uint64_t i = a.seg.offsets[t]; i < a.seg.offsets[t + 1]; ++i) {
+      docs.push_back(a.seg.docs[i]);
+      stored.push_back(a.seg.tfs[i]);
+    }
+    for (std::uint64_t i = b.seg.offsets[t]; i < b.seg.offsets[t + 1]; ++i) {
+      docs.push_back(b.seg.docs[i] + shift);
+      stored.push_back(b.seg.tfs[i]);
+    }
+    offsets[t + 1] = docs.size();
+  }
+  auto s = std::make_unique<ImpactSegment>();
+  s->seg.base = a.seg.base;
+  s->seg.num_docs = a.seg.num_docs + b.seg.num_docs;
+  s->seg.offsets = bm25::Buffer<std::uint64_t>(std::move(offsets));
+  s->seg.docs = bm25::Buffer<std::uint32_t>(std::move(docs));
+  s->seg.tfs = bm25::Buffer<std::uint32_t>(std::move(stored));
+  s->bounds.resize(dim_);
+  for (std::uint32_t t = 0; t < dim_; ++t) s->bounds[t] = std::max(a.bounds[t], b.bounds[t]);
+  build_columns(*s);
+  return s;
+}
+
+void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::size_t k,
+                         std::vector<bm25::ScoredDoc>& out, Algorithm algorithm) const {
+  out.clear();
+  if (k == 0 || num_docs_ == 0 || query.empty()) return;
+  std::vector<postings::WeightedTerm> q;
+  q.reserve(query.size());
+  for (const auto& t : query)
+    if (t.weight > 0.0f && t.term < dim_) q.push_back({t.term, scale_ > 0.0f ? t.weight / scale_ : t.weight});
+  if (q.empty()) return;
+  bm25::TopKQueue heap(std::min<std::size_t>(k, num_docs_));
+  std::vector<postings::WeightedTerm> ordered;
+  for (const auto& s : segments_) {
+    const std::size_t column_terms = s->columns.empty() ? 0 : columns_first(*s, q, ordered);
+    const std::vector<postings::WeightedTerm>& sq = s->columns.empty() ? q : ordered;  // segment order
+    Algorithm alg = algorithm;
+    const bool automatic = alg == Algorithm::Auto;
+    if (automatic) {
+      // Term at a time over a dense accumulator (with the dense columns) unless the query's
+      // lists are short next to the segment: document-at-a-time MaxScore pays per candidate
+      // for every essential cursor, which only wins when it can skip most of the segment
+      // (measured: 5-7x slower than term at a time on lists covering the segment once).
+      // Small segments, and queries with a column term, always go term at a time.
+      alg = Algorithm::Exhaustive;
+      if (column_terms == 0 && s->seg.num_docs > bm25::kSmallSegmentDocs) {
+        std::uint64_t postings = 0;
+        for (const auto& t : sq) {
+          const std::int64_t slot = s->seg.slot_of(t.term);
+          if (slot >= 0) postings += s->seg.offsets[slot + 1] - s->seg.offsets[slot];
+        }
+        if (postings * 4 < s->seg.num_docs) alg = Algorithm::MaxScore;
+      }
+    }
+    // Forced Exhaustive stays the plain posting-by-posting reference that tests compare with.
+    if (automatic && alg == Algorithm::Exhaustive && scale_ > 0.0f && !s->columns.empty()) {
+      dense_taat_segment(*s, sq, heap);
+      continue;
+    }
+    const float* b = s->bounds.data();
+    if (scale_ > 0.0f) {
+      switch (alg) {
+        case Algorithm::MaxScore: postings::maxscore_segment(s->seg, sq, b, QuantisedWeight{}, heap); break;
+        case Algorithm::TaatMaxScore: postings::taat_maxscore_segment(s->seg, sq, b, QuantisedWeight{}, heap); break;
+        default: postings::exhaustive_segment(s->seg, sq, QuantisedWeight{}, heap); break;
+      }
+    } else {
+      switch (alg) {
+        case Algorithm::MaxScore: postings::maxscore_segment(s->seg, sq, b, FloatWeight{}, heap); break;
+        case Algorithm::TaatMaxScore: postings::taat_maxscore_segment(s->seg, sq, b, FloatWeight{}, heap); break;
+        default: postings::exhaustive_segment(s->seg, sq, FloatWeight{}, heap); break;
+      }
+    }
+  }
+  heap.finalize(out);
+}
+
+void ImpactIndex::score_all(const std::vector<postings::WeightedTerm>& query, float* out) const {
+  std::fill(out, out + num_docs_, 0.0f);
+  for (const auto& s : segments_) {
+    for (const auto& t : query) {
+      const std::int64_t slot = s->seg.slot_of(t.term);
+      if (slot < 0) continue;
+      for (std::uint64_t j = s->seg.offsets[slot]; j < s->seg.offsets[slot + 1]; ++j)
+        out[s->seg.base + s->seg.docs[j]] += t.weight * decode(s->seg.tfs[j]);
+    }
+  }
+}
+
+float ImpactIndex::weight(std::uint32_t term, std::uint32_t doc) const {
+  if (term >= dim_ || doc >= num_docs_) return 0.0f;
+  for (const auto& s : segments_) {
+    if (doc < s->seg.base || doc >= s->seg.base + s->seg.num_docs) continue;
+    const std::int64_t slot = s->seg.slot_of(term);
+    if (slot < 0) return 0.0f;
+    const std::uint32_t* b = s->seg.docs.data() + s->seg.offsets[slot];
+    const std::uint32_t* e = s->seg.docs.data() + s->seg.offsets[slot + 1];
+    const std::uint32_t local = doc - s->seg.base;
+    const std::uint32_t* it = std::lower_bound(b, e, local);
+    if (it == e || *it != local) return 0.0f;
+    return decode(s->seg.tfs[static_cast<std::size_t>(it - s->seg.docs.data())]);
+  }
+  return 0.0f;
+}
+
+void ImpactIndex::export_arrays(std::vector<std::uint64_t>& offsets, std::vector<std::uint32_t>& docs,
+                                std::vector<std::uint32_t>& stored) const {
+  offsets.assign(static_cast<std::size_t>(dim_) + 1, 0);
+  docs.clear();
+  stored.clear();
+  docs.reserve(num_postings());
+  stored.reserve(num_postings());
+  for (std::uint32_t t = 0; t < dim_; ++t) {
+    for (const auto& s : segments_) {
+      for (std::uint64_t i = s->seg.offsets[t]; i < s->seg.offsets[t + 1]; ++i) {
+        docs.push_back(s->seg.base + s->seg.docs[i]);
+        stored.push_back(s->seg.tfs[i]);
+      }
+    }
+    offsets[t + 1] = docs.size();
+  }
+}
+
+void ImpactIndex::install(std::uint32_t num_docs, const std::uint64_t* offsets, const std::uint32_t* docs,
+                          const std::uint32_t* stored, std::uint64_t n_postings, std::shared_ptr<const void> keepalive) {
+  auto s = std::make_unique<ImpactSegment>();
+  s->seg.base = 0;
+  s->seg.num_docs = num_docs;
+  s->seg.offsets = bm25::Buffer<std::uint64_t>::borrow(offsets, static_cast<std::size_t>(dim_) + 1);
+  s->seg.docs = bm25::Buffer<std::uint32_t>::borrow(docs, n_postings);
+  s->seg.tfs = bm25::Buffer<std::uint32_t>::borrow(stored, n_postings);
+  compute_bounds(*s);
+  build_columns(*s);
+  segments_.clear();
+  segments_.push_back(std::move(s));
+  num_docs_ = num_docs;
+  keepalive_ = std::move(keepalive);
+}
+
+}  // namespace ragfind::sparse

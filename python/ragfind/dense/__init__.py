@@ -1,0 +1,10 @@
+"""Dense vectors: SIMD similarity kernels, exact search and HNSW (through hnswlib).
+
+``DenseIndex`` (``index.py``) is the face: one class, ``kind="exact"`` or ``"hnsw"``. The raw
+kernels ``dot``, ``cosine`` and ``l2sq`` (``kernels.py``) run at the active SIMD level.
+"""
+
+from ragfind.dense.index import DenseIndex
+from ragfind.dense.kernels import cosine, dot, l2sq
+
+__all__ = ["DenseIndex", "dot", "cosine", "l2sq"]

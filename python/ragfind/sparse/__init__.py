@@ -1,0 +1,16 @@
+"""Inverted-index retrieval: the analyzer, BM25 and learned sparse (SPLADE) vectors."""
+
+from ragfind.sparse.analyzer import ENGLISH_STOPWORDS, Analyzer
+from ragfind.sparse.bm25 import METHODS, BM25Index, IndexFileError
+from ragfind.sparse.splade_index import SparseVectorIndex
+from ragfind.sparse.vectors import SparseEmbeddings
+
+__all__ = [
+    "ENGLISH_STOPWORDS",
+    "METHODS",
+    "Analyzer",
+    "BM25Index",
+    "IndexFileError",
+    "SparseEmbeddings",
+    "SparseVectorIndex",
+]

@@ -1,0 +1,135 @@
+"""Text to index terms: the :class:`Analyzer` (tokenize, lower-case, stopwords, stem) in C++."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ragfind import _core
+
+__all__ = ["ENGLISH_STOPWORDS", "Analyzer"]
+
+#: Lucene's English stop set (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET), the list bm25s uses.
+ENGLISH_STOPWORDS: tuple[str, ...] = (
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they",
+    "this", "to", "was", "will", "with",
+)  # fmt: skip
+
+
+def _snowball_stemmer(language: str):
+    try:
+        import Stemmer  # PyStemmer
+    except ImportError as exc:  # pragma: no cover - PyStemmer is a dependency
+        raise ImportError("stemming needs PyStemmer (pip install PyStemmer), or pass stemmer=None") from exc
+    algorithms = Stemmer.algorithms()
+    if language not in algorithms:
+        raise ValueError(
+            f"stemmer: unknown Snowball language {language!r}; expected None or one of {algorithms}"
+        )
+    return Stemmer.Stemmer(language)
+
+
+class Analyzer:
+    """Turns text into index terms: tokenize, lower-case, drop stopwords, stem.
+
+    Tokens are runs of word characters (letters, digits, ``_``) of two or more characters,
+    exactly ``re.findall(r"(?u)\\b\\w\\w+\\b", text)``; these count towards the document length.
+    With ``split_identifiers`` the analyzer also emits, without counting them towards the
+    length, the parts of identifiers (``getUserById`` -> ``get user by id``,
+    ``E_ACCESS_DENIED`` -> ``access denied``) and whole compounds joined by ``-``, ``.`` or
+    ``/`` that contain a digit (``XJ-2000`` -> ``xj-2000``, ``v2.3.1`` -> ``v2.3.1``): a query
+    for the whole identifier or for one of its parts finds the document, and the exact
+    identifier ranks first. ``split_identifiers=False`` gives exactly bm25s's tokens.
+    Invalid UTF-8 bytes and lone surrogates are treated as separators. Stemming (PyStemmer's
+    Snowball) runs once per distinct word form and is cached.
+
+    Args:
+        lowercase: lower-case tokens (Unicode simple case mapping).
+        stopwords: ``"english"`` (Lucene's 33-word list, as bm25s), ``None`` for none, or an
+            iterable of words (compared after lower-casing).
+        stemmer: a Snowball language name (``"english"``, ``"french"``, ...; see
+            ``Stemmer.algorithms()``) or ``None`` to disable stemming.
+        split_identifiers: also emit identifier parts and compounds (see above).
+        tokenizer: optional Python callable ``str -> list[str]`` replacing the built-in
+            tokenizer (e.g. for CJK text); its tokens are lower-cased, filtered and stemmed
+            as configured and all count towards the length.
+
+    Raises:
+        ValueError: unknown stopword list or stemmer language.
+        TypeError: tokenizer is not callable, stopwords is not iterable of str.
+    """
+
+    def __init__(
+        self,
+        lowercase: bool = True,
+        stopwords: str | Iterable[str] | None = "english",
+        stemmer: str | None = "english",
+        split_identifiers: bool = True,
+        tokenizer: Callable[[str], list[str]] | None = None,
+    ) -> None:
+        if isinstance(stopwords, str):
+            if stopwords not in ("english", "en"):
+                raise ValueError(
+                    f"stopwords: unknown list {stopwords!r}; expected 'english', None or a list of words"
+                )
+            words = list(ENGLISH_STOPWORDS)
+            stopwords_config: Any = "english"
+        elif stopwords is None:
+            words, stopwords_config = [], None
+        else:
+            words = list(stopwords)
+            for w in words:
+                if not isinstance(w, str):
+                    raise TypeError(f"stopwords: expected str items, got {type(w).__name__}")
+            stopwords_config = words
+        if stemmer is not None and not isinstance(stemmer, str):
+            raise TypeError(
+                f"stemmer: expected a Snowball language name or None, got {type(stemmer).__name__}"
+            )
+        if tokenizer is not None and not callable(tokenizer):
+            raise TypeError(
+                f"tokenizer: expected a callable str -> list[str] or None, got {type(tokenizer).__name__}"
+            )
+        stem_words = _snowball_stemmer(stemmer).stemWords if stemmer is not None else None
+        self._config = {
+            "lowercase": bool(lowercase),
+            "stopwords": stopwords_config,
+            "stemmer": stemmer,
+            "split_identifiers": bool(split_identifiers),
+            "custom_tokenizer": tokenizer is not None,
+        }
+        self._tokenizer = tokenizer
+        self._core = _core.Analyzer(bool(lowercase), words, stem_words, bool(split_identifiers), tokenizer)
+
+    def analyze(self, text: str | bytes) -> list[str]:
+        """Returns the index terms of ``text`` in order (overlapping identifier tokens included).
+
+        Raises:
+            TypeError: ``text`` is neither str nor bytes.
+        """
+        return self._core.analyze(text)
+
+    __call__ = analyze
+
+    def config(self) -> dict:
+        """The settings (JSON-serialisable; a custom tokenizer is recorded only as a flag)."""
+        return dict(self._config)
+
+    @classmethod
+    def from_config(cls, config: dict, tokenizer: Callable[[str], list[str]] | None = None) -> Analyzer:
+        """Rebuilds an analyzer from :meth:`config` (pass the tokenizer if one was used)."""
+        return cls(
+            lowercase=config["lowercase"],
+            stopwords=config["stopwords"],
+            stemmer=config["stemmer"],
+            split_identifiers=config["split_identifiers"],
+            tokenizer=tokenizer,
+        )
+
+    def __repr__(self) -> str:
+        c = self._config
+        return (
+            f"Analyzer(lowercase={c['lowercase']}, stopwords={c['stopwords']!r}, stemmer={c['stemmer']!r}, "
+            f"split_identifiers={c['split_identifiers']}, tokenizer={self._tokenizer!r})"
+        )

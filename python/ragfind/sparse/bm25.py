@@ -1,0 +1,370 @@
+"""BM25 over a C++ inverted index: :class:`Analyzer` and :class:`BM25Index`.
+
+The analyzer (tokenization, lower-casing, stopwords, Snowball stemming) and the index
+(postings, statistics, MaxScore top-k, persistence) run in C++ (``ragfind._core``); this module
+validates arguments, documents the API and keeps the analyzer's configuration for saving.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import Any, Union
+
+import numpy as np
+
+from ragfind import _core
+
+__all__ = ["ENGLISH_STOPWORDS", "Analyzer", "BM25Index", "IndexFileError", "METHODS"]
+
+#: The BM25 variants (Kamphuis et al., "Which BM25 Do You Mean?", ECIR 2020).
+METHODS: tuple[str, ...] = ("lucene", "robertson", "atire", "bm25l", "bm25+")
+
+#: Default delta of the variants that use one (Lv and Zhai, CIKM 2011).
+DEFAULT_DELTA = {"bm25l": 0.5, "bm25+": 1.0}
+
+#: Raised for a missing, foreign, truncated or corrupt index file (a ValueError).
+IndexFileError = _core.IndexFileError
+
+IdList = Union[Sequence[str], Sequence[int], np.ndarray]
+
+
+from ragfind.sparse.analyzer import ENGLISH_STOPWORDS, Analyzer  # noqa: E402,F401
+
+
+def _check_texts(texts: Any, name: str) -> list:
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(f"{name}: expected a list of str, got a single {type(texts).__name__}")
+    if not isinstance(texts, (list, tuple)):
+        try:
+            texts = list(texts)
+        except TypeError:
+            raise TypeError(f"{name}: expected a list of str, got {type(texts).__name__}") from None
+    return texts
+
+
+def _check_ids(ids: Any) -> Any:
+    if ids is None:
+        return None
+    if isinstance(ids, np.ndarray):
+        if ids.ndim != 1:
+            raise ValueError(f"ids: expected a 1-D array, got shape {ids.shape}")
+        return ids.tolist()
+    if isinstance(ids, (str, bytes)):
+        raise TypeError(f"ids: expected a list of ids, got a single {type(ids).__name__}")
+    return ids if isinstance(ids, (list, tuple)) else list(ids)
+
+
+class BM25Index:
+    """A BM25 index over a C++ inverted index, searchable while documents are added or deleted.
+
+    Variants (``method``), as named by Kamphuis et al., "Which BM25 Do You Mean? A Large-Scale
+    Reproducibility Study of Scoring Variants" (ECIR 2020), with the formulas of bm25s:
+    ``"lucene"`` (default), ``"robertson"``, ``"atire"``, ``"bm25l"`` and ``"bm25+"`` (Lv and
+    Zhai, CIKM 2011; ``delta`` defaults to 0.5 and 1.0 respectively). Repeated query terms
+    count once per occurrence.
+
+    Statistics (N, df, avgdl) are global and current: after any :meth:`add` or :meth:`delete`
+    every score equals that of a fresh index built over the same documents. :meth:`search` is
+    exact top-k with MaxScore dynamic pruning; ties are broken by insertion order.
+
+    Args:
+        method: one of ``"lucene"``, ``"robertson"``, ``"atire"``, ``"bm25l"``, ``"bm25+"``.
+        k1: term-frequency saturation (>= 0).
+        b: length normalisation in [0, 1].
+        delta: the lower bound of bm25l / bm25+ (``None``: the variant's default; ignored by
+            the others).
+        analyzer: an :class:`Analyzer` (default: ``Analyzer()``: English stopwords, English
+            Snowball stemming, identifier splitting).
+
+    Raises:
+        ValueError: unknown method or parameters out of range.
+    """
+
+    def __init__(
+        self,
+        method: str = "lucene",
+        k1: float = 1.2,
+        b: float = 0.75,
+        delta: float | None = None,
+        analyzer: Analyzer | None = None,
+    ) -> None:
+        if method not in METHODS and method != "bm25plus":
+            raise ValueError(f"method: unknown BM25 variant {method!r}; expected one of {METHODS}")
+        if analyzer is not None and not isinstance(analyzer, Analyzer):
+            raise TypeError(f"analyzer: expected a ragfind.Analyzer or None, got {type(analyzer).__name__}")
+        self._analyzer = analyzer if analyzer is not None else Analyzer()
+        self._delta_given = delta is not None
+        if delta is None:
+            delta = DEFAULT_DELTA.get("bm25+" if method == "bm25plus" else method, 0.0)
+        self._core = _core.BM25Core(method, float(k1), float(b), float(delta), self._analyzer._core)
+
+    @classmethod
+    def _wrap(cls, core, analyzer: Analyzer) -> BM25Index:
+        obj = cls.__new__(cls)
+        obj._analyzer = analyzer
+        obj._core = core
+        obj._delta_given = True
+        return obj
+
+    # ----- building
+
+    def add(self, texts: Sequence[str], ids: IdList | None = None) -> None:
+        """Adds documents, searchable as soon as this returns.
+
+        Args:
+            texts: the documents (str; bytes are read as UTF-8).
+            ids: one id per document, all int or all str, unique in the index. Default:
+                consecutive ints after the largest int id so far (0, 1, 2, ... for a new index).
+
+        Raises:
+            TypeError: an item is not str / bytes (the message names its position), mixed id kinds.
+            ValueError: a duplicate id, or as many ids as texts was not given.
+            Nothing is added when an error is raised.
+        """
+        self._core.add(_check_texts(texts, "texts"), _check_ids(ids))
+
+    def add_tokenized(self, token_lists: Sequence[Sequence[str]], ids: IdList | None = None) -> None:
+        """Adds pre-tokenized documents, bypassing the analyzer: each token is an index term.
+
+        Use with :meth:`search_tokenized`. Same ``ids`` rules and errors as :meth:`add`.
+        """
+        self._core.add_tokenized(_check_texts(token_lists, "token_lists"), _check_ids(ids))
+
+    def delete(self, ids: IdList) -> None:
+        """Removes documents by id; statistics are updated as if they had never been added.
+
+        Costs a rewrite of the index (O(index size)): delete in batches.
+
+        Raises:
+            KeyError: an id is not in the index (nothing is deleted).
+        """
+        self._core.delete(_check_ids(ids))
+
+    # ----- searching
+
+    def search(self, query: str, k: int = 10, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best documents for ``query``, best first.
+
+        Only documents that contain at least one query term are returned, so fewer than
+        ``k`` come back when fewer match (an empty or stopword-only query returns nothing).
+
+        ``algorithm`` (all exact, same results): ``"auto"`` (term-at-a-time for segments of up
+        to 65,536 documents, MaxScore above), ``"maxscore"`` (document-at-a-time with MaxScore
+        dynamic pruning) or ``"exhaustive"`` (scores every posting).
+
+        Returns:
+            ``(ids, scores)``: ids as int64 (or an object array of str for str ids) and
+            float32 scores, sorted by score descending, ties by insertion order.
+
+        Raises:
+            ValueError: ``k <= 0`` or an unknown algorithm.  TypeError: ``query`` is not str / bytes.
+        """
+        return self._core.search(query, _check_k(k), _algorithm(algorithm))
+
+    def search_tokenized(
+        self, tokens: Sequence[str], k: int = 10, *, algorithm: str = "auto"
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Like :meth:`search` for a pre-tokenized query (tokens are index terms as given)."""
+        return self._core.search_tokenized(_check_texts(tokens, "tokens"), _check_k(k), _algorithm(algorithm))
+
+    def search_batch(
+        self, queries: Sequence[str], k: int = 10, threads: int = 0, *, algorithm: str = "auto"
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`search` for many queries on C++ threads (``threads=0``: one per core).
+
+        Queries are analyzed first, then searched with the GIL released, concurrently with
+        other readers. Returns one ``(ids, scores)`` per query, in order.
+
+        Raises:
+            ValueError: ``k <= 0`` or ``threads < 0``.  TypeError: a query is not str / bytes.
+        """
+        return self._core.search_batch(
+            _check_texts(queries, "queries"),
+            _check_k(k),
+            _check_threads(threads),
+            False,
+            _algorithm(algorithm),
+        )
+
+    def search_batch_tokenized(
+        self, token_lists: Sequence[Sequence[str]], k: int = 10, threads: int = 0, *, algorithm: str = "auto"
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`search_batch` for pre-tokenized queries."""
+        return self._core.search_batch(
+            _check_texts(token_lists, "token_lists"),
+            _check_k(k),
+            _check_threads(threads),
+            True,
+            _algorithm(algorithm),
+        )
+
+    def get_scores(self, query: str | Sequence[str]) -> np.ndarray:
+        """The score of every document, in insertion order (rank_bm25's ``get_scores``).
+
+        ``query`` is a string (analyzed) or a list of tokens (used as index terms). Documents
+        with no query term get 0 (or, for bm25l / bm25+, the score of absent terms).
+        Computed exhaustively in double precision; returns a float64 array of ``len(self)``.
+        """
+        if not isinstance(query, (str, bytes)):
+            query = _check_texts(query, "query")
+        return self._core.get_scores(query)
+
+    def explain(self, query: str | Sequence[str], doc_id: int | str) -> dict:
+        """Why ``doc_id`` scores what it does for ``query``.
+
+        Returns a dict with ``score``, ``method``, ``k1``, ``b``, ``delta``, ``num_docs``,
+        ``doc_len``, ``avgdl`` and ``terms``: per distinct query term ``term``, ``query_tf``,
+        ``in_vocabulary``, ``tf``, ``df``, ``idf``, ``length_norm`` (1 - b + b dl/avgdl),
+        ``tf_component`` and ``contribution`` (query_tf * idf * tf_component); the
+        contributions sum to ``score``. Change parameters with :meth:`set_params` and compare.
+
+        Raises:
+            KeyError: ``doc_id`` is not in the index.
+        """
+        if not isinstance(query, (str, bytes)):
+            query = _check_texts(query, "query")
+        return self._core.explain(query, doc_id)
+
+    def set_params(
+        self,
+        method: str | None = None,
+        k1: float | None = None,
+        b: float | None = None,
+        delta: float | None = None,
+    ) -> None:
+        """Changes the variant and/or its parameters; later scores use them (no rebuild)."""
+        s = self._core.stats()
+        method = s["method"] if method is None else method
+        if delta is None:
+            delta = s["delta"] if method == s["method"] else DEFAULT_DELTA.get(method, 0.0)
+        self._core.set_params(
+            method, float(s["k1"] if k1 is None else k1), float(s["b"] if b is None else b), float(delta)
+        )
+
+    # ----- persistence
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes the index to ``path`` atomically (temporary file, fsync, rename).
+
+        The analyzer's settings are stored with it; a custom tokenizer callable is not (pass it
+        again to :meth:`load`).
+
+        Raises:
+            OSError: the file cannot be written (a previous file at ``path`` is left untouched).
+        """
+        self._core.save(os.fspath(path), json.dumps({"analyzer": self._analyzer.config()}))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, mmap: bool = True, analyzer: Analyzer | None = None) -> BM25Index:
+        """Loads an index written by :meth:`save`.
+
+        Args:
+            path: the file.
+            mmap: map the postings and lengths from the file instead of reading them into
+                memory. The file is validated in full either way; with ``mmap`` the checked
+                pages are released again, so only the postings queries touch stay resident.
+            analyzer: the analyzer to use (required if the index was built with a custom
+                tokenizer); default: rebuilt from the saved settings.
+
+        Raises:
+            ragfind.IndexFileError (a ValueError): missing, foreign, truncated or corrupt file
+                (magic, version, sizes, CRC-32 checksums and every offset are checked).
+        """
+        path = os.fspath(path)
+        if analyzer is not None and not isinstance(analyzer, Analyzer):
+            raise TypeError(f"analyzer: expected a ragfind.Analyzer or None, got {type(analyzer).__name__}")
+        meta_text = _core.BM25Core.read_analyzer_json(path)
+        try:
+            meta = json.loads(meta_text)
+            config = meta["analyzer"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise IndexFileError(
+                f"{path!r} is not a valid ragfind BM25 index: bad analyzer settings"
+            ) from exc
+        if analyzer is None:
+            if config.get("custom_tokenizer"):
+                raise ValueError(
+                    f"{path!r} was built with a custom tokenizer; pass analyzer=Analyzer(..., tokenizer=...)"
+                )
+            try:
+                analyzer = Analyzer.from_config(config)
+            except (KeyError, TypeError) as exc:
+                raise IndexFileError(
+                    f"{path!r} is not a valid ragfind BM25 index: bad analyzer settings"
+                ) from exc
+        core = _core.BM25Core.load(path, bool(mmap), analyzer._core)
+        return cls._wrap(core, analyzer)
+
+    # ----- introspection
+
+    def __len__(self) -> int:
+        return len(self._core)
+
+    @property
+    def ids(self) -> np.ndarray:
+        """Document ids in insertion order (int64, or an object array of str)."""
+        return self._core.ids()
+
+    @property
+    def analyzer(self) -> Analyzer:
+        """The :class:`Analyzer` used for :meth:`add` and :meth:`search`."""
+        return self._analyzer
+
+    @property
+    def method(self) -> str:
+        """The BM25 variant (see :data:`METHODS`)."""
+        return self._core.stats()["method"]
+
+    @property
+    def k1(self) -> float:
+        """Term-frequency saturation parameter."""
+        return self._core.stats()["k1"]
+
+    @property
+    def b(self) -> float:
+        """Length-normalisation parameter."""
+        return self._core.stats()["b"]
+
+    @property
+    def delta(self) -> float:
+        """The bm25l / bm25+ lower bound (0 for the other variants)."""
+        return self._core.stats()["delta"]
+
+    def stats(self) -> dict:
+        """Sizes and parameters: num_docs, num_terms, num_postings, num_segments, avgdl, memory_bytes, ..."""
+        return self._core.stats()
+
+    def __repr__(self) -> str:
+        s = self._core.stats()
+        return (
+            f"BM25Index(method={s['method']!r}, k1={s['k1']}, b={s['b']}, delta={s['delta']}, "
+            f"num_docs={s['num_docs']}, num_terms={s['num_terms']})"
+        )
+
+
+_ALGORITHMS = {"auto": 0, "maxscore": 1, "exhaustive": 2}
+
+
+def _algorithm(name: str) -> int:
+    try:
+        return _ALGORITHMS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"algorithm: unknown {name!r}; expected one of {tuple(_ALGORITHMS)}") from None
+
+
+def _check_threads(threads: Any) -> int:
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)):
+        raise TypeError(f"threads: expected an int (0 = one per core), got {type(threads).__name__}")
+    if threads < 0:
+        raise ValueError(f"threads: expected >= 0 (0 = one per core), got {threads}")
+    return int(threads)
+
+
+def _check_k(k: Any) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise TypeError(f"k: expected a positive int, got {type(k).__name__}")
+    if k <= 0:
+        raise ValueError(f"k: expected a positive number of results, got {k}")
+    return int(k)
