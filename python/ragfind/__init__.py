@@ -7,12 +7,18 @@ typed Python API around it.
 from __future__ import annotations
 
 from ragfind._capabilities import capabilities, set_simd_level
+from ragfind.errors import DuplicateIdError, IdKindError, UnknownIdError
+from ragfind.ids import IdFilter
 
 __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
     "capabilities",
+    "DuplicateIdError",
+    "IdFilter",
+    "IdKindError",
+    "UnknownIdError",
     "DenseIndex",
     "dense",
     "set_simd_level",

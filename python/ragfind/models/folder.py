@@ -33,8 +33,7 @@ class ModelFolderError(ValueError):
     """A model folder is missing a file, is corrupt, or its config is invalid or inconsistent."""
 
 
-class ModelMismatchError(ValueError):
-    """Vectors made by one model are about to be compared with vectors made by another."""
+from ragfind.errors import ModelMismatchError  # noqa: E402,F401 - one class for every index and model
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:

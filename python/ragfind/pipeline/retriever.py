@@ -32,13 +32,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Callable
 
 import numpy as np
 
 from ragfind.persist.atomic import fsync_dir
 from ragfind.pipeline.cache import LRUCache, freeze
 from ragfind.pipeline.chunking import Chunk, chunk_documents, default_context, load_tokenizer
+from ragfind.pipeline.stages import RerankStage, RetrievalStage
 
 __all__ = [
     "Retriever",
@@ -131,37 +132,6 @@ class SearchResult(Sequence):
         for p in self.passages:
             seen.setdefault(p.doc_id, None)
         return list(seen)
-
-
-@runtime_checkable
-class RetrievalStage(Protocol):
-    """A first-stage retriever plugged into the fusion (SPLADE, another dense model, ...).
-
-    ``name`` labels its timing. ``add`` receives the chunk ids and the indexed texts (context
-    included); ``search`` returns ``(ids, scores)`` best first for one phrasing, restricted to
-    ``allowed`` chunk ids when that is not None. An optional ``save(folder)`` persists it inside
-    the retriever folder (a folder reserved for the stage, ``stage-<name>``).
-    """
-
-    name: str
-
-    def add(self, ids: np.ndarray, texts: list) -> None: ...
-
-    def delete(self, ids: np.ndarray) -> None: ...
-
-    def search(self, query: str, k: int, allowed: set | None) -> tuple: ...
-
-
-@runtime_checkable
-class RerankStage(Protocol):
-    """A re-ranker over the fused candidates (e.g. late interaction / ColBERT MaxSim).
-
-    ``rerank(query, ids, texts)`` returns ``(ids, scores)`` best first over the given chunks.
-    """
-
-    name: str
-
-    def rerank(self, query: str, ids: np.ndarray, texts: list) -> tuple: ...
 
 
 def _now() -> float:
