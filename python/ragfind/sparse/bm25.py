@@ -15,6 +15,7 @@ from typing import Any, Union
 import numpy as np
 
 from ragfind import _core
+from ragfind.ids import as_id_filter
 
 __all__ = ["ENGLISH_STOPWORDS", "Analyzer", "BM25Index", "IndexFileError", "METHODS"]
 
@@ -144,7 +145,9 @@ class BM25Index:
 
     # ----- searching
 
-    def search(self, query: str, k: int = 10, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+    def search(
+        self, query: str, k: int = 10, filter: Any = None, *, algorithm: str = "auto"  # noqa: A002
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` best documents for ``query``, best first.
 
         Only documents that contain at least one query term are returned, so fewer than
@@ -161,7 +164,19 @@ class BM25Index:
         Raises:
             ValueError: ``k <= 0`` or an unknown algorithm.  TypeError: ``query`` is not str / bytes.
         """
-        return self._core.search(query, _check_k(k), _algorithm(algorithm))
+        k = _check_k(k)
+        if filter is None:
+            return self._core.search(query, k, _algorithm(algorithm))
+        # Interim: over-fetch and drop disallowed ids (to be replaced by the native allowed-set).
+        allowed = as_id_filter(filter)
+        n = len(self)
+        fetch = min(n, max(k * 4, k + 64))
+        while True:
+            ids, scores = self._core.search(query, max(fetch, 1), _algorithm(algorithm))
+            mask = np.fromiter((i in allowed for i in ids.tolist()), dtype=bool, count=len(ids))
+            if mask.sum() >= k or fetch >= n or len(ids) < fetch:
+                return ids[mask][:k], scores[mask][:k]
+            fetch = min(n, fetch * 4)
 
     def search_tokenized(
         self, tokens: Sequence[str], k: int = 10, *, algorithm: str = "auto"
