@@ -88,6 +88,9 @@ class IdFilter:
     def __len__(self) -> int:
         return int(self._ids.shape[0])
 
+    def __iter__(self):
+        return iter(self._ids.tolist())
+
     def __contains__(self, x: object) -> bool:
         if self._set is None:
             self._set = frozenset(self._ids.tolist())
