@@ -99,7 +99,7 @@ def test_add_and_hybrid_search():
     assert top.text == DOCS[0]["text"][top.start : top.end]
     assert top.context == "Cats" and top.metadata["year"] == 2020
     assert res[1].source == res[1].doc_id or res[1].metadata.get("source")
-    for stage in ("embed", "sparse", "dense", "fusion", "store", "total"):
+    for stage in ("embed", "bm25", "dense", "first_stage", "fusion", "store", "total"):
         assert res.timings[stage] >= 0
     assert not res.cached and res.doc_ids[0] == "cats"
     scores = [p.score for p in res]
@@ -149,8 +149,8 @@ def test_chunking_and_contexts_are_indexed_apart_from_text():
     usage = {int(i) for i in ids}
     rows = r._fetch(np.asarray(sorted(usage)))
     assert all("Usage" in rows[i][7] or "Usage" in rows[i][2] for i in usage)
-    with r._store_lock:
-        in_usage = {c for (c,) in r._db.execute("SELECT id FROM chunks WHERE context = 'Guide > Usage'")}
+    with r.store.lock:
+        in_usage = {c for (c,) in r.store.db.execute("SELECT id FROM chunks WHERE context = 'Guide > Usage'")}
     assert in_usage and in_usage <= usage  # found through their context alone
     whole = ragfind.Retriever(encoder=HashEncoder(), chunk_size=None)
     assert whole.add_documents([long_doc]) == 1
@@ -309,7 +309,7 @@ def test_lexical_only_and_dense_only():
     assert res[0].doc_id == "cats" and "dense" not in res.timings
     dense = make(bm25=None)
     res = dense.search("cats purr", k=2)
-    assert "sparse" not in res.timings and len(res) == 2
+    assert "bm25" not in res.timings and len(res) == 2
     with pytest.raises(ValueError, match="at least one of bm25 and encoder"):
         ragfind.Retriever(encoder=None, bm25=None)
 
