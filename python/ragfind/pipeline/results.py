@@ -29,8 +29,8 @@ class Passage:
         metadata: the document metadata.
         context: the contextual-retrieval prefix it was indexed with.
         ranks: ``{first-stage name: 1-based rank}`` in each first-stage list that holds the
-            chunk, for the phrasing that ranked it best (equal ranks: the higher score; a stage missing from it did not
-            retrieve the chunk).
+            chunk, for the phrasing that ranked it best (equal ranks: the higher score); a
+            stage missing from it did not retrieve the chunk.
         scores: ``{first-stage name: that stage's score}`` at that rank, ``"fused"``: the RRF
             score, and when re-ranked each re-ranker's score under its name
             (``"cross_encoder"`` for the cross-encoder).
