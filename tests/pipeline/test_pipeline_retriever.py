@@ -194,8 +194,16 @@ def test_filter_errors():
 def test_filters_on_field_names_with_quotes_and_dots():
     # SQLite's JSON path cannot escape '"' inside a quoted label; such keys are looked up by name.
     docs = [
-        {"id": "a", "text": "shared words here", "metadata": {'say "hi"': 1, "x.y": "p", "c\\d": 5}},
-        {"id": "b", "text": "shared words there", "metadata": {'say "hi"': 2, "x.y": "q", "c\\d": 6}},
+        {
+            "id": "a",
+            "text": "shared words here",
+            "metadata": {'say "hi"': 1, "x.y": "p", "c\\d": 5, "it's": 1},
+        },
+        {
+            "id": "b",
+            "text": "shared words there",
+            "metadata": {'say "hi"': 2, "x.y": "q", "c\\d": 6, "it's": 2},
+        },
     ]
     r = ragfind.Retriever(encoder=None)
     r.add_documents(docs)
@@ -203,6 +211,7 @@ def test_filters_on_field_names_with_quotes_and_dots():
     assert len(r.search("shared words", k=5, filters={'say "hi"': {"$gte": 1}}).doc_ids) == 2
     assert r.search("shared words", k=5, filters={"x.y": "p"}).doc_ids == ["a"]
     assert r.search("shared words", k=5, filters={"c\\d": {"$in": [6]}}).doc_ids == ["b"]
+    assert r.search("shared words", k=5, filters={"it's": {"$lt": 2}}).doc_ids == ["a"]  # a quoted literal
 
 
 def test_bm25_post_filter_fetches_deep_enough():

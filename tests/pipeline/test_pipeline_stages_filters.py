@@ -304,3 +304,22 @@ def test_index_ids_reads_a_property_or_a_method():
             return [3, 1]
 
     assert index_ids(Prop()).tolist() == [3, 1] and index_ids(Method()).tolist() == [3, 1]
+
+
+def test_filtered_fields_get_an_in_memory_index_that_is_not_saved(tmp_path):
+    import sqlite3
+
+    r = make()
+    plan = "SELECT c.id FROM chunks c JOIN documents d ON c.doc_id = d.doc_id WHERE {}"
+    assert r.search("cats", k=5, filters={"lang": "fr"}).doc_ids == ["chats"]
+    from ragfind.pipeline.filters import filter_sql
+
+    where, params = filter_sql({"lang": "fr"}, r.store.fields)
+    steps = " ".join(row[3] for row in r.store.db.execute("EXPLAIN QUERY PLAN " + plan.format(where), params))
+    assert "USING INDEX filter_field_" in steps
+    r.save(tmp_path / "kb")
+    saved = sqlite3.connect(tmp_path / "kb" / "store.sqlite")
+    assert not saved.execute("SELECT name FROM sqlite_master WHERE name LIKE 'filter_field_%'").fetchall()
+    saved.close()
+    loaded = ragfind.Retriever.load(tmp_path / "kb", encoder=r.encoder)
+    assert loaded.search("cats", k=5, filters={"lang": "fr"}).doc_ids == ["chats"]

@@ -39,6 +39,15 @@ def _sql_value(v: Any) -> Any:
     return int(v) if isinstance(v, bool) else v
 
 
+def json_path_literal(name: str) -> str | None:
+    """The SQL string literal of the JSON path of metadata key ``name``, or None for a key the
+    path syntax cannot spell (those are looked up with ``json_each``). A literal (not a bound
+    parameter) lets SQLite use the store's expression index on the field."""
+    if '"' in name or "\\" in name or "\0" in name:
+        return None
+    return "'" + f'$."{name}"'.replace("'", "''") + "'"
+
+
 def filter_sql(filters: Mapping[str, Any], fields: set) -> tuple:
     """``(where, params)``: SQL over the documents table ``d`` true where every condition holds.
 
@@ -51,7 +60,8 @@ def filter_sql(filters: Mapping[str, Any], fields: set) -> tuple:
     for name, cond in filters.items():
         if name not in known:
             raise ValueError(f"filters: unknown field {name!r}; known fields: {sorted(known)}")
-        by_key = '"' in name or "\\" in name
+        literal = json_path_literal(name)
+        by_key = literal is None
         if name == "doc_id":
             col = "d.doc_id"
         elif name == "title":
@@ -60,7 +70,7 @@ def filter_sql(filters: Mapping[str, Any], fields: set) -> tuple:
             # SQLite's JSON path mishandles '"' and '\\' in a quoted label: look the key up.
             col = "(SELECT value FROM json_each(d.metadata) WHERE key = ?)"
         else:
-            col = "json_extract(d.metadata, ?)"
+            col = f"json_extract(d.metadata, {literal})"
         conds = (
             cond
             if isinstance(cond, Mapping)
@@ -69,7 +79,7 @@ def filter_sql(filters: Mapping[str, Any], fields: set) -> tuple:
         for op, val in conds.items():
             if op not in OPERATORS:
                 raise ValueError(f"filters[{name!r}]: unknown operator {op!r}; expected one of {OPERATORS}")
-            col_params = [] if name in BUILTIN_FIELDS else [name if by_key else f'$."{name}"']
+            col_params = [name] if by_key and name not in BUILTIN_FIELDS else []
             if op in ("$in", "$nin"):
                 vals = list(val) if isinstance(val, (list, tuple, set)) else None
                 if vals is None:
@@ -119,6 +129,9 @@ class FilterCompiler:
         if hit is not None:
             return hit
         where, params = filter_sql(filters, self.store.fields)
+        for name in filters:
+            if name not in BUILTIN_FIELDS:
+                self.store.index_field(name)
         allowed = IdFilter(self.store.select_chunks(where, params))
         if key is not None and generation == self.store.generation:
             self.cache.put(key, allowed)
