@@ -323,3 +323,33 @@ def test_filtered_fields_get_an_in_memory_index_that_is_not_saved(tmp_path):
     saved.close()
     loaded = ragfind.Retriever.load(tmp_path / "kb", encoder=r.encoder)
     assert loaded.search("cats", k=5, filters={"lang": "fr"}).doc_ids == ["chats"]
+
+
+@pytest.mark.parametrize("seed", ["v1-seed-000", "v1-seed-006"])
+def test_a_folder_written_by_format_1_code_loads(seed, tmp_path):
+    # The fuzz seeds v1-seed-* are folders saved by the format-1 Retriever (its SQLite schema
+    # text laid out differently, its BM25 stage called "sparse").
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "tools" / "fuzz"))
+    try:
+        from _common import _unpack_folder, hash_encoder
+    finally:
+        sys.path.pop(0)
+    data = (root / "tools" / "fuzz" / "corpus" / "load_retriever" / seed).read_bytes()
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    for name, content in _unpack_folder(data[1:]).items():
+        (kb / name).write_bytes(content)
+    assert json.loads((kb / "manifest.json").read_text())["version"] == 1
+    encoder = None if data[0] & 8 else hash_encoder()
+    r = ragfind.Retriever.load(kb, encoder=encoder, reranker=None)
+    assert r.search("cats purr", k=2)[0].doc_id == "cats"
+    assert r.search("cats chats", k=2, filters={"lang": "fr"}).doc_ids == ["chats"]
+    r.add_documents([{"id": "new", "text": "Otters float."}])
+    r.save(tmp_path / "v2")
+    again = ragfind.Retriever.load(tmp_path / "v2", encoder=encoder, reranker=None)
+    assert json.loads((tmp_path / "v2" / "manifest.json").read_text())["version"] == 2
+    assert again.search("otters", k=1).doc_ids == ["new"] and len(again) == 3

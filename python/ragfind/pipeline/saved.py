@@ -346,7 +346,7 @@ def load_folder(
                     f"the store {len(chunk_ids)}"
                 )
             ids = stage.ids
-            if ids.dtype.kind not in "iu" or not np.array_equal(np.sort(ids), chunk_ids):
+            if len(ids) and (ids.dtype.kind not in "iu" or not np.array_equal(np.sort(ids), chunk_ids)):
                 raise RetrieverFolderError(
                     f"{str(folder)!r}: the {stage.name} index holds other chunk ids than the store"
                 )

@@ -54,9 +54,16 @@ def _store_schema() -> list:
     columns, triggers or views, which the queries and writes here do not expect)."""
     if not _STORE_SCHEMA:
         db = _new_db()
-        _STORE_SCHEMA.extend(db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name"))
+        _STORE_SCHEMA.extend(_schema_of(db))
         db.close()
     return _STORE_SCHEMA
+
+
+def _schema_of(db: sqlite3.Connection) -> list:
+    # The CREATE statements with whitespace collapsed: sqlite_master keeps them as written, and
+    # stores written by earlier versions of this module laid them out differently.
+    rows = db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name").fetchall()
+    return [(t, n, tb, " ".join(sql.split()) if isinstance(sql, str) else sql) for t, n, tb, sql in rows]
 
 
 def _decode_text(b: bytes) -> str:
@@ -254,10 +261,7 @@ class DocumentStore:
             check = db.execute("PRAGMA integrity_check").fetchall()
             if check != [("ok",)]:
                 raise bad(f"is corrupt: {'; '.join(str(r[0]) for r in check[:3])}")
-            schema = db.execute(
-                "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name"
-            ).fetchall()
-            if schema != _store_schema():
+            if _schema_of(db) != _store_schema():
                 raise bad("has another schema than a ragfind retriever's")
             bad_rows = db.execute(
                 "SELECT (SELECT COUNT(*) FROM documents WHERE typeof(doc_id) != 'text'"

@@ -16,7 +16,8 @@ def index_ids(index: Any) -> np.ndarray:
     """An index's live ids, whether ``ids`` is a property (the index contract) or, as on older
     DenseIndex versions, a method."""
     ids = index.ids
-    return np.asarray(ids() if callable(ids) else ids)
+    ids = ids() if callable(ids) else ids
+    return np.asarray(ids) if len(ids) else np.zeros(0, np.int64)
 
 
 class DenseStage:
