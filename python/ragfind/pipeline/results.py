@@ -74,8 +74,9 @@ class SearchResult(Sequence):
             A cache hit reports ``cache`` and ``total`` only.
         cached: True when served from the results cache.
         queries: the phrasings searched.
-        concurrent: the first stages that ran concurrently (on the worker pool and the
-            calling thread at once); empty when one stage ran, or on a cache hit.
+        concurrent: the first stages whose run overlapped another's in time (they run on the
+            worker pool and the calling thread at once; a stage waiting for a free worker may
+            not overlap); empty when one stage ran, or on a cache hit.
     """
 
     passages: tuple

@@ -543,7 +543,7 @@ class Retriever:
 
     @staticmethod
     def _run_stage(stage: Any, queries: tuple, k: int, flt: Any) -> tuple:
-        """One first stage over every phrasing: ``(lists, seconds, embed seconds)``."""
+        """One first stage over every phrasing: ``(lists, start, end, embed seconds)``."""
         t0 = _now()
         embed = getattr(stage, "embed", None)
         t_embed = 0.0
@@ -555,11 +555,11 @@ class Retriever:
                 t_embed += _now() - t
             ids, scores = stage.search(q, k, flt)
             out.append((np.asarray(ids, np.int64), np.asarray(scores)))
-        return out, _now() - t0, t_embed
+        return out, t0, _now(), t_embed
 
     def _first_stage(self, stages: list, queries: tuple, depth: int, flt: Any, timings: dict) -> tuple:
         """Runs the stages concurrently (the first on this thread, the rest on the pool);
-        returns ``(lists, list names, names of the stages that overlapped)``."""
+        returns ``(lists, list names, names of the stages whose run overlapped another's)``."""
         t0 = _now()
         if flt is not None and len(flt) == 0:
             # Nothing is allowed: no stage can return anything.
@@ -575,14 +575,20 @@ class Retriever:
         results += [f.result() for f in futures]
         timings["first_stage"] = _now() - t0
         lists, names, t_embed = [], [], 0.0
-        for s, (res, seconds, embed) in zip(stages, results):
+        for s, (res, start, end, embed) in zip(stages, results):
             lists += res
             names += [s.name] * len(res)
-            timings[s.name] = seconds
+            timings[s.name] = end - start
             t_embed += embed
         if any(hasattr(s, "embed") for s in stages):
             timings["embed"] = t_embed
-        return lists, names, tuple(s.name for s in stages) if len(stages) > 1 else ()
+        spans = [(start, end) for _, start, end, _ in results]
+        overlapped = tuple(
+            s.name
+            for n, (s, (a, b)) in enumerate(zip(stages, spans))
+            if any(a < d and c < b for m, (c, d) in enumerate(spans) if m != n)
+        )
+        return lists, names, overlapped
 
     def search(
         self,
