@@ -64,7 +64,7 @@ from ragfind.pipeline.cache import LRUCache  # noqa: E402
 from ragfind.pipeline.chunking import Chunk, chunk, chunk_documents, default_context  # noqa: E402
 from ragfind.pipeline.context import AssembledContext, assemble_context  # noqa: E402
 from ragfind.pipeline.retriever import Passage, Retriever, RetrieverFolderError, SearchResult  # noqa: E402
-from ragfind.pipeline.stages import LateInteractionStage, SpladeStage  # noqa: E402
+from ragfind.pipeline.stages import BM25Stage, DenseStage, LateInteractionStage, SpladeStage  # noqa: E402
 
 __all__ += [
     "rrf",
@@ -80,6 +80,8 @@ __all__ += [
     "Passage",
     "SearchResult",
     "RetrieverFolderError",
+    "BM25Stage",
+    "DenseStage",
     "SpladeStage",
     "LateInteractionStage",
 ]

@@ -64,7 +64,7 @@ def test_demo_runs_the_hybrid_pipeline_with_stage_timings(capsys, model_home):
     out = capsys.readouterr().out
     assert "hybrid BM25 + all-MiniLM-L6-v2 with RRF" in out
     header = out.split("'gateway will not turn on'")[1].splitlines()[0]
-    for stage in ("embed", "sparse", "dense", "fusion", "store"):
+    for stage in ("embed", "bm25", "dense", "fusion", "store"):
         assert re.search(rf"{stage} \d+\.\d+ (ms|us)", header), (stage, header)
     block = out.split("'gateway will not turn on'")[1]
     assert len(re.findall(r"^\s+\d+\. ", block, flags=re.MULTILINE)) == 3

@@ -41,7 +41,7 @@ def test_index_search_bench_lexical(beir, tmp_path, capsys):
     assert "4 documents" in capsys.readouterr().out
     assert main(["search", str(out_dir), "cats purr", "-k", "2", "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
-    assert res["passages"][0]["doc_id"] == "a" and "sparse" in res["timings_ms"]
+    assert res["passages"][0]["doc_id"] == "a" and "bm25" in res["timings_ms"]
     assert main(["search", str(out_dir), "chats", "cats", "--filter", "lang=fr", "--context", "300"]) == 0
     out = capsys.readouterr().out
     assert "1 passages" in out and " c  Chats" in out and "Answer the question using only" in out
@@ -49,7 +49,7 @@ def test_index_search_bench_lexical(beir, tmp_path, capsys):
         main(["search", str(out_dir), "cats", "--filter", "colour=red"])
     assert main(["bench", str(out_dir), "-n", "4", "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "cache hit" in out and "sparse" in out
+    assert "cache hit" in out and "bm25" in out
 
 
 def test_index_rejects_a_bad_corpus(tmp_path):
@@ -64,6 +64,6 @@ def test_index_rejects_a_bad_corpus(tmp_path):
 def test_eval_hybrid_with_minilm(beir, capsys, model_home):
     assert main(["eval", str(beir), "--quiet", "--metrics", "ndcg@10,mrr@10"]) == 0
     out = capsys.readouterr().out
-    for mode in ("sparse", "dense", "hybrid"):
+    for mode in ("bm25", "dense", "hybrid"):
         line = next(ln for ln in out.splitlines() if ln.strip().startswith(mode + ":"))
         assert "ndcg@10 1.0000" in line, line  # two easy queries: the right document first

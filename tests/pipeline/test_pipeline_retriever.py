@@ -99,7 +99,7 @@ def test_add_and_hybrid_search():
     assert top.text == DOCS[0]["text"][top.start : top.end]
     assert top.context == "Cats" and top.metadata["year"] == 2020
     assert res[1].source == res[1].doc_id or res[1].metadata.get("source")
-    for stage in ("embed", "sparse", "dense", "fusion", "store", "total"):
+    for stage in ("embed", "bm25", "dense", "first_stage", "fusion", "store", "total"):
         assert res.timings[stage] >= 0
     assert not res.cached and res.doc_ids[0] == "cats"
     scores = [p.score for p in res]
@@ -149,8 +149,8 @@ def test_chunking_and_contexts_are_indexed_apart_from_text():
     usage = {int(i) for i in ids}
     rows = r._fetch(np.asarray(sorted(usage)))
     assert all("Usage" in rows[i][7] or "Usage" in rows[i][2] for i in usage)
-    with r._store_lock:
-        in_usage = {c for (c,) in r._db.execute("SELECT id FROM chunks WHERE context = 'Guide > Usage'")}
+    with r.store.lock:
+        in_usage = {c for (c,) in r.store.db.execute("SELECT id FROM chunks WHERE context = 'Guide > Usage'")}
     assert in_usage and in_usage <= usage  # found through their context alone
     whole = ragfind.Retriever(encoder=HashEncoder(), chunk_size=None)
     assert whole.add_documents([long_doc]) == 1
@@ -194,8 +194,16 @@ def test_filter_errors():
 def test_filters_on_field_names_with_quotes_and_dots():
     # SQLite's JSON path cannot escape '"' inside a quoted label; such keys are looked up by name.
     docs = [
-        {"id": "a", "text": "shared words here", "metadata": {'say "hi"': 1, "x.y": "p", "c\\d": 5}},
-        {"id": "b", "text": "shared words there", "metadata": {'say "hi"': 2, "x.y": "q", "c\\d": 6}},
+        {
+            "id": "a",
+            "text": "shared words here",
+            "metadata": {'say "hi"': 1, "x.y": "p", "c\\d": 5, "it's": 1},
+        },
+        {
+            "id": "b",
+            "text": "shared words there",
+            "metadata": {'say "hi"': 2, "x.y": "q", "c\\d": 6, "it's": 2},
+        },
     ]
     r = ragfind.Retriever(encoder=None)
     r.add_documents(docs)
@@ -203,6 +211,7 @@ def test_filters_on_field_names_with_quotes_and_dots():
     assert len(r.search("shared words", k=5, filters={'say "hi"': {"$gte": 1}}).doc_ids) == 2
     assert r.search("shared words", k=5, filters={"x.y": "p"}).doc_ids == ["a"]
     assert r.search("shared words", k=5, filters={"c\\d": {"$in": [6]}}).doc_ids == ["b"]
+    assert r.search("shared words", k=5, filters={"it's": {"$lt": 2}}).doc_ids == ["a"]  # a quoted literal
 
 
 def test_bm25_post_filter_fetches_deep_enough():
@@ -309,7 +318,7 @@ def test_lexical_only_and_dense_only():
     assert res[0].doc_id == "cats" and "dense" not in res.timings
     dense = make(bm25=None)
     res = dense.search("cats purr", k=2)
-    assert "sparse" not in res.timings and len(res) == 2
+    assert "bm25" not in res.timings and len(res) == 2
     with pytest.raises(ValueError, match="at least one of bm25 and encoder"):
         ragfind.Retriever(encoder=None, bm25=None)
 

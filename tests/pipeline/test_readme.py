@@ -17,4 +17,5 @@ def test_readme_tour_runs(tmp_path, monkeypatch, model_home):
     assert list(namespace["bm25_ids"]) == ["a"]
     assert namespace["dense_ids"][0] == "a"
     assert namespace["result"].passages[0].doc_id == "reset"
+    assert namespace["top"].ranks == {"bm25": 1, "dense": 1} and "fused" in namespace["top"].scores
     assert "XJ-2000" in str(namespace["prompt"])

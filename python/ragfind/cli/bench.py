@@ -37,8 +37,7 @@ def run(args: argparse.Namespace) -> int:
         with open(args.queries, encoding="utf-8") as f:
             queries = [line.strip() for line in f if line.strip()][: args.n]
     else:
-        rows = retriever._db.execute("SELECT text FROM chunks ORDER BY id LIMIT ?", (args.n,)).fetchall()
-        queries = [" ".join(r[0].split()[:8]) for r in rows if r[0].split()]
+        queries = [" ".join(t.split()[:8]) for t in retriever.store.chunk_texts(args.n) if t.split()]
     if not queries:
         raise SystemExit("ragfind bench: no queries")
     for q in queries[:5]:  # warm-up

@@ -3,7 +3,7 @@
 Builds the hybrid pipeline (``ragfind.Retriever``: BM25 + the offline all-MiniLM-L6-v2 encoder,
 fused with RRF, over a SQLite store) on the demo knowledge base that ships inside the package
 (``ragfind.data``), answers the demo queries (or the ones given with ``--query``) and prints the
-ranked results with the time of each stage (embed, sparse, dense, fusion, store). ``--bm25-only``
+ranked results with the time of each stage (embed, bm25, dense, fusion, store). ``--bm25-only``
 runs the lexical stage alone.
 """
 
@@ -61,7 +61,7 @@ class Answer:
     timings: list[StageTiming] = field(default_factory=list)
     relevant: list[str] = field(default_factory=list)
     note: str = ""
-    total: float | None = None  # wall time when stages overlap (hybrid: sparse || dense)
+    total: float | None = None  # wall time when stages overlap (hybrid: bm25 || dense)
 
 
 def _median_time(fn, repeat: int):

@@ -19,7 +19,11 @@ def register(sub) -> None:
         default=None,
         help="folder with corpus.npy + corpus_ids.txt: precomputed document embeddings (whole documents)",
     )
-    p.add_argument("--modes", default="sparse,dense,hybrid", help="comma list of sparse, dense, hybrid")
+    p.add_argument(
+        "--modes",
+        default="bm25,dense,hybrid",
+        help="comma list of first-stage names (bm25, dense, ...) and hybrid",
+    )
     p.add_argument("--metrics", default="ndcg@10,recall@100,mrr@10,map@100")
     p.add_argument("--depth", type=int, default=100, help="documents ranked per query (default 100)")
     p.add_argument(
@@ -93,21 +97,18 @@ def run(args: argparse.Namespace) -> int:
         retriever = build_from_beir(data, args.encoder, args.embeddings, size, not args.quiet)
     print(f"ragfind eval: {data!r}; retriever ready in {time.perf_counter() - t0:.1f} s")
     qids, texts = data.query_items()
+    names = [s.name for s in retriever.first_stages]
     for mode in modes:
-        saved = (retriever.bm25, retriever.dense)
-        if mode == "sparse":
-            retriever.dense = None
-        elif mode == "dense":
-            retriever.bm25 = None
-        elif mode != "hybrid":
-            raise SystemExit(f"ragfind eval: unknown mode {mode!r}; expected sparse, dense or hybrid")
-        try:
-            run_ = {}
-            for qid, text in tqdm(list(zip(qids, texts)), desc=mode, unit="query", disable=args.quiet):
-                res = retriever.search(text, k=args.depth * 3, use_cache=False)
-                run_[qid] = doc_run(res.passages, args.depth)
-        finally:
-            retriever.bm25, retriever.dense = saved
+        if mode != "hybrid" and mode not in names:
+            raise SystemExit(
+                f"ragfind eval: unknown mode {mode!r}; expected one of {', '.join(names)} or hybrid"
+            )
+    for mode in modes:
+        only = None if mode == "hybrid" else [mode]
+        run_ = {}
+        for qid, text in tqdm(list(zip(qids, texts)), desc=mode, unit="query", disable=args.quiet):
+            res = retriever.search(text, k=args.depth * 3, use_cache=False, stages=only)
+            run_[qid] = doc_run(res.passages, args.depth)
         result = evaluate(data.qrels, run_, metrics)
         print(f"{mode:>7}: {result}")
     return 0

@@ -55,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
                             "title": p.title,
                             "source": p.source,
                             "score": p.score,
+                            "ranks": dict(p.ranks),
+                            "scores": dict(p.scores),
                             "start": p.start,
                             "end": p.end,
                             "text": p.text,
@@ -62,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
                         for p in result
                     ],
                     "timings_ms": {k: v * 1e3 for k, v in result.timings.items()},
+                    "concurrent": list(result.concurrent),
                 },
                 indent=1,
             )
@@ -71,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{len(result)} passages ({stages})")
         for rank, p in enumerate(result, 1):
             snippet = " ".join(p.text.split())[:160]
-            print(f"{rank:>3}. {p.score:.4f}  {p.doc_id}  {p.title}\n     {snippet}")
+            by_stage = " ".join(f"{n}#{r}" for n, r in p.ranks.items())
+            print(f"{rank:>3}. {p.score:.4f}  {p.doc_id}  {p.title}  [{by_stage}]\n     {snippet}")
     if args.context:
         ctx = ragfind.assemble_context(result, args.context, question=args.query[0])
         print("\n" + ctx.prompt)

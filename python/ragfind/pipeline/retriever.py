@@ -1,45 +1,47 @@
-"""``ragfind.Retriever``: the hybrid retrieval pipeline in one object.
+"""``ragfind.Retriever``: the retrieval pipeline in one object, an orchestrator over stages.
 
 Documents go in (chunked, optionally with a contextual-retrieval prefix), questions come out as
-passages. Under the hood:
+passages:
 
-- a SQLite document store (stdlib ``sqlite3``) holds documents, chunk text, offsets and metadata,
-  and answers metadata filters;
-- a :class:`ragfind.BM25Index` (lexical) and a :class:`ragfind.DenseIndex` fed by an
-  :class:`ragfind.Encoder` (semantic) retrieve candidates, concurrently (both release the GIL);
-- further first-stage retrievers (:class:`RetrievalStage`, e.g. SPLADE) add their lists;
+- a SQLite document store (:mod:`.store`) holds documents, chunk text, offsets and metadata;
+  a metadata filter compiles to SQL once per store state (:mod:`.filters`) into an
+  :class:`ragfind.IdFilter` of chunk ids that every stage hands to its index;
+- first-stage retrievers (:class:`RetrievalStage`: BM25 and dense by default, built from the
+  ``bm25=`` / ``encoder=`` arguments, plus any given, e.g. SPLADE) run concurrently on a
+  thread pool (their indexes release the GIL) and return ranked lists;
 - reciprocal rank fusion (C++) merges every list, from every phrasing of the question when a
   list of phrasings is given (RAG-Fusion);
-- an optional :class:`ragfind.CrossEncoder` and/or late-interaction re-ranker reorders the top;
-- an LRU cache of query embeddings and of results answers repeated questions in microseconds;
+- re-rankers (:class:`RerankStage`, e.g. late interaction) and an optional
+  :class:`ragfind.CrossEncoder` reorder the head;
+- every passage carries each stage's rank and score (:class:`Passage` ``ranks``/``scores``);
+- LRU caches of query embeddings and of results answer repeated questions in microseconds;
   the results cache is invalidated whenever the store changes.
 
-Everything is saved as one folder (``save`` / ``Retriever.load``), written atomically.
+Everything is saved as one folder (``save`` / ``Retriever.load``, :mod:`.saved`), atomically.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
-import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable
 
 import numpy as np
 
-from ragfind.persist.atomic import fsync_dir
 from ragfind.pipeline.cache import LRUCache, freeze
 from ragfind.pipeline.chunking import Chunk, chunk_documents, default_context, load_tokenizer
+from ragfind.pipeline.filters import BUILTIN_FIELDS, FilterCompiler, check_filters
+from ragfind.pipeline.results import Passage, SearchResult
+from ragfind.pipeline.saved import FORMAT_VERSION, RetrieverFolderError, load_folder, save_folder
 from ragfind.pipeline.stages import RerankStage, RetrievalStage
+from ragfind.pipeline.stages.bm25 import BM25Stage
+from ragfind.pipeline.stages.dense import DenseStage
+from ragfind.pipeline.store import DocumentStore
 
 __all__ = [
     "Retriever",
@@ -51,99 +53,13 @@ __all__ = [
     "FORMAT_VERSION",
 ]
 
-FORMAT_NAME = "ragfind-retriever"
-FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
-STORE_FILE = "store.sqlite"
-BM25_FILE = "bm25.idx"
-DENSE_FILE = "dense.idx"
-
-#: Document fields every filter may use besides the metadata keys.
-BUILTIN_FIELDS = ("doc_id", "title")
-_OPERATORS = ("$eq", "$ne", "$in", "$nin", "$gt", "$gte", "$lt", "$lte")
-
-
-class RetrieverFolderError(ValueError):
-    """A saved retriever folder is missing, incomplete, corrupt or of another format/version."""
-
-
-@dataclass(frozen=True)
-class Passage:
-    """One retrieved chunk.
-
-    Attributes:
-        id: the chunk id (int, unique in the store).
-        doc_id: the id of its document.
-        text: the chunk text shown to the generator (no contextual prefix).
-        title: the document title.
-        source: where it comes from: the document's ``metadata["source"]`` (or ``"url"``) when
-            set, else the document id.
-        score: the final score (fused RRF score, or the re-ranker's score when re-ranked).
-        start, end: character offsets of the chunk in its document's text.
-        metadata: the document metadata.
-        context: the contextual-retrieval prefix it was indexed with.
-    """
-
-    id: int
-    doc_id: str
-    text: str
-    title: str
-    source: str
-    score: float
-    start: int
-    end: int
-    metadata: Mapping[str, Any] = field(default_factory=dict, compare=False)
-    context: str = ""
-
-
-@dataclass(frozen=True)
-class SearchResult(Sequence):
-    """Passages best first, plus what the search cost.
-
-    Behaves as a read-only sequence of :class:`Passage`.
-
-    Attributes:
-        passages: the passages.
-        timings: seconds per stage: ``embed``, ``sparse``, ``dense``, ``fusion``, ``rerank``,
-            ``store`` (fetching passages), ``total`` (wall time of the search); extra stages
-            appear under their names. A cache hit reports ``cache`` and ``total`` only.
-        cached: True when served from the results cache.
-        queries: the phrasings searched.
-    """
-
-    passages: tuple
-    timings: Mapping[str, float]
-    cached: bool = False
-    queries: tuple = ()
-
-    def __len__(self) -> int:
-        return len(self.passages)
-
-    def __getitem__(self, i):
-        return self.passages[i]
-
-    def __iter__(self):
-        return iter(self.passages)
-
-    @property
-    def doc_ids(self) -> list:
-        """Document ids of the passages, in order, each once (first occurrence)."""
-        seen: dict = {}
-        for p in self.passages:
-            seen.setdefault(p.doc_id, None)
-        return list(seen)
+#: The keys a document may have; anything else is a ValueError (a typo would drop data).
+DOCUMENT_KEYS = ("id", "title", "text", "metadata")
+COLLAPSE = (None, "document")
 
 
 def _now() -> float:
     return time.perf_counter()
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _check_queries(query: str | Sequence[str]) -> tuple:
@@ -175,12 +91,22 @@ def _positive_int(value: Any, name: str, allow_none: bool = False) -> int | None
     return int(value)
 
 
+def _path_of(model: Any) -> str | None:
+    path = getattr(model, "path", None)
+    return os.fspath(path) if path is not None else None
+
+
+def _empty() -> tuple:
+    return np.zeros(0, np.int64), np.zeros(0, np.float32)
+
+
 class Retriever:
-    """Hybrid retrieval over a document store: BM25 + dense (+ stages), fused, re-ranked, cached.
+    """Retrieval over a document store: first stages (BM25 + dense + more), fused, re-ranked, cached.
 
     Args:
         encoder: an :class:`ragfind.Encoder`, a model folder / default model name (loaded with
-            :func:`ragfind.load_model`), or None for a lexical-only retriever.
+            :func:`ragfind.load_model`), or None: the dense stage (:class:`DenseStage`) is
+            built over it.
         reranker: an optional :class:`ragfind.CrossEncoder` (or a folder / name) re-scoring the
             best ``rerank_candidates`` fused passages.
         chunk_size: tokens per chunk; ``"auto"`` (default) picks the encoder's window minus room
@@ -190,13 +116,14 @@ class Retriever:
             (title and heading path), False for none, or a callable ``(document, chunk) -> str``
             (an LLM in production). The context is indexed, never shown as passage text.
         tokenizer: the chunking tokenizer (default: the encoder's, else MiniLM's).
-        bm25: a fresh :class:`ragfind.BM25Index` to use (default: ``BM25Index()``: Lucene BM25,
-            k1=1.2, b=0.75, English stemming), or None with ``encoder`` set for dense only.
+        bm25: a fresh :class:`ragfind.BM25Index` for the BM25 stage (:class:`BM25Stage`; default
+            ``BM25Index()``: Lucene BM25, k1=1.2, b=0.75, English stemming), or None for none.
         dense_kind: ``"exact"`` (SIMD brute force, default) or ``"hnsw"``.
-        stages: extra :class:`RetrievalStage` objects whose lists join the fusion, and
-            :class:`RerankStage` objects applied after fusion (before the cross-encoder).
+        stages: more :class:`RetrievalStage` objects whose lists join the fusion (after the
+            BM25 and dense stages), and :class:`RerankStage` objects applied after fusion
+            (before the cross-encoder).
         rrf_k: the RRF constant.
-        weights: optional RRF weights by stage name, e.g. ``{"sparse": 1.0, "dense": 1.5}``.
+        weights: optional RRF weights by stage name, e.g. ``{"bm25": 1.0, "dense": 1.5}``.
         candidates: how many results each first-stage retriever returns per phrasing.
         rerank_candidates: how many fused passages the re-rankers see.
         cache_size: entries in each of the embedding and result caches (0 disables them).
@@ -227,24 +154,21 @@ class Retriever:
         threads: int = 2,
         show_progress: bool = False,
     ) -> None:
-        from ragfind.dense.index import DenseIndex
         from ragfind.sparse.bm25 import BM25Index
 
-        self.encoder = self._load_encoder(encoder)
-        self.encoder_ref = (
-            encoder if isinstance(encoder, (str, os.PathLike)) or encoder is None else _path_of(self.encoder)
-        )
-        if isinstance(self.encoder_ref, os.PathLike):
-            self.encoder_ref = os.fspath(self.encoder_ref)
-        self.reranker = self._load_reranker(reranker)
-        self.reranker_ref = (
+        enc = self._load_encoder(encoder)
+        encoder_ref = encoder if isinstance(encoder, (str, os.PathLike)) or encoder is None else _path_of(enc)
+        if isinstance(encoder_ref, os.PathLike):
+            encoder_ref = os.fspath(encoder_ref)
+        rr = self._load_reranker(reranker)
+        reranker_ref = (
             reranker
             if isinstance(reranker, (str, os.PathLike)) or reranker is None
-            else str(getattr(self.reranker, "path", "")) or None
+            else str(getattr(rr, "path", "")) or None
         )
-        if isinstance(self.reranker_ref, os.PathLike):
-            self.reranker_ref = os.fspath(self.reranker_ref)
-        if bm25 == "default":
+        if isinstance(reranker_ref, os.PathLike):
+            reranker_ref = os.fspath(reranker_ref)
+        if isinstance(bm25, str) and bm25 == "default":
             bm25 = BM25Index()
         if bm25 is not None and not isinstance(bm25, BM25Index):
             raise TypeError(
@@ -254,63 +178,106 @@ class Retriever:
             raise ValueError(
                 "bm25 already holds documents; pass an empty BM25Index (the Retriever owns its ids)"
             )
-        if bm25 is None and self.encoder is None:
-            raise ValueError("a Retriever needs at least one of bm25 and encoder")
-        self.bm25 = bm25
         if dense_kind not in ("exact", "hnsw"):
             raise ValueError(f"dense_kind = {dense_kind!r}; expected 'exact' or 'hnsw'")
-        self.dense = (
-            DenseIndex(
-                self.encoder.dim, metric="cosine", kind=dense_kind, fingerprint=self.encoder.fingerprint
-            )
-            if self.encoder is not None
-            else None
-        )
-        self.chunk_size = self._resolve_chunk_size(chunk_size, contextualize)
-        self.chunk_overlap = chunk_overlap
         if contextualize is True:
             contextualize = default_context
         if contextualize is not False and contextualize is not None and not callable(contextualize):
             raise TypeError(
                 f"contextualize is a {type(contextualize).__name__}; expected a bool or a callable"
             )
-        self.contextualize = contextualize or None
-        self.tokenizer = (
-            tokenizer
-            if tokenizer is not None
-            else (self.encoder.tokenizer if self.encoder is not None else None)
+        self._setup(
+            encoder=enc,
+            encoder_ref=encoder_ref,
+            reranker=rr,
+            reranker_ref=reranker_ref,
+            bm25=BM25Stage(bm25) if bm25 is not None else None,
+            dense_index=None,
+            dense_kind=dense_kind,
+            stages=stages,
+            chunk_size=self._resolve_chunk_size(enc, chunk_size, contextualize),
+            chunk_overlap=chunk_overlap,
+            contextualize=contextualize or None,
+            tokenizer=tokenizer if tokenizer is not None else (enc.tokenizer if enc is not None else None),
+            rrf_k=rrf_k,
+            weights=weights,
+            candidates=candidates,
+            rerank_candidates=rerank_candidates,
+            cache_size=cache_size,
+            threads=threads,
+            show_progress=show_progress,
+            store=DocumentStore(),
         )
-        # Resolved once (a copy without truncation), not on every add_documents call.
-        self.tokenizer = load_tokenizer(self.tokenizer)
-        self.stages = [s for s in stages if isinstance(s, RetrievalStage)]
-        self.rerank_stages = [
-            s for s in stages if isinstance(s, RerankStage) and not isinstance(s, RetrievalStage)
-        ]
+
+    def _setup(
+        self,
+        *,
+        encoder: Any,
+        encoder_ref: Any,
+        reranker: Any,
+        reranker_ref: Any,
+        bm25: BM25Stage | None,
+        dense_index: Any,
+        dense_kind: str,
+        stages: Sequence[Any],
+        chunk_size: int | None,
+        chunk_overlap: float | int,
+        contextualize: Any,
+        tokenizer: Any,
+        rrf_k: float,
+        weights: Mapping[str, float] | None,
+        candidates: int,
+        rerank_candidates: int,
+        cache_size: int,
+        threads: int,
+        show_progress: bool,
+        store: DocumentStore,
+    ) -> None:
+        """Everything ``__init__`` and ``load`` share: the stage lists, caches, store, pool."""
         for s in stages:
             if not isinstance(s, (RetrievalStage, RerankStage)):
                 raise TypeError(f"stage {s!r} implements neither RetrievalStage nor RerankStage")
-        names = ["sparse", "dense"] + [s.name for s in self.stages]
+        self.encoder = encoder
+        self.encoder_ref = encoder_ref
+        self.reranker = reranker
+        self.reranker_ref = reranker_ref
+        self.embedding_cache = LRUCache(cache_size)
+        self.result_cache = LRUCache(cache_size)
+        defaults: list = [bm25] if bm25 is not None else []
+        if encoder is not None:
+            defaults.append(
+                DenseStage(encoder, dense_index, kind=dense_kind, name="dense", cache=self.embedding_cache)
+            )
+        #: First-stage retrievers, in fusion order.
+        self.first_stages: list = defaults + [s for s in stages if isinstance(s, RetrievalStage)]
+        #: Re-rankers of the fused head, in order (the cross-encoder runs after them).
+        self.rerank_stages: list = [
+            s for s in stages if isinstance(s, RerankStage) and not isinstance(s, RetrievalStage)
+        ]
+        if not self.first_stages:
+            raise ValueError("a Retriever needs at least one of bm25 and encoder (or a RetrievalStage)")
+        names = [s.name for s in self.first_stages]
         if len(set(names)) != len(names):
-            raise ValueError(f"stage names must be unique and not 'sparse'/'dense'; got {names}")
+            raise ValueError(f"first-stage names must be unique; got {names}")
+        self.chunk_size = chunk_size
+        self.chunk_overlap = chunk_overlap
+        self.contextualize = contextualize
+        # Resolved once (a copy without truncation), not on every add_documents call.
+        self.tokenizer = load_tokenizer(tokenizer)
         self.rrf_k = float(rrf_k)
         self.weights = dict(weights or {})
         unknown = set(self.weights) - set(names)
         if unknown:
-            raise ValueError(f"weights name unknown stages {sorted(unknown)}; expected some of {names}")
+            hint = " ('sparse' is now 'bm25')" if "sparse" in unknown and "bm25" in names else ""
+            raise ValueError(f"weights name unknown stages {sorted(unknown)}; expected some of {names}{hint}")
         self.candidates = _positive_int(candidates, "candidates")
         self.rerank_candidates = _positive_int(rerank_candidates, "rerank_candidates")
-        self.embedding_cache = LRUCache(cache_size)
-        self.result_cache = LRUCache(cache_size)
-        self._filter_cache = LRUCache(256 if cache_size else 0)
+        self.store = store
+        self._filters = FilterCompiler(store, 256 if cache_size else 0)
         self.show_progress = show_progress
         self._threads = _positive_int(threads, "threads")
         self._pool: ThreadPoolExecutor | None = None
         self._write_lock = threading.RLock()
-        self._store_lock = threading.Lock()
-        self._generation = 0
-        self._next_chunk_id = 0
-        self._fields: set = set()
-        self._db = self._new_store()
 
     # ------------------------------------------------------------------ construction helpers
 
@@ -346,31 +313,15 @@ class Retriever:
             )
         return reranker
 
-    def _resolve_chunk_size(self, chunk_size: Any, contextualize: Any) -> int | None:
+    @staticmethod
+    def _resolve_chunk_size(encoder: Any, chunk_size: Any, contextualize: Any) -> int | None:
         if chunk_size is None:
             return None
-        if chunk_size == "auto":
-            window = getattr(self.encoder, "max_length", 512) if self.encoder is not None else 512
+        if isinstance(chunk_size, str) and chunk_size == "auto":
+            window = getattr(encoder, "max_length", 512) if encoder is not None else 512
             room = 2 + (48 if contextualize else 0)  # [CLS]/[SEP] and the context prefix
             return max(32, min(384, int(window) - room))
         return _positive_int(chunk_size, "chunk_size")
-
-    @staticmethod
-    def _new_store() -> sqlite3.Connection:
-        db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-        db.executescript(
-            """
-            CREATE TABLE documents (doc_id TEXT PRIMARY KEY, title TEXT NOT NULL, text TEXT NOT NULL,
-                                    metadata TEXT NOT NULL);
-            CREATE TABLE chunks (id INTEGER PRIMARY KEY, doc_id TEXT NOT NULL REFERENCES documents(doc_id),
-                                 idx INTEGER NOT NULL, start INTEGER NOT NULL, "end" INTEGER NOT NULL,
-                                 n_tokens INTEGER NOT NULL, text TEXT NOT NULL, context TEXT NOT NULL);
-            CREATE INDEX chunks_doc ON chunks(doc_id);
-            CREATE TABLE fields (name TEXT PRIMARY KEY);
-            CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-            """
-        )
-        return db
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -390,23 +341,67 @@ class Retriever:
         except Exception:
             pass
 
+    # ------------------------------------------------------------------ stages
+
+    def stage(self, name: str) -> Any:
+        """The first-stage or re-rank stage called ``name``; KeyError when none is."""
+        for s in self.first_stages + self.rerank_stages:
+            if s.name == name:
+                return s
+        raise KeyError(
+            f"no stage {name!r}; stages: {[s.name for s in self.first_stages + self.rerank_stages]}"
+        )
+
+    def _first_of(self, kind: type) -> Any:
+        return next((s for s in self.first_stages if isinstance(s, kind)), None)
+
+    @property
+    def bm25(self) -> Any:
+        """The :class:`ragfind.BM25Index` of the BM25 stage, or None."""
+        s = self._first_of(BM25Stage)
+        return s.index if s is not None else None
+
+    @property
+    def dense(self) -> Any:
+        """The :class:`ragfind.DenseIndex` of the dense stage, or None."""
+        s = self._first_of(DenseStage)
+        return s.index if s is not None else None
+
     # ------------------------------------------------------------------ documents
 
     def __len__(self) -> int:
         """Number of documents in the store."""
-        with self._store_lock:
-            return self._db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+        return self.store.count_documents()
 
     @property
     def n_chunks(self) -> int:
         """Number of chunks (passages) indexed."""
-        with self._store_lock:
-            return self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        return self.store.count_chunks()
 
     @property
     def fields(self) -> list:
         """Fields filters may use: ``doc_id``, ``title`` and every metadata key seen."""
-        return sorted(set(BUILTIN_FIELDS) | self._fields)
+        return sorted(set(BUILTIN_FIELDS) | self.store.fields)
+
+    @staticmethod
+    def _check_documents(docs: list) -> None:
+        for n, d in enumerate(docs):
+            if not isinstance(d, Mapping):
+                raise TypeError(
+                    f"documents[{n}] is a {type(d).__name__}; expected a dict with 'id' and 'text'"
+                )
+            extra = [k for k in d if k not in DOCUMENT_KEYS]
+            if extra:
+                raise ValueError(
+                    f"documents[{n}] has key {extra[0]!r}; expected only {', '.join(DOCUMENT_KEYS)} "
+                    "(put other fields in 'metadata' to store and filter on them)"
+                )
+            md = d.get("metadata")
+            if md is not None and not isinstance(md, Mapping):
+                raise TypeError(f"documents[{n}]['metadata'] is a {type(md).__name__}; expected a dict")
+            title = d.get("title")
+            if title is not None and not isinstance(title, str):
+                raise TypeError(f"documents[{n}]['title'] is a {type(title).__name__}; expected str")
 
     def add_documents(
         self,
@@ -420,7 +415,7 @@ class Retriever:
         Args:
             documents: dicts with ``id`` (str or int; stored as str) and ``text`` (str), and
                 optionally ``title`` (str) and ``metadata`` (a JSON-serialisable dict whose
-                keys become filterable fields).
+                keys become filterable fields); no other keys.
             embeddings: precomputed chunk embeddings, one row per chunk in order (float,
                 (n_chunks, dim)); typically with ``chunk_size=None`` (one chunk per document).
             batch_size: encoder batch size.
@@ -430,31 +425,18 @@ class Retriever:
 
         Raises:
             ValueError: an id already in the store or repeated in the batch, a document without
-                ``id``/``text``, non-JSON metadata, embeddings of the wrong shape.
+                ``id``/``text`` or with another key, non-JSON metadata, embeddings of the
+                wrong shape.
             TypeError: a malformed document.
             Nothing is added when an error is raised.
         """
         docs = list(documents)
         if not docs:
             return 0
-        for n, d in enumerate(docs):
-            if not isinstance(d, Mapping):
-                raise TypeError(
-                    f"documents[{n}] is a {type(d).__name__}; expected a dict with 'id' and 'text'"
-                )
-            md = d.get("metadata")
-            if md is not None and not isinstance(md, Mapping):
-                raise TypeError(f"documents[{n}]['metadata'] is a {type(md).__name__}; expected a dict")
-            title = d.get("title")
-            if title is not None and not isinstance(title, str):
-                raise TypeError(f"documents[{n}]['title'] is a {type(title).__name__}; expected str")
-        size = self.chunk_size
-        if size is None:
-            # One chunk per document: a budget no document exceeds.
-            size = 1 << 30
+        self._check_documents(docs)
         chunks = chunk_documents(
             docs,
-            size=size,
+            size=self.chunk_size if self.chunk_size is not None else 1 << 30,  # None: one chunk each
             overlap=self.chunk_overlap if self.chunk_size else 0,
             tokenizer=self.tokenizer,
             contextualize=self.contextualize,
@@ -467,14 +449,13 @@ class Retriever:
                 )
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"documents[{n}]['metadata'] is not JSON-serialisable: {exc}") from exc
+        takers = [s for s in self.first_stages + self.rerank_stages if hasattr(s, "prepare")]
+        if embeddings is not None and not takers:
+            raise ValueError("embeddings were given but this retriever has no encoder")
         with self._write_lock:
+            store = self.store
             ids_in = [str(d["id"]) for d in docs]
-            with self._store_lock:
-                existing = []
-                for start in range(0, len(ids_in), 500):
-                    part = ids_in[start : start + 500]
-                    q = f"SELECT doc_id FROM documents WHERE doc_id IN ({','.join('?' * len(part))})"
-                    existing += [r[0] for r in self._db.execute(q, part)]
+            existing = store.existing(ids_in)
             if existing:
                 raise ValueError(
                     f"document id {existing[0]!r} is already in the store "
@@ -482,82 +463,47 @@ class Retriever:
                     "delete_documents() it first to replace it"
                 )
             n_chunks = len(chunks)
-            chunk_ids = np.arange(self._next_chunk_id, self._next_chunk_id + n_chunks, dtype=np.int64)
+            chunk_ids = np.arange(store.next_chunk_id, store.next_chunk_id + n_chunks, dtype=np.int64)
             indexed = [c.indexed_text() for c in chunks]
-            vectors = None
-            if self.dense is not None and n_chunks:
-                if embeddings is not None:
-                    vectors = np.asarray(embeddings)
-                    if vectors.dtype.kind != "f":
-                        raise TypeError(f"embeddings have dtype {vectors.dtype}; expected floats")
-                    if vectors.shape != (n_chunks, self.dense.dim):
-                        raise ValueError(
-                            f"embeddings have shape {vectors.shape}; expected ({n_chunks}, {self.dense.dim}) "
-                            "(one row per chunk; use chunk_size=None for one chunk per document)"
-                        )
-                    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-                    if not np.isfinite(vectors).all():
-                        raise ValueError("embeddings contain NaN or inf")
-                else:
-                    vectors = self.encoder.encode(
-                        indexed, batch_size=batch_size, show_progress=self.show_progress
+            # The expensive, side-effect-free part first (encoding): a failure changes nothing.
+            prepared = {}
+            if n_chunks:
+                for s in takers:
+                    prepared[id(s)] = s.prepare(
+                        indexed,
+                        embeddings=embeddings,
+                        batch_size=batch_size,
+                        show_progress=self.show_progress,
                     )
-            elif embeddings is not None:
-                raise ValueError("embeddings were given but this retriever has no encoder")
+            new_fields = {k for d in docs for k in (d.get("metadata") or {})}
+            store.begin_insert(
+                [(i, d.get("title") or "", d["text"], m) for i, d, m in zip(ids_in, docs, meta_json)],
+                [
+                    (int(cid), c.doc_id, c.index, c.start, c.end, c.n_tokens, c.text, c.context)
+                    for cid, c in zip(chunk_ids, chunks)
+                ],
+                new_fields - store.fields,
+            )
             done: list = []
             try:
-                with self._store_lock:
-                    self._db.execute("BEGIN")
-                    try:
-                        self._db.executemany(
-                            "INSERT INTO documents VALUES (?, ?, ?, ?)",
-                            [
-                                (i, d.get("title") or "", d["text"], m)
-                                for i, d, m in zip(ids_in, docs, meta_json)
-                            ],
-                        )
-                        self._db.executemany(
-                            "INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                            [
-                                (int(cid), c.doc_id, c.index, c.start, c.end, c.n_tokens, c.text, c.context)
-                                for cid, c in zip(chunk_ids, chunks)
-                            ],
-                        )
-                        new_fields = {k for d in docs for k in (d.get("metadata") or {})} - self._fields
-                        self._db.executemany(
-                            "INSERT OR IGNORE INTO fields VALUES (?)", [(f,) for f in sorted(new_fields)]
-                        )
-                    except BaseException:
-                        self._db.execute("ROLLBACK")
-                        raise
                 if n_chunks:
-                    if self.bm25 is not None:
-                        self.bm25.add(indexed, chunk_ids)
-                        done.append(self.bm25)
-                    if self.dense is not None:
-                        self.dense.add(vectors, chunk_ids)
-                        done.append(self.dense)
-                    for stage in self.stages:
-                        stage.add(chunk_ids, indexed)
-                        done.append(stage)
-                    for stage in self.rerank_stages:
-                        if hasattr(stage, "add"):
-                            stage.add(chunk_ids, indexed)
-                            done.append(stage)
-                with self._store_lock:
-                    self._db.execute("COMMIT")
+                    for s in self.first_stages + [s for s in self.rerank_stages if hasattr(s, "add")]:
+                        if id(s) in prepared:
+                            s.add(chunk_ids, indexed, prepared[id(s)])
+                        else:
+                            s.add(chunk_ids, indexed)
+                        done.append(s)
+                store.commit()
             except BaseException:
-                for part in done:
+                for s in done:
                     try:
-                        part.delete(chunk_ids)
+                        s.delete(chunk_ids)
                     except Exception:
                         pass
-                with self._store_lock:
-                    if self._db.in_transaction:
-                        self._db.execute("ROLLBACK")
+                store.rollback()
                 raise
-            self._fields |= {k for d in docs for k in (d.get("metadata") or {})}
-            self._next_chunk_id += n_chunks
+            store.fields |= new_fields
+            store.next_chunk_id += n_chunks
             self._store_changed()
             return n_chunks
 
@@ -569,179 +515,80 @@ class Retriever:
         """
         ids = [str(d) for d in ([doc_ids] if isinstance(doc_ids, (str, int)) else doc_ids)]
         with self._write_lock:
-            with self._store_lock:
-                rows = []
-                for d in ids:
-                    if self._db.execute("SELECT 1 FROM documents WHERE doc_id = ?", (d,)).fetchone() is None:
-                        raise KeyError(f"document id {d!r} is not in the store")
-                    rows += [r[0] for r in self._db.execute("SELECT id FROM chunks WHERE doc_id = ?", (d,))]
-            chunk_ids = np.asarray(rows, dtype=np.int64)
+            chunk_ids = self.store.chunks_of(ids)
             if len(chunk_ids):
-                if self.bm25 is not None:
-                    self.bm25.delete(chunk_ids)
-                if self.dense is not None:
-                    self.dense.delete(chunk_ids)
-                for stage in self.stages + [s for s in self.rerank_stages if hasattr(s, "delete")]:
-                    stage.delete(chunk_ids)
-            with self._store_lock:
-                self._db.execute("BEGIN")
-                self._db.executemany("DELETE FROM chunks WHERE doc_id = ?", [(d,) for d in ids])
-                self._db.executemany("DELETE FROM documents WHERE doc_id = ?", [(d,) for d in ids])
-                self._db.execute("COMMIT")
+                for s in self.first_stages + [s for s in self.rerank_stages if hasattr(s, "delete")]:
+                    s.delete(chunk_ids)
+            self.store.remove(ids)
             self._store_changed()
             return len(chunk_ids)
 
     def get_document(self, doc_id: Any) -> dict:
         """The stored document ``{"id", "title", "text", "metadata"}``; KeyError when absent."""
-        with self._store_lock:
-            row = self._db.execute(
-                "SELECT doc_id, title, text, metadata FROM documents WHERE doc_id = ?", (str(doc_id),)
-            ).fetchone()
-        if row is None:
-            raise KeyError(f"document id {doc_id!r} is not in the store")
-        return {"id": row[0], "title": row[1], "text": row[2], "metadata": json.loads(row[3])}
+        return self.store.get_document(doc_id)
 
     def _store_changed(self) -> None:
-        self._generation += 1
+        self.store.changed()
         self.result_cache.clear()
-        self._filter_cache.clear()
-
-    # ------------------------------------------------------------------ filters
-
-    def _filter_sql(self, filters: Mapping[str, Any]) -> tuple:
-        if not isinstance(filters, Mapping):
-            raise TypeError(f"filters is a {type(filters).__name__}; expected a dict of field -> condition")
-        known = set(BUILTIN_FIELDS) | self._fields
-        clauses, params = [], []
-        for name, cond in filters.items():
-            if name not in known:
-                raise ValueError(f"filters: unknown field {name!r}; known fields: {sorted(known)}")
-            by_key = '"' in name or "\\" in name
-            if name == "doc_id":
-                col = "d.doc_id"
-            elif name == "title":
-                col = "d.title"
-            elif by_key:
-                # SQLite's JSON path mishandles '"' and '\\' in a quoted label: look the key up.
-                col = "(SELECT value FROM json_each(d.metadata) WHERE key = ?)"
-            else:
-                col = "json_extract(d.metadata, ?)"
-            conds = (
-                cond
-                if isinstance(cond, Mapping)
-                else ({"$in": cond} if isinstance(cond, (list, tuple, set)) else {"$eq": cond})
-            )
-            for op, val in conds.items():
-                if op not in _OPERATORS:
-                    raise ValueError(
-                        f"filters[{name!r}]: unknown operator {op!r}; expected one of {_OPERATORS}"
-                    )
-                col_params = [] if name in BUILTIN_FIELDS else [name if by_key else f'$."{name}"']
-                if op in ("$in", "$nin"):
-                    vals = list(val) if isinstance(val, (list, tuple, set)) else None
-                    if vals is None:
-                        raise ValueError(f"filters[{name!r}][{op!r}] = {val!r}; expected a list")
-                    if not vals:
-                        clauses.append("0" if op == "$in" else "1")
-                        continue
-                    for v in vals:
-                        self._check_filter_value(name, v)
-                    sql_op = "IN" if op == "$in" else "NOT IN"
-                    clauses.append(f"{col} {sql_op} ({','.join('?' * len(vals))})")
-                    params += col_params + [self._sql_value(v) for v in vals]
-                else:
-                    self._check_filter_value(name, val)
-                    sql_op = {"$eq": "=", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}[op]
-                    if val is None and op in ("$eq", "$ne"):
-                        clauses.append(f"{col} IS {'NOT ' if op == '$ne' else ''}NULL")
-                        params += col_params
-                    else:
-                        clauses.append(f"{col} {sql_op} ?")
-                        params += col_params + [self._sql_value(val)]
-        return " AND ".join(clauses) or "1", params
-
-    @staticmethod
-    def _check_filter_value(name: str, v: Any) -> None:
-        if v is not None and not isinstance(v, (str, int, float, bool)):
-            raise TypeError(
-                f"filters[{name!r}]: value {v!r} is a {type(v).__name__}; expected str, number, bool or None"
-            )
-
-    @staticmethod
-    def _sql_value(v: Any) -> Any:
-        return int(v) if isinstance(v, bool) else v
-
-    def _allowed_ids(self, filters: Mapping[str, Any] | None) -> frozenset | None:
-        if not filters:
-            return None
-        key = (self._generation, freeze(dict(filters)))
-        hit = self._filter_cache.get(key)
-        if hit is not None:
-            return hit
-        where, params = self._filter_sql(filters)
-        with self._store_lock:
-            rows = self._db.execute(
-                f"SELECT c.id FROM chunks c JOIN documents d ON c.doc_id = d.doc_id WHERE {where}", params
-            ).fetchall()
-        allowed = frozenset(r[0] for r in rows)
-        self._filter_cache.put(key, allowed)
-        return allowed
+        self._filters.clear()
 
     # ------------------------------------------------------------------ search
 
     def embed_query(self, query: str) -> np.ndarray:
-        """The (cached) query embedding; ValueError without an encoder."""
-        if self.encoder is None:
+        """The (cached) query embedding of the dense stage; ValueError without one."""
+        s = self._first_of(DenseStage)
+        if s is None:
             raise ValueError("this retriever has no encoder")
-        vec = self.embedding_cache.get(query)
-        if vec is None:
-            vec = self.encoder.encode_query(query)
-            vec.setflags(write=False)
-            self.embedding_cache.put(query, vec)
-        return vec
+        return s.embed(query)
 
-    def _sparse(self, queries: tuple, k: int, allowed: frozenset | None) -> tuple:
-        t = _now()
+    @staticmethod
+    def _run_stage(stage: Any, queries: tuple, k: int, flt: Any) -> tuple:
+        """One first stage over every phrasing: ``(lists, start, end, embed seconds)``."""
+        t0 = _now()
+        embed = getattr(stage, "embed", None)
+        t_embed = 0.0
         out = []
         for q in queries:
-            out.append(self._bm25_search(q, k, allowed))
-        return out, _now() - t
+            if embed is not None:
+                t = _now()
+                q = embed(q)
+                t_embed += _now() - t
+            ids, scores = stage.search(q, k, flt)
+            out.append((np.asarray(ids, np.int64), np.asarray(scores)))
+        return out, t0, _now(), t_embed
 
-    def _bm25_search(self, q: str, k: int, allowed: frozenset | None) -> tuple:
-        n = len(self.bm25)
-        if n == 0:
-            return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        if allowed is None:
-            return self.bm25.search(q, min(k, n))
-        if not allowed:
-            return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        # BM25 has no filter: fetch more until k allowed ids are found or the index is exhausted.
-        fetch = min(n, max(k * 4, k + 64))
-        while True:
-            ids, scores = self.bm25.search(q, fetch)
-            mask = np.fromiter((int(i) in allowed for i in ids), dtype=bool, count=len(ids))
-            if mask.sum() >= k or fetch >= n or len(ids) < fetch:
-                return ids[mask][:k], scores[mask][:k]
-            fetch = min(n, fetch * 4)
-
-    def _dense(self, queries: tuple, k: int, allowed: frozenset | None) -> tuple:
-        t = _now()
-        vecs = [self.embed_query(q) for q in queries]
-        t_embed = _now() - t
-        t = _now()
-        out = []
-        n = len(self.dense)
-        for v in vecs:
-            if n == 0 or (allowed is not None and not allowed):
-                out.append((np.zeros(0, np.int64), np.zeros(0, np.float32)))
-            else:
-                out.append(self.dense.search(v, min(k, n), filter=allowed))
-        return out, t_embed, _now() - t
-
-    def _stage(self, stage: Any, queries: tuple, k: int, allowed: frozenset | None) -> tuple:
-        t = _now()
-        out = [stage.search(q, k, allowed) for q in queries]
-        return out, _now() - t
+    def _first_stage(self, stages: list, queries: tuple, depth: int, flt: Any, timings: dict) -> tuple:
+        """Runs the stages concurrently (the first on this thread, the rest on the pool);
+        returns ``(lists, list names, names of the stages whose run overlapped another's)``."""
+        t0 = _now()
+        if flt is not None and len(flt) == 0:
+            # Nothing is allowed: no stage can return anything.
+            for s in stages:
+                timings[s.name] = 0.0
+            timings["first_stage"] = _now() - t0
+            return [], [], ()
+        futures = []
+        if len(stages) > 1:
+            pool = self._executor()
+            futures = [pool.submit(self._run_stage, s, queries, depth, flt) for s in stages[1:]]
+        results = [self._run_stage(stages[0], queries, depth, flt)]
+        results += [f.result() for f in futures]
+        timings["first_stage"] = _now() - t0
+        lists, names, t_embed = [], [], 0.0
+        for s, (res, start, end, embed) in zip(stages, results):
+            lists += res
+            names += [s.name] * len(res)
+            timings[s.name] = end - start
+            t_embed += embed
+        if any(hasattr(s, "embed") for s in stages):
+            timings["embed"] = t_embed
+        spans = [(start, end) for _, start, end, _ in results]
+        overlapped = tuple(
+            s.name
+            for n, (s, (a, b)) in enumerate(zip(stages, spans))
+            if any(a < d and c < b for m, (c, d) in enumerate(spans) if m != n)
+        )
+        return lists, names, overlapped
 
     def search(
         self,
@@ -751,6 +598,8 @@ class Retriever:
         *,
         rerank: bool = True,
         use_cache: bool = True,
+        collapse: str | None = None,
+        stages: Sequence[str] | None = None,
     ) -> SearchResult:
         """The ``k`` best passages for a question (or several phrasings of it).
 
@@ -761,26 +610,42 @@ class Retriever:
             filters: metadata conditions, all of which must hold: ``{"lang": "en"}``,
                 ``{"year": {"$gte": 2020}}``, ``{"source": ["a", "b"]}`` (any of),
                 operators ``$eq $ne $in $nin $gt $gte $lt $lte``; fields are ``doc_id``,
-                ``title`` and the documents' metadata keys.
-            rerank: apply the configured re-rankers (cross-encoder, rerank stages).
+                ``title`` and the documents' metadata keys. Every stage searches only the
+                chunks allowed (inside its index), so ``k`` results come back whenever ``k``
+                allowed chunks match.
+            rerank: apply the configured re-rankers (rerank stages, cross-encoder).
             use_cache: consult and fill the results cache.
+            collapse: ``"document"``: at most one passage per document (its best-fused chunk,
+                re-ranked afterwards), still ``k`` passages when ``k`` documents match.
+            stages: names of the first stages to run (default: all), e.g. ``["bm25"]``.
 
         Returns:
             A :class:`SearchResult` (a sequence of :class:`Passage`, with per-stage timings).
 
         Raises:
             ValueError: blank query, bad ``k``, a filter on an unknown field or with an unknown
-                operator. TypeError: a query that is not str / list of str, bad filter values.
+                operator, an unknown ``collapse`` or stage name. TypeError: a query that is not
+                str / list of str, bad filter values.
         """
         t0 = _now()
         queries = _check_queries(query)
         k = _positive_int(k, "k")
-        if filters is not None and not isinstance(filters, Mapping):
-            raise TypeError(f"filters is a {type(filters).__name__}; expected a dict of field -> condition")
+        check_filters(filters)
+        if collapse not in COLLAPSE:
+            raise ValueError(f"collapse = {collapse!r}; expected None or 'document'")
+        run = self._select_stages(stages)
         key = None
         if use_cache and self.result_cache.max_entries:
             try:
-                key = (self._generation, queries, k, freeze(dict(filters)) if filters else None, bool(rerank))
+                key = (
+                    self.store.generation,
+                    queries,
+                    k,
+                    freeze(dict(filters)) if filters else None,
+                    bool(rerank),
+                    collapse,
+                    tuple(s.name for s in run),
+                )
             except TypeError:
                 key = None
             if key is not None:
@@ -788,89 +653,136 @@ class Retriever:
                 if hit is not None:
                     dt = _now() - t0
                     return SearchResult(hit.passages, {"cache": dt, "total": dt}, True, queries)
-        generation = self._generation
-        allowed = self._allowed_ids(filters)
+        generation = self.store.generation
+        flt = self._filters(filters)
         timings: dict = {}
         rerankers = bool(rerank) and (self.reranker is not None or bool(self.rerank_stages))
-        depth = max(self.candidates, k, self.rerank_candidates if rerankers else 0)
-        lists, names = [], []
-        # Sparse (and extra stages) on worker threads while this thread embeds and searches dense.
-        futures = []
-        pool = self._executor() if (self.bm25 is not None and self.dense is not None) or self.stages else None
-        if self.bm25 is not None:
-            if pool is not None:
-                futures.append(("sparse", pool.submit(self._sparse, queries, depth, allowed)))
-            else:
-                res, timings["sparse"] = self._sparse(queries, depth, allowed)
-                lists += res
-                names += ["sparse"] * len(res)
-        for stage in self.stages:
-            futures.append((stage.name, pool.submit(self._stage, stage, queries, depth, allowed)))
-        if self.dense is not None:
-            res, timings["embed"], timings["dense"] = self._dense(queries, depth, allowed)
-            lists += res
-            names += ["dense"] * len(res)
-        for name, fut in futures:
-            res, timings[name] = fut.result()
-            lists += res
-            names += [name] * len(res)
-        t = _now()
-        top = max(k, self.rerank_candidates) if rerankers else k
-        weights = [float(self.weights.get(n, 1.0)) for n in names] if self.weights else None
-        ids, scores = _rrf(lists, self.rrf_k, weights, top)
-        timings["fusion"] = _now() - t
-        t = _now()
-        rows = self._fetch(ids)
-        timings["store"] = _now() - t
-        passages = [self._passage(rows[int(i)], float(s)) for i, s in zip(ids, scores) if int(i) in rows]
+        head = max(k, self.rerank_candidates) if rerankers else k
+        depth = max(self.candidates, head)
+        while True:
+            lists, names, concurrent = self._first_stage(run, queries, depth, flt, timings)
+            t = _now()
+            ids, fused = self._fuse(lists, names, None if collapse else head)
+            timings["fusion"] = _now() - t
+            t = _now()
+            rows = self.store.fetch(ids)
+            timings["store"] = _now() - t
+            order = [(int(i), float(s)) for i, s in zip(ids, fused) if int(i) in rows]
+            if collapse == "document":
+                seen: set = set()
+                best = []
+                for i, s in order:
+                    if rows[i][1] not in seen:
+                        seen.add(rows[i][1])
+                        best.append((i, s))
+                order = best
+                # A document may fill a whole list with its chunks: look deeper until `head`
+                # documents are found or every stage ran out.
+                if (
+                    len(order) < head
+                    and any(len(ids_) >= depth for ids_, _ in lists)
+                    and depth < self.n_chunks
+                ):
+                    depth *= 4
+                    continue
+            break
+        order = order[:head]
+        ranks = self._ranks(lists, names, {i for i, _ in order})
+        passages = [self._passage(rows[i], s, ranks.get(i, {})) for i, s in order]
         if rerankers and passages:
             t = _now()
-            passages = self._rerank(queries[0], passages, max(k, self.rerank_candidates))
+            passages = self._rerank(queries[0], passages, timings)
             timings["rerank"] = _now() - t
         passages = tuple(passages[:k])
         timings["total"] = _now() - t0
-        result = SearchResult(passages, timings, False, queries)
-        if key is not None and generation == self._generation:
+        result = SearchResult(passages, timings, False, queries, concurrent)
+        if key is not None and generation == self.store.generation:
             self.result_cache.put(key, result)
         return result
 
-    def _rerank(self, query: str, passages: list, depth: int) -> list:
-        # Every passage returned is re-scored (depth >= k), so scores stay on one scale.
-        head = passages[:depth]
+    def _select_stages(self, names: Sequence[str] | None) -> list:
+        if names is None:
+            return self.first_stages
+        if isinstance(names, str):
+            names = [names]
+        by_name = {s.name: s for s in self.first_stages}
+        unknown = [n for n in names if n not in by_name]
+        if unknown or not names:
+            raise ValueError(f"stages = {list(names)!r}; expected a non-empty list of {list(by_name)}")
+        return [by_name[n] for n in by_name if n in set(names)]
+
+    def _fuse(self, lists: list, names: list, top: int | None) -> tuple:
+        from ragfind import _core
+
+        weights = [float(self.weights.get(n, 1.0)) for n in names] if self.weights else None
+        keep = [i for i, (ids, _) in enumerate(lists) if len(ids)]
+        if not keep:
+            return np.zeros(0, np.int64), np.zeros(0, np.float64)
+        if top is None:
+            top = sum(len(lists[i][0]) for i in keep)
+        return _core.rrf(
+            [lists[i][0] for i in keep], self.rrf_k, [weights[i] for i in keep] if weights else None, top
+        )
+
+    @staticmethod
+    def _ranks(lists: list, names: list, wanted: set) -> dict:
+        """``{chunk id: {stage: (best 1-based rank over the phrasings, its score)}}`` for the
+        ``wanted`` chunks."""
+        out: dict = {}
+        for (ids, scores), name in zip(lists, names):
+            for r, (i, s) in enumerate(zip(ids.tolist(), scores.tolist()), 1):
+                if i in wanted:
+                    per = out.setdefault(i, {})
+                    # The best rank; equal ranks (several phrasings): the higher score.
+                    if name not in per or (r, -s) < (per[name][0], -per[name][1]):
+                        per[name] = (r, s)
+        return out
+
+    def _rerank(self, query: str, head: list, timings: dict) -> list:
+        # Every passage returned is re-scored (the head holds >= k), so scores stay on one scale.
         for stage in self.rerank_stages:
+            t = _now()
             ids = np.asarray([p.id for p in head], dtype=np.int64)
             new_ids, new_scores = stage.rerank(query, ids, [self._indexed_text(p) for p in head])
             by_id = {p.id: p for p in head}
-            head = [_with_score(by_id[int(i)], float(s)) for i, s in zip(new_ids, new_scores)]
+            head = [_with_score(by_id[int(i)], float(s), stage.name) for i, s in zip(new_ids, new_scores)]
+            timings[stage.name] = _now() - t
         if self.reranker is not None:
+            t = _now()
             ranked = self.reranker.rank(query, [self._indexed_text(p) for p in head])
-            head = [_with_score(head[r["corpus_id"]], float(r["score"])) for r in ranked]
+            head = [_with_score(head[r["corpus_id"]], float(r["score"]), "cross_encoder") for r in ranked]
+            timings["cross_encoder"] = _now() - t
         return head
 
     @staticmethod
     def _indexed_text(p: Passage) -> str:
         return f"{p.context}\n{p.text}" if p.context else p.text
 
-    def _fetch(self, ids: np.ndarray) -> dict:
-        if len(ids) == 0:
-            return {}
-        id_list = [int(i) for i in ids]
-        with self._store_lock:
-            rows = self._db.execute(
-                'SELECT c.id, c.doc_id, c.text, d.title, c.start, c."end", d.metadata, c.context '
-                "FROM chunks c JOIN documents d ON c.doc_id = d.doc_id "
-                f"WHERE c.id IN ({','.join('?' * len(id_list))})",
-                id_list,
-            ).fetchall()
-        return {r[0]: r for r in rows}
+    def _fetch(self, ids: Sequence[int]) -> dict:
+        return self.store.fetch(ids)
 
     @staticmethod
-    def _passage(row: tuple, score: float) -> Passage:
+    def _passage(row: tuple, score: float, ranks: Mapping[str, tuple]) -> Passage:
         cid, doc_id, text, title, start, end, metadata, context = row
         # Read-only: passages are shared with the results cache.
         md = MappingProxyType(json.loads(metadata) if metadata != "{}" else {})
         source = md.get("source") or md.get("url") or doc_id
-        return Passage(cid, doc_id, text, title, str(source), score, start, end, md, context)
+        scores = {n: float(s) for n, (_, s) in ranks.items()}
+        scores["fused"] = score
+        return Passage(
+            cid,
+            doc_id,
+            text,
+            title,
+            str(source),
+            score,
+            start,
+            end,
+            md,
+            context,
+            MappingProxyType({n: r for n, (r, _) in ranks.items()}),
+            MappingProxyType(scores),
+        )
 
     # ------------------------------------------------------------------ caches
 
@@ -879,14 +791,15 @@ class Retriever:
         return {"embeddings": self.embedding_cache.stats(), "results": self.result_cache.stats()}
 
     def clear_cache(self) -> None:
-        """Empties both caches."""
+        """Empties both caches (and the compiled filters)."""
         self.embedding_cache.clear()
         self.result_cache.clear()
-        self._filter_cache.clear()
+        self._filters.clear()
 
     # ------------------------------------------------------------------ persistence
 
     def _config(self) -> dict:
+        dense = self.dense
         return {
             "chunk_size": self.chunk_size,
             "chunk_overlap": self.chunk_overlap,
@@ -902,7 +815,7 @@ class Retriever:
             "candidates": self.candidates,
             "rerank_candidates": self.rerank_candidates,
             "cache_size": self.result_cache.max_entries,
-            "dense_kind": self.dense.kind if self.dense is not None else None,
+            "dense_kind": dense.kind if dense is not None else None,
         }
 
     def save(self, path: str | os.PathLike) -> None:
@@ -916,84 +829,7 @@ class Retriever:
         Raises:
             OSError: the folder cannot be written (anything already at ``path`` is untouched).
         """
-        dst = Path(path)
-        parent = dst.parent if str(dst.parent) else Path(".")
-        parent.mkdir(parents=True, exist_ok=True)
-        tmp = parent / f".{dst.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        with self._write_lock:
-            try:
-                tmp.mkdir()
-                files = []
-                with self._store_lock:
-                    out = sqlite3.connect(str(tmp / STORE_FILE))
-                    try:
-                        self._db.backup(out)
-                        out.execute("PRAGMA journal_mode=DELETE")
-                        out.commit()
-                    finally:
-                        out.close()
-                files.append(STORE_FILE)
-                if self.bm25 is not None:
-                    self.bm25.save(tmp / BM25_FILE)
-                    files.append(BM25_FILE)
-                if self.dense is not None:
-                    self.dense.save(tmp / DENSE_FILE)
-                    files.append(DENSE_FILE)
-                stage_names = []
-                for stage in self.stages + self.rerank_stages:
-                    if hasattr(stage, "save"):
-                        d = tmp / f"stage-{stage.name}"
-                        d.mkdir()
-                        stage.save(d)
-                        stage_names.append(stage.name)
-                        files += [str(p.relative_to(tmp)) for p in sorted(d.rglob("*")) if p.is_file()]
-                for f in files:
-                    with open(tmp / f, "rb+") as fh:
-                        os.fsync(fh.fileno())
-                manifest = {
-                    "format": FORMAT_NAME,
-                    "version": FORMAT_VERSION,
-                    "encoder": None
-                    if self.encoder is None
-                    else {
-                        "ref": self.encoder_ref,
-                        "fingerprint": self.encoder.fingerprint,
-                        "dim": int(self.encoder.dim),
-                    },
-                    "reranker": None
-                    if self.reranker is None
-                    else {
-                        "ref": self.reranker_ref,
-                        "fingerprint": getattr(self.reranker, "fingerprint", None),
-                    },
-                    "next_chunk_id": self._next_chunk_id,
-                    "fields": sorted(self._fields),
-                    "stages": stage_names,
-                    "config": self._config(),
-                    "files": {
-                        f: {"size": (tmp / f).stat().st_size, "sha256": _sha256(tmp / f)} for f in files
-                    },
-                }
-                with open(tmp / MANIFEST, "w", encoding="utf-8") as fh:
-                    json.dump(manifest, fh, indent=1, sort_keys=True)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                fsync_dir(tmp)
-                old = None
-                if dst.exists():
-                    if not (dst / MANIFEST).is_file() and any(dst.iterdir()):
-                        raise FileExistsError(
-                            f"{str(dst)!r} exists and is not a saved retriever; refusing to replace it"
-                        )
-                    old = parent / f".{dst.name}.old-{uuid.uuid4().hex[:8]}"
-                    os.replace(dst, old)
-                os.replace(tmp, dst)
-                fsync_dir(parent)
-                if old is not None:
-                    shutil.rmtree(old, ignore_errors=True)
-            finally:
-                if tmp.exists():
-                    shutil.rmtree(tmp, ignore_errors=True)
+        save_folder(self, path)
 
     @classmethod
     def load(
@@ -1006,7 +842,8 @@ class Retriever:
         stages: Sequence[Any] = (),
         verify: bool = True,
     ) -> Retriever:
-        """Opens a folder written by :meth:`save`.
+        """Opens a folder written by :meth:`save` (format version 2, or 1: its ``"sparse"``
+        weight is read as ``"bm25"``).
 
         Args:
             path: the folder.
@@ -1027,329 +864,32 @@ class Retriever:
             ragfind.ModelMismatchError (a ValueError): ``encoder`` is not the model the dense
                 vectors were built with (or gives vectors of another dimension).
         """
-        from ragfind.dense.index import DenseIndex
-        from ragfind.models import ModelMismatchError
-        from ragfind.sparse.bm25 import BM25Index
-
-        folder = Path(path)
-        if not folder.is_dir():
-            raise RetrieverFolderError(f"{str(folder)!r} is not a folder (no saved retriever there)")
-        mpath = folder / MANIFEST
-        if not mpath.is_file():
-            raise RetrieverFolderError(
-                f"{str(folder)!r} has no {MANIFEST}; it is not a saved ragfind retriever"
-            )
-        try:
-            manifest = json.loads(mpath.read_text(encoding="utf-8"))
-            fmt, version, files = manifest["format"], manifest["version"], manifest["files"]
-            config = manifest["config"]
-        except (ValueError, KeyError, TypeError, RecursionError) as exc:
-            raise RetrieverFolderError(f"{str(mpath)!r} is not a valid manifest: {exc}") from exc
-        if fmt != FORMAT_NAME:
-            raise RetrieverFolderError(f"{str(folder)!r} holds format {fmt!r}; expected {FORMAT_NAME!r}")
-        if version != FORMAT_VERSION:
-            raise RetrieverFolderError(
-                f"{str(folder)!r} has format version {version}; this ragfind reads {FORMAT_VERSION}"
-            )
-        _check_manifest(manifest, mpath)
-        for name, info in files.items():
-            f = folder / name
-            if not f.is_file():
-                raise RetrieverFolderError(f"{str(folder)!r} is missing {name}")
-            if f.stat().st_size != info["size"]:
-                raise RetrieverFolderError(
-                    f"{str(f)!r} has {f.stat().st_size} bytes; the manifest says {info['size']} (truncated?)"
-                )
-            if verify and _sha256(f) != info["sha256"]:
-                raise RetrieverFolderError(f"{str(f)!r} does not match its checksum (corrupted)")
-        enc_info = manifest.get("encoder")
-        if enc_info is None:
-            enc = None
-            if encoder is not None:
-                raise ValueError("this retriever was saved without an encoder; pass encoder=None")
-        else:
-            if encoder is None and not enc_info.get("ref"):
-                raise ValueError(
-                    f"the retriever in {str(folder)!r} was saved with an encoder object of no known path; "
-                    "pass encoder="
-                )
-            enc = cls._load_encoder(encoder if encoder is not None else enc_info["ref"])
-            if enc.fingerprint != enc_info["fingerprint"]:
-                raise ModelMismatchError(
-                    f"the retriever in {str(folder)!r} was built with embedding model "
-                    f"{enc_info['fingerprint']!r} "
-                    f"but the encoder given is {enc.fingerprint!r}; load it with the same model or re-index"
-                )
-        if reranker == "saved":
-            rr_info = manifest.get("reranker")
-            reranker = None if rr_info is None else rr_info["ref"]
-        obj = cls.__new__(cls)
-        obj.encoder = enc
-        obj.encoder_ref = (
-            None
-            if enc_info is None
-            else (
-                os.fspath(encoder)
-                if isinstance(encoder, (str, os.PathLike))
-                else enc_info["ref"]
-                if encoder is None
-                else _path_of(enc)
-            )
-        )
-        obj.reranker = cls._load_reranker(reranker)
-        obj.reranker_ref = (
-            reranker
-            if isinstance(reranker, (str, os.PathLike)) or reranker is None
-            else str(getattr(reranker, "path", ""))
-        )
-        try:
-            obj.bm25 = BM25Index.load(folder / BM25_FILE, mmap=False) if BM25_FILE in files else None
-            obj.dense = DenseIndex.load(folder / DENSE_FILE, mmap=False) if DENSE_FILE in files else None
-        except (ValueError, OSError) as exc:
-            raise RetrieverFolderError(f"{str(folder)!r}: an index file could not be read: {exc}") from exc
-        if obj.dense is not None and enc is not None:
-            obj.dense.check_fingerprint(enc.fingerprint)
-            if obj.dense.dim != enc.dim:
-                raise ModelMismatchError(
-                    f"the retriever in {str(folder)!r} holds {obj.dense.dim}-d vectors but the encoder "
-                    f"gives {enc.dim}-d ones"
-                )
-        obj.chunk_size = config["chunk_size"]
-        obj.chunk_overlap = config["chunk_overlap"]
-        obj.contextualize = contextualize or (
-            default_context if config["contextualize"] == "default" else None
-        )
-        obj.tokenizer = load_tokenizer(enc.tokenizer if enc is not None else None)
-        obj.stages = [s for s in stages if isinstance(s, RetrievalStage)]
-        obj.rerank_stages = [
-            s for s in stages if isinstance(s, RerankStage) and not isinstance(s, RetrievalStage)
-        ]
-        missing = set(manifest.get("stages", [])) - {s.name for s in stages}
-        if missing:
-            raise ValueError(
-                f"the saved retriever had stages {sorted(missing)}; pass them (loaded) in stages="
-            )
-        obj.rrf_k = float(config["rrf_k"])
-        obj.weights = dict(config["weights"] or {})
-        obj.candidates = int(config["candidates"])
-        obj.rerank_candidates = int(config["rerank_candidates"])
-        obj.embedding_cache = LRUCache(int(config["cache_size"]))
-        obj.result_cache = LRUCache(int(config["cache_size"]))
-        obj._filter_cache = LRUCache(256 if config["cache_size"] else 0)
-        obj.show_progress = False
-        obj._threads = 2
-        obj._pool = None
-        obj._write_lock = threading.RLock()
-        obj._store_lock = threading.Lock()
-        obj._generation = 0
-        obj._next_chunk_id = int(manifest["next_chunk_id"])
-        obj._fields = set(manifest.get("fields", []))
-        db = _open_store(folder, obj._next_chunk_id)
-        try:
-            chunk_ids = np.fromiter((r[0] for r in db.execute("SELECT id FROM chunks ORDER BY id")), np.int64)
-            for name, index in (("bm25", obj.bm25), ("dense", obj.dense)):
-                if index is None:
-                    continue
-                if len(index) != len(chunk_ids):
-                    raise RetrieverFolderError(
-                        f"{str(folder)!r}: the {name} index holds {len(index)} chunks, "
-                        f"the store {len(chunk_ids)}"
-                    )
-                ids = np.asarray(index.ids if name == "bm25" else index.ids())
-                if ids.dtype.kind not in "iu" or not np.array_equal(np.sort(ids), chunk_ids):
-                    raise RetrieverFolderError(
-                        f"{str(folder)!r}: the {name} index holds other chunk ids than the store"
-                    )
-        except BaseException:
-            db.close()
-            raise
-        obj._db = db
-        return obj
+        return load_folder(cls, path, encoder, reranker, contextualize, stages, verify)
 
     def __repr__(self) -> str:
         parts = [f"documents={len(self)}", f"chunks={self.n_chunks}"]
-        parts.append("bm25" if self.bm25 is not None else "no-bm25")
-        if self.encoder is not None:
-            parts.append(f"dense(dim={self.encoder.dim})")
+        for s in self.first_stages:
+            parts.append(f"dense(dim={self.encoder.dim})" if isinstance(s, DenseStage) else s.name)
         if self.reranker is not None:
             parts.append("cross-encoder")
-        parts += [s.name for s in self.stages + self.rerank_stages]
+        parts += [s.name for s in self.rerank_stages]
         return f"Retriever({', '.join(parts)})"
 
 
-def _check_manifest(m: Any, mpath: Path) -> None:
-    """Checks the manifest's structure and value types, so that a corrupt or hand-edited one is a
-    RetrieverFolderError here rather than a KeyError/TypeError (or a wrong result) later."""
-
-    def bad(what: str) -> RetrieverFolderError:
-        return RetrieverFolderError(f"{str(mpath)!r} is not a valid manifest: {what}")
-
-    def is_int(v: Any, lo: int = 0, hi: int = 1 << 62) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool) and lo <= v < hi
-
-    def is_num(v: Any) -> bool:
-        return isinstance(v, (int, float)) and not isinstance(v, bool) and bool(np.isfinite(v))
-
-    def str_or_none(v: Any) -> bool:
-        return v is None or isinstance(v, str)
-
-    if not isinstance(m, dict):
-        raise bad(f"a JSON {type(m).__name__}, expected an object")
-    files = m["files"]
-    if not isinstance(files, dict) or STORE_FILE not in files:
-        raise bad(f"'files' must be an object naming {STORE_FILE} and the index files")
-    for name, info in files.items():
-        parts = Path(name).parts
-        if name not in (STORE_FILE, BM25_FILE, DENSE_FILE) and not (
-            len(parts) >= 2 and parts[0].startswith("stage-") and ".." not in parts and "\0" not in name
-        ):
-            raise bad(f"file {name!r} is not one a retriever folder holds")
-        if not (isinstance(info, dict) and is_int(info.get("size")) and isinstance(info.get("sha256"), str)):
-            raise bad(f"files[{name!r}] must be {{'size': int, 'sha256': str}}")
-    if BM25_FILE not in files and DENSE_FILE not in files:
-        raise bad(f"it names neither {BM25_FILE} nor {DENSE_FILE}")
-    enc = m.get("encoder")
-    if enc is not None and not (
-        isinstance(enc, dict)
-        and {"ref", "fingerprint", "dim"} <= set(enc)
-        and str_or_none(enc.get("ref"))
-        and str_or_none(enc.get("fingerprint"))
-        and is_int(enc.get("dim"), 1)
-    ):
-        raise bad("'encoder' must be null or {'ref': str|null, 'fingerprint': str|null, 'dim': int}")
-    if (enc is None) != (DENSE_FILE not in files):
-        raise bad(f"{DENSE_FILE} must be present exactly when an encoder is")
-    rr = m.get("reranker")
-    if rr is not None and not (isinstance(rr, dict) and "ref" in rr and str_or_none(rr["ref"])):
-        raise bad("'reranker' must be null or {'ref': str|null, ...}")
-    if not is_int(m.get("next_chunk_id")):
-        raise bad(f"next_chunk_id = {m.get('next_chunk_id')!r}; expected an int in [0, 2**62)")
-    for key in ("fields", "stages"):
-        v = m.get(key, [])
-        if not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
-            raise bad(f"{key!r} must be a list of str")
-    c = m["config"]
-    if not isinstance(c, dict):
-        raise bad("'config' must be an object")
-    try:
-        size = c["chunk_size"]
-        if size is not None and not is_int(size, 1):
-            raise bad(f"chunk_size = {size!r}; expected null or a positive int")
-        overlap = c["chunk_overlap"]
-        if not is_num(overlap):
-            raise bad(f"chunk_overlap = {overlap!r}; expected a number")
-        if size is not None:
-            from ragfind.pipeline.chunking import _check_size
-
-            try:
-                _check_size(size, overlap)
-            except (ValueError, TypeError) as exc:
-                raise bad(str(exc)) from exc
-        if c["contextualize"] not in (None, "default", "custom"):
-            raise bad(f"contextualize = {c['contextualize']!r}; expected null, 'default' or 'custom'")
-        if not (is_num(c["rrf_k"]) and c["rrf_k"] >= 0):
-            raise bad(f"rrf_k = {c['rrf_k']!r}; expected a finite number >= 0")
-        w = c["weights"]
-        names = ["sparse", "dense"] + m.get("stages", [])
-        if w is not None and not (
-            isinstance(w, dict) and all(k in names and is_num(v) for k, v in w.items())
-        ):
-            raise bad(f"weights = {w!r}; expected stage names ({names}) -> finite numbers")
-        for key, lo in (("candidates", 1), ("rerank_candidates", 1), ("cache_size", 0)):
-            if not is_int(c[key], lo, 1 << 31):
-                raise bad(f"{key} = {c[key]!r}; expected an int >= {lo}")
-    except KeyError as exc:
-        raise bad(f"'config' lacks {exc}") from exc
-
-
-_STORE_SCHEMA: list = []
-
-
-def _store_schema() -> list:
-    """sqlite_master of a new store: a saved one must match it exactly (no foreign tables,
-    columns, triggers or views, which the queries and writes here do not expect)."""
-    if not _STORE_SCHEMA:
-        db = Retriever._new_store()
-        _STORE_SCHEMA.extend(db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name"))
-        db.close()
-    return _STORE_SCHEMA
-
-
-def _decode_text(b: bytes) -> str:
-    # A stored string with invalid UTF-8 reads as U+FFFD instead of failing every later query.
-    return str(b, "utf-8", "replace")
-
-
-def _open_store(folder: Path, next_chunk_id: int) -> sqlite3.Connection:
-    """Copies the folder's SQLite store into memory and checks it: pages and indexes
-    (integrity_check; a corrupt index passes quick_check and fails a later join), the exact
-    schema, column types, metadata JSON objects, chunk ids below ``next_chunk_id``."""
-    path = folder / STORE_FILE  # present: load() checked every file the manifest names
-
-    def bad(what: str) -> RetrieverFolderError:
-        return RetrieverFolderError(f"{str(folder)!r}: the document store {what}")
-
-    db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-    db.text_factory = _decode_text
-    try:
-        # A file: URI (percent-encoded, so '?' or '#' in the folder name are not parameters).
-        src = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
-        try:
-            src.backup(db)
-        finally:
-            src.close()
-        check = db.execute("PRAGMA integrity_check").fetchall()
-        if check != [("ok",)]:
-            raise bad(f"is corrupt: {'; '.join(str(r[0]) for r in check[:3])}")
-        if db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name").fetchall() != (
-            _store_schema()
-        ):
-            raise bad("has another schema than a ragfind retriever's")
-        bad_rows = db.execute(
-            "SELECT (SELECT COUNT(*) FROM documents WHERE typeof(doc_id) != 'text' OR typeof(title) != 'text'"
-            " OR typeof(text) != 'text' OR typeof(metadata) != 'text' OR NOT json_valid(metadata)),"
-            " (SELECT COUNT(*) FROM chunks WHERE typeof(doc_id) != 'text' OR typeof(idx) != 'integer'"
-            " OR typeof(start) != 'integer' OR typeof(\"end\") != 'integer' OR typeof(n_tokens) != 'integer'"
-            " OR typeof(text) != 'text' OR typeof(context) != 'text' OR id < 0 OR id >= ?"
-            " OR doc_id NOT IN (SELECT doc_id FROM documents)),"
-            " (SELECT COUNT(*) FROM fields WHERE typeof(name) != 'text')",
-            (next_chunk_id,),
-        ).fetchone()
-        if any(bad_rows):
-            raise bad(
-                f"holds malformed rows ({bad_rows[0]} documents, {bad_rows[1]} chunks, {bad_rows[2]} fields; "
-                f"a chunk id must be below next_chunk_id = {next_chunk_id} and name a stored document)"
-            )
-        # Valid JSON by now (json_valid above), so json_type cannot fail.
-        row = db.execute(
-            "SELECT metadata FROM documents WHERE json_type(metadata) != 'object' LIMIT 1"
-        ).fetchone()
-        if row is not None:
-            raise bad(f"holds metadata {row[0][:80]!r} that is not a JSON object")
-    except (sqlite3.DatabaseError, ValueError) as exc:
-        db.close()
-        if isinstance(exc, RetrieverFolderError):
-            raise
-        raise bad(f"is not a valid SQLite file of a ragfind retriever: {exc}") from exc
-    except BaseException:
-        db.close()
-        raise
-    return db
-
-
-def _path_of(model: Any) -> str | None:
-    path = getattr(model, "path", None)
-    return os.fspath(path) if path is not None else None
-
-
-def _with_score(p: Passage, score: float) -> Passage:
-    return Passage(p.id, p.doc_id, p.text, p.title, p.source, score, p.start, p.end, p.metadata, p.context)
-
-
-def _rrf(lists: list, k: float, weights: list | None, top: int) -> tuple:
-    from ragfind import _core
-
-    nonempty = [(ids, w) for (ids, _), w in zip(lists, weights or [1.0] * len(lists)) if len(ids)]
-    if not nonempty:
-        return np.zeros(0, np.int64), np.zeros(0, np.float64)
-    return _core.rrf([ids for ids, _ in nonempty], k, [w for _, w in nonempty] if weights else None, top)
+def _with_score(p: Passage, score: float, by: str) -> Passage:
+    scores = dict(p.scores)
+    scores[by] = score
+    return Passage(
+        p.id,
+        p.doc_id,
+        p.text,
+        p.title,
+        p.source,
+        score,
+        p.start,
+        p.end,
+        p.metadata,
+        p.context,
+        p.ranks,
+        MappingProxyType(scores),
+    )

@@ -1,0 +1,103 @@
+"""What a search returns: :class:`Passage` (one chunk, with every stage's rank and score) and
+:class:`SearchResult` (the passages plus what the search cost)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+__all__ = ["Passage", "SearchResult"]
+
+_EMPTY: Mapping = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One retrieved chunk.
+
+    Attributes:
+        id: the chunk id (int, unique in the store).
+        doc_id: the id of its document.
+        text: the chunk text shown to the generator (no contextual prefix).
+        title: the document title.
+        source: where it comes from: the document's ``metadata["source"]`` (or ``"url"``) when
+            set, else the document id.
+        score: the final score (fused RRF score, or the last re-ranker's score when re-ranked).
+        start, end: character offsets of the chunk in its document's text.
+        metadata: the document metadata.
+        context: the contextual-retrieval prefix it was indexed with.
+        ranks: ``{first-stage name: 1-based rank}`` in each first-stage list that holds the
+            chunk, for the phrasing that ranked it best (equal ranks: the higher score); a
+            stage missing from it did not retrieve the chunk.
+        scores: ``{first-stage name: that stage's score}`` at that rank, ``"fused"``: the RRF
+            score, and when re-ranked each re-ranker's score under its name
+            (``"cross_encoder"`` for the cross-encoder).
+    """
+
+    id: int
+    doc_id: str
+    text: str
+    title: str
+    source: str
+    score: float
+    start: int
+    end: int
+    metadata: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    context: str = ""
+    ranks: Mapping[str, int] = field(default_factory=lambda: _EMPTY, compare=False)
+    scores: Mapping[str, float] = field(default_factory=lambda: _EMPTY, compare=False)
+
+
+@dataclass(frozen=True)
+class SearchResult(Sequence):
+    """Passages best first, plus what the search cost.
+
+    Behaves as a read-only sequence of :class:`Passage`.
+
+    Attributes:
+        passages: the passages.
+        timings: seconds, by key:
+
+            - ``<stage>`` (``bm25``, ``dense``, ``splade``, ...): the wall time of each
+              first-stage retriever over every phrasing, its query encoding included;
+            - ``embed``: the part of those spent encoding queries (stages with an ``embed``
+              step, e.g. dense; absent when no stage encodes);
+            - ``first_stage``: the wall time of all first stages together (they run
+              concurrently, so it is less than their sum when they overlap);
+            - ``fusion``: reciprocal rank fusion; ``store``: fetching the passages;
+            - ``<rerank stage>`` and ``cross_encoder``: each re-ranker, and ``rerank`` all of
+              them (only when re-ranking ran);
+            - ``total``: the whole search.
+
+            A cache hit reports ``cache`` and ``total`` only.
+        cached: True when served from the results cache.
+        queries: the phrasings searched.
+        concurrent: the first stages whose run overlapped another's in time (they run on the
+            worker pool and the calling thread at once; a stage waiting for a free worker may
+            not overlap); empty when one stage ran, or on a cache hit.
+    """
+
+    passages: tuple
+    timings: Mapping[str, float]
+    cached: bool = False
+    queries: tuple = ()
+    concurrent: tuple = ()
+
+    def __len__(self) -> int:
+        return len(self.passages)
+
+    def __getitem__(self, i):
+        return self.passages[i]
+
+    def __iter__(self):
+        return iter(self.passages)
+
+    @property
+    def doc_ids(self) -> list:
+        """Document ids of the passages, in order, each once (first occurrence)."""
+        seen: dict = {}
+        for p in self.passages:
+            seen.setdefault(p.doc_id, None)
+        return list(seen)

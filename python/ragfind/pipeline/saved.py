@@ -1,0 +1,361 @@
+"""The saved Retriever folder: ``manifest.json`` (format, version, configuration, every file's
+size and SHA-256), ``store.sqlite``, ``bm25.idx`` / ``dense.idx`` (the built-in stages'
+indexes) and ``stage-<name>/`` (other stages that save themselves). Written atomically.
+
+Format versions: 2 names the BM25 stage ``"bm25"`` (RRF weights); version 1 called it
+``"sparse"`` and still loads (its weights are renamed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ragfind.persist.atomic import fsync_dir
+from ragfind.pipeline.chunking import default_context
+from ragfind.pipeline.stages.bm25 import BM25Stage
+from ragfind.pipeline.stages.dense import DenseStage
+from ragfind.pipeline.store import STORE_FILE, DocumentStore
+
+if TYPE_CHECKING:
+    from ragfind.pipeline.retriever import Retriever
+
+__all__ = ["RetrieverFolderError", "FORMAT_NAME", "FORMAT_VERSION", "save_folder", "load_folder"]
+
+FORMAT_NAME = "ragfind-retriever"
+FORMAT_VERSION = 2
+READS_VERSIONS = (1, 2)
+MANIFEST = "manifest.json"
+BM25_FILE = "bm25.idx"
+DENSE_FILE = "dense.idx"
+#: Stage names of version 1 folders renamed since (the BM25 stage was "sparse").
+_V1_NAMES = {"sparse": "bm25"}
+
+
+class RetrieverFolderError(ValueError):
+    """A saved retriever folder is missing, incomplete, corrupt or of another format/version."""
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _builtin_file(stage: Any) -> str | None:
+    """The top-level file of a built-in stage under its default name, else None."""
+    if isinstance(stage, BM25Stage) and stage.name == "bm25":
+        return BM25_FILE
+    if isinstance(stage, DenseStage) and stage.name == "dense":
+        return DENSE_FILE
+    return None
+
+
+def save_folder(r: Retriever, path: str | os.PathLike) -> None:
+    """Writes ``r`` to the folder ``path`` atomically (see :meth:`Retriever.save`)."""
+    dst = Path(path)
+    parent = dst.parent if str(dst.parent) else Path(".")
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = parent / f".{dst.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    with r._write_lock:
+        try:
+            tmp.mkdir()
+            r.store.save(tmp / STORE_FILE)
+            files = [STORE_FILE]
+            stage_names = []
+            for stage in r.first_stages + r.rerank_stages:
+                builtin = _builtin_file(stage)
+                if builtin is not None:
+                    stage.save(tmp / builtin)
+                    files.append(builtin)
+                elif hasattr(stage, "save"):
+                    d = tmp / f"stage-{stage.name}"
+                    d.mkdir()
+                    stage.save(d)
+                    stage_names.append(stage.name)
+                    files += [str(p.relative_to(tmp)) for p in sorted(d.rglob("*")) if p.is_file()]
+            for f in files:
+                with open(tmp / f, "rb+") as fh:
+                    os.fsync(fh.fileno())
+            manifest = {
+                "format": FORMAT_NAME,
+                "version": FORMAT_VERSION,
+                "encoder": None
+                if r.encoder is None
+                else {"ref": r.encoder_ref, "fingerprint": r.encoder.fingerprint, "dim": int(r.encoder.dim)},
+                "reranker": None
+                if r.reranker is None
+                else {"ref": r.reranker_ref, "fingerprint": getattr(r.reranker, "fingerprint", None)},
+                "next_chunk_id": r.store.next_chunk_id,
+                "fields": sorted(r.store.fields),
+                "stages": stage_names,
+                "config": r._config(),
+                "files": {f: {"size": (tmp / f).stat().st_size, "sha256": sha256(tmp / f)} for f in files},
+            }
+            with open(tmp / MANIFEST, "w", encoding="utf-8") as fh:
+                json.dump(manifest, fh, indent=1, sort_keys=True)
+                fh.flush()
+                os.fsync(fh.fileno())
+            fsync_dir(tmp)
+            old = None
+            if dst.exists():
+                if not (dst / MANIFEST).is_file() and any(dst.iterdir()):
+                    raise FileExistsError(
+                        f"{str(dst)!r} exists and is not a saved retriever; refusing to replace it"
+                    )
+                old = parent / f".{dst.name}.old-{uuid.uuid4().hex[:8]}"
+                os.replace(dst, old)
+            os.replace(tmp, dst)
+            fsync_dir(parent)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+
+
+def check_manifest(m: Any, mpath: Path) -> None:
+    """Checks the manifest's structure and value types, so that a corrupt or hand-edited one is a
+    RetrieverFolderError here rather than a KeyError/TypeError (or a wrong result) later."""
+
+    def bad(what: str) -> RetrieverFolderError:
+        return RetrieverFolderError(f"{str(mpath)!r} is not a valid manifest: {what}")
+
+    def is_int(v: Any, lo: int = 0, hi: int = 1 << 62) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and lo <= v < hi
+
+    def is_num(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and bool(np.isfinite(v))
+
+    def str_or_none(v: Any) -> bool:
+        return v is None or isinstance(v, str)
+
+    if not isinstance(m, dict):
+        raise bad(f"a JSON {type(m).__name__}, expected an object")
+    files = m["files"]
+    if not isinstance(files, dict) or STORE_FILE not in files:
+        raise bad(f"'files' must be an object naming {STORE_FILE} and the index files")
+    for name, info in files.items():
+        parts = Path(name).parts
+        if name not in (STORE_FILE, BM25_FILE, DENSE_FILE) and not (
+            len(parts) >= 2 and parts[0].startswith("stage-") and ".." not in parts and "\0" not in name
+        ):
+            raise bad(f"file {name!r} is not one a retriever folder holds")
+        if not (isinstance(info, dict) and is_int(info.get("size")) and isinstance(info.get("sha256"), str)):
+            raise bad(f"files[{name!r}] must be {{'size': int, 'sha256': str}}")
+    for key in ("fields", "stages"):
+        v = m.get(key, [])
+        if not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+            raise bad(f"{key!r} must be a list of str")
+    if BM25_FILE not in files and DENSE_FILE not in files and not m.get("stages"):
+        raise bad(f"it names neither {BM25_FILE} nor {DENSE_FILE} nor a stage")
+    enc = m.get("encoder")
+    if enc is not None and not (
+        isinstance(enc, dict)
+        and {"ref", "fingerprint", "dim"} <= set(enc)
+        and str_or_none(enc.get("ref"))
+        and str_or_none(enc.get("fingerprint"))
+        and is_int(enc.get("dim"), 1)
+    ):
+        raise bad("'encoder' must be null or {'ref': str|null, 'fingerprint': str|null, 'dim': int}")
+    if (enc is None) != (DENSE_FILE not in files):
+        raise bad(f"{DENSE_FILE} must be present exactly when an encoder is")
+    rr = m.get("reranker")
+    if rr is not None and not (isinstance(rr, dict) and "ref" in rr and str_or_none(rr["ref"])):
+        raise bad("'reranker' must be null or {'ref': str|null, ...}")
+    if not is_int(m.get("next_chunk_id")):
+        raise bad(f"next_chunk_id = {m.get('next_chunk_id')!r}; expected an int in [0, 2**62)")
+    c = m["config"]
+    if not isinstance(c, dict):
+        raise bad("'config' must be an object")
+    try:
+        size = c["chunk_size"]
+        if size is not None and not is_int(size, 1):
+            raise bad(f"chunk_size = {size!r}; expected null or a positive int")
+        overlap = c["chunk_overlap"]
+        if not is_num(overlap):
+            raise bad(f"chunk_overlap = {overlap!r}; expected a number")
+        if size is not None:
+            from ragfind.pipeline.chunking import _check_size
+
+            try:
+                _check_size(size, overlap)
+            except (ValueError, TypeError) as exc:
+                raise bad(str(exc)) from exc
+        if c["contextualize"] not in (None, "default", "custom"):
+            raise bad(f"contextualize = {c['contextualize']!r}; expected null, 'default' or 'custom'")
+        if not (is_num(c["rrf_k"]) and c["rrf_k"] >= 0):
+            raise bad(f"rrf_k = {c['rrf_k']!r}; expected a finite number >= 0")
+        w = c["weights"]
+        names = (["sparse"] if m.get("version") == 1 else ["bm25"]) + ["dense"] + m.get("stages", [])
+        if w is not None and not (
+            isinstance(w, dict) and all(k in names and is_num(v) for k, v in w.items())
+        ):
+            raise bad(f"weights = {w!r}; expected stage names ({names}) -> finite numbers")
+        for key, lo in (("candidates", 1), ("rerank_candidates", 1), ("cache_size", 0)):
+            if not is_int(c[key], lo, 1 << 31):
+                raise bad(f"{key} = {c[key]!r}; expected an int >= {lo}")
+    except KeyError as exc:
+        raise bad(f"'config' lacks {exc}") from exc
+
+
+def load_folder(
+    cls: type,
+    path: str | os.PathLike,
+    encoder: Any,
+    reranker: Any,
+    contextualize: Any,
+    stages: Sequence[Any],
+    verify: bool,
+) -> Retriever:
+    """Reads a folder written by :func:`save_folder` (see :meth:`Retriever.load`)."""
+    from ragfind.dense.index import DenseIndex
+    from ragfind.models import ModelMismatchError
+
+    folder = Path(path)
+    if not folder.is_dir():
+        raise RetrieverFolderError(f"{str(folder)!r} is not a folder (no saved retriever there)")
+    mpath = folder / MANIFEST
+    if not mpath.is_file():
+        raise RetrieverFolderError(f"{str(folder)!r} has no {MANIFEST}; it is not a saved ragfind retriever")
+    try:
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+        fmt, version, files = manifest["format"], manifest["version"], manifest["files"]
+        config = manifest["config"]
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise RetrieverFolderError(f"{str(mpath)!r} is not a valid manifest: {exc}") from exc
+    if fmt != FORMAT_NAME:
+        raise RetrieverFolderError(f"{str(folder)!r} holds format {fmt!r}; expected {FORMAT_NAME!r}")
+    if isinstance(version, bool) or version not in READS_VERSIONS:
+        raise RetrieverFolderError(
+            f"{str(folder)!r} has format version {version}; this ragfind reads versions "
+            f"{', '.join(map(str, READS_VERSIONS))}"
+        )
+    check_manifest(manifest, mpath)
+    for name, info in files.items():
+        f = folder / name
+        if not f.is_file():
+            raise RetrieverFolderError(f"{str(folder)!r} is missing {name}")
+        if f.stat().st_size != info["size"]:
+            raise RetrieverFolderError(
+                f"{str(f)!r} has {f.stat().st_size} bytes; the manifest says {info['size']} (truncated?)"
+            )
+        if verify and sha256(f) != info["sha256"]:
+            raise RetrieverFolderError(f"{str(f)!r} does not match its checksum (corrupted)")
+    enc_info = manifest.get("encoder")
+    if enc_info is None:
+        enc = None
+        if encoder is not None:
+            raise ValueError("this retriever was saved without an encoder; pass encoder=None")
+    else:
+        if encoder is None and not enc_info.get("ref"):
+            raise ValueError(
+                f"the retriever in {str(folder)!r} was saved with an encoder object of no known path; "
+                "pass encoder="
+            )
+        enc = cls._load_encoder(encoder if encoder is not None else enc_info["ref"])
+        if enc.fingerprint != enc_info["fingerprint"]:
+            raise ModelMismatchError(
+                f"the retriever in {str(folder)!r} was built with embedding model "
+                f"{enc_info['fingerprint']!r} "
+                f"but the encoder given is {enc.fingerprint!r}; load it with the same model or re-index"
+            )
+    encoder_ref = (
+        None
+        if enc_info is None
+        else os.fspath(encoder)
+        if isinstance(encoder, (str, os.PathLike))
+        else enc_info["ref"]
+        if encoder is None
+        else _path_of(enc)
+    )
+    if reranker == "saved":
+        rr_info = manifest.get("reranker")
+        reranker = None if rr_info is None else rr_info["ref"]
+    missing = set(manifest.get("stages", [])) - {s.name for s in stages}
+    if missing:
+        raise ValueError(f"the saved retriever had stages {sorted(missing)}; pass them (loaded) in stages=")
+    bm25 = dense = None
+    try:
+        if BM25_FILE in files:
+            bm25 = BM25Stage.load(folder / BM25_FILE)
+        if DENSE_FILE in files:
+            dense = DenseIndex.load(folder / DENSE_FILE, mmap=False)
+    except (ValueError, OSError) as exc:
+        raise RetrieverFolderError(f"{str(folder)!r}: an index file could not be read: {exc}") from exc
+    if dense is not None:
+        dense.check_fingerprint(enc.fingerprint)
+        if dense.dim != enc.dim:
+            raise ModelMismatchError(
+                f"the retriever in {str(folder)!r} holds {dense.dim}-d vectors but the encoder "
+                f"gives {enc.dim}-d ones"
+            )
+    weights = dict(config["weights"] or {})
+    if version == 1:
+        weights = {_V1_NAMES.get(k, k): v for k, v in weights.items()}
+    next_chunk_id = int(manifest["next_chunk_id"])
+    store = DocumentStore.open(
+        folder / STORE_FILE, next_chunk_id, manifest.get("fields", []), RetrieverFolderError
+    )
+    try:
+        obj = cls.__new__(cls)
+        obj._setup(
+            encoder=enc,
+            encoder_ref=encoder_ref,
+            reranker=cls._load_reranker(reranker),
+            reranker_ref=(
+                reranker
+                if isinstance(reranker, (str, os.PathLike)) or reranker is None
+                else str(getattr(reranker, "path", ""))
+            ),
+            bm25=bm25,
+            dense_index=dense,
+            dense_kind=dense.kind if dense is not None else "exact",
+            stages=stages,
+            chunk_size=config["chunk_size"],
+            chunk_overlap=config["chunk_overlap"],
+            contextualize=contextualize
+            or (default_context if config["contextualize"] == "default" else None),
+            tokenizer=enc.tokenizer if enc is not None else None,
+            rrf_k=config["rrf_k"],
+            weights=weights,
+            candidates=config["candidates"],
+            rerank_candidates=config["rerank_candidates"],
+            cache_size=int(config["cache_size"]),
+            threads=2,
+            show_progress=False,
+            store=store,
+        )
+        chunk_ids = store.chunk_ids()
+        for stage in obj.first_stages:
+            if _builtin_file(stage) is None:
+                continue
+            if len(stage) != len(chunk_ids):
+                raise RetrieverFolderError(
+                    f"{str(folder)!r}: the {stage.name} index holds {len(stage)} chunks, "
+                    f"the store {len(chunk_ids)}"
+                )
+            ids = stage.ids
+            if len(ids) and (ids.dtype.kind not in "iu" or not np.array_equal(np.sort(ids), chunk_ids)):
+                raise RetrieverFolderError(
+                    f"{str(folder)!r}: the {stage.name} index holds other chunk ids than the store"
+                )
+    except BaseException:
+        store.close()
+        raise
+    return obj
+
+
+def _path_of(model: Any) -> str | None:
+    path = getattr(model, "path", None)
+    return os.fspath(path) if path is not None else None

@@ -1,0 +1,60 @@
+"""BM25 first-stage retrieval on :class:`ragfind.BM25Index`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["BM25Stage"]
+
+
+class BM25Stage:
+    """Lexical retrieval: Lucene BM25 over the indexed chunk texts (C++).
+
+    Args:
+        index: an empty :class:`ragfind.BM25Index` (default ``BM25Index()``: k1=1.2, b=0.75,
+            English stemming); the stage owns its ids (the Retriever's chunk ids).
+        name: the stage's name (timings, RRF weights, ``Passage.ranks``).
+    """
+
+    def __init__(self, index: Any = None, name: str = "bm25") -> None:
+        from ragfind.sparse.bm25 import BM25Index
+
+        if index is None:
+            index = BM25Index()
+        if not isinstance(index, BM25Index):
+            raise TypeError(
+                f"bm25 is a {type(index).__name__}; expected a ragfind.BM25Index, 'default' or None"
+            )
+        self.index = index
+        self.name = name
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    @property
+    def ids(self) -> np.ndarray:
+        return np.asarray(self.index.ids)
+
+    def add(self, ids: np.ndarray, texts: list) -> None:
+        self.index.add(texts, ids)
+
+    def delete(self, ids: np.ndarray) -> None:
+        self.index.delete(ids)
+
+    def search(self, query: str, k: int, filter: Any = None) -> tuple:  # noqa: A002
+        """``(chunk ids, BM25 scores)`` best first; ``filter`` goes to the index (native)."""
+        n = len(self.index)
+        if n == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        return self.index.search(query, min(k, n), filter=filter)
+
+    def save(self, path: Any) -> None:
+        self.index.save(path)
+
+    @classmethod
+    def load(cls, path: Any, name: str = "bm25") -> BM25Stage:
+        from ragfind.sparse.bm25 import BM25Index
+
+        return cls(BM25Index.load(path, mmap=False), name)

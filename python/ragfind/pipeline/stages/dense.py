@@ -1,0 +1,109 @@
+"""Dense first-stage retrieval: an :class:`ragfind.Encoder` over a :class:`ragfind.DenseIndex`,
+with a cache of query embeddings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ragfind.pipeline.cache import LRUCache
+
+__all__ = ["DenseStage", "index_ids"]
+
+
+def index_ids(index: Any) -> np.ndarray:
+    """An index's live ids, whether ``ids`` is a property (the index contract) or, as on older
+    DenseIndex versions, a method."""
+    ids = index.ids
+    ids = ids() if callable(ids) else ids
+    return np.asarray(ids) if len(ids) else np.zeros(0, np.int64)
+
+
+class DenseStage:
+    """Semantic retrieval: the query embedding's nearest chunks (cosine, exact or HNSW).
+
+    Args:
+        encoder: a bi-encoder (``encode``, ``encode_query``, ``dim``, ``fingerprint``).
+        index: the :class:`ragfind.DenseIndex` to fill (default: a new cosine index of the
+            encoder's dimension and fingerprint, of ``kind``).
+        kind: ``"exact"`` (SIMD brute force) or ``"hnsw"``, for a new index.
+        name: the stage's name.
+        cache: the LRU cache of query embeddings (shared with the Retriever's statistics).
+    """
+
+    def __init__(
+        self,
+        encoder: Any,
+        index: Any = None,
+        *,
+        kind: str = "exact",
+        name: str = "dense",
+        cache: LRUCache | None = None,
+    ) -> None:
+        from ragfind.dense.index import DenseIndex
+
+        if kind not in ("exact", "hnsw"):
+            raise ValueError(f"dense_kind = {kind!r}; expected 'exact' or 'hnsw'")
+        if index is None:
+            index = DenseIndex(encoder.dim, metric="cosine", kind=kind, fingerprint=encoder.fingerprint)
+        self.encoder = encoder
+        self.index = index
+        self.name = name
+        self.cache = cache if cache is not None else LRUCache(1024)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    @property
+    def ids(self) -> np.ndarray:
+        return index_ids(self.index)
+
+    def prepare(
+        self, texts: list, embeddings: Any = None, batch_size: int = 32, show_progress: bool = False
+    ) -> np.ndarray:
+        """The chunk vectors: ``embeddings`` checked (float, (len(texts), dim), finite), or the
+        encoder's. Writes nothing."""
+        dim = self.index.dim
+        if embeddings is None:
+            return self.encoder.encode(texts, batch_size=batch_size, show_progress=show_progress)
+        vectors = np.asarray(embeddings)
+        if vectors.dtype.kind != "f":
+            raise TypeError(f"embeddings have dtype {vectors.dtype}; expected floats")
+        if vectors.shape != (len(texts), dim):
+            raise ValueError(
+                f"embeddings have shape {vectors.shape}; expected ({len(texts)}, {dim}) "
+                "(one row per chunk; use chunk_size=None for one chunk per document)"
+            )
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if not np.isfinite(vectors).all():
+            raise ValueError("embeddings contain NaN or inf")
+        return vectors
+
+    def add(self, ids: np.ndarray, texts: list, prepared: Any = None) -> None:
+        vectors = self.prepare(texts) if prepared is None else prepared
+        self.index.add(vectors, ids)
+
+    def delete(self, ids: np.ndarray) -> None:
+        self.index.delete(ids)
+
+    def embed(self, query: str) -> np.ndarray:
+        """The (cached, read-only) query embedding."""
+        vec = self.cache.get(query)
+        if vec is None:
+            vec = self.encoder.encode_query(query)
+            vec.setflags(write=False)
+            self.cache.put(query, vec)
+        return vec
+
+    def search(self, query: Any, k: int, filter: Any = None) -> tuple:  # noqa: A002
+        """``(chunk ids, cosine scores)`` best first for a phrasing (or its embedding from
+        :meth:`embed`); ``filter`` goes to the index."""
+        vec = self.embed(query) if isinstance(query, str) else query
+        n = len(self.index)
+        if n == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        return self.index.search(vec, min(k, n), filter=filter)
+
+    def save(self, path: Any) -> None:
+        self.index.save(path)

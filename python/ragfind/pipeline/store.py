@@ -1,0 +1,298 @@
+"""The Retriever's document store: documents, chunk text, offsets and metadata in SQLite
+(stdlib ``sqlite3``, in memory; saved as one file), and the checks a loaded store must pass."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["DocumentStore", "STORE_FILE"]
+
+STORE_FILE = "store.sqlite"
+
+_SCHEMA = """
+CREATE TABLE documents (doc_id TEXT PRIMARY KEY, title TEXT NOT NULL, text TEXT NOT NULL,
+                        metadata TEXT NOT NULL);
+CREATE TABLE chunks (id INTEGER PRIMARY KEY, doc_id TEXT NOT NULL REFERENCES documents(doc_id),
+                     idx INTEGER NOT NULL, start INTEGER NOT NULL, "end" INTEGER NOT NULL,
+                     n_tokens INTEGER NOT NULL, text TEXT NOT NULL, context TEXT NOT NULL);
+CREATE INDEX chunks_doc ON chunks(doc_id);
+CREATE TABLE fields (name TEXT PRIMARY KEY);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+#: Metadata fields indexed for filters at most (each index costs a little on every insert).
+MAX_FIELD_INDEXES = 32
+_FIELD_INDEX_PREFIX = "filter_field_"
+
+#: The columns :meth:`DocumentStore.fetch` returns per chunk, in order.
+ROW = ("id", "doc_id", "text", "title", "start", "end", "metadata", "context")
+
+
+def _connect() -> sqlite3.Connection:
+    return sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+
+
+def _new_db() -> sqlite3.Connection:
+    db = _connect()
+    db.executescript(_SCHEMA)
+    return db
+
+
+_STORE_SCHEMA: list = []
+
+
+def _store_schema() -> list:
+    """sqlite_master of a new store: a saved one must match it exactly (no foreign tables,
+    columns, triggers or views, which the queries and writes here do not expect)."""
+    if not _STORE_SCHEMA:
+        db = _new_db()
+        _STORE_SCHEMA.extend(_schema_of(db))
+        db.close()
+    return _STORE_SCHEMA
+
+
+def _schema_of(db: sqlite3.Connection) -> list:
+    # The CREATE statements with whitespace collapsed: sqlite_master keeps them as written, and
+    # stores written by earlier versions of this module laid them out differently.
+    rows = db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name").fetchall()
+    return [(t, n, tb, " ".join(sql.split()) if isinstance(sql, str) else sql) for t, n, tb, sql in rows]
+
+
+def _decode_text(b: bytes) -> str:
+    # A stored string with invalid UTF-8 reads as U+FFFD instead of failing every later query.
+    return str(b, "utf-8", "replace")
+
+
+class DocumentStore:
+    """Documents and chunks in an in-memory SQLite database.
+
+    ``generation`` counts the writes (the Retriever keys its result and filter caches on it);
+    ``next_chunk_id`` is the id the next chunk gets; ``fields`` the metadata keys seen. Reads
+    take ``lock`` (one connection shared by threads); writes are serialised by the caller.
+    """
+
+    def __init__(self, db: sqlite3.Connection | None = None, next_chunk_id: int = 0, fields: Sequence = ()):
+        self.db = db if db is not None else _new_db()
+        self.lock = threading.Lock()
+        self.generation = 0
+        self.next_chunk_id = int(next_chunk_id)
+        self.fields: set = set(fields)
+        self._indexed: set = set()
+
+    # ----- reads
+
+    def count_documents(self) -> int:
+        with self.lock:
+            return self.db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+
+    def count_chunks(self) -> int:
+        with self.lock:
+            return self.db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+
+    def existing(self, doc_ids: list) -> list:
+        """The ids of ``doc_ids`` already stored."""
+        out: list = []
+        with self.lock:
+            for start in range(0, len(doc_ids), 500):
+                part = doc_ids[start : start + 500]
+                q = f"SELECT doc_id FROM documents WHERE doc_id IN ({','.join('?' * len(part))})"
+                out += [r[0] for r in self.db.execute(q, part)]
+        return out
+
+    def chunks_of(self, doc_ids: list) -> np.ndarray:
+        """Chunk ids of the documents; KeyError naming the first id not stored."""
+        rows: list = []
+        with self.lock:
+            for d in doc_ids:
+                if self.db.execute("SELECT 1 FROM documents WHERE doc_id = ?", (d,)).fetchone() is None:
+                    raise KeyError(f"document id {d!r} is not in the store")
+                rows += [r[0] for r in self.db.execute("SELECT id FROM chunks WHERE doc_id = ?", (d,))]
+        return np.asarray(rows, dtype=np.int64)
+
+    def chunk_ids(self) -> np.ndarray:
+        """Every chunk id, ascending."""
+        with self.lock:
+            return np.fromiter((r[0] for r in self.db.execute("SELECT id FROM chunks ORDER BY id")), np.int64)
+
+    def chunk_texts(self, limit: int) -> list:
+        """The text of the first ``limit`` chunks (sample queries for benchmarks)."""
+        with self.lock:
+            return [r[0] for r in self.db.execute("SELECT text FROM chunks ORDER BY id LIMIT ?", (limit,))]
+
+    def select_chunks(self, where: str, params: list) -> np.ndarray:
+        """Ids of the chunks whose document satisfies ``where`` (SQL over ``d``)."""
+        with self.lock:
+            cur = self.db.execute(
+                f"SELECT c.id FROM chunks c JOIN documents d ON c.doc_id = d.doc_id WHERE {where}",
+                params,
+            )
+            return np.fromiter((r[0] for r in cur), np.int64)
+
+    def get_document(self, doc_id: Any) -> dict:
+        """The stored document ``{"id", "title", "text", "metadata"}``; KeyError when absent."""
+        with self.lock:
+            row = self.db.execute(
+                "SELECT doc_id, title, text, metadata FROM documents WHERE doc_id = ?", (str(doc_id),)
+            ).fetchone()
+        if row is None:
+            raise KeyError(f"document id {doc_id!r} is not in the store")
+        return {"id": row[0], "title": row[1], "text": row[2], "metadata": json.loads(row[3])}
+
+    def fetch(self, ids: Sequence[int]) -> dict:
+        """``{chunk id: row}`` (columns :data:`ROW`) for the ids stored."""
+        id_list = [int(i) for i in ids]
+        if not id_list:
+            return {}
+        with self.lock:
+            rows = self.db.execute(
+                'SELECT c.id, c.doc_id, c.text, d.title, c.start, c."end", d.metadata, c.context '
+                "FROM chunks c JOIN documents d ON c.doc_id = d.doc_id "
+                f"WHERE c.id IN ({','.join('?' * len(id_list))})",
+                id_list,
+            ).fetchall()
+        return {r[0]: r for r in rows}
+
+    def index_field(self, name: str) -> None:
+        """Creates (once) an expression index on metadata field ``name``, so that a filter on it
+        is an index search instead of parsing every document's JSON. In memory only: saved
+        stores do not hold it (:meth:`save` drops it), so their schema stays the one checked."""
+        from ragfind.pipeline.filters import json_path_literal
+
+        literal = json_path_literal(name)
+        if literal is None or name in self._indexed or len(self._indexed) >= MAX_FIELD_INDEXES:
+            return
+        index = _FIELD_INDEX_PREFIX + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        with self.lock:
+            if self.db.in_transaction:
+                return  # a write is open on this connection: the index would join (and roll back with) it
+            self.db.execute(
+                f"CREATE INDEX IF NOT EXISTS {index} ON documents(json_extract(metadata, {literal}))"
+            )
+            self._indexed.add(name)
+
+    # ----- writes (the caller serialises them)
+
+    def begin_insert(self, doc_rows: list, chunk_rows: list, new_fields: set) -> None:
+        """Opens a transaction holding the new rows; :meth:`commit` or :meth:`rollback` it."""
+        with self.lock:
+            self.db.execute("BEGIN")
+            try:
+                self.db.executemany("INSERT INTO documents VALUES (?, ?, ?, ?)", doc_rows)
+                self.db.executemany("INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?)", chunk_rows)
+                self.db.executemany(
+                    "INSERT OR IGNORE INTO fields VALUES (?)", [(f,) for f in sorted(new_fields)]
+                )
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+
+    def commit(self) -> None:
+        with self.lock:
+            self.db.execute("COMMIT")
+
+    def rollback(self) -> None:
+        with self.lock:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+
+    def remove(self, doc_ids: list) -> None:
+        """Deletes the documents and their chunks (ids checked by :meth:`chunks_of`)."""
+        with self.lock:
+            self.db.execute("BEGIN")
+            self.db.executemany("DELETE FROM chunks WHERE doc_id = ?", [(d,) for d in doc_ids])
+            self.db.executemany("DELETE FROM documents WHERE doc_id = ?", [(d,) for d in doc_ids])
+            self.db.execute("COMMIT")
+
+    def changed(self) -> None:
+        self.generation += 1
+
+    def close(self) -> None:
+        self.db.close()
+
+    # ----- files
+
+    def save(self, path: Path) -> None:
+        """Writes the store as one SQLite file (the caller fsyncs it)."""
+        with self.lock:
+            out = sqlite3.connect(str(path))
+            try:
+                self.db.backup(out)
+                names = out.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'index' AND substr(name, 1, ?) = ?",
+                    (len(_FIELD_INDEX_PREFIX), _FIELD_INDEX_PREFIX),
+                ).fetchall()
+                for (name,) in names:
+                    out.execute(f"DROP INDEX {name}")
+                out.execute("PRAGMA journal_mode=DELETE")
+                out.commit()
+            finally:
+                out.close()
+
+    @classmethod
+    def open(
+        cls, path: Path, next_chunk_id: int, fields: Sequence, error: type = ValueError
+    ) -> DocumentStore:
+        """Copies a saved SQLite store into memory and checks it: pages and indexes
+        (integrity_check; a corrupt index passes quick_check and fails a later join), the exact
+        schema, column types, metadata JSON objects, chunk ids below ``next_chunk_id``.
+        Raises ``error`` (a ValueError subclass) naming what is wrong."""
+        folder = path.parent
+
+        def bad(what: str) -> Exception:
+            return error(f"{str(folder)!r}: the document store {what}")
+
+        db = _connect()
+        db.text_factory = _decode_text
+        try:
+            # A file: URI (percent-encoded, so '?' or '#' in the folder name are not parameters).
+            src = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+            try:
+                src.backup(db)
+            finally:
+                src.close()
+            check = db.execute("PRAGMA integrity_check").fetchall()
+            if check != [("ok",)]:
+                raise bad(f"is corrupt: {'; '.join(str(r[0]) for r in check[:3])}")
+            if _schema_of(db) != _store_schema():
+                raise bad("has another schema than a ragfind retriever's")
+            bad_rows = db.execute(
+                "SELECT (SELECT COUNT(*) FROM documents WHERE typeof(doc_id) != 'text'"
+                " OR typeof(title) != 'text'"
+                " OR typeof(text) != 'text' OR typeof(metadata) != 'text' OR NOT json_valid(metadata)),"
+                " (SELECT COUNT(*) FROM chunks WHERE typeof(doc_id) != 'text' OR typeof(idx) != 'integer'"
+                " OR typeof(start) != 'integer' OR typeof(\"end\") != 'integer'"
+                " OR typeof(n_tokens) != 'integer'"
+                " OR typeof(text) != 'text' OR typeof(context) != 'text' OR id < 0 OR id >= ?"
+                " OR doc_id NOT IN (SELECT doc_id FROM documents)),"
+                " (SELECT COUNT(*) FROM fields WHERE typeof(name) != 'text')",
+                (next_chunk_id,),
+            ).fetchone()
+            if any(bad_rows):
+                raise bad(
+                    f"holds malformed rows ({bad_rows[0]} documents, {bad_rows[1]} chunks, "
+                    f"{bad_rows[2]} fields; "
+                    f"a chunk id must be below next_chunk_id = {next_chunk_id} and name a stored document)"
+                )
+            # Valid JSON by now (json_valid above), so json_type cannot fail.
+            row = db.execute(
+                "SELECT metadata FROM documents WHERE json_type(metadata) != 'object' LIMIT 1"
+            ).fetchone()
+            if row is not None:
+                raise bad(f"holds metadata {row[0][:80]!r} that is not a JSON object")
+        except (sqlite3.DatabaseError, ValueError) as exc:
+            db.close()
+            if isinstance(exc, error):
+                raise
+            raise bad(f"is not a valid SQLite file of a ragfind retriever: {exc}") from exc
+        except BaseException:
+            db.close()
+            raise
+        return cls(db, next_chunk_id, fields)
