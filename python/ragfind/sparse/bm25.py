@@ -15,7 +15,7 @@ from typing import Any, Union
 import numpy as np
 
 from ragfind import _core
-from ragfind.ids import IdFilter, as_id_filter
+from ragfind.ids import as_id_filter
 
 __all__ = ["ENGLISH_STOPWORDS", "Analyzer", "BM25Index", "IndexFileError", "METHODS"]
 
@@ -34,12 +34,13 @@ IdList = Union[Sequence[str], Sequence[int], np.ndarray]
 from ragfind.sparse.analyzer import ENGLISH_STOPWORDS, Analyzer  # noqa: E402,F401
 
 
-def _compile_filter(core: Any, flt: Any) -> Any:
-    """The native allowed-set of ``flt`` (None, an IdFilter or any iterable of ids) for ``core``."""
+def _compile_filter(index: BM25Index, flt: Any) -> Any:
+    """The native allowed-set of ``flt`` (None, an IdFilter or any iterable of ids) for ``index``:
+    compiled once per write generation (a search with a stale one rebuilds it in C++)."""
     if flt is None:
         return None
-    flt = as_id_filter(flt)
-    return flt.compiled(core, core.generation, lambda f: core.compile_filter(f.ids))
+    core = index._core
+    return as_id_filter(flt).compiled(index, core.generation, lambda f: core.compile_filter(f.ids))
 
 
 def _check_texts(texts: Any, name: str) -> list:
@@ -188,14 +189,14 @@ class BM25Index:
         k = _check_k(k)
         if not isinstance(query, str):
             raise TypeError(f"query: expected str, got {type(query).__name__}")
-        return self._core.search(query, k, _algorithm(algorithm), _compile_filter(self._core, filter))
+        return self._core.search(query, k, _algorithm(algorithm), _compile_filter(self, filter))
 
     def search_tokenized(
         self, tokens: Sequence[str], k: int = 10, filter: Any = None, *, algorithm: str = "auto"  # noqa: A002
     ) -> tuple[np.ndarray, np.ndarray]:
         """Like :meth:`search` for a pre-tokenized query (tokens are index terms as given)."""
         return self._core.search_tokenized(
-            _check_texts(tokens, "tokens"), _check_k(k), _algorithm(algorithm), _compile_filter(self._core, filter)
+            _check_texts(tokens, "tokens"), _check_k(k), _algorithm(algorithm), _compile_filter(self, filter)
         )
 
     def search_batch(
@@ -222,7 +223,7 @@ class BM25Index:
             _check_threads(threads),
             False,
             _algorithm(algorithm),
-            _compile_filter(self._core, filter),
+            _compile_filter(self, filter),
         )
 
     def search_batch_tokenized(
@@ -241,7 +242,7 @@ class BM25Index:
             _check_threads(threads),
             True,
             _algorithm(algorithm),
-            _compile_filter(self._core, filter),
+            _compile_filter(self, filter),
         )
 
     def get_scores(self, query: str | Sequence[str]) -> np.ndarray:
