@@ -624,7 +624,16 @@ class BM25Core {
     return hits.to_python();
   }
 
-  py::tuple search(py::handle query, long long k, int algorithm, const std::shared_ptr<CompiledFilter>& filter) {
+  // The allowed set argument: None or a BM25AllowedSet. Taken as an object because pybind11's
+  // holder caster probes NoneType for a module-local attribute (an AttributeError raised and
+  // cleared, about 2 us per call) before it accepts None.
+  static std::shared_ptr<CompiledFilter> as_filter(const py::object& o) {
+    if (o.is_none()) return nullptr;
+    return o.cast<std::shared_ptr<CompiledFilter>>();
+  }
+
+  py::tuple search(py::handle query, long long k, int algorithm, const py::object& allowed) {
+    const std::shared_ptr<CompiledFilter> filter = as_filter(allowed);
     const std::size_t kk = check_k(k);
     py::list one;
     one.append(query);
@@ -638,10 +647,9 @@ class BM25Core {
     return search_stems(stems, kk, algorithm, filter);
   }
 
-  py::tuple search_tokenized(const py::sequence& tokens, long long k, int algorithm,
-                             const std::shared_ptr<CompiledFilter>& filter) {
+  py::tuple search_tokenized(const py::sequence& tokens, long long k, int algorithm, const py::object& allowed) {
     const std::size_t kk = check_k(k);
-    return search_stems(token_strings(tokens, "tokens"), kk, algorithm, filter);
+    return search_stems(token_strings(tokens, "tokens"), kk, algorithm, as_filter(allowed));
   }
 
   static std::vector<std::string> token_strings(const py::handle& tokens, const char* arg) {
@@ -660,7 +668,8 @@ class BM25Core {
   }
 
   py::list search_batch(const py::sequence& queries, long long k, long long threads, bool tokenized, int algorithm,
-                        const std::shared_ptr<CompiledFilter>& filter) {
+                        const py::object& allowed) {
+    const std::shared_ptr<CompiledFilter> filter = as_filter(allowed);
     const std::size_t kk = check_k(k);
     const Algorithm algo = check_algorithm(algorithm);
     if (threads < 0) throw py::value_error("threads: expected >= 0 (0 = all cores), got " + std::to_string(threads));
@@ -884,19 +893,21 @@ class BM25Core {
 
   py::dict stats() {
     struct S {
-      std::uint64_t docs, terms, postings, segments, total_len, memory;
+      std::uint64_t docs, terms, postings, segments, total_len, memory, dead;
       double avgdl;
       Params params;
     };
     const S v = read_locked([&] {
       return S{index_.num_docs(), index_.num_terms(), index_.num_postings(), index_.segments().size(),
-               index_.total_len(), index_.memory_bytes(), index_.avgdl(), index_.params()};
+               index_.total_len(), index_.memory_bytes(), index_.num_slots() - index_.num_docs(), index_.avgdl(),
+               index_.params()};
     });
     py::dict d;
     d["num_docs"] = v.docs;
     d["num_terms"] = v.terms;
     d["num_postings"] = v.postings;
     d["num_segments"] = v.segments;
+    d["num_deleted"] = v.dead;  // deleted documents whose postings a compaction has not dropped yet
     d["total_len"] = v.total_len;
     d["avgdl"] = v.avgdl;
     d["memory_bytes"] = v.memory;
@@ -977,11 +988,11 @@ void bind_bm25(py::module_& m) {
       .def("add_tokenized", &BM25Core::add_tokenized, py::arg("token_lists"), py::arg("ids") = py::none())
       .def("delete", &BM25Core::remove, py::arg("ids"))
       .def("search", &BM25Core::search, py::arg("query"), py::arg("k"), py::arg("algorithm") = 0,
-           py::arg("allowed") = nullptr)
+           py::arg("allowed") = py::none())
       .def("search_tokenized", &BM25Core::search_tokenized, py::arg("tokens"), py::arg("k"), py::arg("algorithm") = 0,
-           py::arg("allowed") = nullptr)
+           py::arg("allowed") = py::none())
       .def("search_batch", &BM25Core::search_batch, py::arg("queries"), py::arg("k"), py::arg("threads"),
-           py::arg("tokenized") = false, py::arg("algorithm") = 0, py::arg("allowed") = nullptr)
+           py::arg("tokenized") = false, py::arg("algorithm") = 0, py::arg("allowed") = py::none())
       .def("compile_filter", &BM25Core::compile_filter, py::arg("ids"))
       .def_property_readonly("generation", &BM25Core::generation)
       .def("get_scores", &BM25Core::get_scores, py::arg("query"))

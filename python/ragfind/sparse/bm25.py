@@ -160,7 +160,12 @@ class BM25Index:
     # ----- searching
 
     def search(
-        self, query: str, k: int = 10, filter: Any = None, *, algorithm: str = "auto"  # noqa: A002
+        self,
+        query: str,
+        k: int = 10,
+        filter: Any = None,
+        *,
+        algorithm: str = "auto",  # noqa: A002
     ) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` best documents for ``query``, best first.
 
@@ -192,7 +197,12 @@ class BM25Index:
         return self._core.search(query, k, _algorithm(algorithm), _compile_filter(self, filter))
 
     def search_tokenized(
-        self, tokens: Sequence[str], k: int = 10, filter: Any = None, *, algorithm: str = "auto"  # noqa: A002
+        self,
+        tokens: Sequence[str],
+        k: int = 10,
+        filter: Any = None,
+        *,
+        algorithm: str = "auto",  # noqa: A002
     ) -> tuple[np.ndarray, np.ndarray]:
         """Like :meth:`search` for a pre-tokenized query (tokens are index terms as given)."""
         return self._core.search_tokenized(
