@@ -1,4 +1,4 @@
-// Bindings for the analyzer, inverted index and BM25 (issue 2).
+// Bindings for the analyzer, inverted index and BM25.
 //
 // Inputs are validated while holding the GIL; the work then runs with the GIL released. The
 // stemmer (PyStemmer) and a user tokenizer are Python callables: the stemmer callback
@@ -11,10 +11,8 @@
 #include <atomic>
 #include <cstring>
 #include <exception>
-#include <system_error>
 #include <mutex>
 #include <shared_mutex>
-#include <thread>
 #include <unordered_map>
 
 #include "bindings.hpp"
@@ -22,6 +20,7 @@
 #include "ragfind/inverted/doc_ids.hpp"
 #include "ragfind/bm25/index_io.hpp"
 #include "ragfind/bm25/index.hpp"
+#include "ragfind/common/parallel.hpp"
 #include "ragfind/common/rw_mutex.hpp"
 
 namespace py = pybind11;
@@ -44,9 +43,21 @@ struct GilHeld {
 
 std::string type_name(py::handle h) { return py::str(py::type::handle_of(h).attr("__name__")); }
 
-// UTF-8 of a str (lone surrogates, which UTF-8 cannot encode, become '?') or of bytes (kept
-// as is; invalid sequences are separators for the tokenizer). spill keeps converted copies.
-std::string_view text_view(py::handle h, std::string& spill, const std::string& what) {
+// An error of the shared id contract (ragfind.errors): UnknownIdError, DuplicateIdError or
+// IdKindError, raised as that class by the translator registered in bind_bm25 (the classes
+// live in Python, so they are looked up when raised, with the GIL held).
+struct ContractError : std::runtime_error {
+  const char* cls;
+  ContractError(const char* c, const std::string& msg) : std::runtime_error(msg), cls(c) {}
+};
+[[noreturn]] void unknown_id(const std::string& msg) { throw ContractError("UnknownIdError", msg); }
+[[noreturn]] void duplicate_id(const std::string& msg) { throw ContractError("DuplicateIdError", msg); }
+[[noreturn]] void id_kind(const std::string& msg) { throw ContractError("IdKindError", msg); }
+
+// UTF-8 of a str (lone surrogates, which UTF-8 cannot encode, become '?') or, where allowed
+// (Analyzer.analyze), of bytes (kept as is; invalid sequences are separators for the
+// tokenizer). spill keeps converted copies.
+std::string_view text_view(py::handle h, std::string& spill, const std::string& what, bool allow_bytes = false) {
   PyObject* o = h.ptr();
   if (PyUnicode_Check(o)) {
     Py_ssize_t n = 0;
@@ -59,8 +70,8 @@ std::string_view text_view(py::handle h, std::string& spill, const std::string& 
     Py_DECREF(b);
     return spill;
   }
-  if (PyBytes_Check(o)) return std::string_view(PyBytes_AS_STRING(o), static_cast<std::size_t>(PyBytes_GET_SIZE(o)));
-  throw py::type_error(what + ": expected str or bytes, got " + type_name(h));
+  if (allow_bytes && PyBytes_Check(o)) return std::string_view(PyBytes_AS_STRING(o), static_cast<std::size_t>(PyBytes_GET_SIZE(o)));
+  throw py::type_error(what + (allow_bytes ? ": expected str or bytes, got " : ": expected str, got ") + type_name(h));
 }
 
 std::string to_utf8(py::handle h, const std::string& what) {
@@ -131,7 +142,7 @@ class PyAnalyzer {
     std::vector<std::vector<std::string>> tokens;
   };
 
-  void prepare(const py::sequence& texts, Input& in, const char* arg) {
+  void prepare(const py::sequence& texts, Input& in, const char* arg, bool allow_bytes = false) {
     const std::size_t n = texts.size();
     if (has_tokenizer()) {
       in.tokens.resize(n);
@@ -145,7 +156,8 @@ class PyAnalyzer {
       in.views.resize(n);
       in.spill.resize(n);
       for (std::size_t i = 0; i < n; ++i)
-        in.views[i] = text_view(texts[i], in.spill[i], std::string(arg) + "[" + std::to_string(i) + "]");
+        in.views[i] = text_view(texts[i], in.spill[i], allow_bytes ? std::string(arg) : std::string(arg) + "[" + std::to_string(i) + "]",
+                                allow_bytes);
     }
   }
 
@@ -175,7 +187,7 @@ class PyAnalyzer {
     py::list one;
     one.append(text);
     Input in;
-    prepare(one, in, "text");
+    prepare(one, in, "text", true);
     std::vector<std::string> stems;
     {
       py::gil_scoped_release release;
@@ -217,11 +229,11 @@ ParsedIds parse_ids(const py::object& ids, std::size_t n, const char* arg) {
     py::object v = seq[i];
     const std::string what = std::string(arg) + "[" + std::to_string(i) + "]";
     if (PyUnicode_Check(v.ptr())) {
-      if (i > 0 && !out.is_str) throw py::type_error(what + ": mixes str and int ids; use one kind");
+      if (i > 0 && !out.is_str) id_kind(what + ": mixes str and int ids; use one kind");
       out.is_str = true;
       out.strs.push_back(to_utf8(v, what));
     } else if (!PyBool_Check(v.ptr()) && PyIndex_Check(v.ptr())) {
-      if (out.is_str) throw py::type_error(what + ": mixes str and int ids; use one kind");
+      if (out.is_str) id_kind(what + ": mixes str and int ids; use one kind");
       PyObject* idx = PyNumber_Index(v.ptr());
       if (!idx) throw py::error_already_set();
       int overflow = 0;
@@ -233,7 +245,7 @@ ParsedIds parse_ids(const py::object& ids, std::size_t n, const char* arg) {
       }
       out.ints.push_back(static_cast<std::int64_t>(x));
     } else {
-      throw py::type_error(what + ": expected an int or str id, got " + type_name(v));
+      id_kind(what + ": expected an int or str id, got " + type_name(v));
     }
   }
   return out;
@@ -282,6 +294,16 @@ struct Hits {
   }
 };
 
+// A filter compiled against one index at one write generation: a byte per slot and the
+// allowed slots in order; the source ids are kept to rebuild it if the index changed.
+struct CompiledFilter {
+  std::uint64_t generation = 0;
+  std::vector<std::int64_t> ints;
+  std::vector<std::string> strs;
+  std::vector<std::uint8_t> mask;
+  std::vector<std::uint32_t> docs;
+};
+
 class BM25Core {
  public:
   BM25Core(const std::string& method, double k1, double b, double delta, std::shared_ptr<PyAnalyzer> analyzer)
@@ -328,24 +350,24 @@ class BM25Core {
   void check_ids(const ParsedIds& p, std::size_t n) const {
     // Caller holds the lock.
     if (p.given) {
-      if (p.is_str && ids_.kind() == DocIds::Kind::Int && ids_.size() > 0)
-        throw py::type_error("ids: this index uses int ids; got str ids");
-      if (!p.is_str && ids_.kind() == DocIds::Kind::Str && ids_.size() > 0)
-        throw py::type_error("ids: this index uses str ids; got int ids");
-    } else if (ids_.kind() == DocIds::Kind::Str && ids_.size() > 0) {
+      if (p.is_str && ids_.kind() == DocIds::Kind::Int && ids_.slots() > 0)
+        id_kind("ids: this index uses int ids; got str ids");
+      if (!p.is_str && ids_.kind() == DocIds::Kind::Str && ids_.slots() > 0)
+        id_kind("ids: this index uses str ids; got int ids");
+    } else if (ids_.kind() == DocIds::Kind::Str && ids_.slots() > 0) {
       throw py::value_error("ids: this index uses str ids, so add() needs ids");
     }
     if (p.is_str) {
       std::unordered_map<std::string_view, std::size_t> seen;
       for (std::size_t i = 0; i < n; ++i) {
-        if (ids_.find(p.strs[i]) >= 0) throw py::value_error("ids[" + std::to_string(i) + "]: duplicate id '" + p.strs[i] + "' (already in the index)");
-        if (!seen.emplace(p.strs[i], i).second) throw py::value_error("ids[" + std::to_string(i) + "]: duplicate id '" + p.strs[i] + "' (repeated in ids)");
+        if (ids_.find(p.strs[i]) >= 0) duplicate_id("ids[" + std::to_string(i) + "]: duplicate id '" + p.strs[i] + "' (already in the index)");
+        if (!seen.emplace(p.strs[i], i).second) duplicate_id("ids[" + std::to_string(i) + "]: duplicate id '" + p.strs[i] + "' (repeated in ids)");
       }
     } else if (p.given) {
       std::unordered_map<std::int64_t, std::size_t> seen;
       for (std::size_t i = 0; i < n; ++i) {
-        if (ids_.find(p.ints[i]) >= 0) throw py::value_error("ids[" + std::to_string(i) + "]: duplicate id " + std::to_string(p.ints[i]) + " (already in the index)");
-        if (!seen.emplace(p.ints[i], i).second) throw py::value_error("ids[" + std::to_string(i) + "]: duplicate id " + std::to_string(p.ints[i]) + " (repeated in ids)");
+        if (ids_.find(p.ints[i]) >= 0) duplicate_id("ids[" + std::to_string(i) + "]: duplicate id " + std::to_string(p.ints[i]) + " (already in the index)");
+        if (!seen.emplace(p.ints[i], i).second) duplicate_id("ids[" + std::to_string(i) + "]: duplicate id " + std::to_string(p.ints[i]) + " (repeated in ids)");
       }
     }
   }
@@ -394,6 +416,7 @@ class BM25Core {
     }
     index_.commit_chunks();
     commit_ids(ids, n);
+    after_write();
   }
 
   void add_tokenized(const py::sequence& docs, const py::object& ids_obj) {
@@ -446,6 +469,15 @@ class BM25Core {
     }
     index_.add_documents(terms.data(), nullptr, offsets.data(), n);
     commit_ids(ids, n);
+    after_write();
+  }
+
+  // Caller holds the exclusive lock: compacts segments past the dead-fraction threshold (the
+  // ids follow the renumbering) and starts a new write generation.
+  void after_write() {
+    const std::vector<std::uint32_t> dropped = index_.compact();
+    ids_.compact(dropped);
+    generation_.fetch_add(1, std::memory_order_release);
   }
 
   // Term ids (with the lock held) of analyzed stems; unknown stems are dropped.
@@ -486,11 +518,12 @@ class BM25Core {
       if (missing.empty()) {
         std::sort(docs.begin(), docs.end());
         docs.erase(std::unique(docs.begin(), docs.end()), docs.end());
-        index_.remove_documents(docs);
-        ids_.remove(docs);
+        index_.delete_documents(docs);
+        for (std::uint32_t d : docs) ids_.kill(d);
+        after_write();
       }
     }
-    if (!missing.empty()) throw py::key_error("ids: no document with id " + missing + " in the index; nothing was deleted");
+    if (!missing.empty()) unknown_id("ids: no document with id " + missing + " in the index; nothing was deleted");
   }
 
   // ----- querying
@@ -511,22 +544,96 @@ class BM25Core {
   }
 
   static Algorithm check_algorithm(int a) {
-    if (a < 0 || a > 2) throw py::value_error("algorithm: expected 0 (auto), 1 (maxscore) or 2 (exhaustive)");
+    if (a < 0 || a > 3) throw py::value_error("algorithm: expected 0 (auto), 1 (maxscore), 2 (exhaustive) or 3 (direct)");
     return static_cast<Algorithm>(a);
   }
 
-  py::tuple search_stems(const std::vector<std::string>& stems, std::size_t k, int algorithm) {
+  // ----- filters
+
+  std::uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+
+  // Builds the mask and sorted slot list of the live documents whose id is in f's ids (lock held).
+  void fill_filter(CompiledFilter& f) const {
+    f.mask.assign(index_.num_slots(), 0);
+    f.docs.clear();
+    auto take = [&](std::int64_t d) {
+      if (d >= 0 && !f.mask[static_cast<std::size_t>(d)]) {
+        f.mask[static_cast<std::size_t>(d)] = 1;
+        f.docs.push_back(static_cast<std::uint32_t>(d));
+      }
+    };
+    for (std::int64_t id : f.ints) take(ids_.find(id));
+    for (const std::string& id : f.strs) take(ids_.find(id));
+    std::sort(f.docs.begin(), f.docs.end());
+    f.generation = generation();
+  }
+
+  // The native allowed-set of an id array (IdFilter.ids): int64, or an object array of str.
+  std::shared_ptr<CompiledFilter> compile_filter(const py::object& ids) {
+    auto f = std::make_shared<CompiledFilter>();
+    if (py::isinstance<py::array>(ids) && py::array(ids).dtype().kind() == 'i') {
+      auto a = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(ids);
+      if (!a) throw py::error_already_set();
+      f->ints.assign(a.data(), a.data() + a.size());
+    } else {
+      for (py::handle v : py::iter(ids)) {
+        if (PyUnicode_Check(v.ptr())) {
+          f->strs.push_back(to_utf8(v, "filter"));
+        } else if (!PyBool_Check(v.ptr()) && PyIndex_Check(v.ptr())) {
+          f->ints.push_back(v.cast<std::int64_t>());
+        } else {
+          id_kind("filter: ids must be int or str, got " + type_name(v));
+        }
+      }
+    }
+    read_locked([&] {
+      fill_filter(*f);
+      return 0;
+    });
+    return f;
+  }
+
+  // The allowed set for a search (lock held): f's own when compiled at this generation, else
+  // rebuilt into scratch (the index changed since).
+  const AllowedSet* allowed_view(const std::shared_ptr<CompiledFilter>& f, CompiledFilter& scratch, AllowedSet& view) const {
+    if (!f) return nullptr;
+    const CompiledFilter* use = f.get();
+    if (f->generation != generation() || f->mask.size() != index_.num_slots()) {
+      scratch.ints = f->ints;
+      scratch.strs = f->strs;
+      fill_filter(scratch);
+      use = &scratch;
+    }
+    view.mask = use->mask.data();
+    view.docs = use->docs.data();
+    view.count = use->docs.size();
+    return &view;
+  }
+
+  py::tuple search_stems(const std::vector<std::string>& stems, std::size_t k, int algorithm,
+                         const std::shared_ptr<CompiledFilter>& filter) {
     const Algorithm algo = check_algorithm(algorithm);
     Hits hits = read_locked([&] {
       Hits h;
-      index_.search(query_terms(stems), k, h.docs, algo);
+      CompiledFilter scratch;
+      AllowedSet view;
+      index_.search(query_terms(stems), k, h.docs, algo, allowed_view(filter, scratch, view));
       h.resolve_ids(ids_);
       return h;
     });
     return hits.to_python();
   }
 
-  py::tuple search(py::handle query, long long k, int algorithm) {
+  // The allowed set argument: None or a BM25AllowedSet. Taken as an object because pybind11's
+  // holder caster probes NoneType for a module-local attribute (an AttributeError raised and
+  // cleared, about 2 us per call) before it accepts None.
+  static std::shared_ptr<CompiledFilter> as_filter(const py::object& o) {
+    if (o.is_none()) return nullptr;
+    return o.cast<std::shared_ptr<CompiledFilter>>();
+  }
+
+  py::tuple search(py::handle query, long long k, int algorithm, const py::object& allowed) {
+    const std::shared_ptr<CompiledFilter> filter = as_filter(allowed);
     const std::size_t kk = check_k(k);
     py::list one;
     one.append(query);
@@ -537,12 +644,12 @@ class BM25Core {
       py::gil_scoped_release release;
       analyzer_->analyze_query(in, 0, stems);
     }
-    return search_stems(stems, kk, algorithm);
+    return search_stems(stems, kk, algorithm, filter);
   }
 
-  py::tuple search_tokenized(const py::sequence& tokens, long long k, int algorithm) {
+  py::tuple search_tokenized(const py::sequence& tokens, long long k, int algorithm, const py::object& allowed) {
     const std::size_t kk = check_k(k);
-    return search_stems(token_strings(tokens, "tokens"), kk, algorithm);
+    return search_stems(token_strings(tokens, "tokens"), kk, algorithm, as_filter(allowed));
   }
 
   static std::vector<std::string> token_strings(const py::handle& tokens, const char* arg) {
@@ -560,7 +667,9 @@ class BM25Core {
     return out;
   }
 
-  py::list search_batch(const py::sequence& queries, long long k, long long threads, bool tokenized, int algorithm) {
+  py::list search_batch(const py::sequence& queries, long long k, long long threads, bool tokenized, int algorithm,
+                        const py::object& allowed) {
+    const std::shared_ptr<CompiledFilter> filter = as_filter(allowed);
     const std::size_t kk = check_k(k);
     const Algorithm algo = check_algorithm(algorithm);
     if (threads < 0) throw py::value_error("threads: expected >= 0 (0 = all cores), got " + std::to_string(threads));
@@ -579,32 +688,13 @@ class BM25Core {
       if (!tokenized)
         for (std::size_t i = 0; i < nq; ++i) analyzer_->analyze_query(in, i, stems[i]);
       std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
-      std::size_t nt = threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : static_cast<std::size_t>(threads);
-      nt = std::min(nt, std::max<std::size_t>(nq, 1));
-      std::atomic<std::size_t> next{0};
-      std::exception_ptr error;
-      std::mutex error_mutex;
-      auto work = [&]() {
-        try {
-          for (std::size_t i; (i = next.fetch_add(1)) < nq;) {
-            index_.search(query_terms(stems[i]), kk, hits[i].docs, algo);
-            hits[i].resolve_ids(ids_);
-          }
-        } catch (...) {  // e.g. std::bad_alloc: hand it to the caller, never terminate
-          std::lock_guard<std::mutex> g(error_mutex);
-          if (!error) error = std::current_exception();
-          next.store(nq);
-        }
-      };
-      std::vector<std::thread> pool;
-      try {
-        for (std::size_t t = 1; t < nt; ++t) pool.emplace_back(work);
-      } catch (const std::system_error&) {
-        // Could not start more threads: the ones running (and this one) do the work.
-      }
-      work();
-      for (auto& th : pool) th.join();
-      if (error) std::rethrow_exception(error);
+      CompiledFilter scratch;
+      AllowedSet view;
+      const AllowedSet* allowed = allowed_view(filter, scratch, view);
+      parallel_for(nq, static_cast<int>(std::min<long long>(threads, 1 << 16)), [&](std::size_t i, int) {
+        index_.search(query_terms(stems[i]), kk, hits[i].docs, algo, allowed);
+        hits[i].resolve_ids(ids_);
+      });
     }
     for (std::size_t i = 0; i < nq; ++i) out[i] = hits[i].to_python();
     return out;
@@ -612,6 +702,7 @@ class BM25Core {
 
   std::vector<std::string> stems_of(py::handle query) {
     if (!PyUnicode_Check(query.ptr()) && !PyBytes_Check(query.ptr())) return token_strings(query, "query");
+    if (PyBytes_Check(query.ptr())) throw py::type_error("query: expected str or a list of str tokens, got bytes");
     py::list one;
     one.append(query);
     PyAnalyzer::Input in;
@@ -625,9 +716,9 @@ class BM25Core {
   py::array_t<double> get_scores(py::handle query) {
     const std::vector<std::string> stems = stems_of(query);
     std::vector<double> scores = read_locked([&] {
-      std::vector<double> v(index_.num_docs());
+      std::vector<double> v(index_.num_slots());
       index_.score_all(query_terms(stems), v.data());
-      return v;
+      return live_only(std::move(v));
     });
     py::array_t<double> out(static_cast<py::ssize_t>(scores.size()));
     std::copy(scores.begin(), scores.end(), out.mutable_data());
@@ -669,7 +760,7 @@ class BM25Core {
         params = index_.params();
       }
     }
-    if (doc < 0) throw py::key_error("doc_id: no document with id " + std::string(py::repr(doc_id)) + " in the index");
+    if (doc < 0) unknown_id("doc_id: no document with id " + std::string(py::repr(doc_id)) + " in the index");
     py::list terms;
     double total = 0;
     for (std::size_t i = 0; i < ex.size(); ++i) {
@@ -704,12 +795,23 @@ class BM25Core {
   py::object ids_array() {
     Hits all = read_locked([&] {
       Hits h;
-      h.docs.resize(ids_.size());
-      for (std::size_t i = 0; i < h.docs.size(); ++i) h.docs[i].doc = static_cast<std::uint32_t>(i);
+      h.docs.reserve(ids_.size());
+      for (std::uint32_t i = 0; i < ids_.slots(); ++i)
+        if (ids_.is_live(i)) h.docs.push_back({0.0f, i});
       h.resolve_ids(ids_);
       return h;
     });
     return all.to_python()[0];
+  }
+
+  // The entries of live slots, in order (lock held).
+  std::vector<double> live_only(std::vector<double> v) const {
+    if (index_.num_docs() == index_.num_slots()) return v;
+    std::size_t w = 0;
+    for (std::uint32_t d = 0; d < index_.num_slots(); ++d)
+      if (index_.is_live(d)) v[w++] = v[d];
+    v.resize(w);
+    return v;
   }
 
   // ----- rank_bm25 compatibility helpers
@@ -743,8 +845,10 @@ class BM25Core {
 
   py::array_t<std::int64_t> document_lengths() {
     return to_numpy(read_locked([&] {
-      std::vector<std::int64_t> v(index_.num_docs());
-      for (std::size_t d = 0; d < v.size(); ++d) v[d] = index_.doc_len(static_cast<std::uint32_t>(d));
+      std::vector<std::int64_t> v;
+      v.reserve(index_.num_docs());
+      for (std::uint32_t d = 0; d < index_.num_slots(); ++d)
+        if (index_.is_live(d)) v.push_back(index_.doc_len(d));
       return v;
     }));
   }
@@ -768,9 +872,9 @@ class BM25Core {
     std::vector<std::int64_t> t(terms.data(), terms.data() + terms.size());
     std::vector<double> w(weights.data(), weights.data() + weights.size());
     std::vector<double> scores = read_locked([&] {
-      std::vector<double> v(index_.num_docs());
+      std::vector<double> v(index_.num_slots());
       index_.score_all_rank_bm25(t, w, kind, k1, b, delta, v.data());
-      return v;
+      return live_only(std::move(v));
     });
     py::array_t<double> out(static_cast<py::ssize_t>(scores.size()));
     std::copy(scores.begin(), scores.end(), out.mutable_data());
@@ -784,23 +888,26 @@ class BM25Core {
     py::gil_scoped_release release;
     std::unique_lock<WriterPreferringSharedMutex> lock(mu_);
     index_.set_params(p);
+    generation_.fetch_add(1, std::memory_order_release);
   }
 
   py::dict stats() {
     struct S {
-      std::uint64_t docs, terms, postings, segments, total_len, memory;
+      std::uint64_t docs, terms, postings, segments, total_len, memory, dead;
       double avgdl;
       Params params;
     };
     const S v = read_locked([&] {
       return S{index_.num_docs(), index_.num_terms(), index_.num_postings(), index_.segments().size(),
-               index_.total_len(), index_.memory_bytes(), index_.avgdl(), index_.params()};
+               index_.total_len(), index_.memory_bytes(), index_.num_slots() - index_.num_docs(), index_.avgdl(),
+               index_.params()};
     });
     py::dict d;
     d["num_docs"] = v.docs;
     d["num_terms"] = v.terms;
     d["num_postings"] = v.postings;
     d["num_segments"] = v.segments;
+    d["num_deleted"] = v.dead;  // deleted documents whose postings a compaction has not dropped yet
     d["total_len"] = v.total_len;
     d["avgdl"] = v.avgdl;
     d["memory_bytes"] = v.memory;
@@ -835,6 +942,7 @@ class BM25Core {
   InvertedIndex index_;
   std::shared_ptr<PyAnalyzer> analyzer_;
   DocIds ids_;
+  std::atomic<std::uint64_t> generation_{1};
   std::vector<std::int64_t> stem_to_term_;
   mutable WriterPreferringSharedMutex mu_;
 };
@@ -844,6 +952,27 @@ class BM25Core {
 void bind_bm25(py::module_& m) {
   py::register_exception<IndexFileError>(m, "IndexFileError", PyExc_ValueError);
   py::register_exception<IndexWriteError>(m, "IndexWriteError", PyExc_OSError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const ContractError& e) {
+      try {
+        py::object cls = py::module_::import("ragfind.errors").attr(e.cls);
+        PyErr_SetString(cls.ptr(), e.what());
+      } catch (py::error_already_set& err) {
+        err.restore();
+      }
+    }
+  });
+
+  py::class_<CompiledFilter, std::shared_ptr<CompiledFilter>>(m, "BM25AllowedSet")
+      .def_readonly("generation", &CompiledFilter::generation)
+      .def_property_readonly("count", [](const CompiledFilter& f) { return f.docs.size(); })
+      .def_property_readonly("mask", [](const CompiledFilter& f) {
+        py::array_t<std::uint8_t> a(static_cast<py::ssize_t>(f.mask.size()));
+        std::copy(f.mask.begin(), f.mask.end(), a.mutable_data());
+        return a;
+      });
 
   py::class_<PyAnalyzer, std::shared_ptr<PyAnalyzer>>(m, "Analyzer")
       .def(py::init<bool, const std::vector<std::string>&, py::object, bool, py::object>(), py::arg("lowercase"),
@@ -858,10 +987,14 @@ void bind_bm25(py::module_& m) {
       .def("add", &BM25Core::add, py::arg("texts"), py::arg("ids") = py::none())
       .def("add_tokenized", &BM25Core::add_tokenized, py::arg("token_lists"), py::arg("ids") = py::none())
       .def("delete", &BM25Core::remove, py::arg("ids"))
-      .def("search", &BM25Core::search, py::arg("query"), py::arg("k"), py::arg("algorithm") = 0)
-      .def("search_tokenized", &BM25Core::search_tokenized, py::arg("tokens"), py::arg("k"), py::arg("algorithm") = 0)
+      .def("search", &BM25Core::search, py::arg("query"), py::arg("k"), py::arg("algorithm") = 0,
+           py::arg("allowed") = py::none())
+      .def("search_tokenized", &BM25Core::search_tokenized, py::arg("tokens"), py::arg("k"), py::arg("algorithm") = 0,
+           py::arg("allowed") = py::none())
       .def("search_batch", &BM25Core::search_batch, py::arg("queries"), py::arg("k"), py::arg("threads"),
-           py::arg("tokenized") = false, py::arg("algorithm") = 0)
+           py::arg("tokenized") = false, py::arg("algorithm") = 0, py::arg("allowed") = py::none())
+      .def("compile_filter", &BM25Core::compile_filter, py::arg("ids"))
+      .def_property_readonly("generation", &BM25Core::generation)
       .def("get_scores", &BM25Core::get_scores, py::arg("query"))
       .def("explain", &BM25Core::explain, py::arg("query"), py::arg("doc_id"))
       .def("ids", &BM25Core::ids_array)

@@ -1,8 +1,10 @@
 """Property tests (hypothesis) for BM25Index against an exhaustive Python reference.
 
 For random tokenized corpora, parameters, variants and k: ``search`` returns a correct top-k
-(the reference's scores, in order, and nothing better left out), add/delete sequences equal a
-rebuild over the surviving documents, and save/load is the identity.
+(the reference's scores, in order, and nothing better left out), add/delete/filter sequences
+equal a rebuild over the surviving documents (every algorithm, re-added ids included),
+filtered search equals the exhaustive ranking restricted to the allowed set, and save/load
+(after deletes too) is the identity.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragfind import Analyzer, BM25Index
+from ragfind.ids import IdFilter
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -126,29 +129,58 @@ def test_get_scores_equals_reference_on_matching_docs(docs, query, method):
             assert abs(g - r) <= 1e-9 * max(1.0, abs(r))
 
 
+ALGORITHMS = ["auto", "maxscore", "exhaustive", "direct"]
+
 ops = st.lists(
     st.one_of(
         st.tuples(st.just("add"), st.lists(tokens, min_size=1, max_size=6)),
         st.tuples(st.just("delete"), st.lists(st.integers(0, 10_000), min_size=1, max_size=4)),
+        # Re-adds ids deleted earlier (their ids are free again).
+        st.tuples(st.just("readd"), st.lists(tokens, min_size=1, max_size=3)),
+        st.tuples(st.just("search"), tokens),
     ),
     min_size=1,
-    max_size=10,
+    max_size=14,
 )
 
 
+def _live_rebuild(index: BM25Index, live: dict, method: str) -> BM25Index:
+    """A fresh index over the live documents, in the index's insertion order."""
+    rebuilt = BM25Index(method=method)
+    order = index.ids.tolist()
+    assert sorted(order) == sorted(live)
+    if order:
+        rebuilt.add_tokenized([live[i] for i in order], ids=order)
+    return rebuilt
+
+
+def _filtered_reference(index: BM25Index, query, k, allowed):
+    """The exhaustive unfiltered ranking restricted to ``allowed``, first k."""
+    ids, scores = index.search_tokenized(query, k=max(1, len(index)), algorithm="exhaustive")
+    keep = np.array([i in allowed for i in ids.tolist()], dtype=bool)
+    return ids[keep][:k], scores[keep][:k]
+
+
 @SETTINGS
-@given(ops, tokens, methods, st.integers(1, 20))
-def test_add_delete_sequence_equals_rebuild(operations, query, method, k):
+@given(ops, tokens, methods, st.integers(1, 20), st.randoms(use_true_random=False))
+def test_add_delete_filter_sequence_equals_rebuild(operations, query, method, k, rnd):
     index = BM25Index(method=method)
     live: dict[int, list[str]] = {}
+    dead: list[int] = []
     next_id = 0
+    flt = IdFilter([])
     for op, arg in operations:
-        if op == "add":
+        if op == "add" or (op == "readd" and not dead):
             ids = list(range(next_id, next_id + len(arg)))
             next_id += len(arg)
             index.add_tokenized(arg, ids=ids)
             live.update(zip(ids, arg))
-        else:
+        elif op == "readd":
+            ids = dead[: len(arg)]
+            del dead[: len(arg)]
+            index.add_tokenized(arg[: len(ids)], ids=ids)
+            live.update(zip(ids, arg))
+        elif op == "delete":
             present = sorted(live)
             if not present:
                 with pytest.raises(KeyError):
@@ -158,17 +190,90 @@ def test_add_delete_sequence_equals_rebuild(operations, query, method, k):
             index.delete(victims)
             for v in victims:
                 del live[v]
-    assert len(index) == len(live)
-    rebuilt = BM25Index(method=method)
-    order = sorted(live)
-    if order:
-        rebuilt.add_tokenized([live[i] for i in order], ids=order)
-    a_ids, a_scores = index.search_tokenized(query, k=k)
-    b_ids, b_scores = rebuilt.search_tokenized(query, k=k)
-    np.testing.assert_array_equal(a_ids, b_ids)
-    np.testing.assert_allclose(a_scores, b_scores, rtol=1e-5, atol=1e-6)
+            dead.extend(victims)
+            with pytest.raises(KeyError):  # a deleted id is unknown
+                index.delete([victims[0]])
+        else:
+            # A filter reused across writes: a stale compiled mask must never leak through.
+            ids, _ = index.search_tokenized(arg, k=k, filter=flt)
+            assert set(ids.tolist()) <= set(flt.ids.tolist()) & set(live)
+            flt = IdFilter(rnd.sample(sorted(live) + dead, k=min(len(live) + len(dead), 5)) or [0])
+    assert len(index) == len(live) == index.stats()["num_docs"]
+    rebuilt = _live_rebuild(index, live, method)
+    for algorithm in ALGORITHMS:
+        a_ids, a_scores = index.search_tokenized(query, k=k, algorithm=algorithm)
+        b_ids, b_scores = rebuilt.search_tokenized(query, k=k, algorithm=algorithm)
+        np.testing.assert_array_equal(a_ids, b_ids)
+        np.testing.assert_allclose(a_scores, b_scores, rtol=1e-5, atol=1e-6)
+        allowed = set(rnd.sample(sorted(live), k=len(live) // 2)) | {10_001}
+        f_ids, f_scores = index.search_tokenized(query, k=k, filter=IdFilter(allowed), algorithm=algorithm)
+        r_ids, r_scores = _filtered_reference(rebuilt, query, k, allowed)
+        np.testing.assert_array_equal(f_ids, r_ids)
+        np.testing.assert_allclose(f_scores, r_scores, rtol=1e-5, atol=1e-6)
+    [(bb_ids, _)] = index.search_batch_tokenized([query], k=k, filter=allowed, threads=2)
+    np.testing.assert_array_equal(bb_ids, f_ids)
+    order = index.ids.tolist()
+    np.testing.assert_allclose(index.get_scores(query), rebuilt.get_scores(query), rtol=1e-9, atol=1e-12)
     ref = reference_scores([live[i] for i in order], query, method, 1.2, 0.75, index.delta)
     assert_valid_topk(a_ids, a_scores, ref, k, id_of=lambda i: order[i])
+    if order:
+        doc = order[len(order) // 2]
+        ea, eb = index.explain(query, doc), rebuilt.explain(query, doc)
+        assert ea["num_docs"] == eb["num_docs"] and ea["avgdl"] == pytest.approx(eb["avgdl"], rel=1e-12)
+        assert ea["score"] == pytest.approx(eb["score"], rel=1e-9, abs=1e-12)
+        assert [t["df"] for t in ea["terms"]] == [t["df"] for t in eb["terms"]]
+    for gone in dead[:2]:
+        with pytest.raises(KeyError):
+            index.explain(query, gone)
+
+
+@SETTINGS
+@given(corpora, tokens, methods, k1s, bs, deltas, st.integers(1, 30), st.sets(st.integers(0, 30)))
+def test_filtered_search_equals_exhaustive_filtered_reference(docs, query, method, k1, b, delta, k, allowed):
+    if method == "bm25l" and k1 < 0.01:
+        k1 = 0.01  # degenerate, as in test_search_equals_exhaustive_reference
+    index = BM25Index(method=method, k1=k1, b=b, delta=delta)
+    index.add_tokenized(docs)
+    ref = reference_scores(docs, query, method, k1, b, delta)
+    restricted = [s if i in allowed else None for i, s in enumerate(ref)]
+    e_ids, e_scores = _filtered_reference(index, query, k, allowed)
+    flt = IdFilter(allowed)
+    for algorithm in ALGORITHMS:
+        ids, scores = index.search_tokenized(query, k=k, filter=flt, algorithm=algorithm)
+        assert ids.dtype == np.int64 and scores.dtype == np.float32
+        assert set(ids.tolist()) <= allowed
+        assert_valid_topk(ids, scores, restricted, k)
+        np.testing.assert_array_equal(ids, e_ids)
+        np.testing.assert_allclose(scores, e_scores, rtol=1e-5, atol=1e-6)
+        [(b_ids, _)] = index.search_batch_tokenized([query], k=k, filter=flt, threads=2, algorithm=algorithm)
+        np.testing.assert_array_equal(b_ids, ids)
+
+
+@SETTINGS
+@given(corpora, st.lists(tokens, min_size=1, max_size=4), methods, st.booleans(), st.booleans(), st.data())
+def test_save_load_after_deletes(tmp_path_factory, docs, queries, method, mmap, str_ids, data):
+    index = BM25Index(method=method)
+    ids = [f"doc-{i}" for i in range(len(docs))] if str_ids else list(range(len(docs)))
+    index.add_tokenized(docs, ids=ids)
+    victims = data.draw(st.lists(st.sampled_from(ids), unique=True, max_size=len(ids)))
+    if victims:
+        index.delete(victims)
+    path = tmp_path_factory.mktemp("bm25") / "index.bm25"
+    index.save(path)
+    loaded = BM25Index.load(path, mmap=mmap)
+    assert len(loaded) == len(index) and loaded.stats()["num_postings"] == index.stats()["num_postings"]
+    np.testing.assert_array_equal(loaded.ids, index.ids)
+    for q in queries:
+        a = index.search_tokenized(q, k=len(docs))
+        b = loaded.search_tokenized(q, k=len(docs))
+        np.testing.assert_array_equal(a[0], b[0])
+        np.testing.assert_allclose(a[1], b[1], rtol=1e-6)
+        np.testing.assert_allclose(index.get_scores(q), loaded.get_scores(q), rtol=1e-12)
+        assert a[0].dtype == (object if str_ids else np.int64)
+    # Deleted ids are free in the loaded index too.
+    if victims:
+        loaded.add_tokenized([["t1"]], ids=[victims[0]])
+        assert len(loaded) == len(index) + 1
 
 
 @SETTINGS

@@ -126,9 +126,17 @@ def test_invalid_utf8_bytes_and_lone_surrogates_never_crash():
     assert a.analyze(b"caf\xc3\xa9 ok") == ["café", "ok"]
     assert a.analyze("lone \udc80 surrogate\ud800x") == ["lone", "surrogate"]
     idx = BM25Index()
-    idx.add([b"\xff\xfe\xfd", "bad \udcff text", b"valid words here"])
+    idx.add(["\ufffd", "bad \udcff text", "valid words here"])
     assert list(idx.search("words", k=3)[0]) == [2]
-    assert list(idx.search(b"\xc0\xaf text", k=3)[0]) == [1]
+    assert list(idx.search("\udc80 text", k=3)[0]) == [1]
+    # BM25Index takes str only (the Analyzer itself accepts bytes): bytes are a clear error.
+    with pytest.raises(TypeError, match=r"texts\[0\]: expected str, got bytes"):
+        idx.add([b"valid words"])
+    with pytest.raises(TypeError, match="query"):
+        idx.search(b"text", k=3)
+    with pytest.raises(TypeError, match=r"queries\[0\]"):
+        idx.search_batch([b"text"], k=3)
+    assert len(idx) == 3
 
 
 @settings(max_examples=200, deadline=None)

@@ -35,24 +35,25 @@ void InvertedIndex::set_params(const Params& p) {
 
 std::uint64_t InvertedIndex::num_postings() const {
   std::uint64_t n = 0;
-  for (const auto& s : segments_) n += s->num_postings();
+  for (const auto& s : segments_) n += s->num_postings() - s->dead_postings;
   return n;
 }
 
 std::size_t InvertedIndex::memory_bytes() const {
-  std::size_t n = vocab_.memory_bytes() + df_.capacity() * 8 + doc_norm_.capacity() * 4;
+  std::size_t n = vocab_.memory_bytes() + df_.capacity() * 8 + doc_norm_.capacity() * 4 + live_.capacity();
   if (doc_len_.owned()) n += doc_len_.size() * 4;
   for (const auto& s : segments_) {
     if (s->docs.owned()) n += s->docs.size() * 8 + s->offsets.size() * 8 + s->term_ids.size() * 4;
-    n += s->directory_size() * 8;
+    n += s->directory_size() * 8 + s->fwd_offsets.capacity() * 8 + s->fwd_terms.capacity() * 4;
   }
   return n;
 }
 
 void InvertedIndex::after_change() {
   ++epoch_;
-  const std::uint32_t n = num_docs();
+  const std::uint32_t n = num_slots();
   doc_norm_.resize(n);
+  if (doc_norm_.capacity() > 2 * static_cast<std::size_t>(n) + 1024) doc_norm_.shrink_to_fit();
   const double avg = avgdl();
   const bool plain_l = params_.method == Method::BM25L;
   for (std::uint32_t d = 0; d < n; ++d) {
@@ -80,12 +81,8 @@ void InvertedIndex::commit_chunks() {
     seg = std::move(pending_.front());
   } else {
     std::vector<const Segment*> parts;
-    std::uint32_t docs = 0;
-    for (const auto& p : pending_) {
-      parts.push_back(p.get());
-      docs += p->num_docs;
-    }
-    seg = merge_segments(parts, nullptr, docs);
+    for (const auto& p : pending_) parts.push_back(p.get());
+    seg = merge_segments(parts, false);
   }
   df_.resize(vocab_.size(), 0);
   for (std::size_t slot = 0; slot < seg->directory_size(); ++slot) {
@@ -94,6 +91,8 @@ void InvertedIndex::commit_chunks() {
   }
   auto& dl = doc_len_.mutable_vec();
   dl.insert(dl.end(), pending_len_.begin(), pending_len_.end());
+  live_.resize(dl.size(), 1);
+  num_live_ += static_cast<std::uint32_t>(pending_len_.size());
   total_len_ += pending_total_;
   abort_chunks();
   segments_.push_back(std::move(seg));
@@ -105,7 +104,7 @@ void InvertedIndex::add_chunk(const std::uint32_t* terms, const std::uint8_t* co
                               std::size_t n) {
   if (n == 0) return;
   const std::size_t V = vocab_.size();
-  const std::uint64_t base = static_cast<std::uint64_t>(num_docs()) + pending_len_.size();
+  const std::uint64_t base = static_cast<std::uint64_t>(num_slots()) + pending_len_.size();
   if (base + n > 0xFFFFFFF0ull) throw std::length_error("add: too many documents");
   for (std::size_t i = doc_offsets[0]; i < doc_offsets[n]; ++i)
     if (terms[i] >= V) throw std::out_of_range("add: term id out of range");
@@ -179,6 +178,8 @@ void InvertedIndex::add_chunk(const std::uint32_t* terms, const std::uint8_t* co
   seg->offsets = Buffer<std::uint64_t>(std::move(offsets));
   seg->docs = Buffer<std::uint32_t>(std::move(docs));
   seg->tfs = Buffer<std::uint32_t>(std::move(tfs));
+  seg->fwd_offsets.assign(pdoc.begin(), pdoc.end());
+  seg->fwd_terms = std::move(pt);
   seg->reset_bounds();
 
   pending_len_.insert(pending_len_.end(), lens.begin(), lens.end());
@@ -192,20 +193,30 @@ void InvertedIndex::merge_tail_segments() {
     const Segment& prev = *segments_[segments_.size() - 2];
     if (last.num_postings() * 2 < prev.num_postings() && last.num_docs * 2 < prev.num_docs) break;
     std::vector<const Segment*> two{&prev, &last};
-    auto merged = merge_segments(two, nullptr, prev.num_docs + last.num_docs);
-    merged->base = prev.base;
+    auto merged = merge_segments(two, false);
     segments_.pop_back();
     segments_.back() = std::move(merged);
   }
 }
 
-// Concatenates the postings of consecutive segments term by term. With remap (global old id
-// -> new global id or -1), ids are renumbered and -1 documents dropped; the output's local ids
-// are relative to segs[0]->base without remap and to 0 with it.
-std::unique_ptr<Segment> InvertedIndex::merge_segments(const std::vector<const Segment*>& segs,
-                                                       const std::vector<std::int64_t>* remap,
-                                                       std::uint32_t new_num_docs) const {
+// Concatenates the postings (and forward indexes) of consecutive segments term by term. With
+// drop_dead, dead documents are left out and the others renumbered densely in order; the output
+// starts at segs[0]->base either way (compact() moves it).
+std::unique_ptr<Segment> InvertedIndex::merge_segments(const std::vector<const Segment*>& segs, bool drop_dead) const {
   const std::size_t V = vocab_.size();
+  const std::uint32_t out_base = segs.front()->base;
+  std::uint32_t total_docs = 0;
+  for (const Segment* s : segs) total_docs += s->num_docs;
+  // New local number of each input document (relative to out_base); kGone when dropped.
+  constexpr std::uint32_t kGone = 0xFFFFFFFFu;
+  std::vector<std::uint32_t> remap;
+  std::uint32_t new_num_docs = total_docs;
+  if (drop_dead) {
+    remap.resize(total_docs);
+    std::uint32_t next = 0;
+    for (std::uint32_t i = 0; i < total_docs; ++i) remap[i] = live_[out_base + i] ? next++ : kGone;
+    new_num_docs = next;
+  }
   bool all_sparse = true;
   for (const Segment* s : segs) all_sparse = all_sparse && !s->term_ids.empty();
   std::vector<std::uint32_t> candidates;  // terms that may have postings
@@ -216,26 +227,26 @@ std::unique_ptr<Segment> InvertedIndex::merge_segments(const std::vector<const S
   }
   const bool sparse = all_sparse && candidates.size() * 8 < V;
   std::uint64_t total = 0;
-  for (const Segment* s : segs) total += s->num_postings();
+  for (const Segment* s : segs) total += s->num_postings() - (drop_dead ? s->dead_postings : 0);
   std::vector<std::uint32_t> docs, tfs, term_ids;
   docs.reserve(total);
   tfs.reserve(total);
   std::vector<std::uint64_t> offsets;
   offsets.reserve((sparse ? candidates.size() : V) + 1);
   offsets.push_back(0);
-  const std::uint32_t out_base = segs.front()->base;
   auto emit_term = [&](std::uint32_t t) {
     for (const Segment* s : segs) {
       const std::int64_t slot = s->slot_of(t);
       if (slot < 0) continue;
+      const std::uint32_t shift = s->base - out_base;
       for (std::uint64_t i = s->offsets[slot]; i < s->offsets[slot + 1]; ++i) {
-        const std::uint32_t global = s->base + s->docs[i];
-        if (remap) {
-          const std::int64_t to = (*remap)[global];
-          if (to < 0) continue;
-          docs.push_back(static_cast<std::uint32_t>(to));
+        const std::uint32_t local = shift + s->docs[i];
+        if (drop_dead) {
+          const std::uint32_t to = remap[local];
+          if (to == kGone) continue;
+          docs.push_back(to);
         } else {
-          docs.push_back(global - out_base);
+          docs.push_back(local);
         }
         tfs.push_back(s->tfs[i]);
       }
@@ -265,8 +276,24 @@ std::unique_ptr<Segment> InvertedIndex::merge_segments(const std::vector<const S
     }
   }
   auto out = std::make_unique<Segment>();
-  out->base = remap ? 0 : out_base;
+  out->base = out_base;
   out->num_docs = new_num_docs;
+  // Forward indexes, in document order.
+  out->fwd_offsets.reserve(static_cast<std::size_t>(new_num_docs) + 1);
+  out->fwd_offsets.push_back(0);
+  out->fwd_terms.reserve(total);
+  for (const Segment* s : segs) {
+    for (std::uint32_t d = 0; d < s->num_docs; ++d) {
+      if (drop_dead && !live_[s->base + d]) continue;
+      out->fwd_terms.insert(out->fwd_terms.end(), s->fwd_terms.begin() + static_cast<std::ptrdiff_t>(s->fwd_offsets[d]),
+                            s->fwd_terms.begin() + static_cast<std::ptrdiff_t>(s->fwd_offsets[d + 1]));
+      out->fwd_offsets.push_back(out->fwd_terms.size());
+    }
+    if (!drop_dead) {
+      out->num_dead += s->num_dead;
+      out->dead_postings += s->dead_postings;
+    }
+  }
   out->term_ids = Buffer<std::uint32_t>(std::move(term_ids));
   out->offsets = Buffer<std::uint64_t>(std::move(offsets));
   docs.shrink_to_fit();
@@ -277,57 +304,106 @@ std::unique_ptr<Segment> InvertedIndex::merge_segments(const std::vector<const S
   return out;
 }
 
-void InvertedIndex::remove_documents(const std::vector<std::uint32_t>& removed) {
-  if (removed.empty()) return;
-  const std::uint32_t n = num_docs();
-  std::vector<std::int64_t> remap(n);
-  std::size_t r = 0;
-  std::int64_t next = 0;
+std::size_t InvertedIndex::segment_index(std::uint32_t slot) const {
+  // Segments are in increasing base order; the last one whose base <= slot.
+  std::size_t lo = 0, hi = segments_.size();
+  while (hi - lo > 1) {
+    const std::size_t mid = (lo + hi) / 2;
+    if (segments_[mid]->base <= slot) lo = mid; else hi = mid;
+  }
+  return lo;
+}
+
+void InvertedIndex::delete_documents(const std::vector<std::uint32_t>& docs) {
+  if (docs.empty()) return;
+  for (std::size_t i = 0; i < docs.size(); ++i)
+    if (docs[i] >= num_slots() || !live_[docs[i]] || (i > 0 && docs[i] <= docs[i - 1]))
+      throw std::invalid_argument("delete_documents: slots must be sorted, unique and live");
+  for (std::uint32_t d : docs) {
+    Segment& s = *segments_[segment_index(d)];
+    const std::uint32_t local = d - s.base;
+    const std::uint64_t b = s.fwd_offsets[local], e = s.fwd_offsets[local + 1];
+    for (std::uint64_t j = b; j < e; ++j) --df_[s.fwd_terms[j]];
+    s.dead_postings += e - b;
+    ++s.num_dead;
+    live_[d] = 0;
+    --num_live_;
+    total_len_ -= doc_len_[d];
+  }
+  after_change();
+}
+
+std::vector<std::uint32_t> InvertedIndex::compact(bool all) {
+  auto due = [&](const Segment& s) {
+    return s.num_dead > 0 && (all || s.num_dead == s.num_docs ||
+                              static_cast<double>(s.num_dead) > kCompactDeadFraction * static_cast<double>(s.num_docs));
+  };
+  bool any = false;
+  for (const auto& s : segments_) any = any || due(*s);
+  if (!any) return {};
+  std::vector<std::uint32_t> dropped;
+  std::vector<std::unique_ptr<Segment>> out;
   std::vector<std::uint32_t> new_len;
-  new_len.reserve(n - removed.size());
-  std::uint64_t new_total = 0;
-  for (std::uint32_t d = 0; d < n; ++d) {
-    if (r < removed.size() && removed[r] == d) {
-      remap[d] = -1;
-      ++r;
+  std::vector<std::uint8_t> new_live;
+  new_len.reserve(num_slots());
+  new_live.reserve(num_slots());
+  for (auto& seg : segments_) {
+    const auto nb = static_cast<std::uint32_t>(new_len.size());
+    const std::uint32_t b = seg->base;
+    if (!due(*seg)) {
+      new_len.insert(new_len.end(), doc_len_.begin() + b, doc_len_.begin() + b + seg->num_docs);
+      new_live.insert(new_live.end(), live_.begin() + b, live_.begin() + b + seg->num_docs);
+      seg->base = nb;
+      out.push_back(std::move(seg));
       continue;
     }
-    remap[d] = next++;
-    new_len.push_back(doc_len_[d]);
-    new_total += doc_len_[d];
-  }
-  if (r != removed.size()) throw std::invalid_argument("remove_documents: ids must be sorted, unique and in range");
-  std::vector<const Segment*> all;
-  for (const auto& s : segments_) all.push_back(s.get());
-  std::vector<std::unique_ptr<Segment>> fresh;
-  if (next > 0) fresh.push_back(merge_segments(all, &remap, static_cast<std::uint32_t>(next)));
-  // Document frequencies from the rewritten postings.
-  std::vector<std::uint64_t> df(vocab_.size(), 0);
-  if (!fresh.empty()) {
-    const Segment& s = *fresh.front();
-    for (std::size_t slot = 0; slot < s.directory_size(); ++slot) {
-      const std::uint32_t t = s.term_ids.empty() ? static_cast<std::uint32_t>(slot) : s.term_ids[slot];
-      df[t] = s.offsets[slot + 1] - s.offsets[slot];
+    for (std::uint32_t d = b; d < b + seg->num_docs; ++d) {
+      if (live_[d]) {
+        new_len.push_back(doc_len_[d]);
+        new_live.push_back(1);
+      } else {
+        dropped.push_back(d);
+      }
     }
+    if (seg->num_dead < seg->num_docs) {
+      std::vector<const Segment*> one{seg.get()};
+      auto fresh = merge_segments(one, true);
+      fresh->base = nb;
+      out.push_back(std::move(fresh));
+    }
+    seg.reset();
   }
-  segments_.swap(fresh);
-  df_.swap(df);
+  segments_.swap(out);
+  out.clear();
+  new_len.shrink_to_fit();
+  new_live.shrink_to_fit();
   doc_len_ = Buffer<std::uint32_t>(std::move(new_len));
-  total_len_ = new_total;
+  doc_len_keepalive_.reset();
+  live_.swap(new_live);
   after_change();
+  return dropped;
 }
 
 void InvertedIndex::install(Buffer<std::uint32_t> doc_len, std::unique_ptr<Segment> seg, std::shared_ptr<const void> keepalive) {
   doc_len_ = std::move(doc_len);
   doc_len_keepalive_ = std::move(keepalive);
+  live_.assign(doc_len_.size(), 1);
+  num_live_ = static_cast<std::uint32_t>(doc_len_.size());
   total_len_ = 0;
   for (std::uint32_t v : doc_len_) total_len_ += v;
   df_.assign(vocab_.size(), 0);
   segments_.clear();
   if (seg) {
+    // Forward index by transposing the postings (terms come out sorted per document).
+    seg->fwd_offsets.assign(static_cast<std::size_t>(seg->num_docs) + 1, 0);
+    for (std::size_t i = 0; i < seg->docs.size(); ++i) ++seg->fwd_offsets[seg->docs[i] + 1];
+    for (std::size_t d = 0; d < seg->num_docs; ++d) seg->fwd_offsets[d + 1] += seg->fwd_offsets[d];
+    seg->fwd_terms.assign(seg->docs.size(), 0);
+    std::vector<std::uint64_t> fill(seg->fwd_offsets.begin(), seg->fwd_offsets.end() - 1);
     for (std::size_t slot = 0; slot < seg->directory_size(); ++slot) {
       const std::uint32_t t = seg->term_ids.empty() ? static_cast<std::uint32_t>(slot) : seg->term_ids[slot];
       df_[t] = seg->offsets[slot + 1] - seg->offsets[slot];
+      for (std::uint64_t i = seg->offsets[slot]; i < seg->offsets[slot + 1]; ++i) seg->fwd_terms[fill[seg->docs[i]]++] = t;
     }
     seg->reset_bounds();
     if (seg->num_docs > 0) segments_.push_back(std::move(seg));
@@ -414,7 +490,7 @@ std::vector<TermExplanation> InvertedIndex::explain(const std::vector<QueryTerm>
 
 void InvertedIndex::score_all(const std::vector<QueryTerm>& query, double* out) const {
   const Prepared p = prepare(query);
-  const std::uint32_t n = num_docs();
+  const std::uint32_t n = num_slots();
   const double absent = tf_component_absent(params_);
   for (std::uint32_t d = 0; d < n; ++d) out[d] = p.constant;
   const double avg = avgdl();
@@ -435,11 +511,11 @@ void InvertedIndex::score_all(const std::vector<QueryTerm>& query, double* out) 
 
 void InvertedIndex::score_all_rank_bm25(const std::vector<std::int64_t>& terms, const std::vector<double>& weights, int kind,
                                         double k1, double b, double delta, double* out) const {
-  const std::uint32_t n = num_docs();
+  const std::uint32_t n = num_slots();
   for (std::uint32_t d = 0; d < n; ++d) out[d] = 0.0;
-  if (n == 0) return;
+  if (num_live_ == 0) return;
   // rank_bm25: avgdl = num_doc / corpus_size, and its numpy expressions evaluated left to right.
-  const double avg = static_cast<double>(total_len_) / static_cast<double>(n);
+  const double avg = static_cast<double>(total_len_) / static_cast<double>(num_live_);
   std::vector<std::uint32_t> tf_of(kind == 2 ? n : 0);
   for (std::size_t i = 0; i < terms.size(); ++i) {
     const double idf_w = weights[i];

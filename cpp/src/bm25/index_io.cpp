@@ -81,10 +81,25 @@ std::uint64_t align_up(std::uint64_t x) { return (x + kAlign - 1) / kAlign * kAl
 }  // namespace
 
 void save_index(const std::string& path, const InvertedIndex& index, const DocIds& ids, const std::string& analyzer_json) {
+  // Only live documents are written, renumbered in order (the file has no tombstones).
   const std::uint64_t num_docs = index.num_docs();
   const std::uint64_t num_terms = index.num_terms();
   const std::uint64_t num_postings = index.num_postings();
   const bool str_ids = ids.kind() == DocIds::Kind::Str;
+  const std::uint32_t slots = index.num_slots();
+  const bool has_dead = num_docs != slots;
+  if (ids.slots() != slots) throw IndexWriteError("index writer: ids and documents disagree (internal error)");
+  std::vector<std::uint32_t> new_number;  // per slot, when some are dead
+  std::vector<std::uint32_t> live_len;
+  if (has_dead) {
+    new_number.assign(slots, 0xFFFFFFFFu);
+    live_len.reserve(num_docs);
+    for (std::uint32_t d = 0; d < slots; ++d)
+      if (index.is_live(d)) {
+        new_number[d] = static_cast<std::uint32_t>(live_len.size());
+        live_len.push_back(index.doc_len(d));
+      }
+  }
 
   Meta meta{};
   meta.method = static_cast<std::uint32_t>(index.params().method);
@@ -99,7 +114,8 @@ void save_index(const std::string& path, const InvertedIndex& index, const DocId
 
   std::uint64_t id_bytes = 0;
   if (str_ids)
-    for (const auto& s : ids.strs()) id_bytes += s.size();
+    for (std::size_t i = 0; i < slots; ++i)
+      if (index.is_live(static_cast<std::uint32_t>(i))) id_bytes += ids.strs()[i].size();
 
   std::vector<Entry> entries;
   auto add = [&](std::uint32_t id, std::uint32_t elem, std::uint64_t count) {
@@ -153,7 +169,7 @@ void save_index(const std::string& path, const InvertedIndex& index, const DocId
         case kAnalyzer: w.write(analyzer_json.data(), analyzer_json.size()); break;
         case kVocabOffsets: w.write(index.vocab().offsets().data(), 8 * (num_terms + 1)); break;
         case kVocabBytes: w.write(index.vocab().bytes().data(), index.vocab().bytes().size()); break;
-        case kDocLen: w.write(index.doc_lengths().data(), 4 * num_docs); break;
+        case kDocLen: w.write(has_dead ? live_len.data() : index.doc_lengths().data(), 4 * num_docs); break;
         case kTermOffsets: {
           std::uint64_t acc = 0;
           w.write(&acc, 8);
@@ -173,7 +189,9 @@ void save_index(const std::string& path, const InvertedIndex& index, const DocId
               const std::int64_t slot = s->slot_of(static_cast<std::uint32_t>(t));
               if (slot < 0) continue;
               for (std::uint64_t i = s->offsets[slot]; i < s->offsets[slot + 1]; ++i) {
-                buf.push_back(docs ? s->base + s->docs[i] : s->tfs[i]);
+                const std::uint32_t d = s->base + s->docs[i];
+                if (has_dead && new_number[d] == 0xFFFFFFFFu) continue;
+                buf.push_back(docs ? (has_dead ? new_number[d] : d) : s->tfs[i]);
                 if (buf.size() == (1 << 16)) {
                   w.write(buf.data(), 4 * buf.size());
                   buf.clear();
@@ -184,18 +202,27 @@ void save_index(const std::string& path, const InvertedIndex& index, const DocId
           w.write(buf.data(), 4 * buf.size());
           break;
         }
-        case kIdsInt: w.write(ids.ints().data(), 8 * num_docs); break;
+        case kIdsInt:
+          if (!has_dead) {
+            w.write(ids.ints().data(), 8 * num_docs);
+          } else {
+            for (std::uint32_t d = 0; d < slots; ++d)
+              if (index.is_live(d)) w.write(&ids.ints()[d], 8);
+          }
+          break;
         case kIdsStrOffsets: {
           std::uint64_t acc = 0;
           w.write(&acc, 8);
-          for (const auto& s : ids.strs()) {
-            acc += s.size();
+          for (std::uint32_t d = 0; d < slots; ++d) {
+            if (!index.is_live(d)) continue;
+            acc += ids.strs()[d].size();
             w.write(&acc, 8);
           }
           break;
         }
         case kIdsStrBytes:
-          for (const auto& s : ids.strs()) w.write(s.data(), s.size());
+          for (std::uint32_t d = 0; d < slots; ++d)
+            if (index.is_live(d)) w.write(ids.strs()[d].data(), ids.strs()[d].size());
           break;
       }
     }

@@ -9,8 +9,9 @@
 
 namespace ragfind::bm25 {
 
-template <Method M>
-void InvertedIndex::exhaustive_segment(const Prepared& q, const Segment& seg, TopKQueue& heap) const {
+template <Method M, bool Filtered>
+void InvertedIndex::exhaustive_segment(const Prepared& q, const Segment& seg, const std::uint8_t* allow,
+                                       TopKQueue& heap) const {
   // Dense accumulator reused per thread. Tracking touched documents costs an unpredictable
   // branch per posting; zeroing and scanning the (small) segment is cheaper.
   thread_local std::vector<float> buffer;
@@ -36,17 +37,23 @@ void InvertedIndex::exhaustive_segment(const Prepared& q, const Segment& seg, To
   if (th < 0.0f) th = 0.0f;
   for (std::uint32_t d = 0; d < seg.num_docs; ++d) {
     const float s = acc[d];
-    if (s > th) {
+    // Dead or filtered-out documents are checked only when they would enter the queue.
+    if (s > th && (!Filtered || allow[d])) {
       heap.insert(s, seg.base + d);
       if (heap.full()) th = std::max(heap.threshold(), 0.0f);
     }
   }
 }
 
-template void InvertedIndex::exhaustive_segment<Method::Lucene>(const Prepared&, const Segment&, TopKQueue&) const;
-template void InvertedIndex::exhaustive_segment<Method::Robertson>(const Prepared&, const Segment&, TopKQueue&) const;
-template void InvertedIndex::exhaustive_segment<Method::Atire>(const Prepared&, const Segment&, TopKQueue&) const;
-template void InvertedIndex::exhaustive_segment<Method::BM25L>(const Prepared&, const Segment&, TopKQueue&) const;
-template void InvertedIndex::exhaustive_segment<Method::BM25Plus>(const Prepared&, const Segment&, TopKQueue&) const;
+template void InvertedIndex::exhaustive_segment<Method::Lucene, false>(const Prepared&, const Segment&, const std::uint8_t*, TopKQueue&) const;
+template void InvertedIndex::exhaustive_segment<Method::Lucene, true>(const Prepared&, const Segment&, const std::uint8_t*, TopKQueue&) const;
+template void InvertedIndex::exhaustive_segment<Method::Robertson, false>(const Prepared&, const Segment&, const std::uint8_t*, TopKQueue&) const;
+template void InvertedIndex::exhaustive_segment<Method::Robertson, true>(const Prepared&, const Segment&, const std::uint8_t*, TopKQueue&) const;
+template void InvertedIndex::exhaustive_segment<Method::Atire, false>(const Prepared&, const Segment&, const std::uint8_t*, TopKQueue&) const;
+template void InvertedIndex::exhaustive_segment<Method::Atire, true>(const Prepared&, const Segment&, const std::uint8_t*, TopKQueue&) const;
+template void InvertedIndex::exhaustive_segment<Method::BM25L, false>(const Prepared&, const Segment&, const std::uint8_t*, TopKQueue&) const;
+template void InvertedIndex::exhaustive_segment<Method::BM25L, true>(const Prepared&, const Segment&, const std::uint8_t*, TopKQueue&) const;
+template void InvertedIndex::exhaustive_segment<Method::BM25Plus, false>(const Prepared&, const Segment&, const std::uint8_t*, TopKQueue&) const;
+template void InvertedIndex::exhaustive_segment<Method::BM25Plus, true>(const Prepared&, const Segment&, const std::uint8_t*, TopKQueue&) const;
 
 }  // namespace ragfind::bm25

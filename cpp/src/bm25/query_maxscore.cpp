@@ -7,7 +7,13 @@
 // and the non-essential lists are probed (skipping forward) only while the partial score plus
 // the remaining bounds can still beat the threshold. Bounds are inflated by a tiny relative
 // margin so that float rounding never prunes a document that belongs in the result.
+//
+// Dead and filtered-out documents (a byte mask per slot) are skipped as candidates before any
+// scoring; a bound over all postings stays a valid bound over the allowed ones. A small allowed
+// set is scored directly instead (direct_segment): per allowed document, per query term, a
+// galloping search of the term's postings, in the exhaustive search's summation order.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "ragfind/bm25/doc_weight.hpp"
@@ -75,8 +81,9 @@ float InvertedIndex::term_bound(const Segment& seg, std::size_t slot) const {
   return v;
 }
 
-template <Method M>
-void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, TopKQueue& heap) const {
+template <Method M, bool Filtered>
+void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, const std::uint8_t* allow,
+                                     TopKQueue& heap) const {
   const DocWeight<M> dw(params_);
   const double inflate = 1.0 + 1e-6 * static_cast<double>(q.terms.size() + 4);
   thread_local std::vector<Cursor> cur;
@@ -105,6 +112,15 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, TopK
       if (c.pos < c.end && c.docs[c.pos] < doc) doc = c.docs[c.pos];
     }
     if (doc == 0xFFFFFFFFu) break;
+    if constexpr (Filtered) {
+      if (!allow[doc]) {
+        for (std::size_t i = first_ess; i < n; ++i) {
+          Cursor& c = cur[i];
+          if (c.pos < c.end && c.docs[c.pos] == doc) ++c.pos;
+        }
+        continue;
+      }
+    }
     float score = 0.0f;
     for (std::size_t i = first_ess; i < n; ++i) {
       Cursor& c = cur[i];
@@ -131,17 +147,88 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, TopK
 }
 
 template <Method M>
-void InvertedIndex::search_impl(const Prepared& q, std::size_t k, Algorithm algorithm, std::vector<ScoredDoc>& out) const {
+void InvertedIndex::direct_segment(const Prepared& q, const Segment& seg, const std::uint32_t* docs, std::size_t count,
+                                   TopKQueue& heap) const {
+  const DocWeight<M> dw(params_);
+  thread_local std::vector<Cursor> cur;
+  cur.clear();
+  for (std::size_t i = 0; i < q.terms.size(); ++i) {
+    const std::int64_t slot = seg.slot_of(q.terms[i]);
+    if (slot < 0) continue;
+    cur.push_back({seg.docs.data(), seg.tfs.data(), seg.offsets[slot], seg.offsets[slot + 1], q.weights[i], 0.0});
+  }
+  if (cur.empty()) return;
+  const float* norm = doc_norm_.data() + seg.base;
+  for (std::size_t j = 0; j < count; ++j) {
+    const std::uint32_t doc = docs[j] - seg.base;
+    float score = 0.0f;
+    bool matched = false;
+    for (Cursor& c : cur) {
+      c.pos = next_geq(c.docs, c.pos, c.end, doc);
+      if (c.pos < c.end && c.docs[c.pos] == doc) {
+        score += c.weight * dw(c.tfs[c.pos], norm[doc]);
+        matched = true;
+      }
+    }
+    // As the exhaustive scan: matching documents score > 0 (every weight is > 0).
+    if (matched && score > 0.0f) heap.insert(score, docs[j]);
+  }
+}
+
+template <Method M>
+void InvertedIndex::search_impl(const Prepared& q, std::size_t k, Algorithm algorithm, const AllowedSet* allowed,
+                                std::vector<ScoredDoc>& out) const {
   TopKQueue heap(k);
   const bool many_terms = q.terms.size() > kMaxScoreMaxTerms;
-  // Segments in increasing doc-id order, as the MaxScore threshold test assumes.
-  for (const auto& seg : segments_) {
-    const bool exhaustive = algorithm == Algorithm::Exhaustive ||
-                            (algorithm == Algorithm::Auto && (many_terms || seg->num_docs <= kSmallSegmentDocs));
-    if (exhaustive) {
-      exhaustive_segment<M>(q, *seg, heap);
+  bool direct = algorithm == Algorithm::Direct;
+  if (allowed && algorithm == Algorithm::Auto) {
+    // Direct costs about one galloping search per allowed document and term; the others touch
+    // every posting of the query terms.
+    std::uint64_t postings = 0;
+    double direct_cost = 0;
+    const double a = static_cast<double>(allowed->count);
+    for (std::uint32_t t : q.terms) {
+      const double p = static_cast<double>(df(t));
+      postings += df(t);
+      direct_cost += a * (2.0 + std::log2(1.0 + p / (a + 1.0)));
+    }
+    direct = direct_cost * 4.0 < static_cast<double>(postings);
+  }
+  if (direct) {
+    // Allowed (or, without a filter, live) slots per segment, in increasing order.
+    thread_local std::vector<std::uint32_t> live_docs;
+    const std::uint32_t* docs = nullptr;
+    std::size_t count = 0;
+    if (allowed) {
+      docs = allowed->docs;
+      count = allowed->count;
     } else {
-      maxscore_segment<M>(q, *seg, heap);
+      live_docs.clear();
+      for (std::uint32_t d = 0; d < num_slots(); ++d)
+        if (live_[d]) live_docs.push_back(d);
+      docs = live_docs.data();
+      count = live_docs.size();
+    }
+    std::size_t j = 0;
+    for (const auto& seg : segments_) {
+      const std::uint32_t end = seg->base + seg->num_docs;
+      std::size_t e = j;
+      while (e < count && docs[e] < end) ++e;
+      if (e > j) direct_segment<M>(q, *seg, docs + j, e - j, heap);
+      j = e;
+    }
+  } else {
+    // Segments in increasing doc-id order, as the MaxScore threshold test assumes.
+    for (const auto& seg : segments_) {
+      const std::uint8_t* allow = allowed ? allowed->mask : (seg->num_dead > 0 ? live_.data() : nullptr);
+      if (allow) allow += seg->base;
+      const bool exhaustive = algorithm == Algorithm::Exhaustive ||
+                              (algorithm == Algorithm::Auto && (many_terms || seg->num_docs <= kSmallSegmentDocs));
+      if (exhaustive) {
+        if (allow) exhaustive_segment<M, true>(q, *seg, allow, heap); else exhaustive_segment<M, false>(q, *seg, nullptr, heap);
+      } else {
+        if (allow) maxscore_segment<M, true>(q, *seg, allow, heap); else maxscore_segment<M, false>(q, *seg, nullptr, heap);
+      }
     }
   }
   heap.finalize(out);
@@ -150,18 +237,19 @@ void InvertedIndex::search_impl(const Prepared& q, std::size_t k, Algorithm algo
 }
 
 void InvertedIndex::search(const std::vector<QueryTerm>& query, std::size_t k, std::vector<ScoredDoc>& out,
-                           Algorithm algorithm) const {
+                           Algorithm algorithm, const AllowedSet* allowed) const {
   out.clear();
   if (k == 0 || num_docs() == 0) return;
+  if (allowed && allowed->count == 0) return;
   const Prepared q = prepare(query);
   if (q.terms.empty()) return;
-  k = std::min<std::size_t>(k, num_docs());
+  k = std::min<std::size_t>(k, allowed ? allowed->count : num_docs());
   switch (params_.method) {
-    case Method::Lucene: search_impl<Method::Lucene>(q, k, algorithm, out); break;
-    case Method::Robertson: search_impl<Method::Robertson>(q, k, algorithm, out); break;
-    case Method::Atire: search_impl<Method::Atire>(q, k, algorithm, out); break;
-    case Method::BM25L: search_impl<Method::BM25L>(q, k, algorithm, out); break;
-    case Method::BM25Plus: search_impl<Method::BM25Plus>(q, k, algorithm, out); break;
+    case Method::Lucene: search_impl<Method::Lucene>(q, k, algorithm, allowed, out); break;
+    case Method::Robertson: search_impl<Method::Robertson>(q, k, algorithm, allowed, out); break;
+    case Method::Atire: search_impl<Method::Atire>(q, k, algorithm, allowed, out); break;
+    case Method::BM25L: search_impl<Method::BM25L>(q, k, algorithm, allowed, out); break;
+    case Method::BM25Plus: search_impl<Method::BM25Plus>(q, k, algorithm, allowed, out); break;
   }
 }
 

@@ -34,6 +34,15 @@ IdList = Union[Sequence[str], Sequence[int], np.ndarray]
 from ragfind.sparse.analyzer import ENGLISH_STOPWORDS, Analyzer  # noqa: E402,F401
 
 
+def _compile_filter(index: BM25Index, flt: Any) -> Any:
+    """The native allowed-set of ``flt`` (None, an IdFilter or any iterable of ids) for ``index``:
+    compiled once per write generation (a search with a stale one rebuilds it in C++)."""
+    if flt is None:
+        return None
+    core = index._core
+    return as_id_filter(flt).compiled(index, core.generation, lambda f: core.compile_filter(f.ids))
+
+
 def _check_texts(texts: Any, name: str) -> list:
     if isinstance(texts, (str, bytes)):
         raise TypeError(f"{name}: expected a list of str, got a single {type(texts).__name__}")
@@ -115,13 +124,15 @@ class BM25Index:
         """Adds documents, searchable as soon as this returns.
 
         Args:
-            texts: the documents (str; bytes are read as UTF-8).
+            texts: the documents (str; bytes are rejected: decode them first).
             ids: one id per document, all int or all str, unique in the index. Default:
                 consecutive ints after the largest int id so far (0, 1, 2, ... for a new index).
 
         Raises:
-            TypeError: an item is not str / bytes (the message names its position), mixed id kinds.
-            ValueError: a duplicate id, or as many ids as texts was not given.
+            TypeError: an item is not str (the message names its position).
+            ragfind.IdKindError (a TypeError): mixed id kinds, or the other kind than the index's.
+            ragfind.DuplicateIdError (a ValueError): an id repeated or already in the index.
+            ValueError: as many ids as texts was not given.
             Nothing is added when an error is raised.
         """
         self._core.add(_check_texts(texts, "texts"), _check_ids(ids))
@@ -136,64 +147,85 @@ class BM25Index:
     def delete(self, ids: IdList) -> None:
         """Removes documents by id; statistics are updated as if they had never been added.
 
-        Costs a rewrite of the index (O(index size)): delete in batches.
+        A delete marks the documents dead and takes them out of N, avgdl and the document
+        frequencies at once (cost: their postings, plus one pass over the per-document length
+        norms); their ids are free again. A segment is rewritten without its dead documents once
+        more than a quarter of it is dead, and :meth:`save` writes live documents only.
 
         Raises:
-            KeyError: an id is not in the index (nothing is deleted).
+            ragfind.UnknownIdError (a KeyError): an id is not in the index (nothing is deleted).
         """
         self._core.delete(_check_ids(ids))
 
     # ----- searching
 
     def search(
-        self, query: str, k: int = 10, filter: Any = None, *, algorithm: str = "auto"  # noqa: A002
+        self,
+        query: str,
+        k: int = 10,
+        filter: Any = None,
+        *,
+        algorithm: str = "auto",  # noqa: A002
     ) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` best documents for ``query``, best first.
 
         Only documents that contain at least one query term are returned, so fewer than
         ``k`` come back when fewer match (an empty or stopword-only query returns nothing).
 
+        ``filter`` (None, an :class:`~ragfind.ids.IdFilter` or any iterable of ids) restricts
+        the search to those ids (ids not in the index are ignored): the result is the
+        unfiltered ranking restricted to them, ``min(k, allowed matching documents)`` long.
+        The filter is compiled once per index state into a mask over the internal document
+        numbers (reuse one IdFilter across searches) and applied while scoring.
+
         ``algorithm`` (all exact, same results): ``"auto"`` (term-at-a-time for segments of up
-        to 65,536 documents, MaxScore above), ``"maxscore"`` (document-at-a-time with MaxScore
-        dynamic pruning) or ``"exhaustive"`` (scores every posting).
+        to 65,536 documents, MaxScore above; with a small allowed set, ``"direct"``),
+        ``"maxscore"`` (document-at-a-time with MaxScore dynamic pruning), ``"exhaustive"``
+        (scores every posting) or ``"direct"`` (scores each allowed document by a search of
+        each query term's postings).
 
         Returns:
             ``(ids, scores)``: ids as int64 (or an object array of str for str ids) and
             float32 scores, sorted by score descending, ties by insertion order.
 
         Raises:
-            ValueError: ``k <= 0`` or an unknown algorithm.  TypeError: ``query`` is not str / bytes.
+            ValueError: ``k <= 0`` or an unknown algorithm.  TypeError: ``query`` is not str.
         """
         k = _check_k(k)
-        if filter is None:
-            return self._core.search(query, k, _algorithm(algorithm))
-        # Interim: over-fetch and drop disallowed ids (to be replaced by the native allowed-set).
-        allowed = as_id_filter(filter)
-        n = len(self)
-        fetch = min(n, max(k * 4, k + 64))
-        while True:
-            ids, scores = self._core.search(query, max(fetch, 1), _algorithm(algorithm))
-            mask = np.fromiter((i in allowed for i in ids.tolist()), dtype=bool, count=len(ids))
-            if mask.sum() >= k or fetch >= n or len(ids) < fetch:
-                return ids[mask][:k], scores[mask][:k]
-            fetch = min(n, fetch * 4)
+        if not isinstance(query, str):
+            raise TypeError(f"query: expected str, got {type(query).__name__}")
+        return self._core.search(query, k, _algorithm(algorithm), _compile_filter(self, filter))
 
     def search_tokenized(
-        self, tokens: Sequence[str], k: int = 10, *, algorithm: str = "auto"
+        self,
+        tokens: Sequence[str],
+        k: int = 10,
+        filter: Any = None,
+        *,
+        algorithm: str = "auto",  # noqa: A002
     ) -> tuple[np.ndarray, np.ndarray]:
         """Like :meth:`search` for a pre-tokenized query (tokens are index terms as given)."""
-        return self._core.search_tokenized(_check_texts(tokens, "tokens"), _check_k(k), _algorithm(algorithm))
+        return self._core.search_tokenized(
+            _check_texts(tokens, "tokens"), _check_k(k), _algorithm(algorithm), _compile_filter(self, filter)
+        )
 
     def search_batch(
-        self, queries: Sequence[str], k: int = 10, threads: int = 0, *, algorithm: str = "auto"
+        self,
+        queries: Sequence[str],
+        k: int = 10,
+        filter: Any = None,  # noqa: A002
+        threads: int = 0,
+        *,
+        algorithm: str = "auto",
     ) -> list[tuple[np.ndarray, np.ndarray]]:
         """:meth:`search` for many queries on C++ threads (``threads=0``: one per core).
 
         Queries are analyzed first, then searched with the GIL released, concurrently with
-        other readers. Returns one ``(ids, scores)`` per query, in order.
+        other readers. ``filter`` applies to every query. Returns one ``(ids, scores)`` per
+        query, in order.
 
         Raises:
-            ValueError: ``k <= 0`` or ``threads < 0``.  TypeError: a query is not str / bytes.
+            ValueError: ``k <= 0`` or ``threads < 0``.  TypeError: a query is not str.
         """
         return self._core.search_batch(
             _check_texts(queries, "queries"),
@@ -201,10 +233,17 @@ class BM25Index:
             _check_threads(threads),
             False,
             _algorithm(algorithm),
+            _compile_filter(self, filter),
         )
 
     def search_batch_tokenized(
-        self, token_lists: Sequence[Sequence[str]], k: int = 10, threads: int = 0, *, algorithm: str = "auto"
+        self,
+        token_lists: Sequence[Sequence[str]],
+        k: int = 10,
+        filter: Any = None,  # noqa: A002
+        threads: int = 0,
+        *,
+        algorithm: str = "auto",
     ) -> list[tuple[np.ndarray, np.ndarray]]:
         """:meth:`search_batch` for pre-tokenized queries."""
         return self._core.search_batch(
@@ -213,10 +252,11 @@ class BM25Index:
             _check_threads(threads),
             True,
             _algorithm(algorithm),
+            _compile_filter(self, filter),
         )
 
     def get_scores(self, query: str | Sequence[str]) -> np.ndarray:
-        """The score of every document, in insertion order (rank_bm25's ``get_scores``).
+        """The score of every live document, in insertion order (rank_bm25's ``get_scores``).
 
         ``query`` is a string (analyzed) or a list of tokens (used as index terms). Documents
         with no query term get 0 (or, for bm25l / bm25+, the score of absent terms).
@@ -236,7 +276,7 @@ class BM25Index:
         contributions sum to ``score``. Change parameters with :meth:`set_params` and compare.
 
         Raises:
-            KeyError: ``doc_id`` is not in the index.
+            ragfind.UnknownIdError (a KeyError): ``doc_id`` is not in the index (or was deleted).
         """
         if not isinstance(query, (str, bytes)):
             query = _check_texts(query, "query")
@@ -359,7 +399,7 @@ class BM25Index:
         )
 
 
-_ALGORITHMS = {"auto": 0, "maxscore": 1, "exhaustive": 2}
+_ALGORITHMS = {"auto": 0, "maxscore": 1, "exhaustive": 2, "direct": 3}
 
 
 def _algorithm(name: str) -> int:

@@ -5,12 +5,18 @@
 // [base, base + num_docs): per term a run of (local doc id, tf) in increasing doc order, stored
 // as three flat arrays (term offsets, doc ids, term frequencies). add() builds one new segment
 // from the batch and merges trailing segments whose sizes are within a factor of two (so there
-// are O(log N) segments and each posting is copied O(log N) times). remove_documents() rewrites
-// the index into one segment without the removed documents, renumbering the others in order.
+// are O(log N) segments and each posting is copied O(log N) times).
 //
-// Statistics are global and live: df, N and avgdl are read at query time and the per-document
-// length normalisation is recomputed after every change, so every score equals the score of a
-// fresh build over the same documents. The per-term score upper bounds used by MaxScore depend
+// Deletes are tombstones: delete_documents() clears the document's bit in the live map and
+// takes it out of N, the total length and the df of each of its terms (found through the
+// segment's forward index, doc -> term ids), in O(its postings); its postings stay until
+// compact() rewrites a segment whose dead fraction passed kCompactDeadFraction (or that is
+// all dead) without them, renumbering the later documents in order. Every query skips dead
+// documents. Internal document numbers ("slots") therefore include dead ones until then.
+//
+// Statistics are global and live: df, N and avgdl count live documents only, are read at query
+// time, and the per-document length normalisation is recomputed after every change, so every
+// score equals the score of a fresh build over the live documents. The per-term score upper bounds used by MaxScore depend
 // on avgdl, so they are cached per segment and stamped with the statistics epoch; a stale entry
 // is recomputed on first use.
 //
@@ -35,12 +41,22 @@ namespace ragfind::bm25 {
 /// accumulator for segments up to kSmallSegmentDocs documents or queries of more than
 /// kMaxScoreMaxTerms terms, MaxScore otherwise); the others force one algorithm (tests compare
 /// them).
-enum class Algorithm { Auto = 0, MaxScore = 1, Exhaustive = 2 };
+enum class Algorithm { Auto = 0, MaxScore = 1, Exhaustive = 2, Direct = 3 };
 inline constexpr std::uint32_t kSmallSegmentDocs = 1u << 16;
 /// MaxScore scans every essential cursor for each candidate document, so its cost grows with
 /// terms x documents; past this many terms term-at-a-time (linear in the postings) is cheaper
 /// and keeps pasted-document queries bounded (RELIABILITY.md, resource limits).
 inline constexpr std::size_t kMaxScoreMaxTerms = 64;
+/// compact() rewrites a segment once more than this fraction of its documents is dead.
+inline constexpr double kCompactDeadFraction = 0.25;
+
+/// The documents a search may return (besides being live): a byte per slot (mask) and the same
+/// set as sorted slots (docs), for scoring a small allowed set directly.
+struct AllowedSet {
+  const std::uint8_t* mask = nullptr;  // num_slots() bytes, 1 = allowed; dead slots are 0
+  const std::uint32_t* docs = nullptr;
+  std::size_t count = 0;
+};
 
 /// A query term: vocabulary id and how many times it occurs in the query.
 struct QueryTerm {
@@ -69,6 +85,12 @@ struct Segment {
   Buffer<std::uint64_t> offsets;
   Buffer<std::uint32_t> docs;  // local doc ids (0 .. num_docs - 1)
   Buffer<std::uint32_t> tfs;
+  // Forward index: the (sorted, distinct) term ids of local doc d are
+  // fwd_terms[fwd_offsets[d] .. fwd_offsets[d + 1]); always in memory.
+  std::vector<std::uint64_t> fwd_offsets;
+  std::vector<std::uint32_t> fwd_terms;
+  std::uint32_t num_dead = 0;
+  std::uint64_t dead_postings = 0;
   std::shared_ptr<const void> keepalive;  // the mapped file the buffers may borrow from
   // Per directory entry: (epoch << 32) | bits of the max document-side weight at that epoch.
   mutable std::unique_ptr<std::atomic<std::uint64_t>[]> bound_cache;
@@ -90,11 +112,17 @@ class InvertedIndex {
   /// Changes the variant or its parameters (scores change accordingly).
   void set_params(const Params& p);
 
-  std::uint32_t num_docs() const { return static_cast<std::uint32_t>(doc_len_.size()); }
+  /// Live documents.
+  std::uint32_t num_docs() const { return num_live_; }
+  /// Internal document numbers in use, dead ones included.
+  std::uint32_t num_slots() const { return static_cast<std::uint32_t>(doc_len_.size()); }
+  bool is_live(std::uint32_t slot) const { return live_[slot] != 0; }
+  const std::uint8_t* live_mask() const { return live_.data(); }
   std::size_t num_terms() const { return vocab_.size(); }
+  /// Postings of live documents.
   std::uint64_t num_postings() const;
   std::uint64_t total_len() const { return total_len_; }
-  double avgdl() const { return num_docs() ? static_cast<double>(total_len_) / num_docs() : 0.0; }
+  double avgdl() const { return num_live_ ? static_cast<double>(total_len_) / num_live_ : 0.0; }
   std::uint64_t df(std::uint32_t term) const { return term < df_.size() ? df_[term] : 0; }
   std::uint32_t doc_len(std::uint32_t doc) const { return doc_len_[doc]; }
   const Buffer<std::uint32_t>& doc_lengths() const { return doc_len_; }
@@ -117,8 +145,12 @@ class InvertedIndex {
   void commit_chunks();
   void abort_chunks();
 
-  /// Removes the given internal ids (sorted, unique, < num_docs()); the others keep their order.
-  void remove_documents(const std::vector<std::uint32_t>& docs);
+  /// Marks the given live slots dead (sorted, unique) and updates N, the total length and df.
+  void delete_documents(const std::vector<std::uint32_t>& docs);
+  /// Rewrites the segments past the dead-fraction threshold (every segment with a dead
+  /// document when `all`) without their dead documents; the slots after them move down in
+  /// order. Returns the dropped slots (sorted; empty when nothing changed).
+  std::vector<std::uint32_t> compact(bool all = false);
 
   /// Installs a loaded single-segment index (used by the file loader).
   void install(Buffer<std::uint32_t> doc_len, std::unique_ptr<Segment> seg, std::shared_ptr<const void> keepalive);
@@ -136,9 +168,12 @@ class InvertedIndex {
   /// Exact top-k among documents matching at least one term (see Algorithm); MaxScore prunes
   /// dynamically, Exhaustive scores every posting (the reference the pruned search is tested
   /// against). Results follow the TopKQueue contract.
+  /// With `allowed`, only allowed documents are scored (Direct scores them one by one, by a
+  /// search of each query term's posting list; Auto picks it when that is cheaper).
   void search(const std::vector<QueryTerm>& query, std::size_t k, std::vector<ScoredDoc>& out,
-              Algorithm algorithm = Algorithm::Auto) const;
-  /// Every document's score in double precision (documents matching nothing get the constant).
+              Algorithm algorithm = Algorithm::Auto, const AllowedSet* allowed = nullptr) const;
+  /// Every slot's score in double precision (documents matching nothing get the constant;
+  /// dead slots get a value to ignore). out has num_slots() entries.
   void score_all(const std::vector<QueryTerm>& query, double* out) const;
   /// Term frequency of a term in a document (0 when absent).
   std::uint32_t term_frequency(std::uint32_t term, std::uint32_t doc) const;
@@ -154,24 +189,30 @@ class InvertedIndex {
  private:
   void after_change();
   void merge_tail_segments();
-  std::unique_ptr<Segment> merge_segments(const std::vector<const Segment*>& segs, const std::vector<std::int64_t>* remap,
-                                          std::uint32_t new_num_docs) const;
+  std::size_t segment_index(std::uint32_t slot) const;
+  std::unique_ptr<Segment> merge_segments(const std::vector<const Segment*>& segs, bool drop_dead) const;
   float term_bound(const Segment& seg, std::size_t slot) const;
+  template <Method M, bool Filtered>
+  void maxscore_segment(const Prepared& q, const Segment& seg, const std::uint8_t* allow, TopKQueue& heap) const;
+  template <Method M, bool Filtered>
+  void exhaustive_segment(const Prepared& q, const Segment& seg, const std::uint8_t* allow, TopKQueue& heap) const;
   template <Method M>
-  void maxscore_segment(const Prepared& q, const Segment& seg, TopKQueue& heap) const;
+  void direct_segment(const Prepared& q, const Segment& seg, const std::uint32_t* docs, std::size_t count,
+                      TopKQueue& heap) const;
   template <Method M>
-  void exhaustive_segment(const Prepared& q, const Segment& seg, TopKQueue& heap) const;
-  template <Method M>
-  void search_impl(const Prepared& q, std::size_t k, Algorithm algorithm, std::vector<ScoredDoc>& out) const;
+  void search_impl(const Prepared& q, std::size_t k, Algorithm algorithm, const AllowedSet* allowed,
+                   std::vector<ScoredDoc>& out) const;
 
   Params params_;
   StringTable vocab_;
   std::vector<std::uint64_t> df_;
-  Buffer<std::uint32_t> doc_len_;
+  Buffer<std::uint32_t> doc_len_;  // per slot
+  std::vector<std::uint8_t> live_;  // per slot
+  std::uint32_t num_live_ = 0;
   std::shared_ptr<const void> doc_len_keepalive_;  // the mapping doc_len_ may borrow from
   std::uint64_t total_len_ = 0;
   std::vector<std::unique_ptr<Segment>> segments_;
-  std::vector<float> doc_norm_;  // k1 * L per document (L for bm25l)
+  std::vector<float> doc_norm_;  // k1 * L per slot (L for bm25l)
   std::uint32_t epoch_ = 1;
   std::vector<std::unique_ptr<Segment>> pending_;
   std::vector<std::uint32_t> pending_len_;

@@ -1,12 +1,14 @@
 // Query algorithms over one posting segment (ragfind::bm25::Segment), generic in how a posting
-// turns into a document-side weight, so BM25 (tf + length norm) and learned sparse impacts
-// (SPLADE) share one implementation of the pruning.
+// turns into a document-side weight. The learned sparse index (SPLADE, splade/impact_index.cpp)
+// runs on these. BM25 does not: it has its own MaxScore and term-at-a-time loops
+// (src/bm25/query_maxscore.cpp, query_exhaustive.cpp), specialised per variant on the float
+// fast path and skipping dead (deleted) and filtered-out documents.
 //
 // W is a functor: float operator()(uint32_t stored, uint32_t local_doc) const, giving the
 // document-side weight of a posting (>= 0); the score of a document is the sum over query
 // terms i of weight[i] * W(posting). `bounds[slot]` is an upper bound of W over the posting
 // list in directory slot `slot`. Both algorithms follow the TopKQueue contract
-// (ragfind/bm25/topk_queue.hpp) and visit documents in increasing id order.
+// (ragfind/common/topk_queue.hpp) and visit documents in increasing id order.
 //
 // MaxScore (Turtle and Flood, 1995; PISA query/algorithm/maxscore_query.hpp): terms sorted by
 // bound; the longest prefix whose bounds sum to <= the queue threshold is non-essential, so
