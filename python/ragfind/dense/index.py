@@ -34,6 +34,8 @@ from typing import Any, Union
 import numpy as np
 
 from ragfind import _core
+from ragfind.errors import DuplicateIdError, IdKindError, IndexFileError, UnknownIdError
+from ragfind.ids import IdFilter, as_id_filter, empty_ids
 from ragfind.persist.atomic import fault_point, fsync_dir, remove_stale_temp_files, temp_prefix
 
 __all__ = ["DenseIndex", "dot", "cosine", "l2sq"]
@@ -55,8 +57,13 @@ _VERSION = 1
 _PREAMBLE = struct.Struct("<8sIIQII")
 _ALIGN = 64
 _MAX_HEADER = 1 << 26
-# HNSW searches restricted to at most this many ids scan those vectors exactly instead.
-_HNSW_EXACT_FILTER_MAX = 4096
+# HNSW searches restricted to at most this many ids scan those vectors exactly instead
+# (and to at most this fraction of the index; bench/dense.md has the crossover).
+_HNSW_EXACT_FILTER_MIN = 4096
+_HNSW_EXACT_FILTER_FRACTION = 0.05
+# Exact searches whose allowed set is at most 1/_GATHER_RATIO of the rows score only those
+# rows (gather); larger sets scan everything through the mask (bench/dense.md).
+_GATHER_RATIO = 8
 # hnswlib caps M at 10000 (silently); the graph check rejects larger values in a file.
 _MAX_HNSW_PARAM = {"M": 10000, "ef_construction": 2**31 - 1}
 # Section dtypes a saved index can hold (np.dtype() parses arbitrary strings: a corrupt file
@@ -179,11 +186,64 @@ def _id_kind_of(ids: list) -> str:
     kinds = set()
     for x in ids:
         if isinstance(x, bool) or not isinstance(x, (int, np.integer, str)):
-            raise TypeError(f"ids must be int or str, got {type(x).__name__} ({x!r})")
+            raise IdKindError(f"ids must be int or str, got {type(x).__name__} ({x!r})")
         kinds.add("str" if isinstance(x, str) else "int")
     if len(kinds) > 1:
-        raise TypeError("ids must be all int or all str, not a mix")
+        raise IdKindError("ids must be all int or all str, not a mix")
     return kinds.pop()
+
+
+class _IdArray(np.ndarray):
+    """The ``ids`` property's array; calling it (the old ``ids()`` method) gives a list.
+
+    Kept so callers written for the method keep working while they move to the property.
+    """
+
+    def __call__(self) -> list:
+        return np.asarray(self).tolist()
+
+
+class _HnswAllowed:
+    """A compiled HNSW filter: the allowed live labels, ascending, and a membership test."""
+
+    __slots__ = ("labels", "_set")
+
+    def __init__(self, labels: np.ndarray) -> None:
+        self.labels = labels
+        self._set: frozenset | None = None
+
+    def contains(self, label: int) -> bool:
+        s = self._set
+        if s is None:
+            s = self._set = frozenset(self.labels.tolist())
+        return label in s
+
+
+class _SortedKeys:
+    """Ids of rows (slots or labels) sorted once, to map a filter's ids to rows vectorised."""
+
+    __slots__ = ("keys", "order")
+
+    def __init__(self, row_ids: np.ndarray, kind: str | None) -> None:
+        keys = row_ids.astype(str) if kind == "str" else row_ids
+        self.order = np.argsort(keys, kind="stable")
+        self.keys = keys[self.order]
+
+    def rows_of(self, flt: IdFilter, kind: str | None) -> np.ndarray:
+        """Rows whose id is in ``flt`` (every row of an id, dead ones included)."""
+        if flt.kind is None or flt.kind != kind or self.keys.shape[0] == 0:
+            return np.empty(0, np.int64)
+        q = flt.ids.astype(str) if kind == "str" else flt.ids
+        lo = np.searchsorted(self.keys, q, side="left")
+        hi = np.searchsorted(self.keys, q, side="right")
+        cnt = hi - lo
+        if cnt.max(initial=0) <= 1:
+            pos = lo[cnt == 1]
+        else:  # an id deleted and added again before compaction: several rows
+            total = int(cnt.sum())
+            starts = np.repeat(lo, cnt)
+            pos = starts + (np.arange(total) - np.repeat(np.cumsum(cnt) - cnt, cnt))
+        return self.order[pos].astype(np.int64, copy=False)
 
 
 def _byte_view(arr: np.ndarray) -> np.ndarray:
@@ -274,6 +334,9 @@ class DenseIndex:
         self._scales = np.empty(0, np.float32)
         self._sqnorms = np.empty(0, np.float32)
         self._slot_ids = np.empty(0, dtype=np.int64)
+        self._generation = 0  # bumped on every write: compiled filters are keyed by it
+        self._layout = 0  # bumped when slots are renumbered (compaction)
+        self._sorted_keys: tuple | None = None  # (layout, n, _SortedKeys)
         self._state: tuple = self._make_state(0, None)
         self._n_deleted = 0
         # HNSW
@@ -345,9 +408,17 @@ class DenseIndex:
             f"kind={self._kind!r}, n={len(self)}, fingerprint={self._fingerprint!r})"
         )
 
-    def ids(self) -> list:
-        """The ids currently stored (order unspecified)."""
-        return list(self._id_to_slot)
+    @property
+    def ids(self) -> np.ndarray:
+        """The live ids in insertion order: int64 array (object array of str for str ids)."""
+        with self._write_lock:
+            items = list(self._id_to_slot)
+        if self._id_kind == "str":
+            out = np.empty(len(items), dtype=object)
+            out[:] = items
+        else:
+            out = np.asarray(items, dtype=np.int64).reshape(-1)
+        return out.view(_IdArray)
 
     def check_fingerprint(self, fingerprint: str | None) -> None:
         """Raises ValueError when ``fingerprint`` names a different model than the index's.
@@ -396,7 +467,7 @@ class DenseIndex:
         with self._write_lock:
             if ids is None:
                 if self._id_kind == "str":
-                    raise TypeError("this index uses string ids: pass ids=")
+                    raise IdKindError("this index uses string ids: pass ids=")
                 id_list: list = list(range(self._next_auto_id, self._next_auto_id + n))
                 kind = "int"
             else:
@@ -405,14 +476,16 @@ class DenseIndex:
                 if kind == "int":
                     id_list = [int(x) for x in id_list]
                 if self._id_kind is not None and kind != self._id_kind:
-                    raise TypeError(f"this index uses {self._id_kind} ids, got {kind} ids")
+                    raise IdKindError(f"this index uses {self._id_kind} ids, got {kind} ids")
             if len(set(id_list)) != n:
                 seen: set = set()
                 dup = next(x for x in id_list if x in seen or seen.add(x))
-                raise ValueError(f"duplicate id {dup!r} in ids")
+                raise DuplicateIdError(f"duplicate id {dup!r} in ids")
             for x in id_list:
                 if x in self._id_to_slot:
-                    raise ValueError(f"id {x!r} is already in the index (delete it first to replace it)")
+                    raise DuplicateIdError(
+                        f"id {x!r} is already in the index (delete it first to replace it)"
+                    )
             if self._kind == "exact":
                 self._add_exact(X, id_list, kind)
             else:
@@ -426,7 +499,8 @@ class DenseIndex:
         """Removes ids (one id or an iterable); all or nothing.
 
         Raises:
-            KeyError: an id is not in the index (nothing is deleted).
+            UnknownIdError: an id is not in the index (a KeyError; nothing is deleted).
+            DuplicateIdError: an id is repeated (nothing is deleted).
         """
         if isinstance(ids, (str, bytes, int, np.integer)):
             id_list: list = [ids]
@@ -437,9 +511,11 @@ class DenseIndex:
         with self._write_lock:
             missing = [x for x in id_list if x not in self._id_to_slot]
             if missing:
-                raise KeyError(f"ids not in the index: {missing[:5]!r}{' ...' if len(missing) > 5 else ''}")
-            if len(set(id_list)) != len(id_list):
-                raise ValueError("ids to delete contain duplicates")
+                raise UnknownIdError(
+                    f"ids not in the index: {missing[:5]!r}{' ...' if len(missing) > 5 else ''}"
+                )
+            if len(id_list) > 1 and len(set(id_list)) != len(id_list):
+                raise DuplicateIdError("ids to delete contain duplicates")
             slots = [self._id_to_slot.pop(x) for x in id_list]
             if self._kind == "exact":
                 self._delete_exact(slots)
@@ -565,7 +641,7 @@ class DenseIndex:
     def _make_state(self, n: int, live: np.ndarray | None) -> tuple:
         scales = self._scales[:n] if self._dtype == "i8" else None
         sqnorms = self._sqnorms[:n] if (self._dtype == "i8" and self._metric == "l2") else None
-        return (self._data[:n], scales, sqnorms, live, self._slot_ids[:n], n)
+        return (self._data[:n], scales, sqnorms, live, self._slot_ids[:n], n, self._generation, self._layout)
 
     def _ensure_capacity(self, need: int) -> None:
         if need <= self._cap and self._data.flags.writeable:
@@ -607,6 +683,7 @@ class DenseIndex:
             live = np.concatenate([live, np.ones(n, np.uint8)])
         for i, x in enumerate(id_list):
             self._id_to_slot[x] = n0 + i
+        self._generation += 1
         self._state = self._make_state(n0 + n, live)
 
     def _delete_exact(self, slots: list) -> None:
@@ -615,13 +692,14 @@ class DenseIndex:
         live = np.ones(n, np.uint8) if live is None else live.copy()
         live[slots] = 0
         self._n_deleted += len(slots)
+        self._generation += 1
         self._state = self._make_state(n, live)
         if self._n_deleted > max(1024, n // 2):
             self._compact()
 
     def _compact(self) -> None:
         """Drops deleted rows (called under the write lock)."""
-        data, scales, sqnorms, live, slot_ids, n = self._state
+        data, scales, sqnorms, live, slot_ids, n = self._state[:6]
         if live is None:
             return
         keep = np.flatnonzero(live)
@@ -634,41 +712,67 @@ class DenseIndex:
         self._cap = keep.shape[0]
         self._n_deleted = 0
         self._id_to_slot = {x: i for i, x in enumerate(self._slot_ids.tolist())}
+        self._generation += 1
+        self._layout += 1
         self._state = self._make_state(keep.shape[0], None)
 
-    def _allowed_mask(self, filter: Any, state: tuple) -> np.ndarray | None:  # noqa: A002
-        live, slot_ids, n = state[3], state[4], state[5]
-        if filter is None:
-            return live
+    def _sorted_keys_of(self, state: tuple) -> _SortedKeys:
+        """The slots' ids sorted, shared by every filter compiled against this layout."""
+        n, layout = state[5], state[7]
+        cached = self._sorted_keys
+        if cached is not None and cached[0] == layout and cached[1] == n:
+            return cached[2]
+        keys = _SortedKeys(state[4], self._id_kind)
+        self._sorted_keys = (layout, n, keys)
+        return keys
+
+    def _compile_exact(self, flt: IdFilter, state: tuple) -> tuple:
+        """(mask or None, subset or None, allowed count) of ``flt`` over ``state``'s live slots.
+
+        A small allowed set becomes the ascending slots to gather; a larger one a uint8 mask.
+        """
+        live, n = state[3], state[5]
+        slots = self._sorted_keys_of(state).rows_of(flt, self._id_kind)
         mask = np.zeros(n, np.uint8)
-        if callable(filter):
-            for i, x in enumerate(slot_ids.tolist()):
-                if filter(x):
-                    mask[i] = 1
-        else:
-            items = filter if not isinstance(filter, (str, bytes)) else [filter]
-            get = self._id_to_slot.get
-            idx = [s for s in (get(x) for x in items) if s is not None and s < n]
-            mask[idx] = 1
+        mask[slots] = 1
         if live is not None:
             mask &= live
-        return mask
+        count = int(np.count_nonzero(mask))
+        if count * _GATHER_RATIO <= n:
+            return None, np.flatnonzero(mask).astype(np.int64), count
+        return mask, None, count
 
-    def _map_ids(self, slot_ids: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        return slot_ids[rows]
+    def _exact_allowed(self, filter: Any, state: tuple) -> tuple:  # noqa: A002
+        """(mask, subset, allowed count) for a search over ``state``."""
+        live, slot_ids, n = state[3], state[4], state[5]
+        if callable(filter) and not isinstance(filter, IdFilter):
+            # Compatibility: one call per stored vector (slow on large indexes).
+            mask = np.fromiter((bool(filter(x)) for x in slot_ids.tolist()), dtype=np.uint8, count=n)
+            if live is not None:
+                mask &= live
+            return mask, None, int(np.count_nonzero(mask))
+        flt = as_id_filter(filter)
+        return flt.compiled(self, state[6], lambda f: self._compile_exact(f, state))
 
     def _search_exact(  # noqa: A002
         self, qv: np.ndarray, k: int, threshold: Any, filter: Any, threads: Any, qnorm: float
     ) -> tuple:
         state = self._state
-        data, scales, sqnorms, _, slot_ids, n = state
-        allowed = self._allowed_mask(filter, state) if filter is not None else state[3]
+        data, scales, sqnorms, live, slot_ids, n = state[:6]
+        if filter is None:
+            allowed, subset = live, None
+            k = min(k, n)
+        else:
+            allowed, subset, count = self._exact_allowed(filter, state)
+            k = min(k, count)
+        if k == 0:
+            return empty_ids(self._id_kind), np.empty(0, np.float32)
         t = self._threads if threads is None else int(threads)
         metric = "l2" if self._metric == "l2" else "ip"
         if threshold is not None and qnorm != 1.0:
             threshold = threshold * qnorm
         rows, scores = _core.dense_search(
-            data, self._dtype, scales, sqnorms, qv, k, metric, allowed, threshold, t
+            data, self._dtype, scales, sqnorms, qv, k, metric, allowed, threshold, t, subset
         )
         if qnorm != 1.0:
             scores *= np.float32(1.0 / qnorm)
@@ -676,11 +780,14 @@ class DenseIndex:
 
     def _search_batch_exact(self, Qm: np.ndarray, k: int, threshold: Any, filter: Any, threads: int) -> tuple:  # noqa: A002
         state = self._state
-        data, scales, sqnorms, _, slot_ids, n = state
-        allowed = self._allowed_mask(filter, state)
+        data, scales, sqnorms, live, slot_ids, n = state[:6]
+        if filter is None:
+            allowed, subset = live, None
+        else:
+            allowed, subset, _count = self._exact_allowed(filter, state)
         metric = "l2" if self._metric == "l2" else "ip"
         rows, scores, _counts = _core.dense_search_batch(
-            data, self._dtype, scales, sqnorms, Qm, k, metric, allowed, threshold, threads
+            data, self._dtype, scales, sqnorms, Qm, k, metric, allowed, threshold, threads, subset
         )
         return self._pad_ids(slot_ids, rows), scores
 
@@ -721,6 +828,19 @@ class DenseIndex:
         self._n_hnsw_deleted = 0
         self._label_ids_arr: np.ndarray | None = None
         self._labels_are_ids_n = -1  # length of _label_ids at which label == id for all
+        self._label_live = np.zeros(0, np.uint8)  # label -> 1 while its id is in the index
+        self._label_keys: tuple | None = None  # (len(_label_ids), _SortedKeys)
+
+    def _set_label_live(self, labels: np.ndarray, value: int) -> None:
+        """Marks labels live (1) or deleted (0), growing the mask (under the write lock)."""
+        if labels.size == 0:
+            return
+        need = int(labels.max()) + 1
+        if need > self._label_live.shape[0]:
+            grown = np.zeros(max(need, 2 * self._label_live.shape[0], 1024), np.uint8)
+            grown[: self._label_live.shape[0]] = self._label_live
+            self._label_live = grown
+        self._label_live[labels] = value
 
     def _add_hnsw(self, X: np.ndarray, id_list: list, kind: str) -> None:
         n = X.shape[0]
@@ -740,7 +860,9 @@ class DenseIndex:
             self._next_label += n
             for x, lab in zip(id_list, labels.tolist()):
                 self._id_to_slot[x] = lab
+            self._set_label_live(labels, 1)
             self._label_ids_arr = None  # rebuilt lazily for id mapping
+            self._generation += 1
         finally:
             self._rw.release_write()
 
@@ -765,31 +887,45 @@ class DenseIndex:
             for lab in labels:
                 self._hnsw.mark_deleted(int(lab))
             self._n_hnsw_deleted += len(labels)
+            self._set_label_live(np.asarray(labels, np.int64), 0)
+            self._generation += 1
         finally:
             self._rw.release_write()
 
-    def _hnsw_filter(self, filter: Any) -> tuple[Callable[[int], bool] | None, np.ndarray | None]:  # noqa: A002
-        """(hnswlib filter callable, or None; allowed labels when the filter is a small id set).
+    def _live_labels(self) -> np.ndarray:
+        """Every live label, ascending (under the read lock)."""
+        return np.flatnonzero(self._label_live[: self._next_label]).astype(np.int64)
 
-        A small allowed set is searched exactly (a graph walk that may only stop on a few
-        nodes misses results); larger sets and callables go through hnswlib's filter.
-        """
-        if filter is None:
-            return None, None
-        if callable(filter):
+    def _compile_hnsw(self, flt: IdFilter) -> _HnswAllowed:
+        """The live labels of ``flt``'s ids (under the read lock: the labels cannot change)."""
+        arr = self._label_array()
+        cached = self._label_keys
+        if cached is None or cached[0] != arr.shape[0]:
+            cached = (arr.shape[0], _SortedKeys(arr, self._id_kind))
+            self._label_keys = cached
+        labels = cached[1].rows_of(flt, self._id_kind)
+        labels = labels[self._label_live[labels] != 0]
+        labels.sort()
+        return _HnswAllowed(labels)
+
+    def _hnsw_allowed(self, filter: Any) -> _HnswAllowed:  # noqa: A002
+        """The allowed live labels of a filter (an IdFilter is compiled once per generation)."""
+        if callable(filter) and not isinstance(filter, IdFilter):
+            # Compatibility: one call per stored vector (slow on large indexes).
+            live = self._live_labels()
             label_ids = self._label_ids
-            return (lambda lab: bool(filter(label_ids[lab]))), None
-        items = filter if not isinstance(filter, (str, bytes)) else [filter]
-        get = self._id_to_slot.get
-        allowed = {s for s in (get(x) for x in items) if s is not None}
-        if len(allowed) <= _HNSW_EXACT_FILTER_MAX:
-            return None, np.fromiter(allowed, dtype=np.int64, count=len(allowed))
-        return allowed.__contains__, None
+            keep = np.fromiter((bool(filter(label_ids[lab])) for lab in live.tolist()), bool, live.shape[0])
+            return _HnswAllowed(live[keep])
+        return as_id_filter(filter).compiled(self, self._generation, self._compile_hnsw)
+
+    def _hnsw_exact_max(self) -> int:
+        """Allowed sets up to this size are scanned exactly instead of walked (bench/dense.md)."""
+        return max(_HNSW_EXACT_FILTER_MIN, int(_HNSW_EXACT_FILTER_FRACTION * len(self._id_to_slot)))
 
     def _hnsw_exact_subset(self, Qm: np.ndarray, k: int, labels: np.ndarray) -> tuple:
         """Exact top-k of each query over the given labels, in hnswlib's (labels, distances) form."""
         nq = Qm.shape[0]
-        if labels.shape[0] == 0:
+        if labels.shape[0] == 0 or k == 0:
             return np.empty((nq, 0), np.uint64), np.empty((nq, 0), np.float32)
         V = np.ascontiguousarray(self._hnsw.get_items(labels, return_type="numpy"), dtype=np.float32)
         if self._metric == "l2":
@@ -797,38 +933,63 @@ class DenseIndex:
         else:
             dist = 1.0 - _core.dense_pairwise(Qm, V, "dot")
         kk = min(k, labels.shape[0])
-        order = np.argsort(dist, axis=1, kind="stable")[:, :kk]
+        if kk < labels.shape[0]:
+            part = np.argpartition(dist, kk - 1, axis=1)[:, :kk]
+            # Ties at the cut: stable order over positions keeps the lower label first.
+            cut = np.take_along_axis(dist, part, axis=1).max(axis=1, keepdims=True)
+            cand = dist <= cut
+            order = np.empty((nq, kk), np.int64)
+            for i in range(nq):
+                pos = np.flatnonzero(cand[i])
+                order[i] = pos[np.argsort(dist[i, pos], kind="stable")[:kk]]
+        else:
+            order = np.argsort(dist, axis=1, kind="stable")
         return labels[order].astype(np.uint64), np.take_along_axis(dist, order, axis=1).astype(np.float32)
 
-    def _hnsw_query(self, Qm: np.ndarray, k: int, flt: Any, num_threads: int) -> tuple:
-        """knn_query that tolerates fewer than k reachable results (hnswlib raises then)."""
-        while True:
+    def _hnsw_walk_or_exact(
+        self, Qm: np.ndarray, kk: int, allowed: _HnswAllowed | None, threads: int
+    ) -> tuple:
+        """hnswlib's walk (filtered when ``allowed``), or an exact scan over the allowed labels
+        when that set is small or the walk finds fewer than ``kk`` (hnswlib raises then)."""
+        nq = Qm.shape[0]
+        if kk == 0:
+            return np.empty((nq, 0), np.uint64), np.empty((nq, 0), np.float32)
+        if allowed is not None and len(allowed.labels) <= self._hnsw_exact_max():
+            return self._hnsw_exact_subset(Qm, kk, allowed.labels)
+        flt = None if allowed is None else allowed.contains
+        nt = 1 if flt is not None else (threads or -1)
+        try:
+            return self._hnsw.knn_query(Qm, k=kk, num_threads=nt, filter=flt)
+        except RuntimeError:
+            pass
+        subset = self._live_labels() if allowed is None else allowed.labels
+        if nq == 1:
+            return self._hnsw_exact_subset(Qm, kk, subset)
+        labels = np.empty((nq, kk), np.uint64)
+        dist = np.empty((nq, kk), np.float32)
+        for i in range(nq):
             try:
-                return self._hnsw.knn_query(Qm, k=k, num_threads=num_threads, filter=flt)
+                li, di = self._hnsw.knn_query(Qm[i], k=kk, num_threads=1, filter=flt)
             except RuntimeError:
-                if k <= 1:
-                    return np.empty((Qm.shape[0], 0), np.uint64), np.empty((Qm.shape[0], 0), np.float32)
-                k -= 1
+                li, di = self._hnsw_exact_subset(Qm[i : i + 1], kk, subset)
+            labels[i], dist[i] = li[0], di[0]
+        return labels, dist
 
     def _search_hnsw(self, qv: np.ndarray, k: int, threshold: Any, filter: Any) -> tuple:  # noqa: A002
         rw = self._rw
         rw.acquire_read()
         try:
-            kk = min(k, len(self._id_to_slot))
-            if filter is None and kk:
+            if filter is None:
+                kk = min(k, len(self._id_to_slot))
                 try:
+                    if not kk:
+                        raise RuntimeError
                     labels, dist = self._hnsw.knn_query(qv, k=kk, num_threads=1)
                 except RuntimeError:
-                    labels, dist = self._hnsw_query(qv, kk, None, 1)
+                    labels, dist = self._hnsw_walk_or_exact(qv[None, :], kk, None, 1)
             else:
-                flt, subset = self._hnsw_filter(filter)
-                if subset is not None:
-                    labels, dist = self._hnsw_exact_subset(qv[None, :], kk, subset)
-                elif kk == 0:
-                    labels = np.empty((1, 0), np.uint64)
-                    dist = np.empty((1, 0), np.float32)
-                else:
-                    labels, dist = self._hnsw_query(qv, kk, flt, 1)
+                allowed = self._hnsw_allowed(filter)
+                labels, dist = self._hnsw_walk_or_exact(qv[None, :], min(k, len(allowed.labels)), allowed, 1)
             arr = self._label_ids_arr
             if arr is None or arr.shape[0] != len(self._label_ids):
                 arr = self._label_array()
@@ -843,34 +1004,19 @@ class DenseIndex:
             return _core.hnsw_finish_single(rw, labels, dist, qv, code, threshold, n, None)
         if arr.dtype == object:
             rows, scores = _core.hnsw_finish_single(rw, labels, dist, qv, code, threshold, n, None)
-            return arr.take(rows), scores
+            return (arr.take(rows) if rows.size else empty_ids(self._id_kind)), scores
         return _core.hnsw_finish_single(rw, labels, dist, qv, code, threshold, n, arr)
 
     def _search_batch_hnsw(self, Qm: np.ndarray, k: int, threshold: Any, filter: Any, threads: int) -> tuple:  # noqa: A002
         nq = Qm.shape[0]
         self._rw.acquire_read()
         try:
-            live = len(self._id_to_slot)
-            kk = min(k, live)
-            flt, subset = self._hnsw_filter(filter)
-            nt = 1 if flt is not None else (threads or -1)
-            if subset is not None:
-                labels, dist = self._hnsw_exact_subset(Qm, kk, subset)
-                kk = labels.shape[1]
-            elif kk == 0:
-                labels = np.empty((nq, 0), np.uint64)
-                dist = np.empty((nq, 0), np.float32)
+            if filter is None:
+                allowed, kk = None, min(k, len(self._id_to_slot))
             else:
-                try:
-                    labels, dist = self._hnsw.knn_query(Qm, k=kk, num_threads=nt, filter=flt)
-                except RuntimeError:
-                    labels = np.zeros((nq, kk), np.uint64)
-                    dist = np.full((nq, kk), np.nan, np.float32)
-                    for i in range(nq):
-                        li, di = self._hnsw_query(Qm[i], kk, flt, 1)
-                        labels[i, : li.shape[1]] = li[0]
-                        dist[i, : li.shape[1]] = di[0]
-                        labels[i, li.shape[1] :] = np.iinfo(np.uint64).max
+                allowed = self._hnsw_allowed(filter)
+                kk = min(k, len(allowed.labels))
+            labels, dist = self._hnsw_walk_or_exact(Qm, kk, allowed, threads)
             arr = self._label_array()
         finally:
             self._rw.release_read()
@@ -883,6 +1029,7 @@ class DenseIndex:
         scores = np.where(rows < 0, np.float32(np.nan), scores).astype(np.float32)
         out_rows = np.full((nq, k), -1, np.int64)
         out_scores = np.full((nq, k), np.nan, np.float32)
+        kk = rows.shape[1]
         # Move kept results to the front of each row (thresholding can leave holes).
         order = np.argsort(rows < 0, axis=1, kind="stable")
         out_rows[:, :kk] = np.take_along_axis(rows, order, axis=1)
@@ -901,7 +1048,7 @@ class DenseIndex:
         with self._write_lock:
             sections: list[tuple[str, np.ndarray]] = []
             if self._kind == "exact":
-                data, scales, sqnorms, live, slot_ids, n = self._state
+                data, scales, sqnorms, live, slot_ids, n = self._state[:6]
                 keep = np.flatnonzero(live) if live is not None else slice(None)
                 sections.append(("vectors", np.ascontiguousarray(data[keep])))
                 if scales is not None:
@@ -1018,7 +1165,8 @@ class DenseIndex:
 
         Raises:
             FileNotFoundError: no such file.
-            ValueError: not a ragfind dense index, another version, truncated or corrupt.
+            IndexFileError: not a ragfind dense index (another index's file included), another
+                version, truncated or corrupt (a ValueError).
         """
         path = Path(path)
         with open(path, "rb") as f:
@@ -1030,20 +1178,25 @@ class DenseIndex:
                 buf = f.read()
         try:
             return cls._from_buffer(buf, size, str(path), verify)
+        except IndexFileError:
+            raise
         except (
             KeyError,
             TypeError,
+            ValueError,
+            AttributeError,
+            IndexError,
             struct.error,
-            json.JSONDecodeError,
-            UnicodeDecodeError,
             OverflowError,
         ) as e:
-            raise ValueError(f"{path} is not a valid ragfind dense index: {type(e).__name__}: {e}") from None
+            raise IndexFileError(
+                f"{path} is not a valid ragfind dense index: {type(e).__name__}: {e}"
+            ) from None
 
     @classmethod
     def _from_buffer(cls, buf: Any, size: int, where: str, verify: bool) -> DenseIndex:
-        def bad(msg: str) -> ValueError:
-            return ValueError(f"{where} is not a valid ragfind dense index: {msg}")
+        def bad(msg: str) -> IndexFileError:
+            return IndexFileError(f"{where} is not a valid ragfind dense index: {msg}")
 
         if size < _PREAMBLE.size:
             raise bad(f"file is {size} bytes, shorter than the {_PREAMBLE.size}-byte preamble")
@@ -1167,6 +1320,7 @@ class DenseIndex:
                 label_ids[lab] = x
             idx._label_ids = label_ids
             idx._label_ids_arr = None
+            idx._set_label_live(labels.astype(np.int64), 1)
             idx._id_to_slot = dict(zip(ids, labels.tolist()))
             idx._n_hnsw_deleted = int(idx._hnsw.element_count) - count
         return idx
