@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <thread>
 #include <utility>
@@ -176,17 +177,51 @@ void scan_range(const SimilarityKernels& K, const RowsView& rows, const Prepared
   }
 }
 
-// Scores only the listed rows (the gather path of a small allowed set).
+// Scores only the listed rows (the gather path of a small allowed set). The f16/i8 kernels
+// reduce rows in groups of four differently from a lone row, so rows the full scan scores in
+// a group are copied four at a time into a scratch group, and the scan's lone tail rows (past
+// n rounded down to 4) are scored alone: every row gets the same score as in the full scan.
 void scan_subset(const SimilarityKernels& K, const RowsView& rows, const PreparedQuery& p, Metric metric,
                  const int64_t* idx, size_t cnt_total, TopK& top) {
   float buf[kScanBlock];
+  const size_t n4 = rows.n & ~size_t(3);
+  const size_t row_bytes = rows.d * elem_bytes(rows.storage);
+  const bool grouped = rows.storage != Storage::F32;
+  std::vector<uint8_t> scratch(grouped ? 4 * row_bytes : 0);
+  float sc[4] = {0, 0, 0, 0}, sn[4] = {0, 0, 0, 0};
+  RowsView g = rows;
+  g.data = scratch.data();
+  g.n = 4;
+  if (rows.scales) g.scales = sc;
+  if (rows.sqnorms) g.sqnorms = sn;
+  const auto* base = static_cast<const uint8_t*>(rows.data);
   for (size_t b = 0; b < cnt_total; b += kScanBlock) {
     const size_t cnt = std::min(kScanBlock, cnt_total - b);
-    for (size_t i = 0; i < cnt; ++i) score_block(K, rows, p, metric, static_cast<size_t>(idx[b + i]), 1, buf + i);
+    const int64_t* ix = idx + b;
+    for (size_t i = 0; i < cnt;) {
+      const size_t r = static_cast<size_t>(ix[i]);
+      if (!grouped || r >= n4) {
+        score_block(K, rows, p, metric, r, 1, buf + i);
+        ++i;
+        continue;
+      }
+      size_t m = 1;
+      while (m < 4 && i + m < cnt && static_cast<size_t>(ix[i + m]) < n4) ++m;
+      for (size_t j = 0; j < 4; ++j) {
+        const size_t src = static_cast<size_t>(ix[i + std::min(j, m - 1)]);
+        std::memcpy(scratch.data() + j * row_bytes, base + src * row_bytes, row_bytes);
+        if (rows.scales) sc[j] = rows.scales[src];
+        if (rows.sqnorms) sn[j] = rows.sqnorms[src];
+      }
+      float out4[4];
+      score_block(K, g, p, metric, 0, 4, out4);
+      for (size_t j = 0; j < m; ++j) buf[i + j] = out4[j];
+      i += m;
+    }
     float a = top.admit();
     for (size_t i = 0; i < cnt; ++i) {
       if (buf[i] < a) continue;
-      top.push(buf[i], idx[b + i]);
+      top.push(buf[i], ix[i]);
       a = top.admit();
     }
   }
