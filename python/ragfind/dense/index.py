@@ -62,8 +62,9 @@ _MAX_HEADER = 1 << 26
 _HNSW_EXACT_FILTER_MIN = 4096
 _HNSW_EXACT_FILTER_FRACTION = 0.05
 # Exact searches whose allowed set is at most 1/_GATHER_RATIO of the rows score only those
-# rows (gather); larger sets scan everything through the mask (bench/dense.md).
-_GATHER_RATIO = 8
+# rows (gathered); larger sets scan every row through the mask. Measured crossovers (200,000 x
+# 384, 1 thread; bench/dense.md): about 0.7 of the rows for f32, 0.3-0.4 for f16 and i8.
+_GATHER_RATIO = {"f32": 2, "f16": 4, "i8": 4}
 # hnswlib caps M at 10000 (silently); the graph check rejects larger values in a file.
 _MAX_HNSW_PARAM = {"M": 10000, "ef_construction": 2**31 - 1}
 # Section dtypes a saved index can hold (np.dtype() parses arbitrary strings: a corrupt file
@@ -206,11 +207,14 @@ class _IdArray(np.ndarray):
 class _HnswAllowed:
     """A compiled HNSW filter: the allowed live labels, ascending, and a membership test."""
 
-    __slots__ = ("labels", "_set")
+    __slots__ = ("labels", "_set", "vectors")
 
     def __init__(self, labels: np.ndarray) -> None:
         self.labels = labels
         self._set: frozenset | None = None
+        # The allowed vectors, read from the graph at the first exact scan (hnswlib's get_items
+        # costs about 12 us per vector) and reused until the index changes.
+        self.vectors: np.ndarray | None = None
 
     def contains(self, label: int) -> bool:
         s = self._set
@@ -738,7 +742,7 @@ class DenseIndex:
         if live is not None:
             mask &= live
         count = int(np.count_nonzero(mask))
-        if count * _GATHER_RATIO <= n:
+        if count * _GATHER_RATIO[self._dtype] <= n:
             return None, np.flatnonzero(mask).astype(np.int64), count
         return mask, None, count
 
@@ -922,12 +926,18 @@ class DenseIndex:
         """Allowed sets up to this size are scanned exactly instead of walked (bench/dense.md)."""
         return max(_HNSW_EXACT_FILTER_MIN, int(_HNSW_EXACT_FILTER_FRACTION * len(self._id_to_slot)))
 
-    def _hnsw_exact_subset(self, Qm: np.ndarray, k: int, labels: np.ndarray) -> tuple:
+    def _hnsw_exact_subset(
+        self, Qm: np.ndarray, k: int, labels: np.ndarray, allowed: _HnswAllowed | None = None
+    ) -> tuple:
         """Exact top-k of each query over the given labels, in hnswlib's (labels, distances) form."""
         nq = Qm.shape[0]
         if labels.shape[0] == 0 or k == 0:
             return np.empty((nq, 0), np.uint64), np.empty((nq, 0), np.float32)
-        V = np.ascontiguousarray(self._hnsw.get_items(labels, return_type="numpy"), dtype=np.float32)
+        V = None if allowed is None else allowed.vectors
+        if V is None:
+            V = np.ascontiguousarray(self._hnsw.get_items(labels, return_type="numpy"), dtype=np.float32)
+            if allowed is not None:
+                allowed.vectors = V
         if self._metric == "l2":
             dist = _core.dense_pairwise(Qm, V, "l2sq")
         else:
@@ -955,7 +965,7 @@ class DenseIndex:
         if kk == 0:
             return np.empty((nq, 0), np.uint64), np.empty((nq, 0), np.float32)
         if allowed is not None and len(allowed.labels) <= self._hnsw_exact_max():
-            return self._hnsw_exact_subset(Qm, kk, allowed.labels)
+            return self._hnsw_exact_subset(Qm, kk, allowed.labels, allowed)
         flt = None if allowed is None else allowed.contains
         nt = 1 if flt is not None else (threads or -1)
         try:
@@ -964,14 +974,14 @@ class DenseIndex:
             pass
         subset = self._live_labels() if allowed is None else allowed.labels
         if nq == 1:
-            return self._hnsw_exact_subset(Qm, kk, subset)
+            return self._hnsw_exact_subset(Qm, kk, subset, allowed)
         labels = np.empty((nq, kk), np.uint64)
         dist = np.empty((nq, kk), np.float32)
         for i in range(nq):
             try:
                 li, di = self._hnsw.knn_query(Qm[i], k=kk, num_threads=1, filter=flt)
             except RuntimeError:
-                li, di = self._hnsw_exact_subset(Qm[i : i + 1], kk, subset)
+                li, di = self._hnsw_exact_subset(Qm[i : i + 1], kk, subset, allowed)
             labels[i], dist[i] = li[0], di[0]
         return labels, dist
 
