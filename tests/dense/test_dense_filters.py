@@ -276,3 +276,52 @@ def test_load_foreign_truncated_and_old_files_raise_index_file_error(tmp_path):
     other.write_bytes(b"RFLATE\x00\x00" + raw[8:])
     with pytest.raises(IndexFileError, match="magic"):
         DenseIndex.load(other)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "i8"])
+def test_incremental_compaction_matches_reference(dtype, tmp_path, monkeypatch):
+    """Writes during a chunked compaction: results, ids order and files follow the live rows."""
+    import ragfind.dense.index as dense_index
+
+    monkeypatch.setattr(dense_index._Compaction, "_CHUNK_BYTES", 1)  # 1024 rows per write
+    rng = np.random.default_rng(11)
+    n, d = 4000, 8
+    X = rng.standard_normal((n, d)).astype(np.float32)
+    index = DenseIndex(d, metric="l2", dtype=dtype)
+    index.add(X)
+    live = dict(enumerate(X))  # insertion order = expected ids order
+    flt = IdFilter(range(0, 20_000, 3))
+    saw_compaction = False
+    for step in range(400):
+        op = rng.integers(0, 10)
+        if op < 7 and live:
+            victims = rng.choice(
+                list(live), size=min(len(live), int(rng.integers(1, 24))), replace=False
+            ).tolist()
+            index.delete(victims)
+            for v in victims:
+                del live[v]
+        else:
+            new = [int(x) for x in rng.integers(0, 6000, 4) if int(x) not in live]
+            new = list(dict.fromkeys(new))
+            if new:
+                Y = rng.standard_normal((len(new), d)).astype(np.float32)
+                index.add(Y, ids=new)
+                live.update(zip(new, Y))
+        saw_compaction |= index._compaction is not None
+        if step % 20 == 0 or index._compaction is not None:
+            assert index.ids.tolist() == list(live)
+            q = rng.standard_normal(d).astype(np.float32)
+            for f in (None, flt):
+                allowed = [x for x in live if f is None or x in f]
+                ids, scores = index.search(q, k=7, filter=f)
+                R = _stored_rows(np.stack([live[x] for x in allowed]), "l2", dtype)
+                ref = _numpy_scores(R, q, "l2")
+                _check_against_numpy(ids, scores, allowed, ref, "l2", 7, 1e-4 if dtype == "f32" else 0.3)
+        if step == 200:
+            index.save(tmp_path / "mid.idx")
+            loaded = DenseIndex.load(tmp_path / "mid.idx")
+            assert loaded.ids.tolist() == list(live)
+    assert saw_compaction
+    index._compact()
+    assert index._compaction is None and index.ids.tolist() == list(live)
