@@ -278,12 +278,36 @@ def test_load_foreign_truncated_and_old_files_raise_index_file_error(tmp_path):
         DenseIndex.load(other)
 
 
+def test_load_late_and_sparse_files_raise_index_file_error(tmp_path):
+    from ragfind import LateInteractionIndex, SparseVectorIndex
+    from ragfind.models.splade import SparseEmbeddings
+
+    rng = np.random.default_rng(0)
+    late = LateInteractionIndex(dim=8)
+    late.add([rng.standard_normal((3, 8)).astype(np.float32) for _ in range(4)])
+    late.save(tmp_path / "late.idx")
+    sparse = SparseVectorIndex(16)
+    indptr = np.asarray([0, 2, 3], np.int64)
+    sparse.add(SparseEmbeddings(indptr, np.asarray([1, 5, 2], np.int32), np.ones(3, np.float32), 16))
+    sparse.save(tmp_path / "sparse.idx")
+    for name in ("late.idx", "sparse.idx"):
+        with pytest.raises(IndexFileError, match="magic"):
+            DenseIndex.load(tmp_path / name)
+    # And the other way round: the sectioned loaders raise IndexFileError for a dense file.
+    d = DenseIndex(8)
+    d.add(rng.standard_normal((2, 8)).astype(np.float32))
+    d.save(tmp_path / "dense.idx")
+    for cls in (LateInteractionIndex, SparseVectorIndex):
+        with pytest.raises(IndexFileError):
+            cls.load(tmp_path / "dense.idx")
+
+
 @pytest.mark.parametrize("dtype", ["f32", "i8"])
 def test_incremental_compaction_matches_reference(dtype, tmp_path, monkeypatch):
     """Writes during a chunked compaction: results, ids order and files follow the live rows."""
     import ragfind.dense.index as dense_index
 
-    monkeypatch.setattr(dense_index._Compaction, "_CHUNK_BYTES", 1)  # 1024 rows per write
+    monkeypatch.setattr(dense_index._Compaction, "_CHUNK_BYTES", 1)  # 128 rows per write
     rng = np.random.default_rng(11)
     n, d = 4000, 8
     X = rng.standard_normal((n, d)).astype(np.float32)
