@@ -110,7 +110,7 @@ def worker() -> dict:
 
 def crossover() -> None:
     from ragfind import _core
-    from ragfind.dense.index import _quantise_i8
+    from ragfind.dense.exact import _quantise_i8
 
     X = _data(200_000)
     q = X[7] + 0.01
@@ -133,7 +133,7 @@ def crossover() -> None:
 
 
 def hnsw() -> None:
-    import ragfind.dense.index as di
+    import ragfind.dense.hnsw as di
     from ragfind import DenseIndex
     from ragfind.ids import IdFilter
 

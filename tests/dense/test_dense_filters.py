@@ -160,7 +160,7 @@ def test_exact_filter_empty_and_foreign_kinds():
 @pytest.mark.parametrize("metric", ["cosine", "ip", "l2"])
 @pytest.mark.parametrize("allowed_n", [7, 300, 1500])
 def test_hnsw_filter_allowed_only_exact_scores_min_k(metric, allowed_n, monkeypatch):
-    import ragfind.dense.index as dense_index
+    import ragfind.dense.hnsw as dense_hnsw
 
     rng = np.random.default_rng(allowed_n)
     n, d = 2000, 16
@@ -168,7 +168,7 @@ def test_hnsw_filter_allowed_only_exact_scores_min_k(metric, allowed_n, monkeypa
     index = DenseIndex(d, metric=metric, kind="hnsw", M=8, ef_construction=64)
     index.add(X)
     # Force the graph walk for the larger sets (the exact threshold is 4096 by default).
-    monkeypatch.setattr(dense_index, "_HNSW_EXACT_FILTER_MIN", 200)
+    monkeypatch.setattr(dense_hnsw, "_HNSW_EXACT_FILTER_MIN", 200)
     allowed = rng.choice(n, allowed_n, replace=False)
     flt = IdFilter(allowed)
     R = _stored_rows(X, metric, "f32")
@@ -305,9 +305,9 @@ def test_load_late_and_sparse_files_raise_index_file_error(tmp_path):
 @pytest.mark.parametrize("dtype", ["f32", "i8"])
 def test_incremental_compaction_matches_reference(dtype, tmp_path, monkeypatch):
     """Writes during a chunked compaction: results, ids order and files follow the live rows."""
-    import ragfind.dense.index as dense_index
+    import ragfind.dense.exact as dense_exact
 
-    monkeypatch.setattr(dense_index._Compaction, "_CHUNK_BYTES", 1)  # 128 rows per write
+    monkeypatch.setattr(dense_exact._Compaction, "_CHUNK_BYTES", 1)  # 128 rows per write
     rng = np.random.default_rng(11)
     n, d = 4000, 8
     X = rng.standard_normal((n, d)).astype(np.float32)

@@ -12,13 +12,16 @@ Scores, best first:
 * ``metric="ip"``: inner product, highest first.
 * ``metric="l2"``: *squared* Euclidean distance, smallest first.
 
+DenseIndex is the face (arguments, ids, errors, files); the backends hold the rest:
+``dense/exact.py`` (the snapshot, the scan, filters as masks or gathered rows, compaction) and
+``dense/hnsw.py`` (the hnswlib graph, its filters and the exact fallback).
+
 The raw kernels are exposed for tests and power users: ``dot``, ``cosine`` and ``l2sq`` on
 matrices, dispatched to the active SIMD level (``ragfind.set_simd_level``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import mmap as _mmap
@@ -27,15 +30,16 @@ import struct
 import tempfile
 import threading
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Union
 
 import numpy as np
 
 from ragfind import _core
+from ragfind.dense.exact import _CORRUPT_GRAPH, _DTYPES, ExactBackend, _quantise_i8  # noqa: F401
+from ragfind.dense.hnsw import HnswBackend, _scratch_file, _write_all  # noqa: F401
 from ragfind.errors import DuplicateIdError, IdKindError, IndexFileError, UnknownIdError
-from ragfind.ids import IdFilter, as_id_filter, empty_ids
 from ragfind.persist.atomic import fault_point, fsync_dir, remove_stale_temp_files, temp_prefix
 
 __all__ = ["DenseIndex", "dot", "cosine", "l2sq"]
@@ -43,7 +47,6 @@ __all__ = ["DenseIndex", "dot", "cosine", "l2sq"]
 Id = Union[int, str]
 
 _METRICS = ("cosine", "ip", "l2")
-_DTYPES = {"f32": np.float32, "f16": np.float16, "i8": np.int8}
 _KINDS = ("exact", "hnsw")
 _F16_MAX = 65504.0
 _F32 = np.dtype(np.float32)
@@ -57,14 +60,6 @@ _VERSION = 1
 _PREAMBLE = struct.Struct("<8sIIQII")
 _ALIGN = 64
 _MAX_HEADER = 1 << 26
-# HNSW searches restricted to at most this many ids scan those vectors exactly instead
-# (and to at most this fraction of the index; bench/dense.md has the crossover).
-_HNSW_EXACT_FILTER_MIN = 4096
-_HNSW_EXACT_FILTER_FRACTION = 0.05
-# Exact searches whose allowed set is at most 1/_GATHER_RATIO of the rows score only those
-# rows (gathered); larger sets scan every row through the mask. Measured crossovers (200,000 x
-# 384, 1 thread; bench/dense.md): about 0.7 of the rows for f32, 0.3-0.4 for f16 and i8.
-_GATHER_RATIO = {"f32": 2, "f16": 4, "i8": 4}
 # hnswlib caps M at 10000 (silently); the graph check rejects larger values in a file.
 _MAX_HNSW_PARAM = {"M": 10000, "ef_construction": 2**31 - 1}
 # Section dtypes a saved index can hold (np.dtype() parses arbitrary strings: a corrupt file
@@ -77,39 +72,8 @@ from ragfind.dense.kernels import cosine, dot, l2sq  # noqa: E402,F401  (re-expo
 # ----------------------------------------------------------------------------- helpers
 
 
-# A search met a label the index never assigned: only a corrupt (crafted) graph does that.
-_CORRUPT_GRAPH = "the HNSW graph returned a label this index never assigned (corrupt index file?)"
-
 # search_batch pads every row to k; past this many entries a k above the index size is an error.
 _MAX_PADDED_ENTRIES = 1 << 24
-
-
-@contextlib.contextmanager
-def _scratch_file() -> Iterator[tuple[int, str]]:
-    """(fd, path) of a scratch file for hnswlib, which only reads and writes graphs by path.
-
-    On Linux it is an anonymous memory file (``memfd_create``) reached through /proc/self/fd,
-    so a killed process leaves nothing behind; elsewhere a temporary file removed on exit.
-    """
-    if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
-        fd = os.memfd_create("ragfind-hnsw", os.MFD_CLOEXEC)
-        try:
-            yield fd, f"/proc/self/fd/{fd}"
-        finally:
-            os.close(fd)
-        return
-    fd, tmp = tempfile.mkstemp(prefix="ragfind-hnsw-", suffix=".bin")
-    try:
-        yield fd, tmp
-    finally:
-        os.close(fd)
-        os.unlink(tmp)
-
-
-def _write_all(fd: int, data: Any) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def _check_vectors(vectors: Any, dim: int, name: str = "vectors") -> np.ndarray:
@@ -155,15 +119,6 @@ def _normalise_rows(X: np.ndarray, name: str) -> np.ndarray:
     return (X / norms[:, None]).astype(np.float32)
 
 
-def _quantise_i8(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric per-row int8: scale = max|x| / 127, q = round(x / scale)."""
-    amax = np.abs(X).max(axis=1)
-    scales = (amax / 127.0).astype(np.float32)
-    safe = np.where(scales > 0, scales, 1.0).astype(np.float32)
-    Q = np.clip(np.rint(X / safe[:, None]), -127, 127).astype(np.int8)
-    return Q, scales
-
-
 def _normalise_ids(ids: Any, n: int) -> list:
     if isinstance(ids, (str, bytes, int, np.integer)):
         ids = [ids]
@@ -204,108 +159,6 @@ class _IdArray(np.ndarray):
         return np.asarray(self).tolist()
 
 
-class _HnswAllowed:
-    """A compiled HNSW filter: the allowed live labels, ascending, and a membership test."""
-
-    __slots__ = ("labels", "_set", "vectors")
-
-    def __init__(self, labels: np.ndarray) -> None:
-        self.labels = labels
-        self._set: frozenset | None = None
-        # The allowed vectors, read from the graph at the first exact scan (hnswlib's get_items
-        # costs about 12 us per vector) and reused until the index changes.
-        self.vectors: np.ndarray | None = None
-
-    def contains(self, label: int) -> bool:
-        s = self._set
-        if s is None:
-            s = self._set = frozenset(self.labels.tolist())
-        return label in s
-
-
-class _Compaction:
-    """New arrays an exact index's live rows are copied into, one chunk per write."""
-
-    # Old rows looked at per write (about half of them live and copied): writing fresh pages
-    # costs about 4 ms per MB here (first-touch page faults), so chunks stay small.
-    _CHUNK_BYTES = 1 << 19
-
-    def __init__(self, index: DenseIndex, live_count: int) -> None:
-        cap = max(live_count, 1024)
-        dt = _DTYPES[index._dtype]
-        self.data = np.empty((cap, index._dim), dtype=dt)
-        self.scales = np.empty(cap, np.float32) if index._dtype == "i8" else None
-        self.sqnorms = np.empty(cap, np.float32) if (index._dtype == "i8" and index._metric == "l2") else None
-        self.slot_ids = np.empty(cap, dtype=index._slot_ids.dtype)
-        self.chunk_rows = max(128, self._CHUNK_BYTES // (index._dim * np.dtype(dt).itemsize))
-        self.src = 0  # old rows below this have been looked at
-        self.dst = 0  # rows copied
-        self.old_rows: list[np.ndarray] = []
-        self.new_map: dict = {}
-
-    def copy(self, rows: np.ndarray, data, scales, sqnorms, slot_ids) -> None:
-        m = rows.shape[0]
-        if m == 0:
-            return
-        if self.dst + m > self.data.shape[0]:  # rows added during the compaction
-            cap = max(self.dst + m, 2 * self.data.shape[0])
-            self.data = _grown(self.data, cap)
-            self.scales = None if self.scales is None else _grown(self.scales, cap)
-            self.sqnorms = None if self.sqnorms is None else _grown(self.sqnorms, cap)
-            self.slot_ids = _grown(self.slot_ids, cap)
-        d0, d1 = self.dst, self.dst + m
-        np.take(data, rows, axis=0, out=self.data[d0:d1], mode="clip")  # rows are in range
-        if self.scales is not None:
-            self.scales[d0:d1] = scales[rows]
-        if self.sqnorms is not None:
-            self.sqnorms[d0:d1] = sqnorms[rows]
-        ids = slot_ids[rows]
-        self.slot_ids[d0:d1] = ids
-        ids_list = ids.tolist()
-        before = len(self.new_map)
-        self.new_map.update(zip(ids_list, range(d0, d1)))
-        if len(self.new_map) != before + m:
-            # An id deleted and added again: it moves to the end (insertion order).
-            for x, slot in zip(ids_list, range(d0, d1)):
-                self.new_map.pop(x, None)
-                self.new_map[x] = slot
-        self.old_rows.append(rows.astype(np.int64, copy=False))
-        self.dst = d1
-
-
-def _grown(arr: np.ndarray, cap: int) -> np.ndarray:
-    out = np.empty((cap, *arr.shape[1:]), dtype=arr.dtype)
-    out[: arr.shape[0]] = arr
-    return out
-
-
-class _SortedKeys:
-    """Ids of rows (slots or labels) sorted once, to map a filter's ids to rows vectorised."""
-
-    __slots__ = ("keys", "order")
-
-    def __init__(self, row_ids: np.ndarray, kind: str | None) -> None:
-        keys = row_ids.astype(str) if kind == "str" else row_ids
-        self.order = np.argsort(keys, kind="stable")
-        self.keys = keys[self.order]
-
-    def rows_of(self, flt: IdFilter, kind: str | None) -> np.ndarray:
-        """Rows whose id is in ``flt`` (every row of an id, dead ones included)."""
-        if flt.kind is None or flt.kind != kind or self.keys.shape[0] == 0:
-            return np.empty(0, np.int64)
-        q = flt.ids.astype(str) if kind == "str" else flt.ids
-        lo = np.searchsorted(self.keys, q, side="left")
-        hi = np.searchsorted(self.keys, q, side="right")
-        cnt = hi - lo
-        if cnt.max(initial=0) <= 1:
-            pos = lo[cnt == 1]
-        else:  # an id deleted and added again before compaction: several rows
-            total = int(cnt.sum())
-            starts = np.repeat(lo, cnt)
-            pos = starts + (np.arange(total) - np.repeat(np.cumsum(cnt) - cnt, cnt))
-        return self.order[pos].astype(np.int64, copy=False)
-
-
 def _byte_view(arr: np.ndarray) -> np.ndarray:
     """The bytes of a C-contiguous array as a flat uint8 array (no copy; empty arrays too)."""
     return np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
@@ -314,7 +167,7 @@ def _byte_view(arr: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------- index
 
 
-class DenseIndex:
+class DenseIndex(ExactBackend, HnswBackend):
     """Top-k search over embedding vectors with integer or string ids.
 
     Args:
@@ -399,7 +252,7 @@ class DenseIndex:
         self._sorted_keys: tuple | None = None  # (layout, n, _SortedKeys)
         self._state: tuple = self._make_state(0, None)
         self._n_deleted = 0
-        self._compaction: _Compaction | None = None  # a compaction under way (exact)
+        self._compaction: Any = None  # a compaction under way (exact.py _Compaction)
         # HNSW
         self._hnsw: Any = None
         # Many readers or one writer (hnswlib searches must not overlap adds or resizes); writers
@@ -697,447 +550,6 @@ class DenseIndex:
         if fingerprint is not None:
             self.check_fingerprint(fingerprint)
 
-    # --------------------------------------------------------------- exact backend
-
-    def _make_state(self, n: int, live: np.ndarray | None) -> tuple:
-        scales = self._scales[:n] if self._dtype == "i8" else None
-        sqnorms = self._sqnorms[:n] if (self._dtype == "i8" and self._metric == "l2") else None
-        return (self._data[:n], scales, sqnorms, live, self._slot_ids[:n], n, self._generation, self._layout)
-
-    def _ensure_capacity(self, need: int) -> None:
-        if need <= self._cap and self._data.flags.writeable:
-            return
-        cap = max(need, 2 * self._cap, 1024) if need > self._cap else self._cap
-        n = self._state[5]
-        data = np.empty((cap, self._dim), dtype=_DTYPES[self._dtype])
-        data[:n] = self._data[:n]
-        scales = np.empty(cap, np.float32)
-        scales[:n] = self._scales[:n] if self._scales.shape[0] >= n else 0
-        sqnorms = np.empty(cap, np.float32)
-        sqnorms[:n] = self._sqnorms[:n] if self._sqnorms.shape[0] >= n else 0
-        slot_ids = np.empty(cap, dtype=self._slot_ids.dtype)
-        slot_ids[:n] = self._slot_ids[:n]
-        self._data, self._scales, self._sqnorms, self._slot_ids = data, scales, sqnorms, slot_ids
-        self._cap = cap
-
-    def _add_exact(self, X: np.ndarray, id_list: list, kind: str) -> None:
-        n0 = self._state[5]
-        n = X.shape[0]
-        if self._dtype == "f32":
-            rows: np.ndarray = X
-        elif self._dtype == "f16":
-            rows = X.astype(np.float16)
-        else:
-            rows, scales = _quantise_i8(X)
-        if kind == "str" and self._slot_ids.dtype != object:
-            self._slot_ids = self._slot_ids.astype(object)
-        self._ensure_capacity(n0 + n)
-        self._data[n0 : n0 + n] = rows
-        if self._dtype == "i8":
-            self._scales[n0 : n0 + n] = scales
-            if self._metric == "l2":
-                deq = rows.astype(np.float32) * scales[:, None]
-                self._sqnorms[n0 : n0 + n] = np.einsum("ij,ij->i", deq, deq)
-        self._slot_ids[n0 : n0 + n] = np.asarray(id_list, dtype=self._slot_ids.dtype)
-        live = self._state[3]
-        if live is not None:
-            live = np.concatenate([live, np.ones(n, np.uint8)])
-        for i, x in enumerate(id_list):
-            self._id_to_slot[x] = n0 + i
-        self._generation += 1
-        self._state = self._make_state(n0 + n, live)
-        self._compaction_step()
-
-    def _delete_exact(self, slots: list) -> None:
-        n = self._state[5]
-        live = self._state[3]
-        live = np.ones(n, np.uint8) if live is None else live.copy()
-        live[slots] = 0
-        self._n_deleted += len(slots)
-        self._generation += 1
-        self._state = self._make_state(n, live)
-        if self._compaction is None and self._n_deleted > max(1024, n // 2):
-            self._compaction = _Compaction(self, n - self._n_deleted)
-        self._compaction_step()
-
-    def _compaction_step(self) -> None:
-        """Copies the next chunk of live rows of a compaction under way (under the write lock).
-
-        Dropping deleted rows in one go copies every live row (about 600 ms at 100,000 x 384
-        float32), so each write copies one small chunk into the new arrays instead, and the
-        compacted snapshot is published when the last row is copied; searches use the current
-        snapshot meanwhile.
-        """
-        c = self._compaction
-        if c is None:
-            return
-        data, scales, sqnorms, live, slot_ids, n = self._state[:6]
-        end = min(n, c.src + c.chunk_rows)
-        rows = c.src + (np.flatnonzero(live[c.src : end]) if live is not None else np.arange(end - c.src))
-        c.copy(rows, data, scales, sqnorms, slot_ids)
-        c.src = end
-        if c.src >= n:
-            self._finish_compaction()
-
-    def _finish_compaction(self) -> None:
-        c = self._compaction
-        live = self._state[3]
-        old = np.concatenate(c.old_rows) if c.old_rows else np.empty(0, np.int64)
-        # Rows deleted after they were copied stay tombstones in the new layout.
-        new_live = live[old].copy() if live is not None else np.ones(old.shape[0], np.uint8)
-        dead = np.flatnonzero(new_live == 0)
-        new_map = c.new_map
-        for j in dead.tolist():
-            x = c.slot_ids[j]
-            if new_map.get(x) == j:
-                del new_map[x]
-        m = old.shape[0]
-        self._data, self._slot_ids = c.data, c.slot_ids
-        self._scales = c.scales if c.scales is not None else np.empty(0, np.float32)
-        self._sqnorms = c.sqnorms if c.sqnorms is not None else np.empty(0, np.float32)
-        self._cap = c.data.shape[0]
-        self._n_deleted = int(dead.shape[0])
-        self._id_to_slot = new_map
-        self._compaction = None
-        self._generation += 1
-        self._layout += 1
-        self._state = self._make_state(m, new_live if dead.size else None)
-
-    def _compact(self) -> None:
-        """Drops deleted rows now, finishing a compaction under way (under the write lock)."""
-        if self._compaction is None:
-            if self._state[3] is None:
-                return
-            self._compaction = _Compaction(self, self._state[5] - self._n_deleted)
-        self._compaction.chunk_rows = 1 << 62
-        self._compaction_step()
-
-    def _sorted_keys_of(self, state: tuple) -> _SortedKeys:
-        """The slots' ids sorted, shared by every filter compiled against this layout."""
-        n, layout = state[5], state[7]
-        cached = self._sorted_keys
-        if cached is not None and cached[0] == layout and cached[1] == n:
-            return cached[2]
-        keys = _SortedKeys(state[4], self._id_kind)
-        self._sorted_keys = (layout, n, keys)
-        return keys
-
-    def _compile_exact(self, flt: IdFilter, state: tuple) -> tuple:
-        """(mask or None, subset or None, allowed count) of ``flt`` over ``state``'s live slots.
-
-        A small allowed set becomes the ascending slots to gather; a larger one a uint8 mask.
-        """
-        live, n = state[3], state[5]
-        slots = self._sorted_keys_of(state).rows_of(flt, self._id_kind)
-        mask = np.zeros(n, np.uint8)
-        mask[slots] = 1
-        if live is not None:
-            mask &= live
-        count = int(np.count_nonzero(mask))
-        if count * _GATHER_RATIO[self._dtype] <= n:
-            return None, np.flatnonzero(mask).astype(np.int64), count
-        return mask, None, count
-
-    def _exact_allowed(self, filter: Any, state: tuple) -> tuple:  # noqa: A002
-        """(mask, subset, allowed count) for a search over ``state``."""
-        live, slot_ids, n = state[3], state[4], state[5]
-        if callable(filter) and not isinstance(filter, IdFilter):
-            # Compatibility: one call per stored vector (slow on large indexes).
-            mask = np.fromiter((bool(filter(x)) for x in slot_ids.tolist()), dtype=np.uint8, count=n)
-            if live is not None:
-                mask &= live
-            return mask, None, int(np.count_nonzero(mask))
-        flt = as_id_filter(filter)
-        return flt.compiled(self, state[6], lambda f: self._compile_exact(f, state))
-
-    def _search_exact(  # noqa: A002
-        self, qv: np.ndarray, k: int, threshold: Any, filter: Any, threads: Any, qnorm: float
-    ) -> tuple:
-        state = self._state
-        data, scales, sqnorms, live, slot_ids, n = state[:6]
-        if filter is None:
-            allowed, subset = live, None
-            k = min(k, n)
-        else:
-            allowed, subset, count = self._exact_allowed(filter, state)
-            k = min(k, count)
-        if k == 0:
-            return empty_ids(self._id_kind), np.empty(0, np.float32)
-        t = self._threads if threads is None else int(threads)
-        metric = "l2" if self._metric == "l2" else "ip"
-        if threshold is not None and qnorm != 1.0:
-            threshold = threshold * qnorm
-        rows, scores = _core.dense_search(
-            data, self._dtype, scales, sqnorms, qv, k, metric, allowed, threshold, t, subset
-        )
-        if qnorm != 1.0:
-            scores *= np.float32(1.0 / qnorm)
-        return slot_ids[rows], scores
-
-    def _search_batch_exact(self, Qm: np.ndarray, k: int, threshold: Any, filter: Any, threads: int) -> tuple:  # noqa: A002
-        state = self._state
-        data, scales, sqnorms, live, slot_ids, n = state[:6]
-        if filter is None:
-            allowed, subset = live, None
-        else:
-            allowed, subset, _count = self._exact_allowed(filter, state)
-        metric = "l2" if self._metric == "l2" else "ip"
-        rows, scores, _counts = _core.dense_search_batch(
-            data, self._dtype, scales, sqnorms, Qm, k, metric, allowed, threshold, threads, subset
-        )
-        return self._pad_ids(slot_ids, rows), scores
-
-    def _pad_ids(self, slot_ids: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        if rows.size and rows.max() >= slot_ids.shape[0]:
-            raise ValueError(_CORRUPT_GRAPH)
-        missing = rows < 0
-        if slot_ids.dtype == object:
-            out = np.empty(rows.shape, dtype=object)
-            if slot_ids.shape[0]:
-                out[...] = slot_ids[np.where(missing, 0, rows)]
-            out[missing] = None
-            return out
-        if slot_ids.shape[0] == 0:
-            return np.full(rows.shape, -1, dtype=np.int64)
-        out = slot_ids[np.where(missing, 0, rows)]
-        out[missing] = -1
-        return out
-
-    # --------------------------------------------------------------- hnsw backend
-
-    def _init_hnsw(self, capacity: int) -> None:
-        import hnswlib
-
-        space = "l2" if self._metric == "l2" else "ip"
-        self._hnsw = hnswlib.Index(space=space, dim=self._dim)
-        self._hnsw.init_index(
-            max_elements=capacity,
-            ef_construction=self._ef_construction,
-            M=self._M,
-            random_seed=100,
-            allow_replace_deleted=True,
-        )
-        self._hnsw.set_ef(self._ef)
-        self._hnsw.set_num_threads(max(1, os.cpu_count() or 1))
-        self._label_ids: list = []  # label -> id (None once deleted and replaced)
-        self._next_label = 0
-        self._n_hnsw_deleted = 0
-        self._label_ids_arr: np.ndarray | None = None
-        self._labels_are_ids_n = -1  # length of _label_ids at which label == id for all
-        self._label_live = np.zeros(0, np.uint8)  # label -> 1 while its id is in the index
-        self._label_keys: tuple | None = None  # (len(_label_ids), _SortedKeys)
-
-    def _set_label_live(self, labels: np.ndarray, value: int) -> None:
-        """Marks labels live (1) or deleted (0), growing the mask (under the write lock)."""
-        if labels.size == 0:
-            return
-        need = int(labels.max()) + 1
-        if need > self._label_live.shape[0]:
-            grown = np.zeros(max(need, 2 * self._label_live.shape[0], 1024), np.uint8)
-            grown[: self._label_live.shape[0]] = self._label_live
-            self._label_live = grown
-        self._label_live[labels] = value
-
-    def _add_hnsw(self, X: np.ndarray, id_list: list, kind: str) -> None:
-        n = X.shape[0]
-        labels = np.arange(self._next_label, self._next_label + n, dtype=np.int64)
-        self._rw.acquire_write()
-        try:
-            h = self._hnsw
-            # Replacement fills deleted slots first; grow (doubling) for what does not fit.
-            need = h.element_count + max(0, n - self._n_hnsw_deleted)
-            if need > h.max_elements:
-                h.resize_index(max(need, 2 * h.max_elements))
-            reuse = min(n, self._n_hnsw_deleted)
-            h.add_items(X, labels, replace_deleted=reuse > 0)
-            self._n_hnsw_deleted -= reuse
-            # Still under the write lock: a search must never see a label whose id is unknown.
-            self._label_ids.extend(id_list)
-            self._next_label += n
-            for x, lab in zip(id_list, labels.tolist()):
-                self._id_to_slot[x] = lab
-            self._set_label_live(labels, 1)
-            self._label_ids_arr = None  # rebuilt lazily for id mapping
-            self._generation += 1
-        finally:
-            self._rw.release_write()
-
-    def _label_array(self) -> np.ndarray:
-        arr = self._label_ids_arr
-        if arr is None or arr.shape[0] != len(self._label_ids):
-            dtype = object if self._id_kind == "str" else np.int64
-            arr = np.asarray(
-                [(-1 if x is None and dtype is np.int64 else x) for x in self._label_ids], dtype=dtype
-            )
-            # Labels are ids (integer ids 0..n-1 added in order, none re-added) in the common
-            # case; searches then skip the mapping. _label_ids is append-only, so this holds
-            # for every label array of this length (no torn reads with concurrent rebuilds).
-            if dtype is np.int64 and np.array_equal(arr, np.arange(arr.shape[0], dtype=np.int64)):
-                self._labels_are_ids_n = arr.shape[0]
-            self._label_ids_arr = arr
-        return arr
-
-    def _delete_hnsw(self, labels: list) -> None:
-        self._rw.acquire_write()
-        try:
-            for lab in labels:
-                self._hnsw.mark_deleted(int(lab))
-            self._n_hnsw_deleted += len(labels)
-            self._set_label_live(np.asarray(labels, np.int64), 0)
-            self._generation += 1
-        finally:
-            self._rw.release_write()
-
-    def _live_labels(self) -> np.ndarray:
-        """Every live label, ascending (under the read lock)."""
-        return np.flatnonzero(self._label_live[: self._next_label]).astype(np.int64)
-
-    def _compile_hnsw(self, flt: IdFilter) -> _HnswAllowed:
-        """The live labels of ``flt``'s ids (under the read lock: the labels cannot change)."""
-        arr = self._label_array()
-        cached = self._label_keys
-        if cached is None or cached[0] != arr.shape[0]:
-            cached = (arr.shape[0], _SortedKeys(arr, self._id_kind))
-            self._label_keys = cached
-        labels = cached[1].rows_of(flt, self._id_kind)
-        labels = labels[self._label_live[labels] != 0]
-        labels.sort()
-        return _HnswAllowed(labels)
-
-    def _hnsw_allowed(self, filter: Any) -> _HnswAllowed:  # noqa: A002
-        """The allowed live labels of a filter (an IdFilter is compiled once per generation)."""
-        if callable(filter) and not isinstance(filter, IdFilter):
-            # Compatibility: one call per stored vector (slow on large indexes).
-            live = self._live_labels()
-            label_ids = self._label_ids
-            keep = np.fromiter((bool(filter(label_ids[lab])) for lab in live.tolist()), bool, live.shape[0])
-            return _HnswAllowed(live[keep])
-        return as_id_filter(filter).compiled(self, self._generation, self._compile_hnsw)
-
-    def _hnsw_exact_max(self) -> int:
-        """Allowed sets up to this size are scanned exactly instead of walked (bench/dense.md)."""
-        return max(_HNSW_EXACT_FILTER_MIN, int(_HNSW_EXACT_FILTER_FRACTION * len(self._id_to_slot)))
-
-    def _hnsw_exact_subset(
-        self, Qm: np.ndarray, k: int, labels: np.ndarray, allowed: _HnswAllowed | None = None
-    ) -> tuple:
-        """Exact top-k of each query over the given labels, in hnswlib's (labels, distances) form."""
-        nq = Qm.shape[0]
-        if labels.shape[0] == 0 or k == 0:
-            return np.empty((nq, 0), np.uint64), np.empty((nq, 0), np.float32)
-        V = None if allowed is None else allowed.vectors
-        if V is None:
-            V = np.ascontiguousarray(self._hnsw.get_items(labels, return_type="numpy"), dtype=np.float32)
-            if allowed is not None:
-                allowed.vectors = V
-        if self._metric == "l2":
-            dist = _core.dense_pairwise(Qm, V, "l2sq")
-        else:
-            dist = 1.0 - _core.dense_pairwise(Qm, V, "dot")
-        kk = min(k, labels.shape[0])
-        if kk < labels.shape[0]:
-            part = np.argpartition(dist, kk - 1, axis=1)[:, :kk]
-            # Ties at the cut: stable order over positions keeps the lower label first.
-            cut = np.take_along_axis(dist, part, axis=1).max(axis=1, keepdims=True)
-            cand = dist <= cut
-            order = np.empty((nq, kk), np.int64)
-            for i in range(nq):
-                pos = np.flatnonzero(cand[i])
-                order[i] = pos[np.argsort(dist[i, pos], kind="stable")[:kk]]
-        else:
-            order = np.argsort(dist, axis=1, kind="stable")
-        return labels[order].astype(np.uint64), np.take_along_axis(dist, order, axis=1).astype(np.float32)
-
-    def _hnsw_walk_or_exact(
-        self, Qm: np.ndarray, kk: int, allowed: _HnswAllowed | None, threads: int
-    ) -> tuple:
-        """hnswlib's walk (filtered when ``allowed``), or an exact scan over the allowed labels
-        when that set is small or the walk finds fewer than ``kk`` (hnswlib raises then)."""
-        nq = Qm.shape[0]
-        if kk == 0:
-            return np.empty((nq, 0), np.uint64), np.empty((nq, 0), np.float32)
-        if allowed is not None and len(allowed.labels) <= self._hnsw_exact_max():
-            return self._hnsw_exact_subset(Qm, kk, allowed.labels, allowed)
-        flt = None if allowed is None else allowed.contains
-        nt = 1 if flt is not None else (threads or -1)
-        try:
-            return self._hnsw.knn_query(Qm, k=kk, num_threads=nt, filter=flt)
-        except RuntimeError:
-            pass
-        subset = self._live_labels() if allowed is None else allowed.labels
-        if nq == 1:
-            return self._hnsw_exact_subset(Qm, kk, subset, allowed)
-        labels = np.empty((nq, kk), np.uint64)
-        dist = np.empty((nq, kk), np.float32)
-        for i in range(nq):
-            try:
-                li, di = self._hnsw.knn_query(Qm[i], k=kk, num_threads=1, filter=flt)
-            except RuntimeError:
-                li, di = self._hnsw_exact_subset(Qm[i : i + 1], kk, subset, allowed)
-            labels[i], dist[i] = li[0], di[0]
-        return labels, dist
-
-    def _search_hnsw(self, qv: np.ndarray, k: int, threshold: Any, filter: Any) -> tuple:  # noqa: A002
-        rw = self._rw
-        rw.acquire_read()
-        try:
-            if filter is None:
-                kk = min(k, len(self._id_to_slot))
-                try:
-                    if not kk:
-                        raise RuntimeError
-                    labels, dist = self._hnsw.knn_query(qv, k=kk, num_threads=1)
-                except RuntimeError:
-                    labels, dist = self._hnsw_walk_or_exact(qv[None, :], kk, None, 1)
-            else:
-                allowed = self._hnsw_allowed(filter)
-                labels, dist = self._hnsw_walk_or_exact(qv[None, :], min(k, len(allowed.labels)), allowed, 1)
-            arr = self._label_ids_arr
-            if arr is None or arr.shape[0] != len(self._label_ids):
-                arr = self._label_array()
-        except BaseException:
-            rw.release_read()
-            raise
-        # One C++ call releases the lock, checks q, converts distances to scores, applies the
-        # threshold and maps labels to ids: separate numpy calls on the result each cost
-        # microseconds with the caches cold after the graph walk (bench/dense.md).
-        n, code = arr.shape[0], self._metric_code
-        if n == self._labels_are_ids_n:
-            return _core.hnsw_finish_single(rw, labels, dist, qv, code, threshold, n, None)
-        if arr.dtype == object:
-            rows, scores = _core.hnsw_finish_single(rw, labels, dist, qv, code, threshold, n, None)
-            return (arr.take(rows) if rows.size else empty_ids(self._id_kind)), scores
-        return _core.hnsw_finish_single(rw, labels, dist, qv, code, threshold, n, arr)
-
-    def _search_batch_hnsw(self, Qm: np.ndarray, k: int, threshold: Any, filter: Any, threads: int) -> tuple:  # noqa: A002
-        nq = Qm.shape[0]
-        self._rw.acquire_read()
-        try:
-            if filter is None:
-                allowed, kk = None, min(k, len(self._id_to_slot))
-            else:
-                allowed = self._hnsw_allowed(filter)
-                kk = min(k, len(allowed.labels))
-            labels, dist = self._hnsw_walk_or_exact(Qm, kk, allowed, threads)
-            arr = self._label_array()
-        finally:
-            self._rw.release_read()
-        rows = labels.astype(np.int64)
-        rows[np.isnan(dist)] = -1
-        scores = dist if self._metric == "l2" else (1.0 - dist).astype(np.float32)
-        if threshold is not None:
-            bad = scores > threshold if self._metric == "l2" else scores < threshold
-            rows[bad] = -1
-        scores = np.where(rows < 0, np.float32(np.nan), scores).astype(np.float32)
-        out_rows = np.full((nq, k), -1, np.int64)
-        out_scores = np.full((nq, k), np.nan, np.float32)
-        kk = rows.shape[1]
-        # Move kept results to the front of each row (thresholding can leave holes).
-        order = np.argsort(rows < 0, axis=1, kind="stable")
-        out_rows[:, :kk] = np.take_along_axis(rows, order, axis=1)
-        out_scores[:, :kk] = np.take_along_axis(scores, order, axis=1)
-        return self._pad_ids(arr, out_rows), out_scores
-
     # --------------------------------------------------------------- persistence
 
     def save(self, path: str | os.PathLike) -> None:
@@ -1193,12 +605,6 @@ class DenseIndex:
                 **extra,
             }
             self._write_file(path, header, sections)
-
-    def _hnsw_bytes(self) -> bytes:
-        with _scratch_file() as (fd, tmp):
-            self._hnsw.save_index(tmp)
-            with open(tmp, "rb") as f:
-                return f.read()
 
     @staticmethod
     def _write_file(path: Path, header: dict, sections: list[tuple[str, np.ndarray]]) -> None:
@@ -1426,15 +832,3 @@ class DenseIndex:
             idx._id_to_slot = dict(zip(ids, labels.tolist()))
             idx._n_hnsw_deleted = int(idx._hnsw.element_count) - count
         return idx
-
-    def _load_hnsw(self, blob: Any, max_elements: int) -> None:
-        import hnswlib
-
-        space = "l2" if self._metric == "l2" else "ip"
-        with _scratch_file() as (fd, tmp):
-            _write_all(fd, blob)
-            h = hnswlib.Index(space=space, dim=self._dim)
-            h.load_index(tmp, max_elements=max_elements, allow_replace_deleted=True)
-        h.set_ef(self._ef)
-        h.set_num_threads(max(1, os.cpu_count() or 1))
-        self._hnsw = h
