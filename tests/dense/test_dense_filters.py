@@ -96,6 +96,9 @@ def test_exact_filter_equals_numpy_over_allowed_live_rows(simd_level, metric, dt
             bids, bscores = index.search_batch(np.stack([q, -q]), k=10, filter=flt)
             # The batch path scores i8 rows with a float query (single: int16), so ties may differ.
             _check_against_numpy(bids[0], bscores[0], allowed, ref, metric, 10, tol)
+            # The gather path split over threads gives the same results.
+            t_ids, t_scores = index.search(q, k=10, filter=flt, threads=2)
+            assert t_ids.tolist() == index.search(q, k=10, filter=flt)[0].tolist()
             # The plain-list and callable forms give the same results.
             same = index.search(q, k=10, filter=list(flt))
             assert same[0].tolist() == index.search(q, k=10, filter=flt)[0].tolist()
@@ -188,7 +191,21 @@ def test_hnsw_filter_allowed_only_exact_scores_min_k(metric, allowed_n, monkeypa
         index.delete(live[:3].tolist())
 
 
-def test_hnsw_filter_follows_writes_and_unfiltered_min_k():
+def test_gather_subset_argument_is_checked():
+    from ragfind import _core
+
+    X = np.eye(4, dtype=np.float32)
+    q = X[0]
+    for bad, msg in ((np.asarray([2, 1]), "strictly increasing"), (np.asarray([0, 4]), "in \\[0, 4\\)")):
+        with pytest.raises(ValueError, match=msg):
+            _core.dense_search(X, "f32", None, None, q, 2, "ip", None, None, 1, bad.astype(np.int64))
+    with pytest.raises(TypeError, match="int64"):
+        _core.dense_search(X, "f32", None, None, q, 2, "ip", None, None, 1, np.asarray([0], np.int32))
+    rows, scores = _core.dense_search(X, "f32", None, None, q, 5, "ip", None, None, 1, np.asarray([0, 3]))
+    assert rows.tolist() == [0, 3] and scores.tolist() == [1.0, 0.0]
+
+
+def test_hnsw_filter_follows_writes_and_unfiltered_min_k(simd_level):
     rng = np.random.default_rng(5)
     X = rng.standard_normal((300, 8)).astype(np.float32)
     index = DenseIndex(8, kind="hnsw")

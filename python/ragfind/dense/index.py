@@ -40,6 +40,7 @@ from ragfind import _core
 from ragfind.dense.exact import _CORRUPT_GRAPH, _DTYPES, ExactBackend, _quantise_i8  # noqa: F401
 from ragfind.dense.hnsw import HnswBackend, _scratch_file, _write_all  # noqa: F401
 from ragfind.errors import DuplicateIdError, IdKindError, IndexFileError, UnknownIdError
+from ragfind.ids import IdFilter
 from ragfind.persist.atomic import fault_point, fsync_dir, remove_stale_temp_files, temp_prefix
 
 __all__ = ["DenseIndex", "dot", "cosine", "l2sq"]
@@ -443,7 +444,7 @@ class DenseIndex(ExactBackend, HnswBackend):
         q: Any,
         k: int = 10,
         min_score: float | None = None,
-        filter: Iterable[Id] | Callable[[Id], bool] | None = None,  # noqa: A002 - the API name
+        filter: IdFilter | Iterable[Id] | Callable[[Id], bool] | None = None,  # noqa: A002 - the API name
         *,
         max_distance: float | None = None,
         threads: int | None = None,
@@ -455,8 +456,12 @@ class DenseIndex(ExactBackend, HnswBackend):
             q: (dim,) floating vector (also (1, dim)).
             k: number of results (>= 1); fewer come back when fewer vectors qualify.
             min_score: drop results scoring below it (cosine/ip only).
-            filter: ids allowed in the results (any iterable; unknown ids are ignored) or a
-                callable id -> bool (called once per stored vector; slow on large indexes).
+            filter: the ids allowed in the results: an ``IdFilter`` (compiled once per write
+                of the index and reused by every search until the next one), any iterable of
+                ids (compiled for this call), or, for compatibility, a callable id -> bool
+                (called once per stored vector; slow on large indexes). Ids the index does not
+                hold are ignored. Exactly min(k, allowed live ids) results come back (fewer
+                only through min_score/max_distance), ranked as unfiltered.
             max_distance: drop results farther than it (metric "l2" only; squared distance).
             threads: worker threads for this call (exact; default: the index's setting).
             fingerprint: the query's model fingerprint, checked with ``check_fingerprint``.
@@ -502,7 +507,7 @@ class DenseIndex(ExactBackend, HnswBackend):
         k: int = 10,
         threads: int = 0,
         min_score: float | None = None,
-        filter: Iterable[Id] | Callable[[Id], bool] | None = None,  # noqa: A002
+        filter: IdFilter | Iterable[Id] | Callable[[Id], bool] | None = None,  # noqa: A002
         *,
         max_distance: float | None = None,
         fingerprint: str | None = None,
