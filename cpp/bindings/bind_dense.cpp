@@ -88,8 +88,22 @@ RowsView make_rows(const py::array& data, const std::string& storage, const py::
 }
 
 dense::SearchOptions make_options(size_t k, Metric metric, const py::object& allowed, const py::object& threshold,
-                                  int threads, size_t n) {
+                                  int threads, size_t n, const py::object& subset = py::none()) {
   dense::SearchOptions o;
+  if (!subset.is_none()) {
+    auto a = subset.cast<py::array>();
+    if (a.dtype().kind() != 'i' || a.itemsize() != 8) fail_type("subset must have dtype int64, got " + dtype_str(a));
+    if (a.ndim() != 1 || !c_contig(a)) fail_value("subset must be a 1-D C-contiguous array");
+    const int64_t* s = static_cast<const int64_t*>(a.data());
+    const size_t m = static_cast<size_t>(a.shape(0));
+    for (size_t i = 0; i < m; ++i) {
+      if (s[i] < 0 || static_cast<size_t>(s[i]) >= n || (i && s[i] <= s[i - 1]))
+        fail_value("subset must hold strictly increasing rows in [0, " + std::to_string(n) + "), got " +
+                   std::to_string(s[i]) + " at position " + std::to_string(i));
+    }
+    o.subset = s;
+    o.subset_n = m;
+  }
   o.k = k;
   o.metric = metric;
   o.threads = threads;
@@ -123,11 +137,11 @@ void bind_dense(py::module_& m) {
   m.def(
       "dense_search",
       [](py::array data, const std::string& storage, py::object scales, py::object sqnorms, py::array q, size_t k,
-         const std::string& metric, py::object allowed, py::object threshold, int threads) {
+         const std::string& metric, py::object allowed, py::object threshold, int threads, py::object subset) {
         const Metric mt = parse_metric(metric);
         const RowsView rows = make_rows(data, storage, scales, sqnorms, mt);
         const float* qp = query_ptr(q, rows.d, "q", 1);
-        const dense::SearchOptions opt = make_options(k, mt, allowed, threshold, threads, rows.n);
+        const dense::SearchOptions opt = make_options(k, mt, allowed, threshold, threads, rows.n, subset);
         const size_t cap = std::min(k, rows.n);
         py::array_t<int64_t> out_rows(cap);
         py::array_t<float> out_scores(cap);
@@ -146,18 +160,19 @@ void bind_dense(py::module_& m) {
       },
       py::arg("data"), py::arg("storage"), py::arg("scales"), py::arg("sqnorms"), py::arg("q"), py::arg("k"),
       py::arg("metric"), py::arg("allowed") = py::none(), py::arg("threshold") = py::none(), py::arg("threads") = 0,
+      py::arg("subset") = py::none(),
       "Exact top-k of one float32 query over stored rows (fused scan + top-k). Returns (rows int64, scores "
       "float32), best first; IP scores descending, L2 squared distances ascending.");
 
   m.def(
       "dense_search_batch",
       [](py::array data, const std::string& storage, py::object scales, py::object sqnorms, py::array Q, size_t k,
-         const std::string& metric, py::object allowed, py::object threshold, int threads) {
+         const std::string& metric, py::object allowed, py::object threshold, int threads, py::object subset) {
         const Metric mt = parse_metric(metric);
         const RowsView rows = make_rows(data, storage, scales, sqnorms, mt);
         const float* qp = query_ptr(Q, rows.d, "Q", 2);
         const size_t nq = static_cast<size_t>(Q.shape(0));
-        const dense::SearchOptions opt = make_options(k, mt, allowed, threshold, threads, rows.n);
+        const dense::SearchOptions opt = make_options(k, mt, allowed, threshold, threads, rows.n, subset);
         py::array_t<int64_t> out_rows({nq, k});
         py::array_t<float> out_scores({nq, k});
         py::array_t<int64_t> out_counts(nq);
@@ -172,6 +187,7 @@ void bind_dense(py::module_& m) {
       },
       py::arg("data"), py::arg("storage"), py::arg("scales"), py::arg("sqnorms"), py::arg("Q"), py::arg("k"),
       py::arg("metric"), py::arg("allowed") = py::none(), py::arg("threshold") = py::none(), py::arg("threads") = 0,
+      py::arg("subset") = py::none(),
       "Exact top-k of each row of Q (cache-blocked, threads split the queries). Returns (rows (nq,k), scores "
       "(nq,k), counts (nq,)); missing entries are -1 / NaN.");
 

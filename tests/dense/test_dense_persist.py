@@ -74,7 +74,7 @@ def test_save_replaces_existing_file_atomically(tmp_path):
     b = DenseIndex(4)
     b.add(np.eye(4, dtype=np.float32)[:2], ids=[7, 8])
     b.save(path)
-    assert sorted(DenseIndex.load(path).ids()) == [7, 8]
+    assert sorted(DenseIndex.load(path).ids) == [7, 8]
     assert len(list(tmp_path.iterdir())) == 1
 
 

@@ -109,7 +109,7 @@ def test_exact_add_delete_sequence_equals_rebuild(operations, metric, k, seed):
             index.delete(victims)
             for v in victims:
                 del live[v]
-    assert len(index) == len(live) and sorted(index.ids()) == sorted(live)
+    assert len(index) == len(live) and sorted(index.ids) == sorted(live)
     q = rng.standard_normal(dim).astype(np.float32)
     ids, scores = index.search(q, k=k)
     if not live:
@@ -140,7 +140,7 @@ def test_dense_save_load_is_identity(tmp_path_factory, data, metric, storage, st
     ids = [f"v{i}" for i in range(len(X))] if str_ids else None
     index.add(X, ids=ids)
     if len(X) > 2:
-        index.delete(index.ids()[:1])
+        index.delete(index.ids[:1])
     path = tmp_path_factory.mktemp("dense") / "index.dense"
     index.save(path)
     loaded = DenseIndex.load(path, mmap=mmap)
@@ -151,7 +151,7 @@ def test_dense_save_load_is_identity(tmp_path_factory, data, metric, storage, st
         index.kind,
         index.fingerprint,
     )
-    assert sorted(loaded.ids(), key=str) == sorted(index.ids(), key=str)
+    assert sorted(loaded.ids, key=str) == sorted(index.ids, key=str)
     for q in Q:
         a_ids, a_scores = index.search(q, k=len(X))
         b_ids, b_scores = loaded.search(q, k=len(X))

@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "ragfind/common/parallel.hpp"
 #include "ragfind/dense/similarity.hpp"
 
 namespace ragfind::dense {
@@ -155,22 +157,14 @@ size_t write_results(const TopK& top, Metric metric, size_t k, int64_t* out_rows
   return cnt;
 }
 
+// Calls fn(t) for t in [0, nthreads) on the core's pool, one chunk per worker.
 template <typename Fn>
 void run_parallel(int nthreads, Fn&& fn) {
   if (nthreads <= 1) {
     fn(0);
     return;
   }
-  std::vector<std::thread> pool;
-  pool.reserve(nthreads - 1);
-  for (int t = 1; t < nthreads; ++t) pool.emplace_back([&fn, t] { fn(t); });
-  fn(0);
-  for (auto& th : pool) th.join();
-}
-
-int hardware_threads() {
-  const unsigned h = std::thread::hardware_concurrency();
-  return h == 0 ? 1 : static_cast<int>(h);
+  parallel_for(static_cast<size_t>(nthreads), nthreads, [&fn](size_t t, int) { fn(static_cast<int>(t)); });
 }
 
 void scan_range(const SimilarityKernels& K, const RowsView& rows, const PreparedQuery& p, const SearchOptions& opt,
@@ -181,6 +175,75 @@ void scan_range(const SimilarityKernels& K, const RowsView& rows, const Prepared
     score_block(K, rows, p, opt.metric, r, cnt, buf);
     top.push_block(buf, cnt, static_cast<int64_t>(r), opt.allowed);
   }
+}
+
+// Scores only the listed rows (the gather path of a small allowed set). The f16/i8 kernels
+// reduce rows in groups of four differently from a lone row, so rows the full scan scores in
+// a group are copied four at a time into a scratch group, and the scan's lone tail rows (past
+// n rounded down to 4) are scored alone: every row gets the same score as in the full scan.
+void scan_subset(const SimilarityKernels& K, const RowsView& rows, const PreparedQuery& p, Metric metric,
+                 const int64_t* idx, size_t cnt_total, TopK& top) {
+  float buf[kScanBlock];
+  const size_t n4 = rows.n & ~size_t(3);
+  const size_t row_bytes = rows.d * elem_bytes(rows.storage);
+  const bool grouped = rows.storage != Storage::F32;
+  std::vector<uint8_t> scratch(grouped ? 4 * row_bytes : 0);
+  float sc[4] = {0, 0, 0, 0}, sn[4] = {0, 0, 0, 0};
+  RowsView g = rows;
+  g.data = scratch.data();
+  g.n = 4;
+  if (rows.scales) g.scales = sc;
+  if (rows.sqnorms) g.sqnorms = sn;
+  const auto* base = static_cast<const uint8_t*>(rows.data);
+  for (size_t b = 0; b < cnt_total; b += kScanBlock) {
+    const size_t cnt = std::min(kScanBlock, cnt_total - b);
+    const int64_t* ix = idx + b;
+    for (size_t i = 0; i < cnt;) {
+      const size_t r = static_cast<size_t>(ix[i]);
+      if (!grouped || r >= n4) {
+        score_block(K, rows, p, metric, r, 1, buf + i);
+        ++i;
+        continue;
+      }
+      size_t m = 1;
+      while (m < 4 && i + m < cnt && static_cast<size_t>(ix[i + m]) < n4) ++m;
+      for (size_t j = 0; j < 4; ++j) {
+        const size_t src = static_cast<size_t>(ix[i + std::min(j, m - 1)]);
+        std::memcpy(scratch.data() + j * row_bytes, base + src * row_bytes, row_bytes);
+        if (rows.scales) sc[j] = rows.scales[src];
+        if (rows.sqnorms) sn[j] = rows.sqnorms[src];
+      }
+      float out4[4];
+      score_block(K, g, p, metric, 0, 4, out4);
+      for (size_t j = 0; j < m; ++j) buf[i + j] = out4[j];
+      i += m;
+    }
+    float a = top.admit();
+    for (size_t i = 0; i < cnt; ++i) {
+      if (buf[i] < a) continue;
+      top.push(buf[i], ix[i]);
+      a = top.admit();
+    }
+  }
+}
+
+size_t search_subset(const RowsView& rows, const float* q, const SearchOptions& opt, int threads, int64_t* out_rows,
+                     float* out_scores) {
+  if (opt.k == 0 || opt.subset_n == 0) return 0;
+  const SimilarityKernels& K = similarity_kernels();
+  const PreparedQuery p = prepare(rows, q, opt.metric);
+  const size_t bytes = opt.subset_n * rows.d * elem_bytes(rows.storage);
+  int nt = threads > 0 ? threads : auto_threads(bytes);
+  const size_t nblocks = (opt.subset_n + kScanBlock - 1) / kScanBlock;
+  nt = static_cast<int>(std::min<size_t>(static_cast<size_t>(nt), nblocks));
+  std::vector<TopK> tops(nt, TopK(opt.k, opt.has_threshold, floor_of(opt)));
+  const size_t per = (nblocks + nt - 1) / nt * kScanBlock;
+  run_parallel(nt, [&](int t) {
+    const size_t b = std::min(opt.subset_n, per * t), e = std::min(opt.subset_n, per * (t + 1));
+    if (b < e) scan_subset(K, rows, p, opt.metric, opt.subset + b, e - b, tops[t]);
+  });
+  for (int t = 1; t < nt; ++t) tops[0].merge(tops[t]);
+  return write_results(tops[0], opt.metric, opt.k, out_rows, out_scores);
 }
 
 }  // namespace
@@ -194,6 +257,7 @@ int auto_threads(size_t bytes) {
 size_t search_one(const RowsView& rows, const float* q, const SearchOptions& opt, int64_t* out_rows,
                   float* out_scores) {
   if (opt.k == 0 || rows.n == 0) return 0;
+  if (opt.subset) return search_subset(rows, q, opt, opt.threads, out_rows, out_scores);
   const SimilarityKernels& K = similarity_kernels();
   const PreparedQuery p = prepare(rows, q, opt.metric);
   const size_t bytes = rows.n * rows.d * elem_bytes(rows.storage);
@@ -278,6 +342,16 @@ void search_batch(const RowsView& rows, const float* Q, size_t nq, const SearchO
   for (size_t i = 0; i < nq; ++i) out_counts[i] = 0;
   if (nq == 0 || k == 0 || rows.n == 0) return;
   const int hw = opt.threads > 0 ? opt.threads : hardware_threads();
+  if (opt.subset) {
+    // A small allowed set: each query gathers its rows on one worker, queries in parallel.
+    const size_t bytes = opt.subset_n * rows.d * elem_bytes(rows.storage) * nq;
+    const int nt = opt.threads > 0 ? opt.threads : std::min(hw, auto_threads(bytes));
+    parallel_for(nq, nt, [&](size_t i, int) {
+      out_counts[i] =
+          static_cast<int64_t>(search_subset(rows, Q + i * rows.d, opt, 1, out_rows + i * k, out_scores + i * k));
+    });
+    return;
+  }
   if (nq < static_cast<size_t>(std::max(2, hw))) {
     // Too few queries to split: run each on the corpus-splitting single-query path.
     SearchOptions one = opt;

@@ -12,13 +12,16 @@ Scores, best first:
 * ``metric="ip"``: inner product, highest first.
 * ``metric="l2"``: *squared* Euclidean distance, smallest first.
 
+DenseIndex is the face (arguments, ids, errors, files); the backends hold the rest:
+``dense/exact.py`` (the snapshot, the scan, filters as masks or gathered rows, compaction) and
+``dense/hnsw.py`` (the hnswlib graph, its filters and the exact fallback).
+
 The raw kernels are exposed for tests and power users: ``dot``, ``cosine`` and ``l2sq`` on
 matrices, dispatched to the active SIMD level (``ragfind.set_simd_level``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import mmap as _mmap
@@ -27,13 +30,17 @@ import struct
 import tempfile
 import threading
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Union
 
 import numpy as np
 
 from ragfind import _core
+from ragfind.dense.exact import _CORRUPT_GRAPH, _DTYPES, ExactBackend, _quantise_i8  # noqa: F401
+from ragfind.dense.hnsw import HnswBackend, _scratch_file, _write_all  # noqa: F401
+from ragfind.errors import DuplicateIdError, IdKindError, IndexFileError, UnknownIdError
+from ragfind.ids import IdFilter
 from ragfind.persist.atomic import fault_point, fsync_dir, remove_stale_temp_files, temp_prefix
 
 __all__ = ["DenseIndex", "dot", "cosine", "l2sq"]
@@ -41,7 +48,6 @@ __all__ = ["DenseIndex", "dot", "cosine", "l2sq"]
 Id = Union[int, str]
 
 _METRICS = ("cosine", "ip", "l2")
-_DTYPES = {"f32": np.float32, "f16": np.float16, "i8": np.int8}
 _KINDS = ("exact", "hnsw")
 _F16_MAX = 65504.0
 _F32 = np.dtype(np.float32)
@@ -55,8 +61,6 @@ _VERSION = 1
 _PREAMBLE = struct.Struct("<8sIIQII")
 _ALIGN = 64
 _MAX_HEADER = 1 << 26
-# HNSW searches restricted to at most this many ids scan those vectors exactly instead.
-_HNSW_EXACT_FILTER_MAX = 4096
 # hnswlib caps M at 10000 (silently); the graph check rejects larger values in a file.
 _MAX_HNSW_PARAM = {"M": 10000, "ef_construction": 2**31 - 1}
 # Section dtypes a saved index can hold (np.dtype() parses arbitrary strings: a corrupt file
@@ -69,39 +73,8 @@ from ragfind.dense.kernels import cosine, dot, l2sq  # noqa: E402,F401  (re-expo
 # ----------------------------------------------------------------------------- helpers
 
 
-# A search met a label the index never assigned: only a corrupt (crafted) graph does that.
-_CORRUPT_GRAPH = "the HNSW graph returned a label this index never assigned (corrupt index file?)"
-
 # search_batch pads every row to k; past this many entries a k above the index size is an error.
 _MAX_PADDED_ENTRIES = 1 << 24
-
-
-@contextlib.contextmanager
-def _scratch_file() -> Iterator[tuple[int, str]]:
-    """(fd, path) of a scratch file for hnswlib, which only reads and writes graphs by path.
-
-    On Linux it is an anonymous memory file (``memfd_create``) reached through /proc/self/fd,
-    so a killed process leaves nothing behind; elsewhere a temporary file removed on exit.
-    """
-    if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
-        fd = os.memfd_create("ragfind-hnsw", os.MFD_CLOEXEC)
-        try:
-            yield fd, f"/proc/self/fd/{fd}"
-        finally:
-            os.close(fd)
-        return
-    fd, tmp = tempfile.mkstemp(prefix="ragfind-hnsw-", suffix=".bin")
-    try:
-        yield fd, tmp
-    finally:
-        os.close(fd)
-        os.unlink(tmp)
-
-
-def _write_all(fd: int, data: Any) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def _check_vectors(vectors: Any, dim: int, name: str = "vectors") -> np.ndarray:
@@ -147,15 +120,6 @@ def _normalise_rows(X: np.ndarray, name: str) -> np.ndarray:
     return (X / norms[:, None]).astype(np.float32)
 
 
-def _quantise_i8(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric per-row int8: scale = max|x| / 127, q = round(x / scale)."""
-    amax = np.abs(X).max(axis=1)
-    scales = (amax / 127.0).astype(np.float32)
-    safe = np.where(scales > 0, scales, 1.0).astype(np.float32)
-    Q = np.clip(np.rint(X / safe[:, None]), -127, 127).astype(np.int8)
-    return Q, scales
-
-
 def _normalise_ids(ids: Any, n: int) -> list:
     if isinstance(ids, (str, bytes, int, np.integer)):
         ids = [ids]
@@ -179,11 +143,21 @@ def _id_kind_of(ids: list) -> str:
     kinds = set()
     for x in ids:
         if isinstance(x, bool) or not isinstance(x, (int, np.integer, str)):
-            raise TypeError(f"ids must be int or str, got {type(x).__name__} ({x!r})")
+            raise IdKindError(f"ids must be int or str, got {type(x).__name__} ({x!r})")
         kinds.add("str" if isinstance(x, str) else "int")
     if len(kinds) > 1:
-        raise TypeError("ids must be all int or all str, not a mix")
+        raise IdKindError("ids must be all int or all str, not a mix")
     return kinds.pop()
+
+
+class _IdArray(np.ndarray):
+    """The ``ids`` property's array; calling it (the old ``ids()`` method) gives a list.
+
+    Kept so callers written for the method keep working while they move to the property.
+    """
+
+    def __call__(self) -> list:
+        return np.asarray(self).tolist()
 
 
 def _byte_view(arr: np.ndarray) -> np.ndarray:
@@ -194,7 +168,7 @@ def _byte_view(arr: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------- index
 
 
-class DenseIndex:
+class DenseIndex(ExactBackend, HnswBackend):
     """Top-k search over embedding vectors with integer or string ids.
 
     Args:
@@ -274,8 +248,12 @@ class DenseIndex:
         self._scales = np.empty(0, np.float32)
         self._sqnorms = np.empty(0, np.float32)
         self._slot_ids = np.empty(0, dtype=np.int64)
+        self._generation = 0  # bumped on every write: compiled filters are keyed by it
+        self._layout = 0  # bumped when slots are renumbered (compaction)
+        self._sorted_keys: tuple | None = None  # (layout, n, _SortedKeys)
         self._state: tuple = self._make_state(0, None)
         self._n_deleted = 0
+        self._compaction: Any = None  # a compaction under way (exact.py _Compaction)
         # HNSW
         self._hnsw: Any = None
         # Many readers or one writer (hnswlib searches must not overlap adds or resizes); writers
@@ -345,9 +323,17 @@ class DenseIndex:
             f"kind={self._kind!r}, n={len(self)}, fingerprint={self._fingerprint!r})"
         )
 
-    def ids(self) -> list:
-        """The ids currently stored (order unspecified)."""
-        return list(self._id_to_slot)
+    @property
+    def ids(self) -> np.ndarray:
+        """The live ids in insertion order: int64 array (object array of str for str ids)."""
+        with self._write_lock:
+            items = list(self._id_to_slot)
+        if self._id_kind == "str":
+            out = np.empty(len(items), dtype=object)
+            out[:] = items
+        else:
+            out = np.asarray(items, dtype=np.int64).reshape(-1)
+        return out.view(_IdArray)
 
     def check_fingerprint(self, fingerprint: str | None) -> None:
         """Raises ValueError when ``fingerprint`` names a different model than the index's.
@@ -396,7 +382,7 @@ class DenseIndex:
         with self._write_lock:
             if ids is None:
                 if self._id_kind == "str":
-                    raise TypeError("this index uses string ids: pass ids=")
+                    raise IdKindError("this index uses string ids: pass ids=")
                 id_list: list = list(range(self._next_auto_id, self._next_auto_id + n))
                 kind = "int"
             else:
@@ -405,14 +391,16 @@ class DenseIndex:
                 if kind == "int":
                     id_list = [int(x) for x in id_list]
                 if self._id_kind is not None and kind != self._id_kind:
-                    raise TypeError(f"this index uses {self._id_kind} ids, got {kind} ids")
+                    raise IdKindError(f"this index uses {self._id_kind} ids, got {kind} ids")
             if len(set(id_list)) != n:
                 seen: set = set()
                 dup = next(x for x in id_list if x in seen or seen.add(x))
-                raise ValueError(f"duplicate id {dup!r} in ids")
+                raise DuplicateIdError(f"duplicate id {dup!r} in ids")
             for x in id_list:
                 if x in self._id_to_slot:
-                    raise ValueError(f"id {x!r} is already in the index (delete it first to replace it)")
+                    raise DuplicateIdError(
+                        f"id {x!r} is already in the index (delete it first to replace it)"
+                    )
             if self._kind == "exact":
                 self._add_exact(X, id_list, kind)
             else:
@@ -426,7 +414,8 @@ class DenseIndex:
         """Removes ids (one id or an iterable); all or nothing.
 
         Raises:
-            KeyError: an id is not in the index (nothing is deleted).
+            UnknownIdError: an id is not in the index (a KeyError; nothing is deleted).
+            DuplicateIdError: an id is repeated (nothing is deleted).
         """
         if isinstance(ids, (str, bytes, int, np.integer)):
             id_list: list = [ids]
@@ -437,9 +426,11 @@ class DenseIndex:
         with self._write_lock:
             missing = [x for x in id_list if x not in self._id_to_slot]
             if missing:
-                raise KeyError(f"ids not in the index: {missing[:5]!r}{' ...' if len(missing) > 5 else ''}")
-            if len(set(id_list)) != len(id_list):
-                raise ValueError("ids to delete contain duplicates")
+                raise UnknownIdError(
+                    f"ids not in the index: {missing[:5]!r}{' ...' if len(missing) > 5 else ''}"
+                )
+            if len(id_list) > 1 and len(set(id_list)) != len(id_list):
+                raise DuplicateIdError("ids to delete contain duplicates")
             slots = [self._id_to_slot.pop(x) for x in id_list]
             if self._kind == "exact":
                 self._delete_exact(slots)
@@ -453,7 +444,7 @@ class DenseIndex:
         q: Any,
         k: int = 10,
         min_score: float | None = None,
-        filter: Iterable[Id] | Callable[[Id], bool] | None = None,  # noqa: A002 - the API name
+        filter: IdFilter | Iterable[Id] | Callable[[Id], bool] | None = None,  # noqa: A002 - the API name
         *,
         max_distance: float | None = None,
         threads: int | None = None,
@@ -465,8 +456,12 @@ class DenseIndex:
             q: (dim,) floating vector (also (1, dim)).
             k: number of results (>= 1); fewer come back when fewer vectors qualify.
             min_score: drop results scoring below it (cosine/ip only).
-            filter: ids allowed in the results (any iterable; unknown ids are ignored) or a
-                callable id -> bool (called once per stored vector; slow on large indexes).
+            filter: the ids allowed in the results: an ``IdFilter`` (compiled once per write
+                of the index and reused by every search until the next one), any iterable of
+                ids (compiled for this call), or, for compatibility, a callable id -> bool
+                (called once per stored vector; slow on large indexes). Ids the index does not
+                hold are ignored. Exactly min(k, allowed live ids) results come back (fewer
+                only through min_score/max_distance), ranked as unfiltered.
             max_distance: drop results farther than it (metric "l2" only; squared distance).
             threads: worker threads for this call (exact; default: the index's setting).
             fingerprint: the query's model fingerprint, checked with ``check_fingerprint``.
@@ -512,7 +507,7 @@ class DenseIndex:
         k: int = 10,
         threads: int = 0,
         min_score: float | None = None,
-        filter: Iterable[Id] | Callable[[Id], bool] | None = None,  # noqa: A002
+        filter: IdFilter | Iterable[Id] | Callable[[Id], bool] | None = None,  # noqa: A002
         *,
         max_distance: float | None = None,
         fingerprint: str | None = None,
@@ -560,335 +555,6 @@ class DenseIndex:
         if fingerprint is not None:
             self.check_fingerprint(fingerprint)
 
-    # --------------------------------------------------------------- exact backend
-
-    def _make_state(self, n: int, live: np.ndarray | None) -> tuple:
-        scales = self._scales[:n] if self._dtype == "i8" else None
-        sqnorms = self._sqnorms[:n] if (self._dtype == "i8" and self._metric == "l2") else None
-        return (self._data[:n], scales, sqnorms, live, self._slot_ids[:n], n)
-
-    def _ensure_capacity(self, need: int) -> None:
-        if need <= self._cap and self._data.flags.writeable:
-            return
-        cap = max(need, 2 * self._cap, 1024) if need > self._cap else self._cap
-        n = self._state[5]
-        data = np.empty((cap, self._dim), dtype=_DTYPES[self._dtype])
-        data[:n] = self._data[:n]
-        scales = np.empty(cap, np.float32)
-        scales[:n] = self._scales[:n] if self._scales.shape[0] >= n else 0
-        sqnorms = np.empty(cap, np.float32)
-        sqnorms[:n] = self._sqnorms[:n] if self._sqnorms.shape[0] >= n else 0
-        slot_ids = np.empty(cap, dtype=self._slot_ids.dtype)
-        slot_ids[:n] = self._slot_ids[:n]
-        self._data, self._scales, self._sqnorms, self._slot_ids = data, scales, sqnorms, slot_ids
-        self._cap = cap
-
-    def _add_exact(self, X: np.ndarray, id_list: list, kind: str) -> None:
-        n0 = self._state[5]
-        n = X.shape[0]
-        if self._dtype == "f32":
-            rows: np.ndarray = X
-        elif self._dtype == "f16":
-            rows = X.astype(np.float16)
-        else:
-            rows, scales = _quantise_i8(X)
-        if kind == "str" and self._slot_ids.dtype != object:
-            self._slot_ids = self._slot_ids.astype(object)
-        self._ensure_capacity(n0 + n)
-        self._data[n0 : n0 + n] = rows
-        if self._dtype == "i8":
-            self._scales[n0 : n0 + n] = scales
-            if self._metric == "l2":
-                deq = rows.astype(np.float32) * scales[:, None]
-                self._sqnorms[n0 : n0 + n] = np.einsum("ij,ij->i", deq, deq)
-        self._slot_ids[n0 : n0 + n] = np.asarray(id_list, dtype=self._slot_ids.dtype)
-        live = self._state[3]
-        if live is not None:
-            live = np.concatenate([live, np.ones(n, np.uint8)])
-        for i, x in enumerate(id_list):
-            self._id_to_slot[x] = n0 + i
-        self._state = self._make_state(n0 + n, live)
-
-    def _delete_exact(self, slots: list) -> None:
-        n = self._state[5]
-        live = self._state[3]
-        live = np.ones(n, np.uint8) if live is None else live.copy()
-        live[slots] = 0
-        self._n_deleted += len(slots)
-        self._state = self._make_state(n, live)
-        if self._n_deleted > max(1024, n // 2):
-            self._compact()
-
-    def _compact(self) -> None:
-        """Drops deleted rows (called under the write lock)."""
-        data, scales, sqnorms, live, slot_ids, n = self._state
-        if live is None:
-            return
-        keep = np.flatnonzero(live)
-        self._data = np.ascontiguousarray(data[keep])
-        self._scales = np.ascontiguousarray(scales[keep]) if scales is not None else np.empty(0, np.float32)
-        self._sqnorms = (
-            np.ascontiguousarray(sqnorms[keep]) if sqnorms is not None else np.empty(0, np.float32)
-        )
-        self._slot_ids = slot_ids[keep].copy()
-        self._cap = keep.shape[0]
-        self._n_deleted = 0
-        self._id_to_slot = {x: i for i, x in enumerate(self._slot_ids.tolist())}
-        self._state = self._make_state(keep.shape[0], None)
-
-    def _allowed_mask(self, filter: Any, state: tuple) -> np.ndarray | None:  # noqa: A002
-        live, slot_ids, n = state[3], state[4], state[5]
-        if filter is None:
-            return live
-        mask = np.zeros(n, np.uint8)
-        if callable(filter):
-            for i, x in enumerate(slot_ids.tolist()):
-                if filter(x):
-                    mask[i] = 1
-        else:
-            items = filter if not isinstance(filter, (str, bytes)) else [filter]
-            get = self._id_to_slot.get
-            idx = [s for s in (get(x) for x in items) if s is not None and s < n]
-            mask[idx] = 1
-        if live is not None:
-            mask &= live
-        return mask
-
-    def _map_ids(self, slot_ids: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        return slot_ids[rows]
-
-    def _search_exact(  # noqa: A002
-        self, qv: np.ndarray, k: int, threshold: Any, filter: Any, threads: Any, qnorm: float
-    ) -> tuple:
-        state = self._state
-        data, scales, sqnorms, _, slot_ids, n = state
-        allowed = self._allowed_mask(filter, state) if filter is not None else state[3]
-        t = self._threads if threads is None else int(threads)
-        metric = "l2" if self._metric == "l2" else "ip"
-        if threshold is not None and qnorm != 1.0:
-            threshold = threshold * qnorm
-        rows, scores = _core.dense_search(
-            data, self._dtype, scales, sqnorms, qv, k, metric, allowed, threshold, t
-        )
-        if qnorm != 1.0:
-            scores *= np.float32(1.0 / qnorm)
-        return slot_ids[rows], scores
-
-    def _search_batch_exact(self, Qm: np.ndarray, k: int, threshold: Any, filter: Any, threads: int) -> tuple:  # noqa: A002
-        state = self._state
-        data, scales, sqnorms, _, slot_ids, n = state
-        allowed = self._allowed_mask(filter, state)
-        metric = "l2" if self._metric == "l2" else "ip"
-        rows, scores, _counts = _core.dense_search_batch(
-            data, self._dtype, scales, sqnorms, Qm, k, metric, allowed, threshold, threads
-        )
-        return self._pad_ids(slot_ids, rows), scores
-
-    def _pad_ids(self, slot_ids: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        if rows.size and rows.max() >= slot_ids.shape[0]:
-            raise ValueError(_CORRUPT_GRAPH)
-        missing = rows < 0
-        if slot_ids.dtype == object:
-            out = np.empty(rows.shape, dtype=object)
-            if slot_ids.shape[0]:
-                out[...] = slot_ids[np.where(missing, 0, rows)]
-            out[missing] = None
-            return out
-        if slot_ids.shape[0] == 0:
-            return np.full(rows.shape, -1, dtype=np.int64)
-        out = slot_ids[np.where(missing, 0, rows)]
-        out[missing] = -1
-        return out
-
-    # --------------------------------------------------------------- hnsw backend
-
-    def _init_hnsw(self, capacity: int) -> None:
-        import hnswlib
-
-        space = "l2" if self._metric == "l2" else "ip"
-        self._hnsw = hnswlib.Index(space=space, dim=self._dim)
-        self._hnsw.init_index(
-            max_elements=capacity,
-            ef_construction=self._ef_construction,
-            M=self._M,
-            random_seed=100,
-            allow_replace_deleted=True,
-        )
-        self._hnsw.set_ef(self._ef)
-        self._hnsw.set_num_threads(max(1, os.cpu_count() or 1))
-        self._label_ids: list = []  # label -> id (None once deleted and replaced)
-        self._next_label = 0
-        self._n_hnsw_deleted = 0
-        self._label_ids_arr: np.ndarray | None = None
-        self._labels_are_ids_n = -1  # length of _label_ids at which label == id for all
-
-    def _add_hnsw(self, X: np.ndarray, id_list: list, kind: str) -> None:
-        n = X.shape[0]
-        labels = np.arange(self._next_label, self._next_label + n, dtype=np.int64)
-        self._rw.acquire_write()
-        try:
-            h = self._hnsw
-            # Replacement fills deleted slots first; grow (doubling) for what does not fit.
-            need = h.element_count + max(0, n - self._n_hnsw_deleted)
-            if need > h.max_elements:
-                h.resize_index(max(need, 2 * h.max_elements))
-            reuse = min(n, self._n_hnsw_deleted)
-            h.add_items(X, labels, replace_deleted=reuse > 0)
-            self._n_hnsw_deleted -= reuse
-            # Still under the write lock: a search must never see a label whose id is unknown.
-            self._label_ids.extend(id_list)
-            self._next_label += n
-            for x, lab in zip(id_list, labels.tolist()):
-                self._id_to_slot[x] = lab
-            self._label_ids_arr = None  # rebuilt lazily for id mapping
-        finally:
-            self._rw.release_write()
-
-    def _label_array(self) -> np.ndarray:
-        arr = self._label_ids_arr
-        if arr is None or arr.shape[0] != len(self._label_ids):
-            dtype = object if self._id_kind == "str" else np.int64
-            arr = np.asarray(
-                [(-1 if x is None and dtype is np.int64 else x) for x in self._label_ids], dtype=dtype
-            )
-            # Labels are ids (integer ids 0..n-1 added in order, none re-added) in the common
-            # case; searches then skip the mapping. _label_ids is append-only, so this holds
-            # for every label array of this length (no torn reads with concurrent rebuilds).
-            if dtype is np.int64 and np.array_equal(arr, np.arange(arr.shape[0], dtype=np.int64)):
-                self._labels_are_ids_n = arr.shape[0]
-            self._label_ids_arr = arr
-        return arr
-
-    def _delete_hnsw(self, labels: list) -> None:
-        self._rw.acquire_write()
-        try:
-            for lab in labels:
-                self._hnsw.mark_deleted(int(lab))
-            self._n_hnsw_deleted += len(labels)
-        finally:
-            self._rw.release_write()
-
-    def _hnsw_filter(self, filter: Any) -> tuple[Callable[[int], bool] | None, np.ndarray | None]:  # noqa: A002
-        """(hnswlib filter callable, or None; allowed labels when the filter is a small id set).
-
-        A small allowed set is searched exactly (a graph walk that may only stop on a few
-        nodes misses results); larger sets and callables go through hnswlib's filter.
-        """
-        if filter is None:
-            return None, None
-        if callable(filter):
-            label_ids = self._label_ids
-            return (lambda lab: bool(filter(label_ids[lab]))), None
-        items = filter if not isinstance(filter, (str, bytes)) else [filter]
-        get = self._id_to_slot.get
-        allowed = {s for s in (get(x) for x in items) if s is not None}
-        if len(allowed) <= _HNSW_EXACT_FILTER_MAX:
-            return None, np.fromiter(allowed, dtype=np.int64, count=len(allowed))
-        return allowed.__contains__, None
-
-    def _hnsw_exact_subset(self, Qm: np.ndarray, k: int, labels: np.ndarray) -> tuple:
-        """Exact top-k of each query over the given labels, in hnswlib's (labels, distances) form."""
-        nq = Qm.shape[0]
-        if labels.shape[0] == 0:
-            return np.empty((nq, 0), np.uint64), np.empty((nq, 0), np.float32)
-        V = np.ascontiguousarray(self._hnsw.get_items(labels, return_type="numpy"), dtype=np.float32)
-        if self._metric == "l2":
-            dist = _core.dense_pairwise(Qm, V, "l2sq")
-        else:
-            dist = 1.0 - _core.dense_pairwise(Qm, V, "dot")
-        kk = min(k, labels.shape[0])
-        order = np.argsort(dist, axis=1, kind="stable")[:, :kk]
-        return labels[order].astype(np.uint64), np.take_along_axis(dist, order, axis=1).astype(np.float32)
-
-    def _hnsw_query(self, Qm: np.ndarray, k: int, flt: Any, num_threads: int) -> tuple:
-        """knn_query that tolerates fewer than k reachable results (hnswlib raises then)."""
-        while True:
-            try:
-                return self._hnsw.knn_query(Qm, k=k, num_threads=num_threads, filter=flt)
-            except RuntimeError:
-                if k <= 1:
-                    return np.empty((Qm.shape[0], 0), np.uint64), np.empty((Qm.shape[0], 0), np.float32)
-                k -= 1
-
-    def _search_hnsw(self, qv: np.ndarray, k: int, threshold: Any, filter: Any) -> tuple:  # noqa: A002
-        rw = self._rw
-        rw.acquire_read()
-        try:
-            kk = min(k, len(self._id_to_slot))
-            if filter is None and kk:
-                try:
-                    labels, dist = self._hnsw.knn_query(qv, k=kk, num_threads=1)
-                except RuntimeError:
-                    labels, dist = self._hnsw_query(qv, kk, None, 1)
-            else:
-                flt, subset = self._hnsw_filter(filter)
-                if subset is not None:
-                    labels, dist = self._hnsw_exact_subset(qv[None, :], kk, subset)
-                elif kk == 0:
-                    labels = np.empty((1, 0), np.uint64)
-                    dist = np.empty((1, 0), np.float32)
-                else:
-                    labels, dist = self._hnsw_query(qv, kk, flt, 1)
-            arr = self._label_ids_arr
-            if arr is None or arr.shape[0] != len(self._label_ids):
-                arr = self._label_array()
-        except BaseException:
-            rw.release_read()
-            raise
-        # One C++ call releases the lock, checks q, converts distances to scores, applies the
-        # threshold and maps labels to ids: separate numpy calls on the result each cost
-        # microseconds with the caches cold after the graph walk (bench/dense.md).
-        n, code = arr.shape[0], self._metric_code
-        if n == self._labels_are_ids_n:
-            return _core.hnsw_finish_single(rw, labels, dist, qv, code, threshold, n, None)
-        if arr.dtype == object:
-            rows, scores = _core.hnsw_finish_single(rw, labels, dist, qv, code, threshold, n, None)
-            return arr.take(rows), scores
-        return _core.hnsw_finish_single(rw, labels, dist, qv, code, threshold, n, arr)
-
-    def _search_batch_hnsw(self, Qm: np.ndarray, k: int, threshold: Any, filter: Any, threads: int) -> tuple:  # noqa: A002
-        nq = Qm.shape[0]
-        self._rw.acquire_read()
-        try:
-            live = len(self._id_to_slot)
-            kk = min(k, live)
-            flt, subset = self._hnsw_filter(filter)
-            nt = 1 if flt is not None else (threads or -1)
-            if subset is not None:
-                labels, dist = self._hnsw_exact_subset(Qm, kk, subset)
-                kk = labels.shape[1]
-            elif kk == 0:
-                labels = np.empty((nq, 0), np.uint64)
-                dist = np.empty((nq, 0), np.float32)
-            else:
-                try:
-                    labels, dist = self._hnsw.knn_query(Qm, k=kk, num_threads=nt, filter=flt)
-                except RuntimeError:
-                    labels = np.zeros((nq, kk), np.uint64)
-                    dist = np.full((nq, kk), np.nan, np.float32)
-                    for i in range(nq):
-                        li, di = self._hnsw_query(Qm[i], kk, flt, 1)
-                        labels[i, : li.shape[1]] = li[0]
-                        dist[i, : li.shape[1]] = di[0]
-                        labels[i, li.shape[1] :] = np.iinfo(np.uint64).max
-            arr = self._label_array()
-        finally:
-            self._rw.release_read()
-        rows = labels.astype(np.int64)
-        rows[np.isnan(dist)] = -1
-        scores = dist if self._metric == "l2" else (1.0 - dist).astype(np.float32)
-        if threshold is not None:
-            bad = scores > threshold if self._metric == "l2" else scores < threshold
-            rows[bad] = -1
-        scores = np.where(rows < 0, np.float32(np.nan), scores).astype(np.float32)
-        out_rows = np.full((nq, k), -1, np.int64)
-        out_scores = np.full((nq, k), np.nan, np.float32)
-        # Move kept results to the front of each row (thresholding can leave holes).
-        order = np.argsort(rows < 0, axis=1, kind="stable")
-        out_rows[:, :kk] = np.take_along_axis(rows, order, axis=1)
-        out_scores[:, :kk] = np.take_along_axis(scores, order, axis=1)
-        return self._pad_ids(arr, out_rows), out_scores
-
     # --------------------------------------------------------------- persistence
 
     def save(self, path: str | os.PathLike) -> None:
@@ -901,7 +567,7 @@ class DenseIndex:
         with self._write_lock:
             sections: list[tuple[str, np.ndarray]] = []
             if self._kind == "exact":
-                data, scales, sqnorms, live, slot_ids, n = self._state
+                data, scales, sqnorms, live, slot_ids, n = self._state[:6]
                 keep = np.flatnonzero(live) if live is not None else slice(None)
                 sections.append(("vectors", np.ascontiguousarray(data[keep])))
                 if scales is not None:
@@ -944,12 +610,6 @@ class DenseIndex:
                 **extra,
             }
             self._write_file(path, header, sections)
-
-    def _hnsw_bytes(self) -> bytes:
-        with _scratch_file() as (fd, tmp):
-            self._hnsw.save_index(tmp)
-            with open(tmp, "rb") as f:
-                return f.read()
 
     @staticmethod
     def _write_file(path: Path, header: dict, sections: list[tuple[str, np.ndarray]]) -> None:
@@ -1018,7 +678,8 @@ class DenseIndex:
 
         Raises:
             FileNotFoundError: no such file.
-            ValueError: not a ragfind dense index, another version, truncated or corrupt.
+            IndexFileError: not a ragfind dense index (another index's file included), another
+                version, truncated or corrupt (a ValueError).
         """
         path = Path(path)
         with open(path, "rb") as f:
@@ -1030,20 +691,25 @@ class DenseIndex:
                 buf = f.read()
         try:
             return cls._from_buffer(buf, size, str(path), verify)
+        except IndexFileError:
+            raise
         except (
             KeyError,
             TypeError,
+            ValueError,
+            AttributeError,
+            IndexError,
             struct.error,
-            json.JSONDecodeError,
-            UnicodeDecodeError,
             OverflowError,
         ) as e:
-            raise ValueError(f"{path} is not a valid ragfind dense index: {type(e).__name__}: {e}") from None
+            raise IndexFileError(
+                f"{path} is not a valid ragfind dense index: {type(e).__name__}: {e}"
+            ) from None
 
     @classmethod
     def _from_buffer(cls, buf: Any, size: int, where: str, verify: bool) -> DenseIndex:
-        def bad(msg: str) -> ValueError:
-            return ValueError(f"{where} is not a valid ragfind dense index: {msg}")
+        def bad(msg: str) -> IndexFileError:
+            return IndexFileError(f"{where} is not a valid ragfind dense index: {msg}")
 
         if size < _PREAMBLE.size:
             raise bad(f"file is {size} bytes, shorter than the {_PREAMBLE.size}-byte preamble")
@@ -1167,18 +833,7 @@ class DenseIndex:
                 label_ids[lab] = x
             idx._label_ids = label_ids
             idx._label_ids_arr = None
+            idx._set_label_live(labels.astype(np.int64), 1)
             idx._id_to_slot = dict(zip(ids, labels.tolist()))
             idx._n_hnsw_deleted = int(idx._hnsw.element_count) - count
         return idx
-
-    def _load_hnsw(self, blob: Any, max_elements: int) -> None:
-        import hnswlib
-
-        space = "l2" if self._metric == "l2" else "ip"
-        with _scratch_file() as (fd, tmp):
-            _write_all(fd, blob)
-            h = hnswlib.Index(space=space, dim=self._dim)
-            h.load_index(tmp, max_elements=max_elements, allow_replace_deleted=True)
-        h.set_ef(self._ef)
-        h.set_num_threads(max(1, os.cpu_count() or 1))
-        self._hnsw = h

@@ -3,7 +3,8 @@
 Layout: 8-byte magic, uint32 version, uint32 header length, the JSON header, then each section
 at a 64-byte-aligned offset. The header records per section its offset, dtype, shape, size and
 CRC32. Writing is atomic (temporary file in the same folder, fsync, os.replace); reading checks
-magic, version, header, bounds and (optionally) checksums before any array is used.
+magic, version, header, bounds and (optionally) checksums before any array is used; every
+problem with a file raises ``IndexFileError`` (a ValueError).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ragfind.errors import IndexFileError
 from ragfind.persist.atomic import fault_point, remove_stale_temp_files, temp_prefix
 
 _ALIGN = 64
@@ -80,41 +82,43 @@ class SectionedFile:
         with open(self.path, "rb") as f:
             head = f.read(16)
             if len(head) < 16 or head[:8] != magic:
-                raise ValueError(f"{self.path} is not a ragfind {what} file (bad magic)")
+                raise IndexFileError(f"{self.path} is not a ragfind {what} file (bad magic)")
             file_version, hlen = struct.unpack("<II", head[8:16])
             if file_version != version:
-                raise ValueError(
+                raise IndexFileError(
                     f"{self.path}: unsupported {what} file version {file_version} "
                     f"(this ragfind reads {version})"
                 )
             if hlen > min(self.size - 16, 1 << 24):
-                raise ValueError(f"{self.path}: header length {hlen} exceeds the file (truncated or corrupt)")
+                raise IndexFileError(
+                    f"{self.path}: header length {hlen} exceeds the file (truncated or corrupt)"
+                )
             try:
                 self.header = json.loads(f.read(hlen).decode())
                 self.sections = self.header["sections"]
                 if not isinstance(self.sections, dict):
                     raise TypeError("sections is not an object")
             except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
-                raise ValueError(f"{self.path}: corrupt header ({e})") from None
+                raise IndexFileError(f"{self.path}: corrupt header ({e})") from None
         self.header_end = 16 + hlen
 
     def field(self, key, kind):
-        """A header value converted with ``kind`` (int, str, float), or ValueError."""
+        """A header value converted with ``kind`` (int, str, float), or IndexFileError."""
         try:
             return kind(self.header[key])
         except (KeyError, TypeError, ValueError, OverflowError) as e:
-            raise ValueError(f"{self.path}: corrupt header field {key!r} ({e})") from None
+            raise IndexFileError(f"{self.path}: corrupt header field {key!r} ({e})") from None
 
     def shape_of(self, name: str) -> tuple:
         try:
             return tuple(int(x) for x in self.sections[name]["shape"])
         except (KeyError, TypeError, ValueError, OverflowError) as e:
-            raise ValueError(f"{self.path}: corrupt or missing section {name!r} ({e})") from None
+            raise IndexFileError(f"{self.path}: corrupt or missing section {name!r} ({e})") from None
 
     def array(self, name: str, dtype, shape: tuple, *, mmap: bool, verify: bool) -> np.ndarray:
         """The section ``name`` checked against ``dtype``/``shape``, bounds and (``verify``) CRC32."""
         if name not in self.sections:
-            raise ValueError(f"{self.path}: missing section {name!r}")
+            raise IndexFileError(f"{self.path}: missing section {name!r}")
         s = self.sections[name]
         try:
             off, nbytes, crc = int(s["offset"]), int(s["nbytes"]), int(s["crc32"])
@@ -123,24 +127,24 @@ class SectionedFile:
             # Compare the file's dtype string before np.dtype() parses it: np.dtype() of an
             # arbitrary string can raise SyntaxError or build a huge sub-array type.
             if s["dtype"] != dtype.str:
-                raise ValueError(f"dtype {s['dtype']!r}, expected {dtype.str!r}")
+                raise IndexFileError(f"dtype {s['dtype']!r}, expected {dtype.str!r}")
             dt = dtype
         except (KeyError, TypeError, ValueError, OverflowError) as e:
-            raise ValueError(f"{self.path}: corrupt section {name!r} ({e})") from None
+            raise IndexFileError(f"{self.path}: corrupt section {name!r} ({e})") from None
         if (
             dt != dtype
             or got_shape != tuple(shape)
             or nbytes != int(np.prod(shape, dtype=np.int64)) * dt.itemsize
         ):
-            raise ValueError(
+            raise IndexFileError(
                 f"{self.path}: section {name!r} has dtype {dt} shape {got_shape}, "
                 f"expected {dtype} {tuple(shape)}"
             )
         if off < self.header_end or off + nbytes > self.size:
-            raise ValueError(f"{self.path}: section {name!r} lies outside the file (truncated?)")
+            raise IndexFileError(f"{self.path}: section {name!r} lies outside the file (truncated?)")
         if nbytes == 0:
             return np.zeros(shape, dtype=dtype)
         arr = np.memmap(self.path, dtype=dtype, mode="r", offset=off, shape=tuple(shape))
         if verify and zlib.crc32(memoryview(arr).cast("B")) != crc:
-            raise ValueError(f"{self.path}: checksum mismatch in section {name!r} (corrupt file)")
+            raise IndexFileError(f"{self.path}: checksum mismatch in section {name!r} (corrupt file)")
         return arr if mmap else np.array(arr)

@@ -26,6 +26,10 @@ struct SearchOptions {
   Metric metric = Metric::IP;
   /// Per-row admission mask (nonzero = may be returned); nullptr admits every row.
   const uint8_t* allowed = nullptr;
+  /// When set, only these rows (ascending, each < n) are scored: the gather path for a small
+  /// allowed set (`allowed` is then ignored).
+  const int64_t* subset = nullptr;
+  size_t subset_n = 0;
   /// Drop results worse than this: for IP scores below it, for L2 distances above it.
   bool has_threshold = false;
   float threshold = 0.f;
