@@ -15,7 +15,6 @@ from test_pipeline_stages import FakeSplade
 import ragfind
 from ragfind.pipeline.retriever import RetrieverFolderError
 from ragfind.pipeline.stages import BM25Stage, DenseStage
-from ragfind.pipeline.stages.dense import index_ids
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi".split()
 
@@ -293,17 +292,6 @@ def test_builtin_stages_are_ordinary_stages():
     only = ragfind.Retriever(encoder=None, bm25=None, stages=[KeywordStage()])
     only.add_documents(DOCS)
     assert only.search("programming", k=5).doc_ids == ["rust", "python"]
-
-
-def test_index_ids_reads_a_property_or_a_method():
-    class Prop:
-        ids = np.asarray([3, 1])
-
-    class Method:
-        def ids(self):
-            return [3, 1]
-
-    assert index_ids(Prop()).tolist() == [3, 1] and index_ids(Method()).tolist() == [3, 1]
 
 
 def test_filtered_fields_get_an_in_memory_index_that_is_not_saved(tmp_path):

@@ -59,7 +59,7 @@ def loader_seeds() -> dict[str, list[bytes]]:
                 rng.standard_normal((5, 4)).astype(np.float32),
                 ids=[f"s{i}" for i in range(5)] if str_ids else None,
             )
-            d.delete(d.ids()[:1])
+            d.delete(d.ids[:1])
             out[key].append(saved_bytes(d))
     li = LateInteractionIndex(4)
     li.add([rng.standard_normal((int(n), 4)).astype(np.float32) for n in (1, 3, 2, 4)])

@@ -150,16 +150,6 @@ def _id_kind_of(ids: list) -> str:
     return kinds.pop()
 
 
-class _IdArray(np.ndarray):
-    """The ``ids`` property's array; calling it (the old ``ids()`` method) gives a list.
-
-    Kept so callers written for the method keep working while they move to the property.
-    """
-
-    def __call__(self) -> list:
-        return np.asarray(self).tolist()
-
-
 def _byte_view(arr: np.ndarray) -> np.ndarray:
     """The bytes of a C-contiguous array as a flat uint8 array (no copy; empty arrays too)."""
     return np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
@@ -333,7 +323,7 @@ class DenseIndex(ExactBackend, HnswBackend):
             out[:] = items
         else:
             out = np.asarray(items, dtype=np.int64).reshape(-1)
-        return out.view(_IdArray)
+        return out
 
     def check_fingerprint(self, fingerprint: str | None) -> None:
         """Raises ValueError when ``fingerprint`` names a different model than the index's.

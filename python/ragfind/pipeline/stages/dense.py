@@ -9,15 +9,7 @@ import numpy as np
 
 from ragfind.pipeline.cache import LRUCache
 
-__all__ = ["DenseStage", "index_ids"]
-
-
-def index_ids(index: Any) -> np.ndarray:
-    """An index's live ids, whether ``ids`` is a property (the index contract) or, as on older
-    DenseIndex versions, a method."""
-    ids = index.ids
-    ids = ids() if callable(ids) else ids
-    return np.asarray(ids) if len(ids) else np.zeros(0, np.int64)
+__all__ = ["DenseStage"]
 
 
 class DenseStage:
@@ -57,7 +49,7 @@ class DenseStage:
 
     @property
     def ids(self) -> np.ndarray:
-        return index_ids(self.index)
+        return self.index.ids
 
     def prepare(
         self, texts: list, embeddings: Any = None, batch_size: int = 32, show_progress: bool = False
