@@ -20,6 +20,23 @@ std::int64_t Segment::slot_of(std::uint32_t term) const {
   return it - term_ids.begin();
 }
 
+void Segment::ensure_forward() {
+  if (has_forward) return;
+  // Transposes the postings; terms come out sorted per document (slots are in term order).
+  std::vector<std::uint64_t> off(static_cast<std::size_t>(num_docs) + 1, 0);
+  for (std::size_t i = 0; i < docs.size(); ++i) ++off[docs[i] + 1];
+  for (std::size_t d = 0; d < num_docs; ++d) off[d + 1] += off[d];
+  std::vector<std::uint32_t> terms(docs.size());
+  std::vector<std::uint64_t> fill(off.begin(), off.end() - 1);
+  for (std::size_t slot = 0; slot < directory_size(); ++slot) {
+    const std::uint32_t t = term_ids.empty() ? static_cast<std::uint32_t>(slot) : term_ids[slot];
+    for (std::uint64_t i = offsets[slot]; i < offsets[slot + 1]; ++i) terms[fill[docs[i]]++] = t;
+  }
+  fwd_offsets = std::move(off);
+  fwd_terms = std::move(terms);
+  has_forward = true;
+}
+
 void Segment::reset_bounds() {
   const std::size_t n = directory_size();
   bound_cache.reset(new std::atomic<std::uint64_t>[n > 0 ? n : 1]);
@@ -178,8 +195,6 @@ void InvertedIndex::add_chunk(const std::uint32_t* terms, const std::uint8_t* co
   seg->offsets = Buffer<std::uint64_t>(std::move(offsets));
   seg->docs = Buffer<std::uint32_t>(std::move(docs));
   seg->tfs = Buffer<std::uint32_t>(std::move(tfs));
-  seg->fwd_offsets.assign(pdoc.begin(), pdoc.end());
-  seg->fwd_terms = std::move(pt);
   seg->reset_bounds();
 
   pending_len_.insert(pending_len_.end(), lens.begin(), lens.end());
@@ -278,12 +293,17 @@ std::unique_ptr<Segment> InvertedIndex::merge_segments(const std::vector<const S
   auto out = std::make_unique<Segment>();
   out->base = out_base;
   out->num_docs = new_num_docs;
-  // Forward indexes, in document order.
-  out->fwd_offsets.reserve(static_cast<std::size_t>(new_num_docs) + 1);
-  out->fwd_offsets.push_back(0);
-  out->fwd_terms.reserve(total);
+  // Forward indexes, in document order, when every input has one (else built on demand).
+  bool forward = true;
+  for (const Segment* s : segs) forward = forward && s->has_forward;
+  if (forward) {
+    out->has_forward = true;
+    out->fwd_offsets.reserve(static_cast<std::size_t>(new_num_docs) + 1);
+    out->fwd_offsets.push_back(0);
+    out->fwd_terms.reserve(total);
+  }
   for (const Segment* s : segs) {
-    for (std::uint32_t d = 0; d < s->num_docs; ++d) {
+    for (std::uint32_t d = 0; forward && d < s->num_docs; ++d) {
       if (drop_dead && !live_[s->base + d]) continue;
       out->fwd_terms.insert(out->fwd_terms.end(), s->fwd_terms.begin() + static_cast<std::ptrdiff_t>(s->fwd_offsets[d]),
                             s->fwd_terms.begin() + static_cast<std::ptrdiff_t>(s->fwd_offsets[d + 1]));
@@ -321,6 +341,7 @@ void InvertedIndex::delete_documents(const std::vector<std::uint32_t>& docs) {
       throw std::invalid_argument("delete_documents: slots must be sorted, unique and live");
   for (std::uint32_t d : docs) {
     Segment& s = *segments_[segment_index(d)];
+    s.ensure_forward();
     const std::uint32_t local = d - s.base;
     const std::uint64_t b = s.fwd_offsets[local], e = s.fwd_offsets[local + 1];
     for (std::uint64_t j = b; j < e; ++j) --df_[s.fwd_terms[j]];
@@ -394,16 +415,9 @@ void InvertedIndex::install(Buffer<std::uint32_t> doc_len, std::unique_ptr<Segme
   df_.assign(vocab_.size(), 0);
   segments_.clear();
   if (seg) {
-    // Forward index by transposing the postings (terms come out sorted per document).
-    seg->fwd_offsets.assign(static_cast<std::size_t>(seg->num_docs) + 1, 0);
-    for (std::size_t i = 0; i < seg->docs.size(); ++i) ++seg->fwd_offsets[seg->docs[i] + 1];
-    for (std::size_t d = 0; d < seg->num_docs; ++d) seg->fwd_offsets[d + 1] += seg->fwd_offsets[d];
-    seg->fwd_terms.assign(seg->docs.size(), 0);
-    std::vector<std::uint64_t> fill(seg->fwd_offsets.begin(), seg->fwd_offsets.end() - 1);
     for (std::size_t slot = 0; slot < seg->directory_size(); ++slot) {
       const std::uint32_t t = seg->term_ids.empty() ? static_cast<std::uint32_t>(slot) : seg->term_ids[slot];
       df_[t] = seg->offsets[slot + 1] - seg->offsets[slot];
-      for (std::uint64_t i = seg->offsets[slot]; i < seg->offsets[slot + 1]; ++i) seg->fwd_terms[fill[seg->docs[i]]++] = t;
     }
     seg->reset_bounds();
     if (seg->num_docs > 0) segments_.push_back(std::move(seg));

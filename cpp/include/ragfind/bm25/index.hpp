@@ -9,7 +9,9 @@
 //
 // Deletes are tombstones: delete_documents() clears the document's bit in the live map and
 // takes it out of N, the total length and the df of each of its terms (found through the
-// segment's forward index, doc -> term ids), in O(its postings); its postings stay until
+// segment's forward index, doc -> term ids, built by transposing the segment's postings on its
+// first delete, so read-only indexes never pay its memory), in O(its postings) after that; its
+// postings stay until
 // compact() rewrites a segment whose dead fraction passed kCompactDeadFraction (or that is
 // all dead) without them, renumbering the later documents in order. Every query skips dead
 // documents. Internal document numbers ("slots") therefore include dead ones until then.
@@ -85,8 +87,9 @@ struct Segment {
   Buffer<std::uint64_t> offsets;
   Buffer<std::uint32_t> docs;  // local doc ids (0 .. num_docs - 1)
   Buffer<std::uint32_t> tfs;
-  // Forward index: the (sorted, distinct) term ids of local doc d are
-  // fwd_terms[fwd_offsets[d] .. fwd_offsets[d + 1]); always in memory.
+  // Forward index, once has_forward: the (sorted, distinct) term ids of local doc d are
+  // fwd_terms[fwd_offsets[d] .. fwd_offsets[d + 1]). Built on the segment's first delete.
+  bool has_forward = false;
   std::vector<std::uint64_t> fwd_offsets;
   std::vector<std::uint32_t> fwd_terms;
   std::uint32_t num_dead = 0;
@@ -100,6 +103,8 @@ struct Segment {
   /// Directory slot of a term, or -1 when the segment has no postings for it.
   std::int64_t slot_of(std::uint32_t term) const;
   void reset_bounds();
+  /// Builds the forward index from the postings if it is not there yet.
+  void ensure_forward();
 };
 
 class InvertedIndex {
