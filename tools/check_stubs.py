@@ -191,6 +191,11 @@ def main() -> int:
     args = parser.parse_args()
 
     try:
+        import mypy.stubtest  # noqa: F401
+    except ImportError:
+        print("check_stubs: mypy is not installed (pip install mypy, or the [test] extra)", file=sys.stderr)
+        return 2
+    try:
         import ragfind._core as core  # noqa: F401
     except ImportError as e:
         print(f"check_stubs: cannot import {MODULE} ({e}); build it first (CONTRIBUTING.md)", file=sys.stderr)
