@@ -582,6 +582,15 @@ int main() {
     std::printf("setup error: similarity_kernels() dispatches to '%s', not 'neon'\n", similarity_kernels().name);
     return 2;
   }
+#elif defined(__x86_64__)
+  // CMake compiles the AVX2 and AVX-512 files into every x86-64 build; a build without them
+  // would pass here on scalar alone.
+  if (!simd_level_compiled(SimdLevel::AVX2) || !simd_level_compiled(SimdLevel::AVX512)) {
+    std::printf(
+        "setup error: the AVX2 / AVX-512 kernels are not compiled in "
+        "(RAGFIND_HAVE_AVX2 / RAGFIND_HAVE_AVX512 unset)\n");
+    return 2;
+  }
 #endif
   std::string names;
   for (SimdLevel l : levels) names += std::string(" ") + simd_level_name(l);
