@@ -200,7 +200,10 @@ def main() -> int:
     except ImportError as e:
         print(f"check_stubs: cannot import {MODULE} ({e}); build it first (CONTRIBUTING.md)", file=sys.stderr)
         return 2
-    print(f"check_stubs: {args.stub.relative_to(ROOT)} against {core.__file__}", flush=True)
+    stub_name = args.stub.resolve()
+    if stub_name.is_relative_to(ROOT):
+        stub_name = stub_name.relative_to(ROOT)
+    print(f"check_stubs: {stub_name} against {core.__file__}", flush=True)
 
     with tempfile.TemporaryDirectory() as tmp:
         # stubtest needs the stub inside a package folder of its own: a copy of python/ragfind's
