@@ -1,4 +1,8 @@
-"""Type stubs for the native module ragfind._core (one section per area)."""
+"""Type stubs for the native module ragfind._core (one section per area).
+
+Checked against the compiled module by tools/check_stubs.py (CI runs it): names, kinds and every
+function's parameters must match the bindings in cpp/bindings.
+"""
 
 from collections.abc import Callable as _Callable
 from collections.abc import Sequence as _Sequence
@@ -9,6 +13,10 @@ from numpy import float32 as _f32
 from numpy import int64 as _i64
 from numpy import uint8 as _u8
 from numpy.typing import NDArray as _NDArray
+
+# Every pybind11 class has pybind11's metaclass (pybind11_builtins.pybind11_type, a subclass of
+# type that cannot be imported); declared so that stubtest sees a custom metaclass on both sides.
+class _Pybind11Type(type): ...
 
 # --- cpu / dispatch ---
 def cpu_features() -> dict[str, bool]: ...
@@ -23,7 +31,7 @@ def set_simd_level(level: str) -> None: ...
 class IndexFileError(ValueError): ...
 class IndexWriteError(OSError): ...
 
-class Analyzer:
+class Analyzer(metaclass=_Pybind11Type):
     def __init__(
         self,
         lowercase: bool,
@@ -36,7 +44,7 @@ class Analyzer:
     @property
     def num_surfaces(self) -> int: ...
 
-class BM25Core:
+class BM25Core(metaclass=_Pybind11Type):
     def __init__(self, method: str, k1: float, b: float, delta: float, analyzer: Analyzer) -> None: ...
     def __len__(self) -> int: ...
     def add(
@@ -111,6 +119,27 @@ def dense_pairwise(A: _NDArray[_f32], B: _NDArray[_f32], op: str) -> _NDArray[_f
 def dense_rowwise(A: _NDArray[_f32], B: _NDArray[_f32], op: str) -> _NDArray[_f32]: ...
 def dense_kernel_name() -> str: ...
 
+# --- dense: HNSW ---
+
+class ReaderWriterLock(metaclass=_Pybind11Type):
+    def __init__(self) -> None: ...
+    def acquire_read(self) -> None: ...
+    def release_read(self) -> None: ...
+    def acquire_write(self) -> None: ...
+    def release_write(self) -> None: ...
+
+def hnsw_check_graph(graph: bytes | bytearray | memoryview | _np.ndarray, dim: int) -> dict[str, _Any]: ...
+def hnsw_finish_single(
+    lock: ReaderWriterLock,
+    labels: _np.ndarray,
+    dist: _np.ndarray,
+    q: _NDArray[_f32],
+    metric: int,
+    threshold: float | None,
+    n_labels: int,
+    label_map: _NDArray[_i64] | None,
+) -> tuple[_NDArray[_i64], _NDArray[_f32]]: ...
+
 # --- fusion ---
 
 def rrf(
@@ -141,7 +170,7 @@ def maxsim_explain(query_vectors: _np.ndarray, document: _np.ndarray) -> tuple[_
 def first_non_finite(array: _np.ndarray) -> int: ...
 
 # --- sparse ---
-class SparseImpactIndex:
+class SparseImpactIndex(metaclass=_Pybind11Type):
     def __init__(self, dim: int, scale: float) -> None: ...
     @property
     def dim(self) -> int: ...

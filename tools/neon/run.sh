@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Cross-compiles the NEON kernels (similarity, MaxSim, impact columns; with the scalar reference, the dispatch
-# and cpu.cpp) and tools/neon/check_kernels.cpp for AArch64, then runs the checker under
-# user-mode QEMU: every NEON kernel against the scalar and a float64 reference. Exits non-zero
-# on any mismatch (1) or a setup problem (2).
+# and cpu.cpp) and the kernel checker cpp/tests/check_kernels.cpp (also a ctest test of the native
+# build) for AArch64, then runs it under user-mode QEMU: the scalar and NEON levels against a
+# float64 reference, and NEON against scalar. Exits non-zero on any mismatch (1) or a setup
+# problem (2).
 #
 # Needs (Debian/Ubuntu; this script installs nothing):
 #   sudo apt-get install g++-aarch64-linux-gnu qemu-user
@@ -31,7 +32,7 @@ fi
 
 mkdir -p "$BUILD_DIR"
 # The flags of the CMake build (-O3, warnings) plus -Werror; RAGFIND_HAVE_NEON as CMake
-# defines it for *_neon.cpp on aarch64.
+# defines it when it compiles kernels/<family>/neon.cpp (aarch64).
 # -ffp-contract=off as CMakeLists.txt sets it for the impact-column files (bit-identical sums).
 flags=(-std=c++17 -O3 -Wall -Wextra -Wno-unused-parameter -Werror -DRAGFIND_HAVE_NEON=1 -Icpp/include
   -pthread -ffp-contract=off)
@@ -46,7 +47,7 @@ sources=(
   cpp/src/kernels/impact_column/scalar.cpp
   cpp/src/kernels/impact_column/neon.cpp
   cpp/src/kernels/impact_column/dispatch.cpp
-  tools/neon/check_kernels.cpp
+  cpp/tests/check_kernels.cpp
 )
 echo "+ $CXX_AARCH64 ${flags[*]} ${sources[*]} -o $BUILD_DIR/check_kernels"
 "$CXX_AARCH64" "${flags[@]}" "${sources[@]}" -o "$BUILD_DIR/check_kernels"
