@@ -37,7 +37,7 @@ def simd_level(request):
         ragfind.set_simd_level(before)
 
 
-# --- models (issue 4): the default ONNX models, built once per session into a private cache ---
+# --- models: the default ONNX models, built once per session into a private cache ---
 
 
 @pytest.fixture(scope="session")

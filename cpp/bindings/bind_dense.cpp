@@ -1,4 +1,4 @@
-// Bindings for the similarity kernels and the exact dense index (issue 3).
+// Bindings for the similarity kernels and the exact dense index.
 //
 // These are the low-level entry points behind ragfind.DenseIndex and ragfind.dense: every
 // argument is validated here with the GIL held (ValueError/TypeError naming it), then the

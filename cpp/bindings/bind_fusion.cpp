@@ -1,4 +1,4 @@
-// Bindings for the rank and score fusion (issue 5): ragfind._core.rrf / fuse_scores.
+// Bindings for the rank and score fusion: ragfind._core.rrf / fuse_scores.
 //
 // Ids come as int arrays (any integer dtype), Python lists of int, or lists / numpy arrays of
 // str. Integer ids go straight to the C++ core. str ids are interned here, with the GIL held,

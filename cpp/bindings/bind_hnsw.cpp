@@ -1,4 +1,4 @@
-// Bindings around hnswlib's Python index (issue 3): the graph-file check that runs before
+// Bindings around hnswlib's Python index: the graph-file check that runs before
 // hnswlib loads a file, the reader/writer lock of DenseIndex(kind="hnsw"), and the one call
 // that turns a single query's raw knn_query result into ids and scores.
 //

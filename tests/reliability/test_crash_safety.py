@@ -3,7 +3,7 @@
 Two kinds of kill, both SIGKILL (no unwinding, no atexit, like an OOM kill or a power cut):
 
 * fault injection: ``RAGFIND_FAULT_INJECT=<point>`` makes the save kill its own process at a
-  named point (ragfind/crash_safety.hpp for BM25, ragfind/_crash_safety.py for DenseIndex and
+  named point (ragfind/common/crash_safety.hpp for BM25, ragfind/persist/atomic.py for DenseIndex and
   the sectioned files of LateInteractionIndex and SparseVectorIndex): after the temporary file is
   created, after (each) section is written, after fsync just before the rename, and right
   after the rename;

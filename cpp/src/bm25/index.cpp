@@ -1,6 +1,6 @@
-// InvertedIndex: building segments, merging them, removing documents, statistics, explain and
-// the double-precision reference scorers. The pruned and exhaustive top-k live in
-// bm25_query_maxscore.cpp and bm25_query_exhaustive.cpp.
+// InvertedIndex: building segments, merging them, deleting and compacting documents,
+// statistics, explain and the double-precision reference scorers. The pruned and exhaustive
+// top-k live in query_maxscore.cpp and query_exhaustive.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstring>

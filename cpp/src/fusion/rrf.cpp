@@ -1,5 +1,5 @@
 // Rank and score fusion: intern ids to dense codes, accumulate per code, radix-rank the scores.
-// See fusion.hpp for the contract; everything here is linear in the total input size.
+// See ragfind/fusion/rrf.hpp for the contract; everything here is linear in the total input size.
 #include "ragfind/fusion/rrf.hpp"
 
 #include <algorithm>

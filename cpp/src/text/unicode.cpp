@@ -1,4 +1,4 @@
-// Lookups in the generated Unicode tables (bm25_unicode_tables.cpp).
+// Lookups in the generated Unicode tables (unicode_tables.cpp).
 #include <algorithm>
 
 #include "ragfind/text/unicode.hpp"

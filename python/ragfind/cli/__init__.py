@@ -10,9 +10,9 @@ import sys
 # and sets ``func`` (a callable taking the parsed args and returning an exit code).
 COMMANDS = [
     "demo",
-    # export (issue 4)
+    # export
     "export",
-    # index, search, eval, bench (issue 5)
+    # index, search, eval, bench
     "index",
     "search",
     "eval",

@@ -1,4 +1,4 @@
-"""Crash-safety helpers for the Python index writers (the C++ twin is ragfind/crash_safety.hpp).
+"""Crash-safety helpers for the Python index writers (the C++ twin is ragfind/common/crash_safety.hpp).
 
 ``fault_point(name)``: when the environment variable ``RAGFIND_FAULT_INJECT`` equals ``name``
 the process kills itself with SIGKILL on the spot (no cleanup, like a power cut or an OOM

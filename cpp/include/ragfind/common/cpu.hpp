@@ -1,6 +1,6 @@
 // CPU feature detection and the runtime SIMD level shared by every kernel family.
 //
-// Kernels are compiled once per ISA (cpp/src/kernels/<op>_<isa>.cpp, each with its own
+// Kernels are compiled once per ISA (cpp/src/kernels/<family>/<isa>.cpp, each with its own
 // compiler flags) and registered in a KernelTable. At call time the table hands out the
 // best implementation that is compiled, supported by this CPU and not above the active
 // level, so tests can force every lower level and compare it with the scalar reference.

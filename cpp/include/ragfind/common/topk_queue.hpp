@@ -1,4 +1,4 @@
-// The top-k queue shared by every query algorithm.
+// The top-k queue of the inverted-index searches (BM25 and SPLADE).
 //
 // Contract: entries are ordered by score, higher first; equal scores are broken by the lower
 // internal document id (earlier insertion). The queue keeps the k best entries seen; while it

@@ -7,7 +7,7 @@
 //   i8   rows of `d` int8 values with one float scale per row (x ~= scale * q, symmetric);
 //        the query is quantised to int16 (scale max|q|/16383, nearly lossless) so the dot
 //        product is an exact integer computation (vpmaddwd / vpdpwssd / smlal).
-// Every kernel is compiled per ISA (cpp/src/kernels/similarity_<isa>.cpp) and chosen at run
+// Every kernel is compiled per ISA (cpp/src/kernels/similarity/<isa>.cpp) and chosen at run
 // time through similarity_kernels() (see cpu.hpp for the dispatch rules).
 #pragma once
 

@@ -18,7 +18,7 @@
 namespace ragfind::kernels {
 namespace {
 
-// Software prefetch of rows a couple of groups ahead (see similarity_avx2.cpp).
+// Software prefetch of rows a couple of groups ahead (see avx2.cpp).
 inline void prefetch_bytes(const void* p, size_t bytes) {
   const char* c = static_cast<const char*>(p);
   for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);

@@ -1,4 +1,4 @@
-// Internal: the per-ISA kernel tables, defined in similarity_<isa>.cpp.
+// Internal: the per-ISA kernel tables, defined in kernels/similarity/<isa>.cpp.
 #pragma once
 
 #include "ragfind/dense/similarity.hpp"

@@ -1,7 +1,7 @@
 // AArch64 Advanced SIMD (NEON) similarity kernels. NEON is mandatory on AArch64, so this file
 // needs no extra flags; CMake compiles it (defining RAGFIND_HAVE_NEON) on aarch64 targets only.
 //
-// Why the loops look like this: the shapes follow similarity_avx2.cpp at 4 lanes. f32 rows are
+// Why the loops look like this: the shapes follow avx2.cpp at 4 lanes. f32 rows are
 // read one after the other with four independent accumulators (one sequential stream); the f16
 // and int8 row kernels, where decoding costs instructions, process 4 rows per pass and load
 // each query slice once for all four. NEON has no masked loads, so tails shorter than one
@@ -23,7 +23,7 @@ inline float32x4_t hsum4(float32x4_t a, float32x4_t b, float32x4_t c, float32x4_
   return vpaddq_f32(vpaddq_f32(a, b), vpaddq_f32(c, d));
 }
 
-// Software prefetch of rows a few groups ahead of the scan (see similarity_avx2.cpp).
+// Software prefetch of rows a few groups ahead of the scan (see avx2.cpp).
 inline void prefetch_bytes(const void* p, size_t bytes) {
   const char* c = static_cast<const char*>(p);
   for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(c + o, 0, 3);
