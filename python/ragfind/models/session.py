@@ -49,7 +49,7 @@ def make_session(
             str(model_path),
             so,
             providers=providers or ["CPUExecutionProvider"],
-            # its fused kernel is slower than Add + LayerNormalization (see onnx_export/bert_graph.py, add_norm)
+            # its fused kernel is slower than Add + LayerNormalization (onnx_export/bert_graph.py add_norm)
             disabled_optimizers=["SkipLayerNormFusion"],
         )
     except Exception as e:  # onnxruntime raises its own exception types (InvalidProtobuf, Fail, ...)
