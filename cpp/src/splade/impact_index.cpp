@@ -78,9 +78,14 @@ void dense_taat_segment(const ImpactSegment& s, const std::vector<postings::Weig
     else
       std::fill(acc, acc + len, 0.0f);
     for (List& l : lists) l.pos = scatter_add(acc, docs, stored, l.pos, l.end, lo, hi, l.weight);
-    const std::uint8_t* ok = allowed ? allowed + seg.base + lo : nullptr;
+    if (allowed) {
+      // Zero the excluded documents in one vectorisable pass: they then never pass the scan.
+      // (Testing them one by one inside the scan would stop at every excluded document above
+      // a threshold that, with few allowed documents, stays low.)
+      const std::uint8_t* ok = allowed + seg.base + lo;
+      for (std::uint32_t i = 0; i < len; ++i) acc[i] = ok[i] ? acc[i] : 0.0f;
+    }
     for (std::uint32_t i = next_above(acc, 0, len, th); i < len; i = next_above(acc, i + 1, len, th)) {
-      if (ok && !ok[i]) continue;
       heap.insert(acc[i], seg.base + lo + i);
       if (heap.full()) th = std::max(heap.threshold(), 0.0f);
     }
