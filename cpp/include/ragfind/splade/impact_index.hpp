@@ -17,6 +17,12 @@
 // / 4, and the term-at-a-time scorer adds it with a vectorised streaming loop instead of
 // scattering every posting. The postings stay (MaxScore, explain and save read them); a column
 // adds w * 0 = +0 to absent documents, so scores are bit-identical to the posting path.
+//
+// Deletes are tombstones: a byte per document (live_) that every scorer consults, so a deleted
+// document never enters a queue or raises a pruning threshold. Scores are dot products (no
+// collection statistics), so the live documents score as in a fresh build. export_arrays()
+// leaves the deleted documents out (renumbering the others in order); generation() counts
+// writes, so an allowed-set compiled for one state is refused in a later one.
 #pragma once
 
 #include <cstdint>
