@@ -664,3 +664,46 @@ def test_sparse_loaders_reject_other_indexes_and_old_files(tmp_path):
         bad.write_bytes(f_raw[:cut])
         with pytest.raises(IndexFileError):
             SparseVectorIndex.load(bad)
+
+
+def test_filtered_searches_during_writes_stay_inside_the_filter():
+    # Searches on threads while another thread adds and deletes: a filter compiled for an
+    # earlier state is refused by the index and compiled again, so a result never holds a
+    # document outside the filter, and a deleted document never comes back once its delete
+    # returned.
+    import threading
+
+    rng = np.random.default_rng(31)
+    dim = 60
+    index = SparseVectorIndex(dim)
+    index.add(_contract_rows(rng, 400, dim))
+    allowed = IdFilter(range(0, 2000, 3))
+    gone: set = set()
+    errors: list = []
+    stop = threading.Event()
+
+    def searcher():
+        q = [(np.arange(0, 12), np.ones(12, np.float32))]
+        while not stop.is_set():
+            try:
+                before = set(gone)
+                ids, scores = index.search_batch(q, k=50, filter=allowed)
+                got = set(ids[0][scores[0] > -np.inf].tolist())
+                assert all(x % 3 == 0 for x in got), got
+                assert not (got & before), got & before
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+                return
+
+    threads = [threading.Thread(target=searcher) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for step in range(10):
+        index.add(_contract_rows(rng, 20, dim))
+        victims = index.ids[step * 5 : step * 5 + 5].tolist()
+        index.delete(victims)
+        gone.update(victims)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
