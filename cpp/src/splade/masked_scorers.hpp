@@ -1,9 +1,8 @@
 // The shared posting-list algorithms (ragfind/inverted/maxscore.hpp) restricted to an allowed
 // set of documents: `allowed` is a byte per document of the segment (seg.base + local), 0 for a
-// deleted or filtered-out document. A disallowed document's postings are skipped before they
-// are added, so it never enters an accumulator, a candidate list or the queue, and it never
-// raises a pruning threshold; allowed documents get the same sums, in the same order, as in
-// the unrestricted algorithms (bit-identical scores).
+// deleted or filtered-out document. A disallowed document never enters a candidate list or the
+// queue and never raises a pruning threshold; allowed documents get the same sums, in the same
+// order, as in the unrestricted algorithms (bit-identical scores).
 #pragma once
 
 #include <algorithm>
@@ -18,7 +17,9 @@ using postings::BoundedList;
 using postings::next_geq;
 using postings::WeightedTerm;
 
-/// Every allowed posting term at a time into a dense accumulator, then offered to the queue.
+/// Every posting term at a time into a dense accumulator; the excluded documents are then
+/// zeroed in one pass (cheaper than a data-dependent branch per posting, and nothing prunes
+/// here) and the rest offered to the queue.
 template <class W>
 void exhaustive_segment(const bm25::Segment& seg, const std::vector<WeightedTerm>& query, const W& w,
                         const std::uint8_t* allowed, bm25::TopKQueue& heap) {
@@ -33,9 +34,10 @@ void exhaustive_segment(const bm25::Segment& seg, const std::vector<WeightedTerm
     const std::int64_t slot = seg.slot_of(t.term);
     if (slot < 0) continue;
     for (std::uint64_t j = seg.offsets[slot], e = seg.offsets[slot + 1]; j < e; ++j)
-      if (ok[docs[j]]) acc[docs[j]] += t.weight * w(stored[j], docs[j]);
+      acc[docs[j]] += t.weight * w(stored[j], docs[j]);
   }
-  postings::offer_scores(acc, seg.num_docs, seg.base, heap);  // disallowed documents stay at 0
+  for (std::uint32_t d = 0; d < seg.num_docs; ++d) acc[d] = ok[d] ? acc[d] : 0.0f;
+  postings::offer_scores(acc, seg.num_docs, seg.base, heap);
 }
 
 /// Document-at-a-time MaxScore over the allowed documents: a disallowed candidate is stepped
