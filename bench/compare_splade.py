@@ -21,12 +21,26 @@ the repository) for later runs. ``--colbert`` also re-ranks the BM25 and the hyb
 with MaxSim over the default MiniLM token states (not a trained ColBERT).
 
     PYTHONPATH=python python bench/compare_splade.py [--rounds 5] [--max-docs 1000] [--colbert]
+
+Part 3 (``--baseline DIR``, only this part runs): the query rate of this checkout against an
+earlier one (DIR: a copy of its ``python/`` folder with its built ``_core``), each in its own
+worker process over the same synthetic corpus and queries, rounds interleaved, medians; and
+this checkout's filtered search (an IdFilter of 1% of the ids, compiled once, then reused)
+against its unfiltered search in the same rounds; plus the same after this checkout deleted 10%
+of its documents (the baseline, without deletes, keeps running as the reference). One query
+thread, so the shared box's other load disturbs less.
+
+    PYTHONPATH=python python bench/compare_splade.py --baseline /work/scratch/h2-base-python \
+        --docs 100000 --rounds 7
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -81,7 +95,7 @@ def speed(args, docs, queries, label):
     k = 10
     methods = {
         "ragfind SparseVectorIndex (all threads)": lambda: index.search_batch(queries, k),
-        "ragfind SparseVectorIndex (1 thread)": lambda: index.search_batch(queries, k, n_threads=1),
+        "ragfind SparseVectorIndex (1 thread)": lambda: index.search_batch(queries, k, threads=1),
         "scipy.sparse Q @ D.T + argpartition": lambda: scipy_topk(Q, DT, k),
         "scipy.sparse D @ q per query + argpartition": lambda: scipy_per_query(D, Q, k),
     }
@@ -266,6 +280,94 @@ def quality(args):
     speed(args, dvec, qvec, "Real SPLADE vectors (SciFact corpus above)")
 
 
+def worker(args):
+    """One side of --baseline: builds the index, then times the command read per stdin line."""
+    rng = np.random.default_rng(0)
+    docs = synthetic(rng, args.docs, 30522, 120)
+    queries = synthetic(rng, 500, 30522, 30)
+    index = ragfind.SparseVectorIndex(docs.dim, scale=100.0)
+    index.add(docs)
+    new_api = hasattr(index, "delete")
+    flt = None
+    if new_api:
+        from ragfind.ids import IdFilter
+
+        flt = IdFilter(np.random.default_rng(1).choice(args.docs, size=args.docs // 100, replace=False))
+
+    def run(filtered):
+        if new_api:
+            return index.search_batch(queries, 10, flt if filtered else None, threads=1)
+        return index.search_batch(queries, 10, n_threads=1)
+
+    checksum = None
+    print("ready", flush=True)
+    for line in sys.stdin:
+        cmd = line.strip()
+        if cmd == "delete":
+            index.delete(np.random.default_rng(2).choice(args.docs, size=args.docs // 10, replace=False))
+            print("ok", flush=True)
+            continue
+        t = time.perf_counter()
+        ids, scores = run(cmd == "filtered")
+        dt = time.perf_counter() - t
+        if cmd == "unfiltered" and checksum is None:
+            checksum = float(np.asarray(scores)[np.isfinite(scores)].sum())
+        print(f"{dt} {checksum}", flush=True)
+
+
+def baseline(args):
+    def start(pythonpath):
+        env = dict(os.environ, PYTHONPATH=str(pythonpath))
+        p = subprocess.Popen(
+            [sys.executable, __file__, "--worker", "--docs", str(args.docs)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert p.stdout.readline().strip() == "ready"
+        return p
+
+    def ask(p, cmd):
+        p.stdin.write(cmd + "\n")
+        p.stdin.flush()
+        return p.stdout.readline().split()
+
+    here = Path(__file__).resolve().parents[1] / "python"
+    base, ours = start(args.baseline), start(here)
+    print(
+        f"\nSynthetic SPLADE-like vectors, {args.docs:,} docs, 500 queries, k=10, 1 thread, "
+        f"{args.rounds} rounds"
+    )
+    for phase in ("all documents live", "after deleting 10% of the documents"):
+        if phase.startswith("after"):
+            ask(ours, "delete")
+        times = {"baseline": [], "ours": [], "ours filtered (1%)": []}  # the baseline never deletes
+        sums = set()
+        for _ in range(args.rounds):
+            for name, p, cmd in (
+                ("baseline", base, "unfiltered"),
+                ("ours", ours, "unfiltered"),
+                ("ours filtered (1%)", ours, "filtered"),
+            ):
+                dt, checksum = ask(p, cmd)
+                times[name].append(float(dt))
+                if cmd == "unfiltered" and not phase.startswith("after"):
+                    sums.add(checksum)
+        print(
+            f"\n{phase}" + ("" if phase.startswith("after") else f"; score checksums equal: {len(sums) == 1}")
+        )
+        print("| method | median s / 500 queries | queries/s | vs baseline | vs ours unfiltered |")
+        print("|---|---:|---:|---:|---:|")
+        med = {k: float(np.median(v)) for k, v in times.items() if v}
+        for name, m in med.items():
+            vb = f"{med['baseline'] / m:.2f}x" if "baseline" in med else "-"
+            print(f"| {name} | {m:.4f} | {500 / m:,.0f} | {vb} | {m / med['ours']:.2f} (time ratio) |")
+    for p in (base, ours):
+        p.stdin.close()
+        p.wait()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
@@ -278,7 +380,13 @@ def main():
     ap.add_argument(
         "--cache", default=None, help="folder to keep encoded vectors between runs (outside the repo)"
     )
+    ap.add_argument("--baseline", default=None, help="python/ folder of an earlier build: regression check")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.worker:
+        return worker(args)
+    if args.baseline:
+        return baseline(args)
     rng = np.random.default_rng(0)
     docs = synthetic(rng, args.docs, 30522, 120)
     queries = synthetic(rng, 500, 30522, 30)

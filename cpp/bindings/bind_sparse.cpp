@@ -1,20 +1,21 @@
-// Bindings for the learned-sparse (SPLADE) impact index (issue 6).
+// Bindings for the learned-sparse (SPLADE) impact index.
 // Inputs are validated with the GIL held; queries run with it released under a shared lock
-// (add/install take it exclusively), so searches from many Python threads run in parallel.
+// (add/remove/install take it exclusively), so searches from many Python threads run in parallel.
+// The Python class keeps the ids; here documents are internal numbers 0 .. num_docs - 1.
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "bindings.hpp"
+#include "ragfind/common/parallel.hpp"
 #include "ragfind/splade/impact_index.hpp"
 
 namespace py = pybind11;
@@ -110,7 +111,15 @@ void bind_sparse(py::module_& m) {
       .def_property_readonly("num_docs", [](const PyImpactIndex& s) {
         std::shared_lock lk(s.mu);
         return s.index.num_docs();
+      }, "Internal document numbers handed out (deleted documents included).")
+      .def_property_readonly("num_live", [](const PyImpactIndex& s) {
+        std::shared_lock lk(s.mu);
+        return s.index.num_live();
       })
+      .def_property_readonly("generation", [](const PyImpactIndex& s) {
+        std::shared_lock lk(s.mu);
+        return s.index.generation();
+      }, "Write counter: an allowed-set is valid for the generation it was compiled at.")
       .def_property_readonly("dense_column_bytes", [](const PyImpactIndex& s) {
         std::shared_lock lk(s.mu);
         return s.index.dense_column_bytes();
@@ -134,47 +143,84 @@ void bind_sparse(py::module_& m) {
         std::unique_lock lk(s.mu);
         s.index.add(indptr.data(), indices.data(), values.data(), static_cast<std::size_t>(indptr.shape(0) - 1));
       }, py::arg("indptr"), py::arg("indices"), py::arg("values"))
+      .def("remove", [](PyImpactIndex& s, const py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>& docs) {
+        if (docs.ndim() != 1) throw py::value_error("docs must be a 1-D array of internal document numbers");
+        std::vector<std::int64_t> d(docs.data(), docs.data() + docs.shape(0));
+        std::int64_t bad = -1;
+        bool found_bad = false;
+        {
+          py::gil_scoped_release release;
+          std::sort(d.begin(), d.end());
+          std::unique_lock lk(s.mu);
+          for (std::size_t i = 0; i < d.size() && !found_bad; ++i) {
+            const std::int64_t x = d[i];
+            if (x < 0 || x >= s.index.num_docs() || !s.index.is_live(static_cast<std::uint32_t>(x)) ||
+                (i > 0 && d[i - 1] == x)) {
+              found_bad = true;
+              bad = x;
+            }
+          }
+          if (!found_bad) {
+            std::vector<std::uint32_t> u(d.begin(), d.end());
+            s.index.remove(u.data(), u.size());
+          }
+        }
+        if (found_bad)
+          throw py::value_error("remove: document " + std::to_string(bad) + " is not a live document (or repeated)");
+      }, py::arg("docs"), "Deletes documents by internal number (tombstones); all or nothing.")
       .def("search_batch", [](const PyImpactIndex& s, const I64& indptr, const py::array& indices_raw, const F32& values,
-                              std::int64_t k, int n_threads, const std::string& algorithm) {
+                              std::int64_t k, int n_threads, const std::string& algorithm, const py::object& allowed_obj,
+                              std::int64_t generation) -> py::object {
         U32 indices(indices_raw);
         check_csr(indptr, indices_raw, indices, values, s.index.dim(), "queries");
         if (k <= 0) throw py::value_error("k must be positive, got " + std::to_string(k));
         const Algorithm alg = parse_algorithm(algorithm);
+        py::array_t<std::uint8_t, py::array::c_style> allowed;  // (a default array_t is not null)
+        const bool masked = !allowed_obj.is_none();
+        if (masked) {
+          allowed = py::array_t<std::uint8_t, py::array::c_style>::ensure(allowed_obj);
+          if (!allowed || allowed.ndim() != 1) throw py::value_error("allowed must be a 1-D uint8 mask");
+        }
         const std::int64_t nq = indptr.shape(0) - 1;
-        py::array_t<std::int64_t> ids({nq, k});
-        py::array_t<float> scores({nq, k});
+        std::shared_lock lk(s.mu, std::defer_lock);
+        {
+          py::gil_scoped_release release;  // never wait for the lock holding the GIL
+          lk.lock();
+        }
+        if (masked && (generation != static_cast<std::int64_t>(s.index.generation()) ||
+                        allowed.shape(0) != static_cast<py::ssize_t>(s.index.num_docs())))
+          return py::none();  // compiled for an earlier state: the caller compiles it again
+        // k clamped to the live documents: a huge k never allocates k entries per query.
+        const std::int64_t kk = std::min<std::int64_t>(k, s.index.num_live());
+        py::array_t<std::int64_t> ids({nq, kk});
+        py::array_t<float> scores({nq, kk});
         std::int64_t* io = ids.mutable_data();
         float* so = scores.mutable_data();
         const std::int64_t* p = indptr.data();
         const std::uint32_t* ix = indices.data();
         const float* v = values.data();
-        {
+        const std::uint8_t* mask = masked ? allowed.data() : nullptr;
+        if (kk > 0) {
           py::gil_scoped_release release;
-          std::shared_lock lk(s.mu);
-          int hw = static_cast<int>(std::thread::hardware_concurrency());
-          int threads = n_threads > 0 ? n_threads : std::max(1, hw);
-          threads = static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(threads, nq / 4)));
-          std::atomic<std::int64_t> next{0};
-          auto worker = [&] {
-            std::vector<bm25::ScoredDoc> out;
-            for (std::int64_t qi; (qi = next.fetch_add(1)) < nq;) {
-              s.index.search(to_query(ix, v, p[qi], p[qi + 1]), static_cast<std::size_t>(k), out, alg);
-              for (std::int64_t r = 0; r < k; ++r) {
-                const bool have = r < static_cast<std::int64_t>(out.size());
-                io[qi * k + r] = have ? static_cast<std::int64_t>(out[r].doc) : -1;
-                so[qi * k + r] = have ? out[r].score : -std::numeric_limits<float>::infinity();
-              }
+          const int threads = static_cast<int>(
+              std::max<std::int64_t>(1, std::min<std::int64_t>(n_threads > 0 ? n_threads : hardware_threads(), nq / 4)));
+          std::vector<std::vector<bm25::ScoredDoc>> outs(static_cast<std::size_t>(threads));
+          parallel_for(static_cast<std::size_t>(nq), threads, [&](std::size_t qi, int worker) {
+            std::vector<bm25::ScoredDoc>& out = outs[static_cast<std::size_t>(worker)];
+            s.index.search(to_query(ix, v, p[qi], p[qi + 1]), static_cast<std::size_t>(kk), out, alg, mask);
+            for (std::int64_t r = 0; r < kk; ++r) {
+              const bool have = r < static_cast<std::int64_t>(out.size());
+              io[qi * kk + r] = have ? static_cast<std::int64_t>(out[r].doc) : -1;
+              so[qi * kk + r] = have ? out[r].score : -std::numeric_limits<float>::infinity();
             }
-          };
-          std::vector<std::thread> pool;
-          for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
-          worker();
-          for (auto& th : pool) th.join();
+          });
         }
         return py::make_tuple(ids, scores);
       }, py::arg("indptr"), py::arg("indices"), py::arg("values"), py::arg("k"), py::arg("n_threads") = 0,
-         py::arg("algorithm") = "auto",
-         "Top-k per query row: (ids int64 (nq, k), scores float32 (nq, k)); missing entries are -1 / -inf.")
+         py::arg("algorithm") = "auto", py::arg("allowed") = py::none(), py::arg("generation") = -1,
+         "Top-min(k, live docs) per query row: (internal docs int64 (nq, k'), scores float32 (nq, k')); missing "
+         "entries are -1 / -inf. `allowed`: a uint8 mask over the internal documents compiled at `generation` "
+         "(None when the index changed since: compile it again).")
       .def("score_all", [](const PyImpactIndex& s, const py::array& indices_raw, const F32& values) {
         U32 indices(indices_raw);
         I64 indptr(py::array_t<std::int64_t>(std::vector<py::ssize_t>{2}));

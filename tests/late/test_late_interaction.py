@@ -7,6 +7,8 @@ import pytest
 
 import ragfind
 from ragfind import LateInteractionIndex
+from ragfind.errors import DuplicateIdError, IdKindError, IndexFileError, UnknownIdError
+from ragfind.ids import IdFilter
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -167,9 +169,9 @@ def test_bad_inputs_change_nothing(index_and_docs):
     q = np.ones((2, 32), dtype=np.float32)
     with pytest.raises(ValueError, match="query_vectors has dim 8, expected 32"):
         index.search(np.ones((2, 8), dtype=np.float32))
-    with pytest.raises(IndexError, match="unknown document id 500"):
+    with pytest.raises(UnknownIdError, match=r"candidate_ids: \[500\] not in the index"):
         index.rerank(q, [1, 500])
-    with pytest.raises(IndexError, match="unknown document id -1"):
+    with pytest.raises(UnknownIdError, match=r"doc_id: \[-1\] not in the index"):
         index.explain(q, -1)
     with pytest.raises(ValueError, match="k must be positive"):
         index.search(q, k=0)
@@ -190,3 +192,207 @@ def test_empty_index_search():
     ids, scores = index.search(np.ones((1, 4), dtype=np.float32))
     assert ids.shape == (0,) and scores.shape == (0,)
     assert ragfind.LateInteractionIndex is LateInteractionIndex
+
+
+# ---------------------------------------------------------------- ids, deletes, filters
+
+
+def _ref_top(q, docs_by_id, allowed, k):
+    """(ids, float64 scores) of the exact top-k over the live documents (insertion order) that
+    ``allowed`` (None: all) holds, ties by insertion order."""
+    ids = [x for x in docs_by_id if allowed is None or x in allowed]
+    s = _ref(q, [docs_by_id[x] for x in ids])
+    order = np.lexsort((np.arange(len(ids)), -s))[:k]
+    return [ids[i] for i in order], s[order]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_random_adds_deletes_and_filters_match_einsum(dtype, simd_level, tmp_path):
+    # Random batches under gapped int ids, deletes between them (past the compaction fraction,
+    # so the storage is rewritten several times), re-adds of deleted ids; exhaustive search
+    # with and without filters, score() and rerank() by ids, against float64 MaxSim over the
+    # live allowed documents; then save/load (dead documents left out).
+    rng = np.random.default_rng(7)
+    dim = 24
+    index = LateInteractionIndex(dim, dtype=dtype)
+    live: dict = {}
+    deleted: list = []
+    next_id = 3
+    compactions = 0
+    for step in range(6):
+        n = int(rng.integers(20, 60))
+        docs = [_unit(rng.standard_normal((int(m), dim))) for m in rng.integers(1, 30, size=n)]
+        reuse = deleted[: n // 3] if step % 2 else []
+        deleted = deleted[len(reuse) :]
+        fresh = (next_id + np.cumsum(rng.integers(1, 5, size=n - len(reuse)))).tolist()
+        next_id = fresh[-1] + 1
+        ids = reuse + fresh
+        assert index.add(docs, ids=ids).tolist() == ids
+        stored = [d.astype(np.float16).astype(np.float32) if dtype == "float16" else d for d in docs]
+        live.update(zip(ids, stored))
+        victims = rng.choice(list(live), size=len(live) // 3, replace=False).tolist()
+        rows_before = len(index.offsets) - 1
+        index.delete(victims)
+        compactions += len(index.offsets) - 1 < rows_before
+        for v in victims:
+            del live[v]
+        deleted += victims
+    assert compactions >= 2
+    assert index.ids.tolist() == list(live) and len(index) == len(live)
+    assert index.n_tokens == sum(len(d) for d in live.values())
+    q = _unit(rng.standard_normal((5, dim)))
+    live_ids = index.ids
+    filters = [
+        None,
+        set(rng.choice(live_ids, size=3, replace=False).tolist()),
+        IdFilter(rng.choice(live_ids, size=len(live_ids) // 2, replace=False)),
+        rng.choice(live_ids, size=10, replace=False).tolist() + deleted[:5] + [10**15],
+        [],
+    ]
+    for flt in filters:
+        for k in (1, 7, 10**9):
+            got_ids, got_scores = index.search(q, k, flt)
+            want_ids, want_scores = _ref_top(q, live, None if flt is None else set(flt), k)
+            assert got_ids.dtype == np.int64
+            assert got_ids.tolist() == want_ids
+            np.testing.assert_allclose(got_scores, want_scores, atol=1e-4)
+    pick = [live_ids[5], live_ids[0], live_ids[2]]
+    np.testing.assert_allclose(index.score(q, pick), _ref(q, [live[x] for x in pick]), atol=1e-4)
+    np.testing.assert_allclose(index.score(q), _ref(q, list(live.values())), atol=1e-4)
+    r_ids, r_scores = index.rerank(q, pick + pick[:1], k=2)
+    want_ids, _ = _ref_top(q, {x: live[x] for x in live if x in set(pick)}, None, 2)
+    assert r_ids.tolist() == want_ids
+    with pytest.raises(UnknownIdError):
+        index.score(q, [deleted[0]])
+    path = tmp_path / "li.rfli"
+    index.save(path)
+    assert len(index.offsets) - 1 == len(live)  # saving compacted the storage
+    for mmap in (True, False):
+        loaded = LateInteractionIndex.load(path, mmap=mmap)
+        assert loaded.ids.tolist() == live_ids.tolist() and loaded.dtype == dtype
+        for flt in filters:
+            a = loaded.search(q, 7, flt)
+            b = index.search(q, 7, flt)
+            np.testing.assert_array_equal(a[0], b[0])
+            np.testing.assert_array_equal(a[1], b[1])
+        assert loaded.add([q]).tolist() == [max(max(live_ids), max(deleted)) + 1]
+
+
+def test_compaction_gives_memory_back_and_keeps_centroids_valid():
+    rng = np.random.default_rng(3)
+    docs = [_unit(rng.standard_normal((20, 16))) for _ in range(100)]
+    index = LateInteractionIndex(16)
+    index.add(docs, ids=[f"d{i}" for i in range(100)])
+    index.build_centroids(8)
+    big = index.tokens
+    assert big.shape == (2000, 16)
+    index.delete([f"d{i}" for i in range(0, 100, 5)])  # 20% of the tokens: no compaction yet
+    assert index.tokens.shape == (2000, 16) and index.n_tokens == 1600
+    index.delete([f"d{i}" for i in range(1, 100, 5)])  # 40%: compacted
+    assert index.tokens.shape == (1200, 16) and not np.shares_memory(index.tokens, big)
+    assert index.has_centroids
+    kept = [f"d{i}" for i in range(100) if i % 5 > 1]
+    assert index.ids.tolist() == kept
+    q = docs[2][:4]
+    exact_ids, exact_scores = index.search(q, 5, exhaustive=True)
+    assert exact_ids[0] == "d2"
+    approx_ids, approx_scores = index.search(q, 5, n_probe=8, n_rerank=100)
+    np.testing.assert_array_equal(approx_ids, exact_ids)  # every centroid probed: exact
+    np.testing.assert_array_equal(approx_scores, exact_scores)
+    allowed = IdFilter(["d3", "d8", "d0", "zz"])
+    f_ids, _ = index.search(q, 5, allowed, n_probe=8, n_rerank=100)
+    assert set(f_ids.tolist()) <= {"d3", "d8"} and len(f_ids) == 2
+    cand = index.candidates(q, n_probe=8, filter=allowed)
+    assert sorted(cand.tolist()) == ["d3", "d8"]
+    np.testing.assert_array_equal(index.document("d8"), docs[8])
+
+
+def test_late_id_rules_and_errors_change_nothing():
+    index = LateInteractionIndex(4)
+    doc = np.ones((2, 4), np.float32)
+    assert index.add([doc, doc], ids=[10, 4]).tolist() == [10, 4]
+    assert index.add([doc]).tolist() == [11]  # after the largest int id
+    before = (len(index), index.n_tokens, index.generation)
+    with pytest.raises(IdKindError, match="this index has int ids"):
+        index.add([doc], ids=["a"])
+    with pytest.raises(IdKindError, match="not a mix"):
+        index.add([doc, doc], ids=[1, "a"])
+    with pytest.raises(DuplicateIdError, match="already in the index"):
+        index.add([doc, doc], ids=[12, 4])
+    with pytest.raises(DuplicateIdError, match="repeated"):
+        index.add([doc, doc], ids=[12, 12])
+    with pytest.raises(ValueError, match="non-finite"):
+        index.add([doc, doc * np.nan], ids=[12, 13])
+    with pytest.raises(UnknownIdError, match="99"):
+        index.delete([10, 99])
+    with pytest.raises(UnknownIdError):
+        index.rerank(doc, ["10"])
+    assert (len(index), index.n_tokens, index.generation) == before
+    with pytest.raises(ValueError, match="k must be positive"):
+        index.search(doc, 0)
+    with pytest.raises(TypeError, match="k must be a positive integer"):
+        index.search(doc, 2.5)
+    index.delete(4)
+    assert index.ids.tolist() == [10, 11] and 4 not in index
+    ids, scores = index.search(doc, 10**12)  # k clamped
+    assert ids.tolist() == [10, 11] and np.all(scores == scores[0])  # ties: insertion order
+    assert index.search(doc, 5, filter=["x"])[0].shape == (0,)  # other-kind ids: none held
+    empty = LateInteractionIndex(4)
+    assert empty.ids.dtype == np.int64 and empty.id_kind is None
+    s_ids, _ = empty.search(doc, 3)
+    assert s_ids.dtype == np.int64 and s_ids.shape == (0,)
+    strs = LateInteractionIndex(4)
+    strs.add([doc], ids=["a"])
+    with pytest.raises(IdKindError, match="str ids"):
+        strs.add([doc])
+    assert strs.search(doc, 3)[0].dtype == object
+    assert strs.search(doc, 3, filter=["b"])[0].dtype == object
+
+
+def test_late_loaders_reject_other_indexes_and_old_files(tmp_path):
+    from ragfind.persist.sectioned import write_sectioned
+
+    bm = ragfind.BM25Index()
+    bm.add(["alpha beta"])
+    bm.save(tmp_path / "bm25.idx")
+    dense = ragfind.DenseIndex(4)
+    dense.add(np.eye(4, dtype=np.float32))
+    dense.save(tmp_path / "dense.idx")
+    sparse = ragfind.SparseVectorIndex(8)
+    sparse.add([{1: 1.0}])
+    sparse.save(tmp_path / "sparse.idx")
+    for name in ("bm25.idx", "dense.idx", "sparse.idx"):
+        with pytest.raises(IndexFileError, match="bad magic"):
+            LateInteractionIndex.load(tmp_path / name)
+    old = tmp_path / "v1.rfli"
+    header = {"dim": 4, "dtype": "float32", "n_docs": 0, "n_tokens": 0}
+    write_sectioned(old, b"RFLATE\x00\x01", 1, header, {"offsets": np.zeros(1, np.int64)})
+    with pytest.raises(IndexFileError, match="version 1 .*rebuild"):
+        LateInteractionIndex.load(old)
+    li = LateInteractionIndex(4)
+    li.add([np.ones((2, 4), np.float32), np.ones((1, 4), np.float32)], ids=["a", "b"])
+    li.save(tmp_path / "ok.rfli")
+    raw = (tmp_path / "ok.rfli").read_bytes()
+    assert LateInteractionIndex.load(tmp_path / "ok.rfli").ids.tolist() == ["a", "b"]
+    good = {"dim": 4, "dtype": "float32", "n_docs": 2, "n_tokens": 3, "id_kind": "str", "next_id": 0}
+    tokens = np.ones((3, 4), np.float32)
+    offsets = np.array([0, 2, 3], np.int64)
+    bad = tmp_path / "bad.rfli"
+    for id_bytes, id_offsets, match in (
+        (b"aa", [0, 1, 2], "repeated ids"),
+        (b"a\xff", [0, 1, 2], "corrupt ids"),
+        (b"ab", [0, 2, 1], "corrupt id offsets"),
+    ):
+        sections = {
+            "offsets": offsets,
+            "id_bytes": np.frombuffer(id_bytes, np.uint8),
+            "id_offsets": np.array(id_offsets, np.int64),
+            "tokens": tokens,
+        }
+        write_sectioned(bad, b"RFLATE\x00\x01", 2, good, sections)
+        with pytest.raises(IndexFileError, match=match):
+            LateInteractionIndex.load(bad)
+    for cut in (5, len(raw) // 2, len(raw) - 1):
+        bad.write_bytes(raw[:cut])
+        with pytest.raises(IndexFileError):
+            LateInteractionIndex.load(bad)

@@ -128,3 +128,21 @@ def test_bad_inputs_are_rejected_clearly():
         ragfind.maxsim(q, packed, offsets=[1, 5])
     with pytest.raises(IndexError, match="out of range"):
         _core.maxsim_packed(q, packed, np.array([0, 5], dtype=np.int64), np.array([1]), 0, True)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4, 8])
+def test_first_non_finite_document_is_reported_whatever_the_threads(threads):
+    # Many documents on several workers, three of them bad: the lowest bad one is named, with
+    # its exact row and column, whichever worker finds a bad document first.
+    rng = np.random.default_rng(8)
+    q = rng.standard_normal((40, 64)).astype(np.float32)
+    docs = [rng.standard_normal((int(n), 64)).astype(np.float32) for n in rng.integers(50, 300, size=600)]
+    for d, (r, c) in ((411, (3, 7)), (523, (0, 0)), (590, (1, 2))):
+        docs[d][r, c] = np.inf if d % 2 else np.nan
+    for _ in range(3):
+        with pytest.raises(
+            ValueError, match=r"documents\[411\] contains a non-finite value.*row 3, column 7"
+        ):
+            ragfind.maxsim(q, docs, n_threads=threads)
+    good = ragfind.maxsim(q, docs[:400], n_threads=threads)
+    np.testing.assert_allclose(good, ragfind.maxsim(q, docs[:400], n_threads=1), rtol=1e-6)

@@ -111,3 +111,72 @@ def test_stage_type_errors():
         ragfind.LateInteractionStage(object())
     with pytest.raises(ValueError, match="not a saved SPLADE stage"):
         ragfind.SpladeStage.load("/nonexistent", FakeSplade())
+
+
+def test_stages_keep_chunk_ids_in_the_index_and_filter_inside_it(tmp_path):
+    from ragfind.ids import IdFilter
+
+    texts = [d["text"] for d in DOCS]
+    ids = np.arange(100, 100 + 3 * len(texts), 3, dtype=np.int64)
+    splade = ragfind.SpladeStage(FakeSplade())
+    late = ragfind.LateInteractionStage(FakeColbert())
+    for stage in (splade, late):
+        stage.add(ids, texts)
+    assert splade._index.ids.tolist() == ids.tolist() == late._index.ids.tolist()
+    q = "cats and dogs are domesticated"
+    dense_docs = FakeSplade()._encode(texts).to_dense()
+    expect = dense_docs @ FakeSplade()._encode([q]).to_dense()[0]
+    allowed = ids[::2]
+    for flt in (set(allowed.tolist()), IdFilter(allowed), allowed.tolist()):
+        got_ids, got_scores = splade.search(q, 3, flt)
+        keep = np.isin(ids, allowed) & (expect > 0)
+        order = np.flatnonzero(keep)[np.lexsort((np.flatnonzero(keep), -expect[keep]))][:3]
+        assert got_ids.tolist() == ids[order].tolist()
+        np.testing.assert_allclose(got_scores, expect[order])
+    # Deletes go to the indexes (unknown ids ignored); the late index frees the vectors.
+    splade.delete(np.asarray([ids[0], 999]))
+    late.delete(np.asarray(ids[: len(ids) // 2].tolist() + [999]))
+    assert len(splade) == len(ids) - 1 and ids[0] not in splade.search(q, 50, None)[0].tolist()
+    assert late._index.ids.tolist() == ids[len(ids) // 2 :].tolist()
+    assert len(late._index.offsets) - 1 == len(ids) - len(ids) // 2  # compacted
+    r_ids, r_scores = late.rerank(q, ids, texts)
+    assert sorted(r_ids.tolist()) == ids[len(ids) // 2 :].tolist()
+    assert np.all(np.diff(r_scores) <= 0)
+    for stage in (splade, late):
+        (tmp_path / stage.name).mkdir()
+        stage.save(tmp_path / stage.name)
+    assert sorted(p.name for p in (tmp_path / "splade").iterdir()) == ["splade.idx"]
+    assert sorted(p.name for p in (tmp_path / "late").iterdir()) == ["late.idx"]
+    s2 = ragfind.SpladeStage.load(tmp_path / "splade", FakeSplade())
+    l2 = ragfind.LateInteractionStage.load(tmp_path / "late", FakeColbert())
+    assert s2.search(q, 5, allowed)[0].tolist() == splade.search(q, 5, allowed)[0].tolist()
+    assert l2.rerank(q, ids, texts)[0].tolist() == r_ids.tolist()
+    assert l2.dtype == "float16"
+
+
+def test_empty_stages_round_trip_and_old_layouts_are_refused(tmp_path):
+    for cls, enc, name in (
+        (ragfind.SpladeStage, FakeSplade(), "splade"),
+        (ragfind.LateInteractionStage, FakeColbert(), "late"),
+    ):
+        folder = tmp_path / name
+        folder.mkdir()
+        stage = cls(enc)
+        stage.save(folder)
+        again = cls.load(folder, enc)
+        assert len(again) == 0 and again._index is None
+        again.add(np.asarray([5, 6]), ["cats purr", "dogs bark"])
+        assert len(again) == 2
+    (tmp_path / "splade" / "splade_ids.npz").write_bytes(b"old")
+    with pytest.raises(ValueError, match="older ragfind .*splade_ids.npz.*rebuild"):
+        ragfind.SpladeStage.load(tmp_path / "splade", FakeSplade())
+    (tmp_path / "late" / "late_ids.json").write_text("{}")
+    with pytest.raises(ValueError, match="older ragfind .*late_ids.json.*rebuild"):
+        ragfind.LateInteractionStage.load(tmp_path / "late", FakeColbert())
+    with pytest.raises(ValueError, match="not a saved late-interaction stage"):
+        ragfind.LateInteractionStage.load(tmp_path / "nowhere", FakeColbert())
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "splade.idx").write_bytes(b"RAGFBM25" + b"\0" * 100)
+    with pytest.raises(ValueError, match="not a saved SPLADE stage .*bad magic"):
+        ragfind.SpladeStage.load(bad, FakeSplade())

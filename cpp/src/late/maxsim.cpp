@@ -7,7 +7,8 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
-#include <thread>
+
+#include "ragfind/common/parallel.hpp"
 
 namespace ragfind::late {
 
@@ -94,9 +95,7 @@ std::vector<float> pack_query(const float* query, int64_t m, int64_t dim) {
 }
 
 int resolve_threads(int n_threads, int64_t work_items, int64_t min_items_per_thread) {
-  int hw = static_cast<int>(std::thread::hardware_concurrency());
-  if (hw <= 0) hw = 1;
-  int n = n_threads > 0 ? n_threads : hw;
+  const int n = n_threads > 0 ? n_threads : hardware_threads();
   const int64_t by_work = std::max<int64_t>(1, work_items / std::max<int64_t>(1, min_items_per_thread));
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(n, by_work)));
 }
@@ -131,45 +130,37 @@ NonFinite maxsim_batch(const float* query, int64_t m, int64_t dim, const void* c
   for (int64_t d = 0; d < n_docs; ++d) total_tokens += n_tokens[d];
   const int threads = resolve_threads(n_threads, total_tokens * m, int64_t(1) << 18);
   const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(16, n_docs / (threads * 8)));
-  std::atomic<int64_t> next{0};
+  const int64_t n_chunks = (n_docs + chunk - 1) / chunk;
+  // The lowest bad document found so far. Chunks are handed out in increasing order and one
+  // is never abandoned half way, so every document below a bad one is checked: the document
+  // reported is the first bad one, whichever worker finds it. Chunks past it are skipped.
   std::atomic<int64_t> first_bad{n_docs};
-  auto worker = [&] {
-    std::vector<float> maxima(static_cast<size_t>(padded));
-    std::vector<float> scratch(dtype == TokenDType::F16 ? static_cast<size_t>(kF16Block * dim) : 0);
-    for (;;) {
-      const int64_t begin = next.fetch_add(chunk, std::memory_order_relaxed);
-      if (begin >= n_docs) break;
-      const int64_t end = std::min(n_docs, begin + chunk);
-      for (int64_t d = begin; d < end; ++d) {
-        if (check_finite) {
-          if (first_non_finite(docs[d], n_tokens[d] * dim, dtype) >= 0) {
-            int64_t seen = first_bad.load();
-            while (d < seen && !first_bad.compare_exchange_weak(seen, d)) {
-            }
-            next.store(n_docs);  // stop handing out work
-            return;
-          }
+  std::vector<std::vector<float>> maxima(static_cast<size_t>(threads), std::vector<float>(static_cast<size_t>(padded)));
+  std::vector<std::vector<float>> scratch(
+      static_cast<size_t>(threads),
+      std::vector<float>(dtype == TokenDType::F16 ? static_cast<size_t>(kF16Block * dim) : 0));
+  parallel_for(static_cast<size_t>(n_chunks), threads, [&](size_t c, int worker) {
+    const int64_t begin = static_cast<int64_t>(c) * chunk;
+    if (begin > first_bad.load(std::memory_order_relaxed)) return;
+    const int64_t end = std::min(n_docs, begin + chunk);
+    float* mx = maxima[static_cast<size_t>(worker)].data();
+    float* sc = scratch[static_cast<size_t>(worker)].data();
+    for (int64_t d = begin; d < end; ++d) {
+      if (check_finite && first_non_finite(docs[d], n_tokens[d] * dim, dtype) >= 0) {
+        int64_t seen = first_bad.load();
+        while (d < seen && !first_bad.compare_exchange_weak(seen, d)) {
         }
-        if (dtype == TokenDType::F32)
-          f32(panels.data(), m, dim, static_cast<const float*>(docs[d]), n_tokens[d], maxima.data());
-        else
-          f16(panels.data(), m, dim, static_cast<const uint16_t*>(docs[d]), n_tokens[d], maxima.data(),
-              scratch.data());
-        float sum = 0.0f;
-        for (int64_t i = 0; i < m; ++i) sum += maxima[i];
-        scores_out[d] = sum;
+        return;
       }
+      if (dtype == TokenDType::F32)
+        f32(panels.data(), m, dim, static_cast<const float*>(docs[d]), n_tokens[d], mx);
+      else
+        f16(panels.data(), m, dim, static_cast<const uint16_t*>(docs[d]), n_tokens[d], mx, sc);
+      float sum = 0.0f;
+      for (int64_t i = 0; i < m; ++i) sum += mx[i];
+      scores_out[d] = sum;
     }
-  };
-  if (threads == 1) {
-    worker();
-  } else {
-    std::vector<std::thread> pool;
-    pool.reserve(threads - 1);
-    for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
-    worker();
-    for (auto& th : pool) th.join();
-  }
+  });
   if (first_bad.load() < n_docs) {
     // Report the bad document with the lowest index that any worker found, with its position
     // recomputed (cheap, one document) so it is exact whichever worker stopped first.

@@ -1,6 +1,7 @@
 // The learned-sparse impact index: building, merging and querying posting segments.
 #include "ragfind/splade/impact_index.hpp"
 #include "ragfind/splade/impact_columns.hpp"
+#include "masked_scorers.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -29,9 +30,10 @@ struct FloatWeight {
 // SIMD kernel of impact_columns.hpp, in one pass with the partial sums in registers; then each
 // other list's postings that fall in the tile are scattered (a cursor per list, streamed up to
 // the tile end; 16 at a time with AVX-512; the lists' first cache lines are prefetched when the
-// tile starts); then the tile is scanned for scores above the queue threshold.
+// tile starts); then the tile is scanned for scores above the queue threshold, skipping the
+// documents `allowed` (a byte per document, or nullptr for all) excludes.
 void dense_taat_segment(const ImpactSegment& s, const std::vector<postings::WeightedTerm>& query,
-                        bm25::TopKQueue& heap) {
+                        const std::uint8_t* allowed, bm25::TopKQueue& heap) {
   constexpr std::uint32_t kTile = 4096;  // 16 KiB of float accumulators
   const bm25::Segment& seg = s.seg;
   const std::uint32_t n = seg.num_docs;
@@ -76,6 +78,13 @@ void dense_taat_segment(const ImpactSegment& s, const std::vector<postings::Weig
     else
       std::fill(acc, acc + len, 0.0f);
     for (List& l : lists) l.pos = scatter_add(acc, docs, stored, l.pos, l.end, lo, hi, l.weight);
+    if (allowed) {
+      // Zero the excluded documents in one vectorisable pass: they then never pass the scan.
+      // (Testing them one by one inside the scan would stop at every excluded document above
+      // a threshold that, with few allowed documents, stays low.)
+      const std::uint8_t* ok = allowed + seg.base + lo;
+      for (std::uint32_t i = 0; i < len; ++i) acc[i] = ok[i] ? acc[i] : 0.0f;
+    }
     for (std::uint32_t i = next_above(acc, 0, len, th); i < len; i = next_above(acc, i + 1, len, th)) {
       heap.insert(acc[i], seg.base + lo + i);
       if (heap.full()) th = std::max(heap.threshold(), 0.0f);
@@ -209,6 +218,8 @@ void ImpactIndex::add(const std::int64_t* indptr, const std::uint32_t* indices, 
   build_columns(*s);
   segments_.push_back(std::move(s));
   num_docs_ += static_cast<std::uint32_t>(n);
+  live_.resize(num_docs_, 1);
+  ++generation_;
   // Merge trailing segments of similar size: O(log N) segments, each posting copied O(log N) times.
   while (segments_.size() >= 2) {
     const auto& a = segments_[segments_.size() - 2];
@@ -249,16 +260,28 @@ std::unique_ptr<ImpactSegment> ImpactIndex::merge(const ImpactSegment& a, const 
   return s;
 }
 
+void ImpactIndex::remove(const std::uint32_t* docs, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    if (docs[i] >= num_docs_ || !live_[docs[i]]) throw std::invalid_argument("remove: not a live document");
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    live_[docs[i]] = 0;
+    ++num_dead_;
+  }
+  ++generation_;
+}
+
 void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::size_t k,
-                         std::vector<bm25::ScoredDoc>& out, Algorithm algorithm) const {
+                         std::vector<bm25::ScoredDoc>& out, Algorithm algorithm, const std::uint8_t* allowed) const {
   out.clear();
-  if (k == 0 || num_docs_ == 0 || query.empty()) return;
+  if (k == 0 || num_live() == 0 || query.empty()) return;
+  if (allowed == nullptr && num_dead_ > 0) allowed = live_.data();
   std::vector<postings::WeightedTerm> q;
   q.reserve(query.size());
   for (const auto& t : query)
     if (t.weight > 0.0f && t.term < dim_) q.push_back({t.term, scale_ > 0.0f ? t.weight / scale_ : t.weight});
   if (q.empty()) return;
-  bm25::TopKQueue heap(std::min<std::size_t>(k, num_docs_));
+  bm25::TopKQueue heap(std::min<std::size_t>(k, num_live()));
   std::vector<postings::WeightedTerm> ordered;
   for (const auto& s : segments_) {
     const std::size_t column_terms = s->columns.empty() ? 0 : columns_first(*s, q, ordered);
@@ -283,11 +306,27 @@ void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::
     }
     // Forced Exhaustive stays the plain posting-by-posting reference that tests compare with.
     if (automatic && alg == Algorithm::Exhaustive && scale_ > 0.0f && !s->columns.empty()) {
-      dense_taat_segment(*s, sq, heap);
+      dense_taat_segment(*s, sq, allowed, heap);
       continue;
     }
     const float* b = s->bounds.data();
-    if (scale_ > 0.0f) {
+    if (allowed != nullptr) {
+      if (scale_ > 0.0f) {
+        switch (alg) {
+          case Algorithm::MaxScore: masked::maxscore_segment(s->seg, sq, b, QuantisedWeight{}, allowed, heap); break;
+          case Algorithm::TaatMaxScore:
+            masked::taat_maxscore_segment(s->seg, sq, b, QuantisedWeight{}, allowed, heap);
+            break;
+          default: masked::exhaustive_segment(s->seg, sq, QuantisedWeight{}, allowed, heap); break;
+        }
+      } else {
+        switch (alg) {
+          case Algorithm::MaxScore: masked::maxscore_segment(s->seg, sq, b, FloatWeight{}, allowed, heap); break;
+          case Algorithm::TaatMaxScore: masked::taat_maxscore_segment(s->seg, sq, b, FloatWeight{}, allowed, heap); break;
+          default: masked::exhaustive_segment(s->seg, sq, FloatWeight{}, allowed, heap); break;
+        }
+      }
+    } else if (scale_ > 0.0f) {
       switch (alg) {
         case Algorithm::MaxScore: postings::maxscore_segment(s->seg, sq, b, QuantisedWeight{}, heap); break;
         case Algorithm::TaatMaxScore: postings::taat_maxscore_segment(s->seg, sq, b, QuantisedWeight{}, heap); break;
@@ -334,6 +373,10 @@ float ImpactIndex::weight(std::uint32_t term, std::uint32_t doc) const {
 
 void ImpactIndex::export_arrays(std::vector<std::uint64_t>& offsets, std::vector<std::uint32_t>& docs,
                                 std::vector<std::uint32_t>& stored) const {
+  // new_id[d]: the live document's number among the live ones (deleted: unused).
+  std::vector<std::uint32_t> new_id(num_docs_);
+  std::uint32_t next = 0;
+  for (std::uint32_t d = 0; d < num_docs_; ++d) new_id[d] = live_[d] ? next++ : 0;
   offsets.assign(static_cast<std::size_t>(dim_) + 1, 0);
   docs.clear();
   stored.clear();
@@ -342,7 +385,9 @@ void ImpactIndex::export_arrays(std::vector<std::uint64_t>& offsets, std::vector
   for (std::uint32_t t = 0; t < dim_; ++t) {
     for (const auto& s : segments_) {
       for (std::uint64_t i = s->seg.offsets[t]; i < s->seg.offsets[t + 1]; ++i) {
-        docs.push_back(s->seg.base + s->seg.docs[i]);
+        const std::uint32_t d = s->seg.base + s->seg.docs[i];
+        if (!live_[d]) continue;
+        docs.push_back(new_id[d]);
         stored.push_back(s->seg.tfs[i]);
       }
     }
@@ -363,6 +408,9 @@ void ImpactIndex::install(std::uint32_t num_docs, const std::uint64_t* offsets, 
   segments_.clear();
   segments_.push_back(std::move(s));
   num_docs_ = num_docs;
+  num_dead_ = 0;
+  live_.assign(num_docs, 1);
+  ++generation_;
   keepalive_ = std::move(keepalive);
 }
 

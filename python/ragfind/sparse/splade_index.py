@@ -7,26 +7,34 @@ float32 weight with ``scale=0``. Scores are dot products of the (float) query we
 dequantised document weights. In quantised mode a list covering >= 1/4 of a segment is also
 kept as a dense uint16 column (2 bytes per document of that segment), which the term-at-a-time
 scorer adds with a SIMD loop; results are bit-identical to the plain posting scorer.
+
+Ids (int or str) live here; the C++ index numbers documents by row. Deletes are tombstones in
+the C++ index that every scorer skips, and a filter is compiled once per write generation into
+a byte mask over the rows that the scorers also skip, so a filtered search is the unfiltered
+ranking restricted to the allowed ids, without over-fetching.
 """
 
 from __future__ import annotations
 
+import struct
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ragfind import _core
+from ragfind.errors import IndexFileError
+from ragfind.ids import IdFilter, as_id_filter
+from ragfind.late._idmap import IdMap
 from ragfind.models.splade import SparseEmbeddings
 from ragfind.persist.sectioned import SectionedFile, write_sectioned
 
 __all__ = ["SparseVectorIndex", "SparseTermMatch"]
 
 _MAGIC = b"RFSPARSE"
-_VERSION = 1
+_VERSION = 2  # 2: ids, deleted documents left out
 _ALGORITHMS = ("auto", "maxscore", "taat", "exhaustive")
-# search_batch pads every row to k; past this many entries a k above the index size is an error.
-_MAX_PADDED_ENTRIES = 1 << 24
 
 
 @dataclass
@@ -88,6 +96,26 @@ def _csr(vectors, dim: int, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarr
     )
 
 
+def _check_k(k: Any) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    return int(k)
+
+
+def _check_version(path) -> None:
+    """A clear error for a file of the format before ids (the container check follows)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(12)
+    except OSError:
+        return  # SectionedFile raises the OSError
+    if len(head) == 12 and head[:8] == _MAGIC and struct.unpack("<I", head[8:12])[0] == 1:
+        raise IndexFileError(
+            f"{path}: a sparse index file of version 1 (written before ids and deletes); "
+            f"this ragfind reads version {_VERSION}: rebuild the index from its vectors"
+        )
+
+
 class SparseVectorIndex:
     """An inverted index of SPLADE-style sparse vectors with exact top-k (MaxScore pruning).
 
@@ -98,8 +126,10 @@ class SparseVectorIndex:
         encoder: optional ``SpladeEncoder`` so that texts can be added and searched directly.
     Raises ValueError on a bad dim/scale.
 
-    Documents get ids 0, 1, 2, ... in the order they are added. Searches may run from many
-    threads at once (the GIL is released); adding takes an exclusive lock.
+    Documents have ids, all int or all str (``add(vectors, ids=None)``: by default consecutive
+    ints after the largest int id so far). ``delete`` removes documents; ``search`` takes a
+    ``filter`` of allowed ids. Searches may run from many threads at once (the GIL is
+    released); adding and deleting take an exclusive lock.
     """
 
     def __init__(self, dim: int | None = None, *, scale: float = 100.0, encoder=None):
@@ -115,6 +145,7 @@ class SparseVectorIndex:
             raise ValueError(f"scale must be a finite number >= 0 (0: exact float32), got {scale!r}")
         self._index = _core.SparseImpactIndex(int(dim), float(scale))
         self.encoder = encoder
+        self._ids = IdMap()
         self._write_lock = threading.Lock()
 
     @property
@@ -128,33 +159,70 @@ class SparseVectorIndex:
         return float(self._index.scale)
 
     def __len__(self) -> int:
-        return int(self._index.num_docs)
+        """Live (not deleted) documents."""
+        return self._ids.n_live
+
+    def __contains__(self, id_: object) -> bool:
+        return id_ in self._ids
+
+    @property
+    def ids(self) -> np.ndarray:
+        """The live ids in insertion order (int64, or an object array of str)."""
+        return self._ids.live_ids()
+
+    @property
+    def id_kind(self) -> str | None:
+        """ "int", "str", or None while the index has never held a document."""
+        return self._ids.kind
 
     @property
     def num_postings(self) -> int:
-        """Number of stored (term, document) impacts."""
+        """Number of stored (term, document) impacts (deleted documents' included until saved)."""
         return int(self._index.num_postings)
 
+    @property
+    def generation(self) -> int:
+        """Write counter (every add and delete bumps it); compiled filters are keyed by it."""
+        return int(self._index.generation)
+
     # ----------------------------------------------------------------- building
-    def add(self, vectors) -> np.ndarray:
-        """Appends sparse document vectors; returns their int64 ids.
+    def add(self, vectors, ids=None) -> np.ndarray:
+        """Adds sparse document vectors under ``ids``; returns the ids added.
 
         ``vectors``: SparseEmbeddings (from SpladeEncoder), a scipy.sparse matrix with ``dim``
         columns, or a list of ``{term_id: weight}`` dicts / ``(indices, values)`` tuples.
-        Weights must be finite and >= 0. The batch is validated as a whole first: on error
-        nothing is added. Raises TypeError/ValueError naming the row and term.
+        Weights must be finite and >= 0. ``ids``: one int or str per vector (all one kind,
+        the index's), or None for consecutive ints after the largest int id so far.
+        The batch is validated as a whole first: on error nothing is added. Raises
+        TypeError/ValueError naming the row and term, IdKindError, DuplicateIdError.
         """
         indptr, indices, values = _csr(vectors, self.dim, "vectors")
+        n = len(indptr) - 1
         with self._write_lock:
-            start = len(self)
-            self._index.add(indptr, indices, values)
-            return np.arange(start, start + len(indptr) - 1, dtype=np.int64)
+            new, kind = self._ids.check_new(ids, n)
+            if n:
+                self._index.add(indptr, indices, values)
+                self._ids.commit_add(new, kind)
+            return new
 
-    def add_texts(self, texts, batch_size: int = 32, show_progress: bool = False) -> np.ndarray:
-        """Encodes texts with the index's encoder and adds them; returns their ids."""
+    def add_texts(self, texts, ids=None, batch_size: int = 32, show_progress: bool = False) -> np.ndarray:
+        """Encodes texts with the index's encoder and adds them under ``ids``; returns the ids."""
         return self.add(
-            self._need_encoder().encode(texts, batch_size=batch_size, show_progress=show_progress)
+            self._need_encoder().encode(texts, batch_size=batch_size, show_progress=show_progress), ids
         )
+
+    def delete(self, ids) -> None:
+        """Deletes documents by id (one id or a collection); all or nothing.
+
+        Raises UnknownIdError (a KeyError) for an id not in the index, DuplicateIdError for an
+        id given twice. Deleted documents are skipped by every search (tombstones) and left
+        out of saved files.
+        """
+        with self._write_lock:
+            rows, items = self._ids.rows_of(ids, "ids", unique=True)
+            if len(rows):
+                self._index.remove(rows)
+                self._ids.commit_delete(rows, items)
 
     def _need_encoder(self):
         if self.encoder is None:
@@ -171,75 +239,104 @@ class SparseVectorIndex:
             return _csr(self._need_encoder().encode(list(queries)), self.dim, what)
         return _csr(queries, self.dim, what)
 
-    def search(self, query, k: int = 10, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
-        """Top-k documents for one query: (ids int64, scores float32), best first.
+    def _compile(self, flt: IdFilter) -> tuple[int, np.ndarray]:
+        with self._write_lock:  # the generation and the id map of one state
+            return self.generation, self._ids.compile_mask(flt)
+
+    def search(
+        self, query, k: int = 10, filter=None, *, algorithm: str = "auto"
+    ) -> tuple[np.ndarray, np.ndarray]:  # noqa: A002
+        """Top-k documents for one query: (ids, scores float32), best first.
 
         ``query``: a text (needs the encoder), a ``{term_id: weight}`` dict, an ``(indices,
         values)`` tuple, or a one-row SparseEmbeddings. Documents sharing no term with the
-        query are not returned (so fewer than k may come back). ``algorithm``: "auto"
-        (term at a time over the dense columns and postings; MaxScore only for short lists on
-        segments over 65,536 documents), "maxscore" (document at a time), "taat" (term-at-a-time
+        query are not returned (so fewer than k may come back). ``filter``: None, an
+        :class:`ragfind.ids.IdFilter` or any collection of ids: only those documents are
+        ranked (ids the index does not hold are ignored). ``algorithm``: "auto" (term at a
+        time over the dense columns and postings; MaxScore only for short lists on segments
+        over 65,536 documents), "maxscore" (document at a time), "taat" (term-at-a-time
         MaxScore) or "exhaustive" (every posting, the reference); all exact, same results.
+        Ids are int64 (an object array for str ids).
         """
         if isinstance(query, SparseEmbeddings):
             if len(query) != 1:
                 raise ValueError(f"search takes one query; got {len(query)} rows (use search_batch)")
             batch = query
         else:
-            batch = [query] if not isinstance(query, str) else [query]
-        ids, scores = self.search_batch(batch, k, algorithm=algorithm)
-        keep = ids[0] >= 0
+            batch = [query]
+        ids, scores = self.search_batch(batch, k, filter, algorithm=algorithm)
+        keep = scores[0] > -np.inf
         return ids[0][keep], scores[0][keep]
 
     def search_batch(
-        self, queries, k: int = 10, *, n_threads: int | None = None, algorithm: str = "auto"
+        self,
+        queries,
+        k: int = 10,
+        filter=None,  # noqa: A002 - the API's name
+        threads: int = 0,
+        *,
+        algorithm: str = "auto",
+        n_threads: int | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k for many queries in parallel: (ids int64 (nq, k), scores float32 (nq, k)).
+        """Top-k for many queries in parallel: (ids (nq, k'), scores float32 (nq, k')), with
+        k' = min(k, len(self)).
 
-        Rows with fewer than k matching documents are padded with id -1 and score -inf.
-        ValueError when k exceeds the number of documents and the padded output would hold more
-        than 2**24 entries (a k of 10**7 would otherwise allocate gigabytes of padding).
+        Rows with fewer than k' matching documents are padded with score -inf and id -1 (None
+        for str ids). ``filter`` as in :meth:`search`, compiled once per index state.
+        ``threads``: worker threads (0: one per core); ``n_threads`` is its older name.
         """
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
-            raise ValueError(f"k must be a positive integer, got {k!r}")
+        k = _check_k(k)
         if algorithm not in _ALGORITHMS:
             raise ValueError(f"algorithm={algorithm!r}: expected one of {_ALGORITHMS}")
+        if n_threads is not None:
+            threads = n_threads
+        if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 0:
+            raise ValueError(f"threads must be an integer >= 0 (0: one per core), got {threads!r}")
+        flt = as_id_filter(filter)
         indptr, indices, values = self._queries(queries)
-        nq = len(indptr) - 1
-        if k > len(self) and nq * int(k) > _MAX_PADDED_ENTRIES:
-            raise ValueError(
-                f"k={k} exceeds the {len(self)} documents in the index and the padded ({nq}, {k}) "
-                f"output would hold {nq * int(k):,} entries; pass k <= len(index)"
+        while True:
+            if flt is None:
+                allowed, generation = None, -1
+            else:
+                generation, allowed = flt.compiled(self, self.generation, self._compile)
+            res = self._index.search_batch(
+                indptr, indices, values, k, int(threads), algorithm, allowed, generation
             )
-        return self._index.search_batch(indptr, indices, values, int(k), n_threads or 0, algorithm)
+            if res is not None:  # None: the index changed since the filter was compiled
+                break
+        rows, scores = res
+        return self._ids.result_ids(rows), scores
 
-    def score(self, query) -> np.ndarray:
-        """Dot product of one query with every document (float32 (len(self),))."""
+    def score(self, query, ids=None) -> np.ndarray:
+        """Dot product of one query with the documents ``ids`` (default: every live document,
+        in :attr:`ids` order), float32. UnknownIdError for an id not in the index."""
         indptr, indices, values = self._queries(
             [query] if not isinstance(query, SparseEmbeddings) else query, "query"
         )
         if len(indptr) != 2:
             raise ValueError("score takes one query")
-        return self._index.score_all(indices, values)
+        if ids is None:
+            rows = np.flatnonzero(self._ids.live)
+        else:
+            rows, _ = self._ids.rows_of(ids, "ids")
+        return self._index.score_all(indices, values)[rows]
 
-    def explain(self, query, doc_id: int) -> list[SparseTermMatch]:
-        """The terms query and document share, by contribution (query weight x doc weight).
+    def explain(self, query, doc_id) -> list[SparseTermMatch]:
+        """The terms query and document ``doc_id`` share, by contribution (query weight x doc weight).
 
         With a text query and an encoder, terms carry their vocabulary string and whether they
-        are expansion terms (not among the query's own word pieces).
+        are expansion terms (not among the query's own word pieces). UnknownIdError for an id
+        not in the index.
         """
         text = query if isinstance(query, str) else None
         indptr, indices, values = self._queries(
             [query] if not isinstance(query, SparseEmbeddings) else query, "query"
         )
-        if (
-            isinstance(doc_id, bool)
-            or not isinstance(doc_id, (int, np.integer))
-            or not 0 <= doc_id < len(self)
-        ):
-            raise IndexError(f"doc_id {doc_id!r} is not a document id (index has {len(self)} documents)")
+        if isinstance(doc_id, (list, tuple, np.ndarray)):
+            raise TypeError(f"doc_id must be one id, got {type(doc_id).__name__}")
+        rows, _ = self._ids.rows_of(doc_id, "doc_id")
         terms = np.asarray(indices, dtype=np.uint32)
-        doc_w = self._index.weights(terms, int(doc_id))
+        doc_w = self._index.weights(terms, int(rows[0]))
         own = set(self.encoder.tokenizer.encode(text).ids) if (text is not None and self.encoder) else None
         out = []
         for t, qw, dw in zip(terms, values, doc_w):
@@ -260,33 +357,58 @@ class SparseVectorIndex:
 
     # ----------------------------------------------------------------- persistence
     def save(self, path) -> None:
-        """Writes the index atomically (one merged segment; CRC32 per section)."""
-        offsets, docs, stored = self._index.export_arrays()
-        header = {"dim": self.dim, "scale": self.scale, "n_docs": len(self), "n_postings": int(len(docs))}
-        write_sectioned(path, _MAGIC, _VERSION, header, {"offsets": offsets, "docs": docs, "impacts": stored})
+        """Writes the live documents and their ids atomically (one merged segment, deleted
+        documents left out; CRC32 per section)."""
+        with self._write_lock:
+            offsets, docs, stored = self._index.export_arrays()
+            header = {
+                "dim": self.dim,
+                "scale": self.scale,
+                "n_docs": len(self),
+                "n_postings": int(len(docs)),
+                **self._ids.header(),
+            }
+            sections = {"offsets": offsets, "docs": docs, "impacts": stored, **self._ids.sections()}
+        write_sectioned(path, _MAGIC, _VERSION, header, sections)
 
     @classmethod
     def load(cls, path, *, mmap: bool = True, verify: bool = True, encoder=None) -> SparseVectorIndex:
         """Loads a saved index (posting arrays memory-mapped with ``mmap``).
 
-        Magic, version, header, section bounds and the postings themselves (monotone offsets,
-        doc ids in range and sorted, valid impacts) are always checked; ``verify`` also checks
-        the CRC32s. Raises ValueError on a corrupt, truncated or foreign file.
+        Magic, version, header, section bounds, the ids and the postings themselves (monotone
+        offsets, doc ids in range and sorted, valid impacts) are always checked; ``verify``
+        also checks the CRC32s. Raises IndexFileError (a ValueError) on a corrupt, truncated,
+        foreign (another index's) or older-version file; OSError if it cannot be read.
         """
-        f = SectionedFile(path, _MAGIC, _VERSION, "sparse index")
-        dim, n_docs, n_post = f.field("dim", int), f.field("n_docs", int), f.field("n_postings", int)
-        scale = f.field("scale", float)
-        if dim <= 0 or n_docs < 0 or n_post < 0 or not np.isfinite(scale) or scale < 0:
-            raise ValueError(f"{path}: corrupt header (dim={dim}, n_docs={n_docs}, scale={scale})")
-        offsets = f.array("offsets", "<u8", (dim + 1,), mmap=mmap, verify=verify)
-        docs = f.array("docs", "<u4", (n_post,), mmap=mmap, verify=verify)
-        stored = f.array("impacts", "<u4", (n_post,), mmap=mmap, verify=verify)
-        index = cls(dim, scale=scale, encoder=encoder)
-        index._index.install(n_docs, offsets, docs, stored)
+        _check_version(path)
+        try:
+            f = SectionedFile(path, _MAGIC, _VERSION, "sparse index")
+            dim, n_docs, n_post = f.field("dim", int), f.field("n_docs", int), f.field("n_postings", int)
+            scale = f.field("scale", float)
+            if (
+                dim <= 0
+                or dim >= 2**32
+                or not 0 <= n_docs < 2**32
+                or n_post < 0
+                or not np.isfinite(scale)
+                or scale < 0
+            ):
+                raise IndexFileError(f"{path}: corrupt header (dim={dim}, n_docs={n_docs}, scale={scale})")
+            ids = IdMap.from_file(f, n_docs)
+            offsets = f.array("offsets", "<u8", (dim + 1,), mmap=mmap, verify=verify)
+            docs = f.array("docs", "<u4", (n_post,), mmap=mmap, verify=verify)
+            stored = f.array("impacts", "<u4", (n_post,), mmap=mmap, verify=verify)
+            index = cls(dim, scale=scale, encoder=encoder)
+            index._index.install(n_docs, offsets, docs, stored)
+        except IndexFileError:
+            raise
+        except ValueError as exc:  # the container's and the posting checks' errors
+            raise IndexFileError(str(exc)) from None
+        index._ids = ids
         return index
 
     def __repr__(self) -> str:
         return (
             f"SparseVectorIndex(n_docs={len(self)}, dim={self.dim}, scale={self.scale}, "
-            f"postings={self.num_postings})"
+            f"postings={self.num_postings}, ids={self.id_kind})"
         )

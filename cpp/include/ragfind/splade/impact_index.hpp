@@ -17,6 +17,12 @@
 // / 4, and the term-at-a-time scorer adds it with a vectorised streaming loop instead of
 // scattering every posting. The postings stay (MaxScore, explain and save read them); a column
 // adds w * 0 = +0 to absent documents, so scores are bit-identical to the posting path.
+//
+// Deletes are tombstones: a byte per document (live_) that every scorer consults, so a deleted
+// document never enters a queue or raises a pruning threshold. Scores are dot products (no
+// collection statistics), so the live documents score as in a fresh build. export_arrays()
+// leaves the deleted documents out (renumbering the others in order); generation() counts
+// writes, so an allowed-set compiled for one state is refused in a later one.
 #pragma once
 
 #include <cstdint>
@@ -52,7 +58,13 @@ class ImpactIndex {
 
   std::uint32_t dim() const { return dim_; }
   float scale() const { return scale_; }
+  /// Internal document numbers handed out so far (deleted ones included).
   std::uint32_t num_docs() const { return num_docs_; }
+  /// Documents not deleted.
+  std::uint32_t num_live() const { return num_docs_ - num_dead_; }
+  bool is_live(std::uint32_t doc) const { return doc < num_docs_ && live_[doc] != 0; }
+  /// Bumped by every add, remove and install.
+  std::uint64_t generation() const { return generation_; }
   std::uint64_t num_postings() const;
   /// Number of dense columns over all segments, and their bytes (see the notes above).
   std::size_t num_dense_columns() const;
@@ -63,15 +75,22 @@ class ImpactIndex {
   /// finite and >= 0; zero weights are skipped). The caller validates.
   void add(const std::int64_t* indptr, const std::uint32_t* indices, const float* values, std::size_t n);
 
-  /// Exact top-k (TopKQueue contract; documents scoring 0 are not returned).
+  /// Marks documents deleted (tombstones). The caller validates: each < num_docs(), live, distinct.
+  void remove(const std::uint32_t* docs, std::size_t n);
+
+  /// Exact top-k over the live documents (TopKQueue contract; documents scoring 0 are not
+  /// returned). `allowed` (nullptr: every live document) is a byte per internal document,
+  /// num_docs() of them, nonzero for a document that may be returned; it must not allow a
+  /// deleted document (the bindings compile it from the live ids).
   void search(const std::vector<postings::WeightedTerm>& query, std::size_t k, std::vector<bm25::ScoredDoc>& out,
-              Algorithm algorithm = Algorithm::Auto) const;
-  /// Dot product of the query with every stored (decoded) document vector.
+              Algorithm algorithm = Algorithm::Auto, const std::uint8_t* allowed = nullptr) const;
+  /// Dot product of the query with every stored (decoded) document vector (deleted ones too).
   void score_all(const std::vector<postings::WeightedTerm>& query, float* out) const;
   /// Decoded weight of `term` in `doc` (0 when absent).
   float weight(std::uint32_t term, std::uint32_t doc) const;
 
-  /// The whole index as one segment's arrays: term offsets (dim + 1), doc ids, stored values.
+  /// The live documents as one segment's arrays: term offsets (dim + 1), doc ids (renumbered
+  /// 0 .. num_live() - 1 in order), stored values.
   void export_arrays(std::vector<std::uint64_t>& offsets, std::vector<std::uint32_t>& docs,
                      std::vector<std::uint32_t>& stored) const;
   /// Replaces the contents with one segment borrowing the given arrays (kept alive by
@@ -90,6 +109,9 @@ class ImpactIndex {
   std::uint32_t dim_;
   float scale_;
   std::uint32_t num_docs_ = 0;
+  std::uint32_t num_dead_ = 0;
+  std::uint64_t generation_ = 0;
+  std::vector<std::uint8_t> live_;  // per internal document: 1 live, 0 deleted
   std::vector<std::unique_ptr<ImpactSegment>> segments_;
   std::shared_ptr<const void> keepalive_;
 };

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from pathlib import Path
@@ -11,6 +10,9 @@ from typing import Any
 import numpy as np
 
 __all__ = ["LateInteractionStage"]
+
+_INDEX_FILE = "late.idx"
+_OLD_LAYOUT = "late_ids.json"  # the id map of the layout before the index kept ids
 
 
 class LateInteractionStage:
@@ -21,11 +23,12 @@ class LateInteractionStage:
             returning per-text token matrices and ``encode_query`` returning one).
         name: the stage's name (timings).
         dtype: token storage of the :class:`ragfind.LateInteractionIndex` ("float16" halves it).
+
+    The index's ids are the Retriever's chunk ids; deleting a chunk deletes its vectors (the
+    index compacts its storage as deleted vectors accumulate).
     """
 
     def __init__(self, encoder: Any, name: str = "late", dtype: str = "float16") -> None:
-        from ragfind.late.index import LateInteractionIndex
-
         for attr in ("encode_documents", "encode_query"):
             if not hasattr(encoder, attr):
                 raise TypeError(
@@ -36,55 +39,82 @@ class LateInteractionStage:
         self.name = name
         self.dtype = dtype
         self._index: Any = None
-        self._make_index = lambda dim: LateInteractionIndex(dim, dtype=dtype)
-        self._by_chunk: dict[int, int] = {}
         self._lock = threading.Lock()
 
+    def __len__(self) -> int:
+        return 0 if self._index is None else len(self._index)
+
+    def _new_index(self, dim: int):
+        from ragfind.late.index import LateInteractionIndex
+
+        return LateInteractionIndex(int(dim), dtype=self.dtype)
+
     def add(self, ids: np.ndarray, texts: list) -> None:
-        """Encodes the chunks' token vectors and stores them."""
+        """Encodes the chunks' token vectors and stores them under their chunk ids."""
+        ids = np.asarray(ids, np.int64)
         mats = self.encoder.encode_documents(list(texts))
+        if len(mats) != len(ids):
+            raise ValueError(f"the encoder returned {len(mats)} token matrices for {len(ids)} texts")
+        if not len(mats):
+            return
         with self._lock:
             if self._index is None:
-                self._index = self._make_index(int(np.asarray(mats[0]).shape[1]))
-            new = self._index.add(mats)
-            for cid, li in zip(np.asarray(ids).tolist(), np.asarray(new).tolist()):
-                self._by_chunk[int(cid)] = int(li)
+                self._index = self._new_index(np.asarray(mats[0]).shape[1])
+            self._index.add(mats, ids)
 
     def delete(self, ids: np.ndarray) -> None:
-        """Forgets chunks (their vectors stay in the index but are never candidates again)."""
+        """Deletes chunks' vectors (unknown ids are ignored: the Retriever checks them)."""
         with self._lock:
-            for cid in np.asarray(ids).tolist():
-                self._by_chunk.pop(int(cid), None)
+            if self._index is None:
+                return
+            known = [i for i in np.asarray(ids, np.int64).tolist() if i in self._index]
+            if known:
+                self._index.delete(known)
 
     def rerank(self, query: str, ids: np.ndarray, texts: list) -> tuple:
-        """``(chunk ids, MaxSim scores)`` best first over the given chunks (ties: input order)."""
-        known = [int(i) for i in np.asarray(ids).tolist() if int(i) in self._by_chunk]
-        if not known or self._index is None:
+        """``(chunk ids, MaxSim scores)`` best first over the given chunks (ties: input order);
+        chunks the index does not hold are left out."""
+        index = self._index
+        known = [] if index is None else [i for i in np.asarray(ids, np.int64).tolist() if i in index]
+        if not known:
             return np.asarray(ids, np.int64), np.zeros(len(ids), np.float32)
         q = self.encoder.encode_query(query)
-        scores = self._index.score(q, np.asarray([self._by_chunk[i] for i in known], np.int64))
+        scores = index.score(q, known)
         order = np.argsort(-scores, kind="stable")
         return np.asarray(known, np.int64)[order], np.asarray(scores, np.float32)[order]
 
     def save(self, path: Path) -> None:
-        """Writes the token index and the chunk-id map into the stage folder."""
+        """Writes the token index (chunk ids included) into the stage folder as ``late.idx``."""
         with self._lock:
-            if self._index is not None:
-                self._index.save(Path(path) / "late.idx")
-            with open(Path(path) / "late_ids.json", "w", encoding="utf-8") as f:
-                json.dump({"dtype": self.dtype, "map": [[c, li] for c, li in self._by_chunk.items()]}, f)
+            index = self._index
+            if index is None:  # nothing added yet: an empty index keeps the dtype
+                index = self._new_index(getattr(self.encoder, "dim", None) or 1)
+            index.save(Path(path) / _INDEX_FILE)
 
     @classmethod
     def load(cls, path: os.PathLike, encoder: Any, name: str = "late") -> LateInteractionStage:
-        """Reads a stage written by :meth:`save`. Raises ValueError for a malformed folder."""
+        """Reads a stage written by :meth:`save`.
+
+        Raises:
+            ValueError: a missing or malformed stage folder, or one of the layout before the
+                index kept the chunk ids (``late_ids.json``: rebuild the retriever).
+        """
         from ragfind.late.index import LateInteractionIndex
 
+        folder = Path(path)
+        if (folder / _OLD_LAYOUT).exists():
+            raise ValueError(
+                f"{str(path)!r}: a late-interaction stage saved by an older ragfind ({_OLD_LAYOUT} id "
+                "map); this version keeps the chunk ids in the index: rebuild the retriever's late stage"
+            )
         try:
-            meta = json.loads((Path(path) / "late_ids.json").read_text(encoding="utf-8"))
+            index = LateInteractionIndex.load(folder / _INDEX_FILE)
         except (OSError, ValueError) as exc:
             raise ValueError(f"{str(path)!r}: not a saved late-interaction stage ({exc})") from exc
-        stage = cls(encoder, name, meta.get("dtype", "float16"))
-        if (Path(path) / "late.idx").is_file():
-            stage._index = LateInteractionIndex.load(Path(path) / "late.idx")
-        stage._by_chunk = {int(c): int(li) for c, li in meta["map"]}
+        if index.id_kind == "str":
+            raise ValueError(
+                f"{str(path)!r}: the late-interaction stage's index has str ids; chunk ids are ints"
+            )
+        stage = cls(encoder, name, index.dtype)
+        stage._index = index if index.id_kind is not None else None
         return stage

@@ -11,6 +11,9 @@ import numpy as np
 
 __all__ = ["SpladeStage"]
 
+_INDEX_FILE = "splade.idx"
+_OLD_LAYOUT = "splade_ids.npz"  # the id map of the layout before the index kept ids
+
 
 class SpladeStage:
     """SPLADE first-stage retrieval on :class:`ragfind.SparseVectorIndex` (C++, exact MaxScore).
@@ -21,9 +24,8 @@ class SpladeStage:
         name: the stage's name (timings, RRF weights).
         scale: impact quantisation of the index (0, the default here: exact float32 weights).
 
-    The index numbers documents 0, 1, 2, ...; the stage maps those to the Retriever's chunk ids,
-    remembers deleted chunks (the index itself is append-only) and over-fetches when deleted
-    chunks or a metadata filter remove results.
+    The index's ids are the Retriever's chunk ids; deletes and the metadata filter go to the
+    index, which skips deleted and disallowed chunks inside its scorers.
     """
 
     def __init__(self, encoder: Any, name: str = "splade", scale: float = 0.0) -> None:
@@ -36,12 +38,10 @@ class SpladeStage:
         self.name = name
         self.scale = float(scale)
         self._index: Any = None
-        self._chunk_of = np.zeros(0, np.int64)  # index id -> chunk id
-        self._live = np.zeros(0, bool)
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return int(self._live.sum())
+        return 0 if self._index is None else len(self._index)
 
     def _new_index(self, dim: int):
         from ragfind.sparse.splade_index import SparseVectorIndex
@@ -49,7 +49,7 @@ class SpladeStage:
         return SparseVectorIndex(int(dim), scale=self.scale)
 
     def add(self, ids: np.ndarray, texts: list) -> None:
-        """Encodes and indexes the chunks (``ids`` int64, ``texts`` the indexed texts)."""
+        """Encodes and indexes the chunks (``ids`` int64 chunk ids, ``texts`` the indexed texts)."""
         ids = np.asarray(ids, np.int64)
         emb = self.encoder.encode_documents(list(texts))
         if len(emb) != len(ids):
@@ -57,59 +57,55 @@ class SpladeStage:
         with self._lock:
             if self._index is None:
                 self._index = self._new_index(getattr(self.encoder, "vocab_size", None) or emb.dim)
-            self._index.add(emb)
-            self._chunk_of = np.concatenate([self._chunk_of, ids])
-            self._live = np.concatenate([self._live, np.ones(len(ids), bool)])
+            self._index.add(emb, ids)
 
     def delete(self, ids: np.ndarray) -> None:
-        """Marks chunks deleted (unknown ids are ignored: the Retriever checks them)."""
+        """Deletes chunks from the index (unknown ids are ignored: the Retriever checks them)."""
         with self._lock:
-            self._live &= ~np.isin(self._chunk_of, np.asarray(ids, np.int64))
+            if self._index is None:
+                return
+            known = [i for i in np.asarray(ids, np.int64).tolist() if i in self._index]
+            if known:
+                self._index.delete(known)
 
-    def search(self, query: str, k: int, allowed: set | None) -> tuple:
-        """``(chunk ids, scores)`` best first: the exact sparse dot product."""
+    def search(self, query: str, k: int, filter: Any = None) -> tuple:  # noqa: A002 - the API's name
+        """``(chunk ids, scores)`` best first: the exact sparse dot product, over the chunks
+        ``filter`` allows (None, an IdFilter or any collection of chunk ids)."""
         index = self._index
         if index is None or not len(index):
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        q = self.encoder.encode_queries([query])
-        n = len(index)
-        fetch = min(n, k if allowed is None and self._live.all() else max(4 * k, k + 64))
-        while True:
-            rows, scores = index.search(q, fetch)
-            keep = self._live[rows]
-            chunk = self._chunk_of[rows]
-            if allowed is not None:
-                keep &= np.fromiter((int(c) in allowed for c in chunk), dtype=bool, count=len(chunk))
-            if keep.sum() >= k or len(rows) < fetch or fetch >= n:
-                return chunk[keep][:k], scores[keep][:k]
-            fetch = min(n, fetch * 4)
+        return index.search(self.encoder.encode_queries([query]), k, filter)
 
     def save(self, path: Path) -> None:
-        """Writes the index and the id map into the stage folder (the Retriever checksums them)."""
+        """Writes the index (ids included) into the stage folder as ``splade.idx``."""
         with self._lock:
-            if self._index is not None:
-                self._index.save(Path(path) / "splade.idx")
-            with open(Path(path) / "splade_ids.npz", "wb") as f:
-                np.savez(f, chunk_of=self._chunk_of, live=self._live)
+            index = self._index
+            if index is None:  # nothing added yet: an empty index keeps the scale
+                index = self._new_index(getattr(self.encoder, "vocab_size", None) or 1)
+            index.save(Path(path) / _INDEX_FILE)
 
     @classmethod
     def load(cls, path: os.PathLike, encoder: Any, name: str = "splade") -> SpladeStage:
         """Reads a stage written by :meth:`save` (``path`` is the stage folder, ``stage-<name>``).
 
         Raises:
-            ValueError: a missing, malformed or inconsistent stage folder.
+            ValueError: a missing or malformed stage folder, or one of the layout before the
+                index kept the chunk ids (``splade_ids.npz``: rebuild the retriever).
         """
         from ragfind.sparse.splade_index import SparseVectorIndex
 
-        stage = cls(encoder, name)
+        folder = Path(path)
+        if (folder / _OLD_LAYOUT).exists():
+            raise ValueError(
+                f"{str(path)!r}: a SPLADE stage saved by an older ragfind ({_OLD_LAYOUT} id map); "
+                "this version keeps the chunk ids in the index: rebuild the retriever's SPLADE stage"
+            )
         try:
-            with np.load(Path(path) / "splade_ids.npz", allow_pickle=False) as z:
-                chunk_of, live = z["chunk_of"].astype(np.int64), z["live"].astype(bool)
-            index = SparseVectorIndex.load(Path(path) / "splade.idx") if len(chunk_of) else None
-        except (OSError, KeyError, ValueError) as exc:
+            index = SparseVectorIndex.load(folder / _INDEX_FILE)
+        except (OSError, ValueError) as exc:
             raise ValueError(f"{str(path)!r}: not a saved SPLADE stage ({exc})") from exc
-        if len(chunk_of) != len(live) or (index is not None and len(index) != len(chunk_of)):
-            raise ValueError(f"{str(path)!r}: the SPLADE stage's id map does not match its index")
-        stage._index, stage._chunk_of, stage._live = index, chunk_of, live
-        stage.scale = index.scale if index is not None else 0.0
+        if index.id_kind == "str":
+            raise ValueError(f"{str(path)!r}: the SPLADE stage's index has str ids; chunk ids are ints")
+        stage = cls(encoder, name, index.scale)
+        stage._index = index if index.id_kind is not None else None
         return stage
