@@ -1,7 +1,6 @@
 // The learned-sparse impact index: building, merging and querying posting segments.
 #include "ragfind/splade/impact_index.hpp"
 #include "ragfind/splade/impact_columns.hpp"
-#include "masked_scorers.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -109,6 +108,17 @@ std::size_t columns_first(const ImpactSegment& s, const std::vector<postings::We
   const std::size_t n_columns = out.size();
   out.insert(out.end(), others.begin(), others.end());
   return n_columns;
+}
+
+// One segment's top-k by the chosen posting algorithm (ragfind/inverted/maxscore.hpp).
+template <class W, class A>
+void run_algorithm(Algorithm alg, const bm25::Segment& seg, const std::vector<postings::WeightedTerm>& q,
+                   const float* bounds, const W& w, bm25::TopKQueue& heap, const A& allowed) {
+  switch (alg) {
+    case Algorithm::MaxScore: postings::maxscore_segment(seg, q, bounds, w, heap, allowed); break;
+    case Algorithm::TaatMaxScore: postings::taat_maxscore_segment(seg, q, bounds, w, heap, allowed); break;
+    default: postings::exhaustive_segment(seg, q, w, heap, allowed); break;
+  }
 }
 
 }  // namespace
@@ -311,33 +321,15 @@ void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::
     }
     const float* b = s->bounds.data();
     if (allowed != nullptr) {
-      if (scale_ > 0.0f) {
-        switch (alg) {
-          case Algorithm::MaxScore: masked::maxscore_segment(s->seg, sq, b, QuantisedWeight{}, allowed, heap); break;
-          case Algorithm::TaatMaxScore:
-            masked::taat_maxscore_segment(s->seg, sq, b, QuantisedWeight{}, allowed, heap);
-            break;
-          default: masked::exhaustive_segment(s->seg, sq, QuantisedWeight{}, allowed, heap); break;
-        }
-      } else {
-        switch (alg) {
-          case Algorithm::MaxScore: masked::maxscore_segment(s->seg, sq, b, FloatWeight{}, allowed, heap); break;
-          case Algorithm::TaatMaxScore: masked::taat_maxscore_segment(s->seg, sq, b, FloatWeight{}, allowed, heap); break;
-          default: masked::exhaustive_segment(s->seg, sq, FloatWeight{}, allowed, heap); break;
-        }
-      }
+      const postings::AllowedDocs ok{allowed + s->seg.base};
+      if (scale_ > 0.0f)
+        run_algorithm(alg, s->seg, sq, b, QuantisedWeight{}, heap, ok);
+      else
+        run_algorithm(alg, s->seg, sq, b, FloatWeight{}, heap, ok);
     } else if (scale_ > 0.0f) {
-      switch (alg) {
-        case Algorithm::MaxScore: postings::maxscore_segment(s->seg, sq, b, QuantisedWeight{}, heap); break;
-        case Algorithm::TaatMaxScore: postings::taat_maxscore_segment(s->seg, sq, b, QuantisedWeight{}, heap); break;
-        default: postings::exhaustive_segment(s->seg, sq, QuantisedWeight{}, heap); break;
-      }
+      run_algorithm(alg, s->seg, sq, b, QuantisedWeight{}, heap, postings::AllDocs{});
     } else {
-      switch (alg) {
-        case Algorithm::MaxScore: postings::maxscore_segment(s->seg, sq, b, FloatWeight{}, heap); break;
-        case Algorithm::TaatMaxScore: postings::taat_maxscore_segment(s->seg, sq, b, FloatWeight{}, heap); break;
-        default: postings::exhaustive_segment(s->seg, sq, FloatWeight{}, heap); break;
-      }
+      run_algorithm(alg, s->seg, sq, b, FloatWeight{}, heap, postings::AllDocs{});
     }
   }
   heap.finalize(out);

@@ -10,6 +10,11 @@
 // list in directory slot `slot`. Both algorithms follow the TopKQueue contract
 // (ragfind/common/topk_queue.hpp) and visit documents in increasing id order.
 //
+// A is the allowed set: AllDocs (every document; compiles to the unrestricted loops) or
+// AllowedDocs (a byte per local document, 0 for a deleted or filtered-out one). A disallowed
+// document never enters a candidate list or the queue and never raises a pruning threshold;
+// allowed documents get the same sums, in the same order, as unrestricted (bit-identical).
+//
 // MaxScore (Turtle and Flood, 1995; PISA query/algorithm/maxscore_query.hpp): terms sorted by
 // bound; the longest prefix whose bounds sum to <= the queue threshold is non-essential, so
 // candidates come from the essential lists only and the others are probed (galloping) only
@@ -19,6 +24,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "ragfind/bm25/index.hpp"
@@ -40,6 +46,17 @@ inline std::uint64_t next_geq(const std::uint32_t* docs, std::uint64_t pos, std:
   const std::uint64_t hi = std::min(end, lo + step + 1);
   return static_cast<std::uint64_t>(std::lower_bound(docs + lo + 1, docs + hi, target) - docs);
 }
+
+/// Every document of the segment is allowed.
+struct AllDocs {
+  bool operator()(std::uint32_t) const { return true; }
+};
+
+/// The documents whose byte is non-zero (`ok` points at the segment's first local document).
+struct AllowedDocs {
+  const std::uint8_t* ok;
+  bool operator()(std::uint32_t local_doc) const { return ok[local_doc] != 0; }
+};
 
 struct WeightedTerm {
   std::uint32_t term;
@@ -83,9 +100,9 @@ inline void offer_scores(const float* acc, std::uint32_t n, std::uint32_t base, 
 }
 
 /// MaxScore top-k of one segment (documents reported as seg.base + local id).
-template <class W>
+template <class W, class A = AllDocs>
 void maxscore_segment(const Segment& seg, const std::vector<WeightedTerm>& query, const float* bounds, const W& w,
-                      TopKQueue& heap) {
+                      TopKQueue& heap, const A& allowed = {}) {
   using Cursor = BoundedList;
   std::vector<Cursor> cur = bounded_lists(seg, query, bounds);
   if (cur.empty()) return;
@@ -104,6 +121,11 @@ void maxscore_segment(const Segment& seg, const std::vector<WeightedTerm>& query
     for (std::size_t i = first_ess; i < n; ++i)
       if (cur[i].pos < cur[i].end && docs[cur[i].pos] < doc) doc = docs[cur[i].pos];
     if (doc == 0xFFFFFFFFu) break;
+    if (!allowed(doc)) {  // stepped over: its essential cursors advance, nothing is scored
+      for (std::size_t i = first_ess; i < n; ++i)
+        if (cur[i].pos < cur[i].end && docs[cur[i].pos] == doc) ++cur[i].pos;
+      continue;
+    }
     float score = 0.0f;
     for (std::size_t i = first_ess; i < n; ++i) {
       Cursor& c = cur[i];
@@ -131,8 +153,9 @@ void maxscore_segment(const Segment& seg, const std::vector<WeightedTerm>& query
 
 /// Every posting scored term at a time into a dense accumulator, then offered to the queue
 /// (documents with score 0, i.e. matching nothing, are not offered).
-template <class W>
-void exhaustive_segment(const Segment& seg, const std::vector<WeightedTerm>& query, const W& w, TopKQueue& heap) {
+template <class W, class A = AllDocs>
+void exhaustive_segment(const Segment& seg, const std::vector<WeightedTerm>& query, const W& w, TopKQueue& heap,
+                        const A& allowed = {}) {
   thread_local std::vector<float> buffer;
   if (buffer.size() < seg.num_docs) buffer.resize(seg.num_docs);
   float* acc = buffer.data();
@@ -145,6 +168,10 @@ void exhaustive_segment(const Segment& seg, const std::vector<WeightedTerm>& que
     for (std::uint64_t j = seg.offsets[slot], e = seg.offsets[slot + 1]; j < e; ++j)
       acc[docs[j]] += t.weight * w(stored[j], docs[j]);
   }
+  // Excluded documents zeroed in one pass: cheaper than a branch per posting, and nothing
+  // prunes here.
+  if constexpr (!std::is_same_v<A, AllDocs>)
+    for (std::uint32_t d = 0; d < seg.num_docs; ++d) acc[d] = allowed(d) ? acc[d] : 0.0f;
   offer_scores(acc, seg.num_docs, seg.base, heap);
 }
 
@@ -156,9 +183,9 @@ void exhaustive_segment(const Segment& seg, const std::vector<WeightedTerm>& que
 /// terms' bounds: once that sum is below it, no untouched document can enter the top-k, so the
 /// remaining (low-bound, typically long) lists are only probed, by galloping, for the
 /// candidates that can still make it. Exact; degrades to exhaustive when nothing can be pruned.
-template <class W>
+template <class W, class A = AllDocs>
 void taat_maxscore_segment(const Segment& seg, const std::vector<WeightedTerm>& query, const float* bounds, const W& w,
-                           TopKQueue& heap) {
+                           TopKQueue& heap, const A& allowed = {}) {
   using Term = BoundedList;
   std::vector<Term> terms = bounded_lists(seg, query, bounds);
   if (terms.empty()) return;
@@ -186,12 +213,14 @@ void taat_maxscore_segment(const Segment& seg, const std::vector<WeightedTerm>& 
     if (track) {
       for (std::uint64_t j = t.pos; j < t.end; ++j) {
         const std::uint32_t d = docs[j];
+        if (!allowed(d)) continue;  // only allowed partial scores feed the threshold
         if (acc[d] == 0.0f) touched.push_back(d);
         acc[d] += t.weight * w(stored[j], d);
       }
       if (touched.size() > seg.num_docs / 4) track = false;
     } else {
-      for (std::uint64_t j = t.pos; j < t.end; ++j) acc[docs[j]] += t.weight * w(stored[j], docs[j]);
+      for (std::uint64_t j = t.pos; j < t.end; ++j)
+        if (allowed(docs[j])) acc[docs[j]] += t.weight * w(stored[j], docs[j]);
     }
     if (track && touched.size() >= k && i + 1 < n) {
       scratch.resize(touched.size());
@@ -205,7 +234,7 @@ void taat_maxscore_segment(const Segment& seg, const std::vector<WeightedTerm>& 
     // Nothing (more) to prune with: finish term at a time and scan, as exhaustive_segment.
     for (std::size_t r = i; r < n; ++r)
       for (std::uint64_t j = terms[r].pos; j < terms[r].end; ++j)
-        acc[docs[j]] += terms[r].weight * w(stored[j], docs[j]);
+        if (allowed(docs[j])) acc[docs[j]] += terms[r].weight * w(stored[j], docs[j]);
     offer_scores(acc, seg.num_docs, seg.base, heap);
     return;
   }
