@@ -25,8 +25,7 @@ import numpy as np
 
 from ragfind import _core
 from ragfind.errors import IndexFileError
-from ragfind.ids import IdFilter, as_id_filter
-from ragfind.late._idmap import IdMap
+from ragfind.ids import IdFilter, IdMap, as_id_filter
 from ragfind.models.splade import SparseEmbeddings
 from ragfind.persist.sectioned import SectionedFile, write_sectioned
 
