@@ -1,4 +1,4 @@
-// Bindings for the MaxSim and the late-interaction index (issue 6).
+// Bindings for the MaxSim and the late-interaction index.
 // Inputs are validated with the GIL held; the scoring runs with it released.
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>

@@ -26,7 +26,7 @@ struct ImpactColumnKernels {
   std::uint32_t (*next_above)(const float* acc, std::uint32_t from, std::uint32_t n, float threshold);
 };
 
-/// The kernels of the active SIMD level (ragfind/cpu.hpp).
+/// The kernels of the active SIMD level (ragfind/common/cpu.hpp).
 const ImpactColumnKernels& impact_column_kernels();
 
 }  // namespace ragfind

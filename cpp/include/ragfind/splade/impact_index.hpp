@@ -1,7 +1,7 @@
 // Learned-sparse (SPLADE) retrieval on the inverted-index engine: posting segments of the BM25
 // index layout (ragfind::bm25::Segment: dense term directory over the vocabulary, doc ids,
 // and per posting a stored uint32 which here is the quantised impact), queried with the shared
-// MaxScore / exhaustive algorithms (ragfind/postings/maxscore.hpp) and the shared top-k queue.
+// MaxScore / exhaustive algorithms (ragfind/inverted/maxscore.hpp) and the shared top-k queue.
 //
 // Impacts: with scale > 0 a document weight w is stored as round(w * scale) (postings whose
 // impact rounds to 0 are dropped), and a query weight q contributes q / scale * impact; with

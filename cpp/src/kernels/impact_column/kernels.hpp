@@ -1,5 +1,5 @@
-// Internal: the per-ISA tables of the dense impact-column kernel (sparse/impact_columns.hpp),
-// defined in impact_column_<isa>.cpp, and the one-document-at-a-time loops they share.
+// Internal: the per-ISA tables of the dense impact-column kernel (ragfind/splade/impact_columns.hpp),
+// defined in kernels/impact_column/<isa>.cpp, and the one-document-at-a-time loops they share.
 #pragma once
 
 #include <cstdint>

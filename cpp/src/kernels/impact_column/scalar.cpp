@@ -1,6 +1,6 @@
 // Impact-column kernel, baseline build: one pass over the tile per column (the compiler
 // vectorises each pass with the baseline ISA); separate multiply and add, as every level. The
-// scatter and the scan are the shared one-at-a-time loops of impact_column_kernels.hpp.
+// scatter and the scan are the shared one-at-a-time loops of kernels.hpp.
 #include "kernels.hpp"
 
 namespace ragfind::kernels {

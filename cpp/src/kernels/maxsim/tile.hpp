@@ -1,5 +1,5 @@
 // The MaxSim register tile, written once over a vector-traits type V and instantiated by
-// maxsim_neon.cpp, maxsim_avx2.cpp and maxsim_avx512.cpp (each compiled with its own ISA flags).
+// neon.cpp, avx2.cpp and avx512.cpp (each compiled with its own ISA flags).
 //
 // Everything here has internal linkage (anonymous namespace): the same template compiled with
 // different -m flags in several translation units must never be merged by the linker (ODR), or an
