@@ -16,12 +16,12 @@
 #include <unordered_map>
 
 #include "bindings.hpp"
-#include "ragfind/text/analyzer.hpp"
-#include "ragfind/inverted/doc_ids.hpp"
-#include "ragfind/bm25/index_io.hpp"
 #include "ragfind/bm25/index.hpp"
+#include "ragfind/bm25/index_io.hpp"
 #include "ragfind/common/parallel.hpp"
 #include "ragfind/common/rw_mutex.hpp"
+#include "ragfind/inverted/doc_ids.hpp"
+#include "ragfind/text/analyzer.hpp"
 
 namespace py = pybind11;
 
@@ -70,7 +70,8 @@ std::string_view text_view(py::handle h, std::string& spill, const std::string& 
     Py_DECREF(b);
     return spill;
   }
-  if (allow_bytes && PyBytes_Check(o)) return std::string_view(PyBytes_AS_STRING(o), static_cast<std::size_t>(PyBytes_GET_SIZE(o)));
+  if (allow_bytes && PyBytes_Check(o))
+    return std::string_view(PyBytes_AS_STRING(o), static_cast<std::size_t>(PyBytes_GET_SIZE(o)));
   throw py::type_error(what + (allow_bytes ? ": expected str or bytes, got " : ": expected str, got ") + type_name(h));
 }
 
@@ -129,7 +130,8 @@ class PyAnalyzer {
     std::vector<std::string> toks;
     for (py::handle t : py::iter(res)) {
       if (!PyUnicode_Check(t.ptr()))
-        throw py::type_error("tokenizer must return a list of str; it returned a " + type_name(t) + " item for " + what);
+        throw py::type_error("tokenizer must return a list of str; it returned a " + type_name(t) + " item for " +
+                             what);
       toks.push_back(to_utf8(t, what));
     }
     return toks;
@@ -156,8 +158,9 @@ class PyAnalyzer {
       in.views.resize(n);
       in.spill.resize(n);
       for (std::size_t i = 0; i < n; ++i)
-        in.views[i] = text_view(texts[i], in.spill[i], allow_bytes ? std::string(arg) : std::string(arg) + "[" + std::to_string(i) + "]",
-                                allow_bytes);
+        in.views[i] =
+            text_view(texts[i], in.spill[i],
+                      allow_bytes ? std::string(arg) : std::string(arg) + "[" + std::to_string(i) + "]", allow_bytes);
     }
   }
 
@@ -315,12 +318,12 @@ class BM25Core {
     Params p;
     try {
       p.method = parse_method(method);
-    } catch (const std::invalid_argument& e) {
-      throw py::value_error(e.what());
-    }
-    if (!(k1 >= 0) || !std::isfinite(k1)) throw py::value_error("k1: expected a finite number >= 0, got " + std::to_string(k1));
+    } catch (const std::invalid_argument& e) { throw py::value_error(e.what()); }
+    if (!(k1 >= 0) || !std::isfinite(k1))
+      throw py::value_error("k1: expected a finite number >= 0, got " + std::to_string(k1));
     if (!(b >= 0 && b <= 1)) throw py::value_error("b: expected a number in [0, 1], got " + std::to_string(b));
-    if (!(delta >= 0) || !std::isfinite(delta)) throw py::value_error("delta: expected a finite number >= 0, got " + std::to_string(delta));
+    if (!(delta >= 0) || !std::isfinite(delta))
+      throw py::value_error("delta: expected a finite number >= 0, got " + std::to_string(delta));
     p.k1 = k1;
     p.b = b;
     p.delta = delta;
@@ -360,14 +363,20 @@ class BM25Core {
     if (p.is_str) {
       std::unordered_map<std::string_view, std::size_t> seen;
       for (std::size_t i = 0; i < n; ++i) {
-        if (ids_.find(p.strs[i]) >= 0) duplicate_id("ids[" + std::to_string(i) + "]: duplicate id '" + p.strs[i] + "' (already in the index)");
-        if (!seen.emplace(p.strs[i], i).second) duplicate_id("ids[" + std::to_string(i) + "]: duplicate id '" + p.strs[i] + "' (repeated in ids)");
+        if (ids_.find(p.strs[i]) >= 0)
+          duplicate_id("ids[" + std::to_string(i) + "]: duplicate id '" + p.strs[i] + "' (already in the index)");
+        if (!seen.emplace(p.strs[i], i).second)
+          duplicate_id("ids[" + std::to_string(i) + "]: duplicate id '" + p.strs[i] + "' (repeated in ids)");
       }
     } else if (p.given) {
       std::unordered_map<std::int64_t, std::size_t> seen;
       for (std::size_t i = 0; i < n; ++i) {
-        if (ids_.find(p.ints[i]) >= 0) duplicate_id("ids[" + std::to_string(i) + "]: duplicate id " + std::to_string(p.ints[i]) + " (already in the index)");
-        if (!seen.emplace(p.ints[i], i).second) duplicate_id("ids[" + std::to_string(i) + "]: duplicate id " + std::to_string(p.ints[i]) + " (repeated in ids)");
+        if (ids_.find(p.ints[i]) >= 0)
+          duplicate_id("ids[" + std::to_string(i) + "]: duplicate id " + std::to_string(p.ints[i]) +
+                       " (already in the index)");
+        if (!seen.emplace(p.ints[i], i).second)
+          duplicate_id("ids[" + std::to_string(i) + "]: duplicate id " + std::to_string(p.ints[i]) +
+                       " (repeated in ids)");
       }
     }
   }
@@ -544,7 +553,8 @@ class BM25Core {
   }
 
   static Algorithm check_algorithm(int a) {
-    if (a < 0 || a > 3) throw py::value_error("algorithm: expected 0 (auto), 1 (maxscore), 2 (exhaustive) or 3 (direct)");
+    if (a < 0 || a > 3)
+      throw py::value_error("algorithm: expected 0 (auto), 1 (maxscore), 2 (exhaustive) or 3 (direct)");
     return static_cast<Algorithm>(a);
   }
 
@@ -595,7 +605,8 @@ class BM25Core {
 
   // The allowed set for a search (lock held): f's own when compiled at this generation, else
   // rebuilt into scratch (the index changed since).
-  const AllowedSet* allowed_view(const std::shared_ptr<CompiledFilter>& f, CompiledFilter& scratch, AllowedSet& view) const {
+  const AllowedSet* allowed_view(const std::shared_ptr<CompiledFilter>& f, CompiledFilter& scratch,
+                                 AllowedSet& view) const {
     if (!f) return nullptr;
     const CompiledFilter* use = f.get();
     if (f->generation != generation() || f->mask.size() != index_.num_slots()) {
@@ -677,7 +688,8 @@ class BM25Core {
     std::vector<std::vector<std::string>> stems(nq);
     PyAnalyzer::Input in;
     if (tokenized) {
-      for (std::size_t i = 0; i < nq; ++i) stems[i] = token_strings(queries[i], ("queries[" + std::to_string(i) + "]").c_str());
+      for (std::size_t i = 0; i < nq; ++i)
+        stems[i] = token_strings(queries[i], ("queries[" + std::to_string(i) + "]").c_str());
     } else {
       analyzer_->prepare(queries, in, "queries");
     }
@@ -838,7 +850,8 @@ class BM25Core {
   py::array_t<std::int64_t> document_frequencies() {
     return to_numpy(read_locked([&] {
       std::vector<std::int64_t> v(index_.num_terms());
-      for (std::size_t t = 0; t < v.size(); ++t) v[t] = static_cast<std::int64_t>(index_.df(static_cast<std::uint32_t>(t)));
+      for (std::size_t t = 0; t < v.size(); ++t)
+        v[t] = static_cast<std::int64_t>(index_.df(static_cast<std::uint32_t>(t)));
       return v;
     }));
   }
@@ -898,8 +911,14 @@ class BM25Core {
       Params params;
     };
     const S v = read_locked([&] {
-      return S{index_.num_docs(), index_.num_terms(), index_.num_postings(), index_.segments().size(),
-               index_.total_len(), index_.memory_bytes(), index_.num_slots() - index_.num_docs(), index_.avgdl(),
+      return S{index_.num_docs(),
+               index_.num_terms(),
+               index_.num_postings(),
+               index_.segments().size(),
+               index_.total_len(),
+               index_.memory_bytes(),
+               index_.num_slots() - index_.num_docs(),
+               index_.avgdl(),
                index_.params()};
     });
     py::dict d;
@@ -959,9 +978,7 @@ void bind_bm25(py::module_& m) {
       try {
         py::object cls = py::module_::import("ragfind.errors").attr(e.cls);
         PyErr_SetString(cls.ptr(), e.what());
-      } catch (py::error_already_set& err) {
-        err.restore();
-      }
+      } catch (py::error_already_set& err) { err.restore(); }
     }
   });
 

@@ -262,8 +262,9 @@ void bind_dense(py::module_& m) {
       },
       py::arg("A"), py::arg("B"), py::arg("op"), "Row-wise float32 kernel out[i] = op(A[i], B[i]).");
 
-  m.def("dense_kernel_name", [] { return std::string(similarity_kernels().name); },
-        "Name of the similarity kernel table the active SIMD level dispatches to.");
+  m.def(
+      "dense_kernel_name", [] { return std::string(similarity_kernels().name); },
+      "Name of the similarity kernel table the active SIMD level dispatches to.");
 }
 
 }  // namespace ragfind::bindings

@@ -27,7 +27,7 @@ enum class IdKind { Unknown, Int, Str };
 struct ParsedList {
   std::vector<py::object> holder;
   const int64_t* ids = nullptr;
-  std::vector<int64_t> own_ids;   // ids converted from a Python list (or str codes)
+  std::vector<int64_t> own_ids;     // ids converted from a Python list (or str codes)
   PyObject* const* strs = nullptr;  // str mode: borrowed items of a list
   size_t size = 0;
   const double* scores = nullptr;
@@ -109,7 +109,8 @@ void parse_ids(py::handle ids, size_t li, IdKind& kind, ParsedList& out) {
     }
     int overflow = 0;
     const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow) throw py::value_error("lists[" + std::to_string(li) + "][" + std::to_string(i) + "] does not fit in int64");
+    if (overflow)
+      throw py::value_error("lists[" + std::to_string(li) + "][" + std::to_string(i) + "] does not fit in int64");
     out.own_ids[i] = v;
   }
   out.ids = out.own_ids.data();
@@ -130,8 +131,7 @@ void parse_scores(py::handle scores, size_t li, ParsedList& out) {
     throw py::type_error("lists[" + std::to_string(li) + "] scores are a " + type_name(scores) +
                          "; expected a 1-D sequence of numbers");
   }
-  if (a.ndim() != 1)
-    throw py::value_error("lists[" + std::to_string(li) + "] scores must be 1-D");
+  if (a.ndim() != 1) throw py::value_error("lists[" + std::to_string(li) + "] scores must be 1-D");
   out.scores = a.data();
   out.n_scores = static_cast<size_t>(a.size());
   out.holder.push_back(std::move(a));
@@ -289,8 +289,9 @@ void bind_fusion(py::module_& m) {
       "rrf",
       [](py::handle lists, double k, py::handle weights, py::handle top_k) {
         return run_fusion(lists, weights, top_k, false,
-                          [k](fusion::Fuser& f, const std::vector<fusion::RankedList>& rl,
-                              const fusion::Options& opt) { return f.rrf(rl, k, opt); });
+                          [k](fusion::Fuser& f, const std::vector<fusion::RankedList>& rl, const fusion::Options& opt) {
+                            return f.rrf(rl, k, opt);
+                          });
       },
       py::arg("lists"), py::arg("k") = 60.0, py::arg("weights") = py::none(), py::arg("top_k") = py::none(),
       "Reciprocal rank fusion of ranked id lists (best first). Returns (ids, scores) best first.");

@@ -15,8 +15,8 @@
 #include <string>
 
 #include "bindings.hpp"
-#include "ragfind/dense/hnsw_graph_check.hpp"
 #include "ragfind/common/rw_mutex.hpp"
+#include "ragfind/dense/hnsw_graph_check.hpp"
 
 namespace py = pybind11;
 
@@ -46,14 +46,12 @@ class ReaderWriterLock {
 
 enum class HnswMetric : int { IP = 0, Cosine = 1, L2 = 2 };
 
-py::tuple finish_single(ReaderWriterLock& lock, const py::array& labels, const py::array& dist,
-                        const py::array& q, int metric, const py::object& threshold, int64_t n_labels,
-                        const py::object& label_map) {
+py::tuple finish_single(ReaderWriterLock& lock, const py::array& labels, const py::array& dist, const py::array& q,
+                        int metric, const py::object& threshold, int64_t n_labels, const py::object& label_map) {
   // The read lock is released before anything can throw: the caller has handed it over.
   lock.release_read();
-  if (labels.dtype().kind() != 'u' || labels.itemsize() != 8 || dist.dtype().kind() != 'f' ||
-      dist.itemsize() != 4 || labels.size() != dist.size() || !(labels.flags() & py::array::c_style) ||
-      !(dist.flags() & py::array::c_style))
+  if (labels.dtype().kind() != 'u' || labels.itemsize() != 8 || dist.dtype().kind() != 'f' || dist.itemsize() != 4 ||
+      labels.size() != dist.size() || !(labels.flags() & py::array::c_style) || !(dist.flags() & py::array::c_style))
     throw py::type_error("labels/dist must be hnswlib's uint64/float32 knn_query outputs");
   if (q.dtype().kind() != 'f' || q.itemsize() != 4 || q.ndim() != 1 || !(q.flags() & py::array::c_style))
     throw py::type_error("q must be a C-contiguous float32 vector");
@@ -111,8 +109,8 @@ void bind_hnsw(py::module_& m) {
       .def("acquire_write", &ReaderWriterLock::acquire_write)
       .def("release_write", &ReaderWriterLock::release_write);
 
-  m.def("hnsw_finish_single", &finish_single, py::arg("lock"), py::arg("labels"), py::arg("dist"),
-        py::arg("q"), py::arg("metric"), py::arg("threshold"), py::arg("n_labels"), py::arg("label_map"),
+  m.def("hnsw_finish_single", &finish_single, py::arg("lock"), py::arg("labels"), py::arg("dist"), py::arg("q"),
+        py::arg("metric"), py::arg("threshold"), py::arg("n_labels"), py::arg("label_map"),
         "Finishes one DenseIndex HNSW search: releases the read lock the caller took, checks q\n"
         "(finite; non-zero for cosine, metric 1), turns hnswlib distances into scores (metric 0 ip,\n"
         "1 cosine, 2 l2), drops those past threshold, checks every label < n_labels and maps it\n"
@@ -147,7 +145,6 @@ void bind_hnsw(py::module_& m) {
       "lengths, record layout, levels) before hnswlib loads it, which it does without checks.\n"
       "Returns max_elements, count, M, ef_construction, max_level, labels (uint64) and deleted\n"
       "(bool) per stored element; raises ValueError on the first inconsistency.");
-
 }
 
 }  // namespace ragfind::bindings

@@ -29,8 +29,7 @@ TokenDType check_matrix(const py::array& a, const char* name, int64_t dim, bool 
   if (!is_f32 && !(allow_f16 && is_f16))
     throw py::type_error(std::string(name) + " must be a float32" + (allow_f16 ? " or float16" : "") +
                          " array, got dtype " + std::string(py::str(a.dtype())));
-  if (a.ndim() != 2)
-    throw py::value_error(std::string(name) + " must be 2-D (tokens, dim), got shape " + shape_str(a));
+  if (a.ndim() != 2) throw py::value_error(std::string(name) + " must be 2-D (tokens, dim), got shape " + shape_str(a));
   if (!(a.flags() & py::array::c_style))
     throw py::value_error(std::string(name) + " must be C-contiguous (use numpy.ascontiguousarray)");
   if (dim >= 0 && a.shape(1) != dim)
@@ -93,16 +92,17 @@ py::array_t<float> maxsim_list(const py::array& query, const py::list& docs, int
                              finite_check);
   }
   if (bad.doc >= 0)
-    throw py::value_error("documents[" + std::to_string(bad.doc) + "] contains a non-finite value (NaN or Inf) at row " +
-                          std::to_string(bad.position / dim) + ", column " + std::to_string(bad.position % dim));
+    throw py::value_error("documents[" + std::to_string(bad.doc) +
+                          "] contains a non-finite value (NaN or Inf) at row " + std::to_string(bad.position / dim) +
+                          ", column " + std::to_string(bad.position % dim));
   return out;
 }
 
 // Documents packed contiguously: tokens (total, dim) and offsets (n_docs + 1), doc d owning
 // rows offsets[d]:offsets[d+1]. doc_ids (optional) selects and orders the documents scored.
 py::array_t<float> maxsim_packed(const py::array& query, const py::array& tokens,
-                                 const py::array_t<int64_t, py::array::c_style>& offsets,
-                                 const py::object& doc_ids_obj, int n_threads, bool finite_check) {
+                                 const py::array_t<int64_t, py::array::c_style>& offsets, const py::object& doc_ids_obj,
+                                 int n_threads, bool finite_check) {
   check_matrix(query, "query_vectors", -1, false);
   if (query.shape(0) == 0) throw py::value_error("query_vectors has no token vectors (shape " + shape_str(query) + ")");
   const int64_t dim = query.shape(1);
@@ -133,8 +133,8 @@ py::array_t<float> maxsim_packed(const py::array& query, const py::array& tokens
     ids.assign(doc_ids.data(), doc_ids.data() + doc_ids.shape(0));
     for (size_t i = 0; i < ids.size(); ++i)
       if (ids[i] < 0 || ids[i] >= n_docs)
-        throw py::index_error("doc_ids[" + std::to_string(i) + "]=" + std::to_string(ids[i]) +
-                              " is out of range for " + std::to_string(n_docs) + " documents");
+        throw py::index_error("doc_ids[" + std::to_string(i) + "]=" + std::to_string(ids[i]) + " is out of range for " +
+                              std::to_string(n_docs) + " documents");
   }
   const size_t esize = dt == TokenDType::F32 ? 4 : 2;
   const char* base = static_cast<const char*>(tokens.data());
@@ -151,8 +151,8 @@ py::array_t<float> maxsim_packed(const py::array& query, const py::array& tokens
   late::NonFinite bad;
   {
     py::gil_scoped_release release;
-    bad = late::maxsim_batch(q, m, dim, ptrs.data(), lens.data(), static_cast<int64_t>(ids.size()), dt, o,
-                             n_threads, finite_check);
+    bad = late::maxsim_batch(q, m, dim, ptrs.data(), lens.data(), static_cast<int64_t>(ids.size()), dt, o, n_threads,
+                             finite_check);
   }
   if (bad.doc >= 0) {
     const int64_t row = off[ids[bad.doc]] + bad.position / dim;
@@ -192,19 +192,22 @@ void bind_late_interaction(py::module_& m) {
         "MaxSim against documents packed as tokens (total, dim) + offsets (n + 1); doc_ids selects documents.");
   m.def("maxsim_explain", &maxsim_explain, py::arg("query_vectors"), py::arg("document"),
         "Per query token: (best document token index int64 (m,), its similarity float32 (m,)).");
-  m.def("first_non_finite", [](const py::array& a) {
-    const bool is_f32 = a.dtype().equal(py::dtype::of<float>());
-    if (!is_f32 && !a.dtype().equal(py::dtype("float16")))
-      throw py::type_error("array must be float32 or float16, got dtype " + std::string(py::str(a.dtype())));
-    if (!(a.flags() & py::array::c_style)) throw py::value_error("array must be C-contiguous");
-    const TokenDType dt = is_f32 ? TokenDType::F32 : TokenDType::F16;
-    int64_t bad;
-    {
-      py::gil_scoped_release release;
-      bad = late::first_non_finite(a.data(), static_cast<int64_t>(a.size()), dt);
-    }
-    return bad;
-  }, py::arg("array"), "Flat index of the first NaN/Inf in a C-contiguous float32/float16 array, or -1.");
+  m.def(
+      "first_non_finite",
+      [](const py::array& a) {
+        const bool is_f32 = a.dtype().equal(py::dtype::of<float>());
+        if (!is_f32 && !a.dtype().equal(py::dtype("float16")))
+          throw py::type_error("array must be float32 or float16, got dtype " + std::string(py::str(a.dtype())));
+        if (!(a.flags() & py::array::c_style)) throw py::value_error("array must be C-contiguous");
+        const TokenDType dt = is_f32 ? TokenDType::F32 : TokenDType::F16;
+        int64_t bad;
+        {
+          py::gil_scoped_release release;
+          bad = late::first_non_finite(a.data(), static_cast<int64_t>(a.size()), dt);
+        }
+        return bad;
+      },
+      py::arg("array"), "Flat index of the first NaN/Inf in a C-contiguous float32/float16 array, or -1.");
 }
 
 }  // namespace ragfind::bindings

@@ -44,7 +44,8 @@ using F32 = py::array_t<float, py::array::c_style | py::array::forcecast>;
 void check_csr(const I64& indptr, const py::array& indices_raw, const U32& indices, const F32& values,
                std::uint32_t dim, const char* what) {
   const std::string w(what);
-  if (indptr.ndim() != 1 || indptr.shape(0) < 1) throw py::value_error(w + ": indptr must be 1-D with rows + 1 entries");
+  if (indptr.ndim() != 1 || indptr.shape(0) < 1)
+    throw py::value_error(w + ": indptr must be 1-D with rows + 1 entries");
   if (indices.ndim() != 1 || values.ndim() != 1 || indices.shape(0) != values.shape(0))
     throw py::value_error(w + ": indices and values must be 1-D arrays of the same length");
   if (indices_raw.dtype().kind() != 'i' && indices_raw.dtype().kind() != 'u')
@@ -74,8 +75,8 @@ void check_csr(const I64& indptr, const py::array& indices_raw, const U32& indic
         throw py::value_error(w + ": row " + std::to_string(r) +
                               " has term ids that are not strictly increasing (sort them, merge duplicates)");
       if (!std::isfinite(v[j]) || v[j] < 0.0f)
-        throw py::value_error(w + ": row " + std::to_string(r) + " has weight " + std::to_string(v[j]) +
-                              " for term " + std::to_string(ix[j]) + " (expected finite and >= 0)");
+        throw py::value_error(w + ": row " + std::to_string(r) + " has weight " + std::to_string(v[j]) + " for term " +
+                              std::to_string(ix[j]) + " (expected finite and >= 0)");
     }
   }
 }
@@ -100,7 +101,8 @@ void bind_sparse(py::module_& m) {
   py::class_<PyImpactIndex>(m, "SparseImpactIndex",
                             "Inverted index of quantised SPLADE impacts (see ragfind.SparseVectorIndex).")
       .def(py::init([](std::int64_t dim, float scale) {
-             if (dim <= 0 || dim > 0xFFFFFFF0ll) throw py::value_error("dim must be in [1, 2^32), got " + std::to_string(dim));
+             if (dim <= 0 || dim > 0xFFFFFFF0ll)
+               throw py::value_error("dim must be in [1, 2^32), got " + std::to_string(dim));
              if (!(scale >= 0.0f) || !std::isfinite(scale))
                throw py::value_error("scale must be finite and >= 0 (0: exact float32), got " + std::to_string(scale));
              return new PyImpactIndex(static_cast<std::uint32_t>(dim), scale);
@@ -108,190 +110,225 @@ void bind_sparse(py::module_& m) {
            py::arg("dim"), py::arg("scale"))
       .def_property_readonly("dim", [](const PyImpactIndex& s) { return s.index.dim(); })
       .def_property_readonly("scale", [](const PyImpactIndex& s) { return s.index.scale(); })
-      .def_property_readonly("num_docs", [](const PyImpactIndex& s) {
-        std::shared_lock lk(s.mu);
-        return s.index.num_docs();
-      }, "Internal document numbers handed out (deleted documents included).")
-      .def_property_readonly("num_live", [](const PyImpactIndex& s) {
-        std::shared_lock lk(s.mu);
-        return s.index.num_live();
-      })
-      .def_property_readonly("generation", [](const PyImpactIndex& s) {
-        std::shared_lock lk(s.mu);
-        return s.index.generation();
-      }, "Write counter: an allowed-set is valid for the generation it was compiled at.")
-      .def_property_readonly("dense_column_bytes", [](const PyImpactIndex& s) {
-        std::shared_lock lk(s.mu);
-        return s.index.dense_column_bytes();
-      })
-      .def_property_readonly("num_dense_columns", [](const PyImpactIndex& s) {
-        std::shared_lock lk(s.mu);
-        return s.index.num_dense_columns();
-      })
-      .def_property_readonly("num_postings", [](const PyImpactIndex& s) {
-        std::shared_lock lk(s.mu);
-        return s.index.num_postings();
-      })
-      .def_property_readonly("num_segments", [](const PyImpactIndex& s) {
-        std::shared_lock lk(s.mu);
-        return s.index.num_segments();
-      })
-      .def("add", [](PyImpactIndex& s, const I64& indptr, const py::array& indices_raw, const F32& values) {
-        U32 indices(indices_raw);
-        check_csr(indptr, indices_raw, indices, values, s.index.dim(), "documents");
-        py::gil_scoped_release release;
-        std::unique_lock lk(s.mu);
-        s.index.add(indptr.data(), indices.data(), values.data(), static_cast<std::size_t>(indptr.shape(0) - 1));
-      }, py::arg("indptr"), py::arg("indices"), py::arg("values"))
-      .def("remove", [](PyImpactIndex& s, const py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>& docs) {
-        if (docs.ndim() != 1) throw py::value_error("docs must be a 1-D array of internal document numbers");
-        std::vector<std::int64_t> d(docs.data(), docs.data() + docs.shape(0));
-        std::int64_t bad = -1;
-        bool found_bad = false;
-        {
-          py::gil_scoped_release release;
-          std::sort(d.begin(), d.end());
-          std::unique_lock lk(s.mu);
-          for (std::size_t i = 0; i < d.size() && !found_bad; ++i) {
-            const std::int64_t x = d[i];
-            if (x < 0 || x >= s.index.num_docs() || !s.index.is_live(static_cast<std::uint32_t>(x)) ||
-                (i > 0 && d[i - 1] == x)) {
-              found_bad = true;
-              bad = x;
+      .def_property_readonly(
+          "num_docs",
+          [](const PyImpactIndex& s) {
+            std::shared_lock lk(s.mu);
+            return s.index.num_docs();
+          },
+          "Internal document numbers handed out (deleted documents included).")
+      .def_property_readonly("num_live",
+                             [](const PyImpactIndex& s) {
+                               std::shared_lock lk(s.mu);
+                               return s.index.num_live();
+                             })
+      .def_property_readonly(
+          "generation",
+          [](const PyImpactIndex& s) {
+            std::shared_lock lk(s.mu);
+            return s.index.generation();
+          },
+          "Write counter: an allowed-set is valid for the generation it was compiled at.")
+      .def_property_readonly("dense_column_bytes",
+                             [](const PyImpactIndex& s) {
+                               std::shared_lock lk(s.mu);
+                               return s.index.dense_column_bytes();
+                             })
+      .def_property_readonly("num_dense_columns",
+                             [](const PyImpactIndex& s) {
+                               std::shared_lock lk(s.mu);
+                               return s.index.num_dense_columns();
+                             })
+      .def_property_readonly("num_postings",
+                             [](const PyImpactIndex& s) {
+                               std::shared_lock lk(s.mu);
+                               return s.index.num_postings();
+                             })
+      .def_property_readonly("num_segments",
+                             [](const PyImpactIndex& s) {
+                               std::shared_lock lk(s.mu);
+                               return s.index.num_segments();
+                             })
+      .def(
+          "add",
+          [](PyImpactIndex& s, const I64& indptr, const py::array& indices_raw, const F32& values) {
+            U32 indices(indices_raw);
+            check_csr(indptr, indices_raw, indices, values, s.index.dim(), "documents");
+            py::gil_scoped_release release;
+            std::unique_lock lk(s.mu);
+            s.index.add(indptr.data(), indices.data(), values.data(), static_cast<std::size_t>(indptr.shape(0) - 1));
+          },
+          py::arg("indptr"), py::arg("indices"), py::arg("values"))
+      .def(
+          "remove",
+          [](PyImpactIndex& s, const py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>& docs) {
+            if (docs.ndim() != 1) throw py::value_error("docs must be a 1-D array of internal document numbers");
+            std::vector<std::int64_t> d(docs.data(), docs.data() + docs.shape(0));
+            std::int64_t bad = -1;
+            bool found_bad = false;
+            {
+              py::gil_scoped_release release;
+              std::sort(d.begin(), d.end());
+              std::unique_lock lk(s.mu);
+              for (std::size_t i = 0; i < d.size() && !found_bad; ++i) {
+                const std::int64_t x = d[i];
+                if (x < 0 || x >= s.index.num_docs() || !s.index.is_live(static_cast<std::uint32_t>(x)) ||
+                    (i > 0 && d[i - 1] == x)) {
+                  found_bad = true;
+                  bad = x;
+                }
+              }
+              if (!found_bad) {
+                std::vector<std::uint32_t> u(d.begin(), d.end());
+                s.index.remove(u.data(), u.size());
+              }
             }
-          }
-          if (!found_bad) {
-            std::vector<std::uint32_t> u(d.begin(), d.end());
-            s.index.remove(u.data(), u.size());
-          }
-        }
-        if (found_bad)
-          throw py::value_error("remove: document " + std::to_string(bad) + " is not a live document (or repeated)");
-      }, py::arg("docs"), "Deletes documents by internal number (tombstones); all or nothing.")
-      .def("search_batch", [](const PyImpactIndex& s, const I64& indptr, const py::array& indices_raw, const F32& values,
-                              std::int64_t k, int n_threads, const std::string& algorithm, const py::object& allowed_obj,
-                              std::int64_t generation) -> py::object {
-        U32 indices(indices_raw);
-        check_csr(indptr, indices_raw, indices, values, s.index.dim(), "queries");
-        if (k <= 0) throw py::value_error("k must be positive, got " + std::to_string(k));
-        const Algorithm alg = parse_algorithm(algorithm);
-        py::array_t<std::uint8_t, py::array::c_style> allowed;  // (a default array_t is not null)
-        const bool masked = !allowed_obj.is_none();
-        if (masked) {
-          allowed = py::array_t<std::uint8_t, py::array::c_style>::ensure(allowed_obj);
-          if (!allowed || allowed.ndim() != 1) throw py::value_error("allowed must be a 1-D uint8 mask");
-        }
-        const std::int64_t nq = indptr.shape(0) - 1;
-        std::shared_lock lk(s.mu, std::defer_lock);
-        {
-          py::gil_scoped_release release;  // never wait for the lock holding the GIL
-          lk.lock();
-        }
-        if (masked && (generation != static_cast<std::int64_t>(s.index.generation()) ||
-                        allowed.shape(0) != static_cast<py::ssize_t>(s.index.num_docs())))
-          return py::none();  // compiled for an earlier state: the caller compiles it again
-        // k clamped to the live documents: a huge k never allocates k entries per query.
-        const std::int64_t kk = std::min<std::int64_t>(k, s.index.num_live());
-        py::array_t<std::int64_t> ids({nq, kk});
-        py::array_t<float> scores({nq, kk});
-        std::int64_t* io = ids.mutable_data();
-        float* so = scores.mutable_data();
-        const std::int64_t* p = indptr.data();
-        const std::uint32_t* ix = indices.data();
-        const float* v = values.data();
-        const std::uint8_t* mask = masked ? allowed.data() : nullptr;
-        if (kk > 0) {
-          py::gil_scoped_release release;
-          const int threads = static_cast<int>(
-              std::max<std::int64_t>(1, std::min<std::int64_t>(n_threads > 0 ? n_threads : hardware_threads(), nq / 4)));
-          std::vector<std::vector<bm25::ScoredDoc>> outs(static_cast<std::size_t>(threads));
-          parallel_for(static_cast<std::size_t>(nq), threads, [&](std::size_t qi, int worker) {
-            std::vector<bm25::ScoredDoc>& out = outs[static_cast<std::size_t>(worker)];
-            s.index.search(to_query(ix, v, p[qi], p[qi + 1]), static_cast<std::size_t>(kk), out, alg, mask);
-            for (std::int64_t r = 0; r < kk; ++r) {
-              const bool have = r < static_cast<std::int64_t>(out.size());
-              io[qi * kk + r] = have ? static_cast<std::int64_t>(out[r].doc) : -1;
-              so[qi * kk + r] = have ? out[r].score : -std::numeric_limits<float>::infinity();
+            if (found_bad)
+              throw py::value_error("remove: document " + std::to_string(bad) +
+                                    " is not a live document (or repeated)");
+          },
+          py::arg("docs"), "Deletes documents by internal number (tombstones); all or nothing.")
+      .def(
+          "search_batch",
+          [](const PyImpactIndex& s, const I64& indptr, const py::array& indices_raw, const F32& values, std::int64_t k,
+             int n_threads, const std::string& algorithm, const py::object& allowed_obj,
+             std::int64_t generation) -> py::object {
+            U32 indices(indices_raw);
+            check_csr(indptr, indices_raw, indices, values, s.index.dim(), "queries");
+            if (k <= 0) throw py::value_error("k must be positive, got " + std::to_string(k));
+            const Algorithm alg = parse_algorithm(algorithm);
+            py::array_t<std::uint8_t, py::array::c_style> allowed;  // (a default array_t is not null)
+            const bool masked = !allowed_obj.is_none();
+            if (masked) {
+              allowed = py::array_t<std::uint8_t, py::array::c_style>::ensure(allowed_obj);
+              if (!allowed || allowed.ndim() != 1) throw py::value_error("allowed must be a 1-D uint8 mask");
             }
-          });
-        }
-        return py::make_tuple(ids, scores);
-      }, py::arg("indptr"), py::arg("indices"), py::arg("values"), py::arg("k"), py::arg("n_threads") = 0,
-         py::arg("algorithm") = "auto", py::arg("allowed") = py::none(), py::arg("generation") = -1,
-         "Top-min(k, live docs) per query row: (internal docs int64 (nq, k'), scores float32 (nq, k')); missing "
-         "entries are -1 / -inf. `allowed`: a uint8 mask over the internal documents compiled at `generation` "
-         "(None when the index changed since: compile it again).")
-      .def("score_all", [](const PyImpactIndex& s, const py::array& indices_raw, const F32& values) {
-        U32 indices(indices_raw);
-        I64 indptr(py::array_t<std::int64_t>(std::vector<py::ssize_t>{2}));
-        indptr.mutable_data()[0] = 0;
-        indptr.mutable_data()[1] = indices.ndim() == 1 ? indices.shape(0) : 0;
-        check_csr(indptr, indices_raw, indices, values, s.index.dim(), "query");
-        std::shared_lock lk(s.mu);
-        py::array_t<float> out(static_cast<py::ssize_t>(s.index.num_docs()));
-        float* o = out.mutable_data();
-        auto q = to_query(indices.data(), values.data(), 0, indices.shape(0));
-        py::gil_scoped_release release;
-        s.index.score_all(q, o);
-        return out;
-      }, py::arg("indices"), py::arg("values"), "Dot product with every document (decoded impacts), float32.")
-      .def("weights", [](const PyImpactIndex& s, const U32& terms, std::int64_t doc) {
-        std::shared_lock lk(s.mu);
-        if (doc < 0 || doc >= s.index.num_docs())
-          throw py::index_error("doc " + std::to_string(doc) + " out of range for " + std::to_string(s.index.num_docs()) + " documents");
-        py::array_t<float> out(terms.shape(0));
-        for (py::ssize_t i = 0; i < terms.shape(0); ++i)
-          out.mutable_data()[i] = s.index.weight(terms.data()[i], static_cast<std::uint32_t>(doc));
-        return out;
-      }, py::arg("terms"), py::arg("doc"), "Decoded weights of `terms` in document `doc` (0 where absent).")
-      .def("export_arrays", [](const PyImpactIndex& s) {
-        std::vector<std::uint64_t> off;
-        std::vector<std::uint32_t> docs, stored;
-        {
-          std::shared_lock lk(s.mu);
-          py::gil_scoped_release release;
-          s.index.export_arrays(off, docs, stored);
-        }
-        return py::make_tuple(py::array_t<std::uint64_t>(off.size(), off.data()),
-                              py::array_t<std::uint32_t>(docs.size(), docs.data()),
-                              py::array_t<std::uint32_t>(stored.size(), stored.data()));
-      }, "(term offsets uint64 (dim + 1), doc ids uint32, stored impacts uint32) of the whole index.")
-      .def("install", [](PyImpactIndex& s, std::int64_t num_docs,
-                         const py::array_t<std::uint64_t, py::array::c_style>& offsets,
-                         const py::array_t<std::uint32_t, py::array::c_style>& docs,
-                         const py::array_t<std::uint32_t, py::array::c_style>& stored) {
-        const std::uint32_t dim = s.index.dim();
-        if (num_docs < 0 || num_docs > 0xFFFFFFF0ll) throw py::value_error("num_docs out of range");
-        if (offsets.ndim() != 1 || offsets.shape(0) != static_cast<py::ssize_t>(dim) + 1)
-          throw py::value_error("offsets must have dim + 1 = " + std::to_string(dim + 1) + " entries");
-        if (docs.ndim() != 1 || stored.ndim() != 1 || docs.shape(0) != stored.shape(0))
-          throw py::value_error("docs and stored must be 1-D arrays of the same length");
-        const std::uint64_t* o = offsets.data();
-        const std::uint32_t* d = docs.data();
-        const std::uint32_t* st = stored.data();
-        const std::uint64_t n = static_cast<std::uint64_t>(docs.shape(0));
-        if (o[0] != 0 || o[dim] != n) throw py::value_error("corrupt postings: offsets do not span the postings");
-        const bool quantised = s.index.scale() > 0.0f;
-        for (std::uint32_t t = 0; t < dim; ++t) {
-          if (o[t + 1] < o[t] || o[t + 1] > n) throw py::value_error("corrupt postings: offsets decrease at term " + std::to_string(t));
-          for (std::uint64_t i = o[t]; i < o[t + 1]; ++i) {
-            if (d[i] >= static_cast<std::uint64_t>(num_docs) || (i > o[t] && d[i] <= d[i - 1]))
-              throw py::value_error("corrupt postings: doc ids of term " + std::to_string(t) + " out of range or unsorted");
-            float f;
-            std::memcpy(&f, &st[i], 4);
-            if (quantised ? st[i] == 0 : !(std::isfinite(f) && f > 0.0f))
-              throw py::value_error("corrupt postings: invalid stored weight for term " + std::to_string(t));
-          }
-        }
-        auto* holder = new py::object(py::make_tuple(offsets, docs, stored));
-        std::shared_ptr<const void> keep(holder, [](const void* p) {
-          py::gil_scoped_acquire gil;
-          delete static_cast<const py::object*>(p);
-        });
-        std::unique_lock lk(s.mu);
-        s.index.install(static_cast<std::uint32_t>(num_docs), o, d, st, n, std::move(keep));
-      }, py::arg("num_docs"), py::arg("offsets"), py::arg("docs"), py::arg("stored"),
-         "Replace the contents with one segment borrowing these (validated) arrays.");
+            const std::int64_t nq = indptr.shape(0) - 1;
+            std::shared_lock lk(s.mu, std::defer_lock);
+            {
+              py::gil_scoped_release release;  // never wait for the lock holding the GIL
+              lk.lock();
+            }
+            if (masked && (generation != static_cast<std::int64_t>(s.index.generation()) ||
+                           allowed.shape(0) != static_cast<py::ssize_t>(s.index.num_docs())))
+              return py::none();  // compiled for an earlier state: the caller compiles it again
+            // k clamped to the live documents: a huge k never allocates k entries per query.
+            const std::int64_t kk = std::min<std::int64_t>(k, s.index.num_live());
+            py::array_t<std::int64_t> ids({nq, kk});
+            py::array_t<float> scores({nq, kk});
+            std::int64_t* io = ids.mutable_data();
+            float* so = scores.mutable_data();
+            const std::int64_t* p = indptr.data();
+            const std::uint32_t* ix = indices.data();
+            const float* v = values.data();
+            const std::uint8_t* mask = masked ? allowed.data() : nullptr;
+            if (kk > 0) {
+              py::gil_scoped_release release;
+              const int threads = static_cast<int>(std::max<std::int64_t>(
+                  1, std::min<std::int64_t>(n_threads > 0 ? n_threads : hardware_threads(), nq / 4)));
+              std::vector<std::vector<bm25::ScoredDoc>> outs(static_cast<std::size_t>(threads));
+              parallel_for(static_cast<std::size_t>(nq), threads, [&](std::size_t qi, int worker) {
+                std::vector<bm25::ScoredDoc>& out = outs[static_cast<std::size_t>(worker)];
+                s.index.search(to_query(ix, v, p[qi], p[qi + 1]), static_cast<std::size_t>(kk), out, alg, mask);
+                for (std::int64_t r = 0; r < kk; ++r) {
+                  const bool have = r < static_cast<std::int64_t>(out.size());
+                  io[qi * kk + r] = have ? static_cast<std::int64_t>(out[r].doc) : -1;
+                  so[qi * kk + r] = have ? out[r].score : -std::numeric_limits<float>::infinity();
+                }
+              });
+            }
+            return py::make_tuple(ids, scores);
+          },
+          py::arg("indptr"), py::arg("indices"), py::arg("values"), py::arg("k"), py::arg("n_threads") = 0,
+          py::arg("algorithm") = "auto", py::arg("allowed") = py::none(), py::arg("generation") = -1,
+          "Top-min(k, live docs) per query row: (internal docs int64 (nq, k'), scores float32 (nq, k')); missing "
+          "entries are -1 / -inf. `allowed`: a uint8 mask over the internal documents compiled at `generation` "
+          "(None when the index changed since: compile it again).")
+      .def(
+          "score_all",
+          [](const PyImpactIndex& s, const py::array& indices_raw, const F32& values) {
+            U32 indices(indices_raw);
+            I64 indptr(py::array_t<std::int64_t>(std::vector<py::ssize_t>{2}));
+            indptr.mutable_data()[0] = 0;
+            indptr.mutable_data()[1] = indices.ndim() == 1 ? indices.shape(0) : 0;
+            check_csr(indptr, indices_raw, indices, values, s.index.dim(), "query");
+            std::shared_lock lk(s.mu);
+            py::array_t<float> out(static_cast<py::ssize_t>(s.index.num_docs()));
+            float* o = out.mutable_data();
+            auto q = to_query(indices.data(), values.data(), 0, indices.shape(0));
+            py::gil_scoped_release release;
+            s.index.score_all(q, o);
+            return out;
+          },
+          py::arg("indices"), py::arg("values"), "Dot product with every document (decoded impacts), float32.")
+      .def(
+          "weights",
+          [](const PyImpactIndex& s, const U32& terms, std::int64_t doc) {
+            std::shared_lock lk(s.mu);
+            if (doc < 0 || doc >= s.index.num_docs())
+              throw py::index_error("doc " + std::to_string(doc) + " out of range for " +
+                                    std::to_string(s.index.num_docs()) + " documents");
+            py::array_t<float> out(terms.shape(0));
+            for (py::ssize_t i = 0; i < terms.shape(0); ++i)
+              out.mutable_data()[i] = s.index.weight(terms.data()[i], static_cast<std::uint32_t>(doc));
+            return out;
+          },
+          py::arg("terms"), py::arg("doc"), "Decoded weights of `terms` in document `doc` (0 where absent).")
+      .def(
+          "export_arrays",
+          [](const PyImpactIndex& s) {
+            std::vector<std::uint64_t> off;
+            std::vector<std::uint32_t> docs, stored;
+            {
+              std::shared_lock lk(s.mu);
+              py::gil_scoped_release release;
+              s.index.export_arrays(off, docs, stored);
+            }
+            return py::make_tuple(py::array_t<std::uint64_t>(off.size(), off.data()),
+                                  py::array_t<std::uint32_t>(docs.size(), docs.data()),
+                                  py::array_t<std::uint32_t>(stored.size(), stored.data()));
+          },
+          "(term offsets uint64 (dim + 1), doc ids uint32, stored impacts uint32) of the whole index.")
+      .def(
+          "install",
+          [](PyImpactIndex& s, std::int64_t num_docs, const py::array_t<std::uint64_t, py::array::c_style>& offsets,
+             const py::array_t<std::uint32_t, py::array::c_style>& docs,
+             const py::array_t<std::uint32_t, py::array::c_style>& stored) {
+            const std::uint32_t dim = s.index.dim();
+            if (num_docs < 0 || num_docs > 0xFFFFFFF0ll) throw py::value_error("num_docs out of range");
+            if (offsets.ndim() != 1 || offsets.shape(0) != static_cast<py::ssize_t>(dim) + 1)
+              throw py::value_error("offsets must have dim + 1 = " + std::to_string(dim + 1) + " entries");
+            if (docs.ndim() != 1 || stored.ndim() != 1 || docs.shape(0) != stored.shape(0))
+              throw py::value_error("docs and stored must be 1-D arrays of the same length");
+            const std::uint64_t* o = offsets.data();
+            const std::uint32_t* d = docs.data();
+            const std::uint32_t* st = stored.data();
+            const std::uint64_t n = static_cast<std::uint64_t>(docs.shape(0));
+            if (o[0] != 0 || o[dim] != n) throw py::value_error("corrupt postings: offsets do not span the postings");
+            const bool quantised = s.index.scale() > 0.0f;
+            for (std::uint32_t t = 0; t < dim; ++t) {
+              if (o[t + 1] < o[t] || o[t + 1] > n)
+                throw py::value_error("corrupt postings: offsets decrease at term " + std::to_string(t));
+              for (std::uint64_t i = o[t]; i < o[t + 1]; ++i) {
+                if (d[i] >= static_cast<std::uint64_t>(num_docs) || (i > o[t] && d[i] <= d[i - 1]))
+                  throw py::value_error("corrupt postings: doc ids of term " + std::to_string(t) +
+                                        " out of range or unsorted");
+                float f;
+                std::memcpy(&f, &st[i], 4);
+                if (quantised ? st[i] == 0 : !(std::isfinite(f) && f > 0.0f))
+                  throw py::value_error("corrupt postings: invalid stored weight for term " + std::to_string(t));
+              }
+            }
+            auto* holder = new py::object(py::make_tuple(offsets, docs, stored));
+            std::shared_ptr<const void> keep(holder, [](const void* p) {
+              py::gil_scoped_acquire gil;
+              delete static_cast<const py::object*>(p);
+            });
+            std::unique_lock lk(s.mu);
+            s.index.install(static_cast<std::uint32_t>(num_docs), o, d, st, n, std::move(keep));
+          },
+          py::arg("num_docs"), py::arg("offsets"), py::arg("docs"), py::arg("stored"),
+          "Replace the contents with one segment borrowing these (validated) arrays.");
 }
 
 }  // namespace ragfind::bindings

@@ -6,11 +6,11 @@
 namespace ragfind::bindings {
 
 void bind_cpu(pybind11::module_& m);
-void bind_bm25(pybind11::module_& m);             // analyzer, inverted index, BM25
-void bind_dense(pybind11::module_& m);            // similarity kernels, exact dense index
-void bind_hnsw(pybind11::module_& m);             // hnswlib graph check, lock, result finishing
-void bind_fusion(pybind11::module_& m);           // rank and score fusion
-void bind_late_interaction(pybind11::module_& m); // MaxSim, late-interaction index
-void bind_sparse(pybind11::module_& m);           // learned-sparse (SPLADE) index
+void bind_bm25(pybind11::module_& m);              // analyzer, inverted index, BM25
+void bind_dense(pybind11::module_& m);             // similarity kernels, exact dense index
+void bind_hnsw(pybind11::module_& m);              // hnswlib graph check, lock, result finishing
+void bind_fusion(pybind11::module_& m);            // rank and score fusion
+void bind_late_interaction(pybind11::module_& m);  // MaxSim, late-interaction index
+void bind_sparse(pybind11::module_& m);            // learned-sparse (SPLADE) index
 
 }  // namespace ragfind::bindings

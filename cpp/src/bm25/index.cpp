@@ -79,8 +79,8 @@ void InvertedIndex::after_change() {
   }
 }
 
-void InvertedIndex::add_documents(const std::uint32_t* terms, const std::uint8_t* counted, const std::size_t* doc_offsets,
-                                  std::size_t n) {
+void InvertedIndex::add_documents(const std::uint32_t* terms, const std::uint8_t* counted,
+                                  const std::size_t* doc_offsets, std::size_t n) {
   add_chunk(terms, counted, doc_offsets, n);
   commit_chunks();
 }
@@ -170,7 +170,8 @@ void InvertedIndex::add_chunk(const std::uint32_t* terms, const std::uint8_t* co
     term_ids.erase(std::unique(term_ids.begin(), term_ids.end()), term_ids.end());
     offsets.assign(term_ids.size() + 1, 0);
     for (std::size_t j = 0; j < pt.size(); ++j) {
-      const auto slot = static_cast<std::uint32_t>(std::lower_bound(term_ids.begin(), term_ids.end(), pt[j]) - term_ids.begin());
+      const auto slot =
+          static_cast<std::uint32_t>(std::lower_bound(term_ids.begin(), term_ids.end(), pt[j]) - term_ids.begin());
       slot_of_posting[j] = slot;
       ++offsets[slot + 1];
     }
@@ -329,7 +330,8 @@ std::size_t InvertedIndex::segment_index(std::uint32_t slot) const {
   std::size_t lo = 0, hi = segments_.size();
   while (hi - lo > 1) {
     const std::size_t mid = (lo + hi) / 2;
-    if (segments_[mid]->base <= slot) lo = mid; else hi = mid;
+    if (segments_[mid]->base <= slot) lo = mid;
+    else hi = mid;
   }
   return lo;
 }
@@ -405,7 +407,8 @@ std::vector<std::uint32_t> InvertedIndex::compact(bool all) {
   return dropped;
 }
 
-void InvertedIndex::install(Buffer<std::uint32_t> doc_len, std::unique_ptr<Segment> seg, std::shared_ptr<const void> keepalive) {
+void InvertedIndex::install(Buffer<std::uint32_t> doc_len, std::unique_ptr<Segment> seg,
+                            std::shared_ptr<const void> keepalive) {
   doc_len_ = std::move(doc_len);
   doc_len_keepalive_ = std::move(keepalive);
   live_.assign(doc_len_.size(), 1);
@@ -442,7 +445,8 @@ InvertedIndex::Prepared InvertedIndex::prepare(const std::vector<QueryTerm>& que
     if (qt.term >= df_.size() || df_[qt.term] == 0 || qt.count == 0) continue;
     items.push_back({qt.term, i, qt.count});
   }
-  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.term < b.term || (a.term == b.term && a.first < b.first); });
+  std::sort(items.begin(), items.end(),
+            [](const Item& a, const Item& b) { return a.term < b.term || (a.term == b.term && a.first < b.first); });
   std::size_t w = 0;
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (w > 0 && items[w - 1].term == items[i].term) {
@@ -523,8 +527,8 @@ void InvertedIndex::score_all(const std::vector<QueryTerm>& query, double* out) 
   }
 }
 
-void InvertedIndex::score_all_rank_bm25(const std::vector<std::int64_t>& terms, const std::vector<double>& weights, int kind,
-                                        double k1, double b, double delta, double* out) const {
+void InvertedIndex::score_all_rank_bm25(const std::vector<std::int64_t>& terms, const std::vector<double>& weights,
+                                        int kind, double k1, double b, double delta, double* out) const {
   const std::uint32_t n = num_slots();
   for (std::uint32_t d = 0; d < n; ++d) out[d] = 0.0;
   if (num_live_ == 0) return;

@@ -12,9 +12,9 @@
 #include <random>
 #include <vector>
 
-#include "ragfind/common/crc32.hpp"
 #include "ragfind/bm25/index_io.hpp"
 #include "ragfind/common/crash_safety.hpp"
+#include "ragfind/common/crc32.hpp"
 
 namespace ragfind::bm25 {
 
@@ -80,7 +80,8 @@ std::uint64_t align_up(std::uint64_t x) { return (x + kAlign - 1) / kAlign * kAl
 
 }  // namespace
 
-void save_index(const std::string& path, const InvertedIndex& index, const DocIds& ids, const std::string& analyzer_json) {
+void save_index(const std::string& path, const InvertedIndex& index, const DocIds& ids,
+                const std::string& analyzer_json) {
   // Only live documents are written, renumbered in order (the file has no tombstones).
   const std::uint64_t num_docs = index.num_docs();
   const std::uint64_t num_terms = index.num_terms();
@@ -160,7 +161,8 @@ void save_index(const std::string& path, const InvertedIndex& index, const DocId
   fault_point("bm25.save.created");
   try {
     std::vector<char> head(static_cast<std::size_t>(header_bytes), 0);
-    if (std::fwrite(head.data(), 1, head.size(), f) != head.size()) throw IndexWriteError(errno_text("cannot write", tmp));
+    if (std::fwrite(head.data(), 1, head.size(), f) != head.size())
+      throw IndexWriteError(errno_text("cannot write", tmp));
     Writer w{f, 0, head.size(), tmp};
     for (const auto& e : entries) {
       w.pad_to(e.offset);
@@ -332,11 +334,13 @@ std::shared_ptr<FileBytes> open_bytes(const std::string& path, bool mmap) {
     auto* dst = reinterpret_cast<char*>(fb->owned.data());
     std::uint64_t got = 0;
     while (got < fb->size) {
-      const ssize_t r = ::read(fd, dst + got, static_cast<std::size_t>(std::min<std::uint64_t>(fb->size - got, 1 << 30)));
+      const ssize_t r =
+          ::read(fd, dst + got, static_cast<std::size_t>(std::min<std::uint64_t>(fb->size - got, 1 << 30)));
       if (r < 0 && errno == EINTR) continue;
       if (r <= 0) {
         ::close(fd);
-        throw IndexFileError("cannot read BM25 index '" + path + "': " + (r < 0 ? std::strerror(errno) : "unexpected end of file"));
+        throw IndexFileError("cannot read BM25 index '" + path +
+                             "': " + (r < 0 ? std::strerror(errno) : "unexpected end of file"));
       }
       got += static_cast<std::uint64_t>(r);
     }
@@ -362,7 +366,8 @@ Parsed parse(const std::string& path, bool mmap) {
   p.bytes = open_bytes(path, mmap);
   const unsigned char* d = p.bytes->data;
   const std::uint64_t size = p.bytes->size;
-  if (std::memcmp(d, kMagic, 8) != 0) bad(path, "wrong magic bytes (not an index file written by ragfind.BM25Index.save)");
+  if (std::memcmp(d, kMagic, 8) != 0)
+    bad(path, "wrong magic bytes (not an index file written by ragfind.BM25Index.save)");
   std::uint32_t version, header_bytes, num_sections, payload_crc, table_crc, header_crc;
   std::uint64_t file_size;
   std::memcpy(&version, d + 8, 4);
@@ -372,16 +377,19 @@ Parsed parse(const std::string& path, bool mmap) {
   std::memcpy(&payload_crc, d + 28, 4);
   std::memcpy(&table_crc, d + 32, 4);
   std::memcpy(&header_crc, d + 36, 4);
-  if (crc32(crc32(0, d, 36), d + 40, kHeaderBytes - 40) != header_crc) bad(path, "header checksum mismatch (corrupt file)");
+  if (crc32(crc32(0, d, 36), d + 40, kHeaderBytes - 40) != header_crc)
+    bad(path, "header checksum mismatch (corrupt file)");
   if (version != kIndexFormatVersion)
     bad(path, "format version " + std::to_string(version) + " is not supported (this ragfind reads version " +
                   std::to_string(kIndexFormatVersion) + ")");
   if (file_size != size)
     bad(path, "the header says " + std::to_string(file_size) + " bytes but the file has " + std::to_string(size) +
                   (size < file_size ? " (truncated)" : " (trailing data)"));
-  if (num_sections == 0 || num_sections > 64 || header_bytes != kHeaderBytes + kEntryBytes * num_sections || header_bytes > size)
+  if (num_sections == 0 || num_sections > 64 || header_bytes != kHeaderBytes + kEntryBytes * num_sections ||
+      header_bytes > size)
     bad(path, "bad section table size");
-  if (crc32(0, d + kHeaderBytes, kEntryBytes * num_sections) != table_crc) bad(path, "section table checksum mismatch (corrupt file)");
+  if (crc32(0, d + kHeaderBytes, kEntryBytes * num_sections) != table_crc)
+    bad(path, "section table checksum mismatch (corrupt file)");
   std::uint32_t crc = 0;
   for (std::uint64_t off = header_bytes; off < size; off += kWindow) {
     const std::uint64_t n = std::min(kWindow, size - off);
@@ -500,10 +508,9 @@ void load_index(const std::string& path, bool mmap, InvertedIndex& index, DocIds
     int_ids.assign(iid, iid + m.num_docs);
   }
   try {
-    ids.assign(kind == DocIds::Kind::Unset && m.num_docs == 0 ? DocIds::Kind::Unset : kind, std::move(int_ids), std::move(str_ids));
-  } catch (const std::invalid_argument&) {
-    bad(path, "duplicate document ids");
-  }
+    ids.assign(kind == DocIds::Kind::Unset && m.num_docs == 0 ? DocIds::Kind::Unset : kind, std::move(int_ids),
+               std::move(str_ids));
+  } catch (const std::invalid_argument&) { bad(path, "duplicate document ids"); }
 
   Params params;
   params.method = static_cast<Method>(m.method);

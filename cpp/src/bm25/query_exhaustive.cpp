@@ -45,15 +45,25 @@ void InvertedIndex::exhaustive_segment(const Prepared& q, const Segment& seg, co
   }
 }
 
-template void InvertedIndex::exhaustive_segment<Method::Lucene, false>(const Prepared&, const Segment&, const std::uint8_t*, TopKQueue&) const;
-template void InvertedIndex::exhaustive_segment<Method::Lucene, true>(const Prepared&, const Segment&, const std::uint8_t*, TopKQueue&) const;
-template void InvertedIndex::exhaustive_segment<Method::Robertson, false>(const Prepared&, const Segment&, const std::uint8_t*, TopKQueue&) const;
-template void InvertedIndex::exhaustive_segment<Method::Robertson, true>(const Prepared&, const Segment&, const std::uint8_t*, TopKQueue&) const;
-template void InvertedIndex::exhaustive_segment<Method::Atire, false>(const Prepared&, const Segment&, const std::uint8_t*, TopKQueue&) const;
-template void InvertedIndex::exhaustive_segment<Method::Atire, true>(const Prepared&, const Segment&, const std::uint8_t*, TopKQueue&) const;
-template void InvertedIndex::exhaustive_segment<Method::BM25L, false>(const Prepared&, const Segment&, const std::uint8_t*, TopKQueue&) const;
-template void InvertedIndex::exhaustive_segment<Method::BM25L, true>(const Prepared&, const Segment&, const std::uint8_t*, TopKQueue&) const;
-template void InvertedIndex::exhaustive_segment<Method::BM25Plus, false>(const Prepared&, const Segment&, const std::uint8_t*, TopKQueue&) const;
-template void InvertedIndex::exhaustive_segment<Method::BM25Plus, true>(const Prepared&, const Segment&, const std::uint8_t*, TopKQueue&) const;
+template void InvertedIndex::exhaustive_segment<Method::Lucene, false>(const Prepared&, const Segment&,
+                                                                       const std::uint8_t*, TopKQueue&) const;
+template void InvertedIndex::exhaustive_segment<Method::Lucene, true>(const Prepared&, const Segment&,
+                                                                      const std::uint8_t*, TopKQueue&) const;
+template void InvertedIndex::exhaustive_segment<Method::Robertson, false>(const Prepared&, const Segment&,
+                                                                          const std::uint8_t*, TopKQueue&) const;
+template void InvertedIndex::exhaustive_segment<Method::Robertson, true>(const Prepared&, const Segment&,
+                                                                         const std::uint8_t*, TopKQueue&) const;
+template void InvertedIndex::exhaustive_segment<Method::Atire, false>(const Prepared&, const Segment&,
+                                                                      const std::uint8_t*, TopKQueue&) const;
+template void InvertedIndex::exhaustive_segment<Method::Atire, true>(const Prepared&, const Segment&,
+                                                                     const std::uint8_t*, TopKQueue&) const;
+template void InvertedIndex::exhaustive_segment<Method::BM25L, false>(const Prepared&, const Segment&,
+                                                                      const std::uint8_t*, TopKQueue&) const;
+template void InvertedIndex::exhaustive_segment<Method::BM25L, true>(const Prepared&, const Segment&,
+                                                                     const std::uint8_t*, TopKQueue&) const;
+template void InvertedIndex::exhaustive_segment<Method::BM25Plus, false>(const Prepared&, const Segment&,
+                                                                         const std::uint8_t*, TopKQueue&) const;
+template void InvertedIndex::exhaustive_segment<Method::BM25Plus, true>(const Prepared&, const Segment&,
+                                                                        const std::uint8_t*, TopKQueue&) const;
 
 }  // namespace ragfind::bm25

@@ -225,9 +225,11 @@ void InvertedIndex::search_impl(const Prepared& q, std::size_t k, Algorithm algo
       const bool exhaustive = algorithm == Algorithm::Exhaustive ||
                               (algorithm == Algorithm::Auto && (many_terms || seg->num_docs <= kSmallSegmentDocs));
       if (exhaustive) {
-        if (allow) exhaustive_segment<M, true>(q, *seg, allow, heap); else exhaustive_segment<M, false>(q, *seg, nullptr, heap);
+        if (allow) exhaustive_segment<M, true>(q, *seg, allow, heap);
+        else exhaustive_segment<M, false>(q, *seg, nullptr, heap);
       } else {
-        if (allow) maxscore_segment<M, true>(q, *seg, allow, heap); else maxscore_segment<M, false>(q, *seg, nullptr, heap);
+        if (allow) maxscore_segment<M, true>(q, *seg, allow, heap);
+        else maxscore_segment<M, false>(q, *seg, nullptr, heap);
       }
     }
   }

@@ -55,8 +55,7 @@ int initial_level() {
   try {
     SimdLevel wanted = parse_simd_level(env);
     if (simd_level_supported(wanted)) return static_cast<int>(wanted);
-  } catch (const std::invalid_argument&) {
-  }
+  } catch (const std::invalid_argument&) {}
   return static_cast<int>(best);
 }
 

@@ -81,9 +81,9 @@ class TopK {
 /// A query prepared for one storage format.
 struct PreparedQuery {
   const float* q = nullptr;
-  float sqnorm = 0.f;            // |q|^2 (I8 + L2)
-  std::vector<int16_t> q16;      // I8: int16 quantised query
-  float qscale = 0.f;            // I8: q ~= qscale * q16
+  float sqnorm = 0.f;        // |q|^2 (I8 + L2)
+  std::vector<int16_t> q16;  // I8: int16 quantised query
+  float qscale = 0.f;        // I8: q ~= qscale * q16
 };
 
 PreparedQuery prepare(const RowsView& rows, const float* q, Metric metric) {
@@ -371,7 +371,8 @@ void search_batch(const RowsView& rows, const float* Q, size_t nq, const SearchO
     std::vector<TopK> tops(qb - qa, TopK(k, opt.has_threshold, floor));
     batch_range(K, rows, Q, qa, qb, opt, tops);
     for (size_t i = qa; i < qb; ++i)
-      out_counts[i] = static_cast<int64_t>(write_results(tops[i - qa], opt.metric, k, out_rows + i * k, out_scores + i * k));
+      out_counts[i] =
+          static_cast<int64_t>(write_results(tops[i - qa], opt.metric, k, out_rows + i * k, out_scores + i * k));
   });
 }
 

@@ -148,8 +148,7 @@ GraphSummary check_graph(const uint8_t* data, size_t size, size_t dim) {
       check_links(list, max_m, count, i, level);
       for (uint16_t j = 0, n = load_u16(list); j < n; ++j) {
         if (levels[load_u32(list + 4 + 4 * size_t{j})] < level)
-          bad("element " + std::to_string(i) + " links at level " + std::to_string(level) +
-              " to an element below it");
+          bad("element " + std::to_string(i) + " links at level " + std::to_string(level) + " to an element below it");
       }
     }
   }

@@ -13,19 +13,19 @@ namespace ragfind::fusion {
 struct Workspace {
   // Interning. Both tables hold (stamp << 32 | code); a call stamps list i with base + i, so a
   // stamp below base is a previous call's (empty slot) and base + i itself is a repeat in list i.
-  std::vector<uint64_t> direct;       // id -> stamped code, for ids in [0, direct.size())
-  std::vector<uint64_t> table;        // hash slot -> stamped code
-  uint32_t base = 1;                  // stamp of list 0 in this call
-  std::vector<int64_t> unique_ids;    // code -> id, first-appearance order
-  std::vector<uint32_t> codes;        // per input position (all lists concatenated)
-  std::vector<uint8_t> multi;         // code -> held by more than one list
-  std::vector<int32_t> last_list;     // dense_codes path: code -> last list that held it
+  std::vector<uint64_t> direct;     // id -> stamped code, for ids in [0, direct.size())
+  std::vector<uint64_t> table;      // hash slot -> stamped code
+  uint32_t base = 1;                // stamp of list 0 in this call
+  std::vector<int64_t> unique_ids;  // code -> id, first-appearance order
+  std::vector<uint32_t> codes;      // per input position (all lists concatenated)
+  std::vector<uint8_t> multi;       // code -> held by more than one list
+  std::vector<int32_t> last_list;   // dense_codes path: code -> last list that held it
   // Accumulation.
-  std::vector<double> scores;         // code -> fused score
-  std::vector<double> aux;            // code -> count for mnz
-  std::vector<double> rrf_table;      // 1 / (k + r + 1) for the last k seen
+  std::vector<double> scores;     // code -> fused score
+  std::vector<double> aux;        // code -> count for mnz
+  std::vector<double> rrf_table;  // 1 / (k + r + 1) for the last k seen
   double rrf_table_k = -1.0;
-  bool rrf_table_strict = false;      // rrf_table strictly decreasing
+  bool rrf_table_strict = false;  // rrf_table strictly decreasing
   // Ranking.
   std::vector<uint64_t> keys, keys_tmp;
   std::vector<uint32_t> order;        // ranked codes (all, or the multi-list ones when merging)
@@ -38,7 +38,7 @@ struct Workspace {
   // The result: n_codes fused ids, of which n_out are written.
   size_t n_codes = 0, n_out = 0;
   bool ids_are_codes = false;
-  bool merge = false;                 // order = ranked multi-list codes, placed among singles on write
+  bool merge = false;  // order = ranked multi-list codes, placed among singles on write
   size_t n_multi = 0;
 };
 
@@ -51,9 +51,9 @@ inline uint64_t hash_id(int64_t id) {
 
 [[noreturn]] void throw_duplicate(size_t list, size_t pos, size_t first_pos, int64_t id) {
   throw DuplicateIdError(list, pos, first_pos,
-                         "lists[" + std::to_string(list) + "] holds id " + std::to_string(id) +
-                             " twice (positions " + std::to_string(first_pos) + " and " +
-                             std::to_string(pos) + "); each list must rank an id at most once");
+                         "lists[" + std::to_string(list) + "] holds id " + std::to_string(id) + " twice (positions " +
+                             std::to_string(first_pos) + " and " + std::to_string(pos) +
+                             "); each list must rank an id at most once");
 }
 
 // Position of the first occurrence of ids[r] in ids[0, r) (only called to word an error).
@@ -234,7 +234,7 @@ size_t intern(const std::vector<RankedList>& lists, const Options& opt, Workspac
   next_stamps(ws, lists.size());
   const size_t limit = 4 * total;
   size_t n = intern_direct(lists, limit, ws, acc);
-  if (n == kGrow) {  // ids within the bound but past the array: grow it once, start again
+  if (n == kGrow) {              // ids within the bound but past the array: grow it once, start again
     ws.direct.resize(limit, 0);  // new slots: stamp 0, i.e. empty
     next_stamps(ws, lists.size());
     n = intern_direct(lists, limit, ws, acc);
@@ -332,7 +332,11 @@ void rank_codes(const uint32_t* codes, size_t n, Workspace& ws) {
       uint32_t* h = p == 0 ? h0 : h1;
       const int shift = p == 0 ? shift0 : shift1;
       uint32_t sum = 0;
-      for (uint32_t d = 0; d < kDigits; ++d) { const uint32_t c = h[d]; h[d] = sum; sum += c; }
+      for (uint32_t d = 0; d < kDigits; ++d) {
+        const uint32_t c = h[d];
+        h[d] = sum;
+        sum += c;
+      }
       for (size_t i = 0; i < n; ++i) {
         const uint64_t x = a[i];
         b[h[(x >> shift) & (kDigits - 1)]++] = x;
@@ -345,7 +349,10 @@ void rank_codes(const uint32_t* codes, size_t n, Workspace& ws) {
   auto before = [sc](uint32_t x, uint32_t y) { return sc[x] > sc[y] || (sc[x] == sc[y] && x < y); };
   for (size_t i = 0; i + 1 < n;) {
     const uint64_t prefix = a[i] >> prefix_shift;
-    if ((a[i + 1] >> prefix_shift) != prefix) { ++i; continue; }  // a run of one: already placed
+    if ((a[i + 1] >> prefix_shift) != prefix) {
+      ++i;
+      continue;
+    }  // a run of one: already placed
     size_t j = i + 2;
     while (j < n && (a[j] >> prefix_shift) == prefix) ++j;
     if (j - i > 24) {
@@ -364,8 +371,8 @@ void rank_codes(const uint32_t* codes, size_t n, Workspace& ws) {
 
 // Single-list codes rank by rank (L lists of equal length), see rank_rrf_merge.
 template <size_t L>
-void interleave(const uint32_t* codes, const size_t* offs, size_t longest, const uint8_t* multi,
-                uint32_t* singles, uint32_t* rank_start, uint32_t& n_single_out) {
+void interleave(const uint32_t* codes, const size_t* offs, size_t longest, const uint8_t* multi, uint32_t* singles,
+                uint32_t* rank_start, uint32_t& n_single_out) {
   const uint32_t* list[L];
   for (size_t li = 0; li < L; ++li) list[li] = codes + offs[li];
   uint32_t n_single = 0;
@@ -405,7 +412,10 @@ void rank_rrf_merge(const std::vector<RankedList>& lists, double k, double w, Wo
   std::vector<size_t> offs_heap;
   size_t offs_local[8];
   size_t* offs = offs_local;
-  if (n_lists > 8) { offs_heap.resize(n_lists); offs = offs_heap.data(); }
+  if (n_lists > 8) {
+    offs_heap.resize(n_lists);
+    offs = offs_heap.data();
+  }
   bool equal_sizes = true;
   for (size_t li = 0, at = 0; li < n_lists; ++li) {
     offs[li] = at;
@@ -497,7 +507,10 @@ size_t Fuser::rrf(const std::vector<RankedList>& lists, double k, const Options&
   Workspace& ws = *ws_;
   ws.merge = false;
   size_t longest = 0, total = 0;
-  for (const auto& l : lists) { longest = std::max(longest, l.size); total += l.size; }
+  for (const auto& l : lists) {
+    longest = std::max(longest, l.size);
+    total += l.size;
+  }
   if (ws.rrf_table_k != k || ws.rrf_table.size() < longest) {
     ws.rrf_table.resize(std::max(longest, ws.rrf_table.size()));
     for (size_t r = 0; r < ws.rrf_table.size(); ++r) ws.rrf_table[r] = 1.0 / (k + static_cast<double>(r) + 1.0);
@@ -536,8 +549,7 @@ size_t Fuser::rrf(const std::vector<RankedList>& lists, double k, const Options&
   return ws.n_out;
 }
 
-size_t Fuser::fuse_scores(const std::vector<RankedList>& lists, Norm norm, Combine combine,
-                          const Options& opt) {
+size_t Fuser::fuse_scores(const std::vector<RankedList>& lists, Norm norm, Combine combine, const Options& opt) {
   check_weights(lists, opt);
   for (size_t li = 0; li < lists.size(); ++li) {
     const auto& l = lists[li];
@@ -564,13 +576,20 @@ size_t Fuser::fuse_scores(const std::vector<RankedList>& lists, Norm norm, Combi
     // scaled = w * (s - shift) * scale
     double shift = 0.0, scale = 1.0;
     switch (norm) {
-      case Norm::None:
-        break;
+      case Norm::None: break;
       case Norm::MinMax: {
         double lo = l.scores[0], hi = l.scores[0];
-        for (size_t r = 1; r < n; ++r) { lo = std::min(lo, l.scores[r]); hi = std::max(hi, l.scores[r]); }
-        if (hi > lo) { shift = lo; scale = 1.0 / (hi - lo); }
-        else { shift = lo - 1.0; scale = 1.0; }  // constant list: every id maps to 1
+        for (size_t r = 1; r < n; ++r) {
+          lo = std::min(lo, l.scores[r]);
+          hi = std::max(hi, l.scores[r]);
+        }
+        if (hi > lo) {
+          shift = lo;
+          scale = 1.0 / (hi - lo);
+        } else {
+          shift = lo - 1.0;
+          scale = 1.0;
+        }  // constant list: every id maps to 1
         break;
       }
       case Norm::ZScore: {
@@ -578,7 +597,10 @@ size_t Fuser::fuse_scores(const std::vector<RankedList>& lists, Norm norm, Combi
         for (size_t r = 0; r < n; ++r) mean += l.scores[r];
         mean /= static_cast<double>(n);
         double var = 0.0;
-        for (size_t r = 0; r < n; ++r) { const double d = l.scores[r] - mean; var += d * d; }
+        for (size_t r = 0; r < n; ++r) {
+          const double d = l.scores[r] - mean;
+          var += d * d;
+        }
         const double sd = std::sqrt(var / static_cast<double>(n));
         shift = mean;
         scale = sd > 0.0 ? 1.0 / sd : 0.0;
@@ -594,8 +616,13 @@ size_t Fuser::fuse_scores(const std::vector<RankedList>& lists, Norm norm, Combi
         double lo = l.scores[0], total = 0.0;
         for (size_t r = 1; r < n; ++r) lo = std::min(lo, l.scores[r]);
         for (size_t r = 0; r < n; ++r) total += l.scores[r] - lo;
-        if (total > 0.0) { shift = lo; scale = 1.0 / total; }
-        else { shift = lo - 1.0; scale = 1.0 / static_cast<double>(n); }  // constant list: uniform
+        if (total > 0.0) {
+          shift = lo;
+          scale = 1.0 / total;
+        } else {
+          shift = lo - 1.0;
+          scale = 1.0 / static_cast<double>(n);
+        }  // constant list: uniform
         break;
       }
     }
@@ -615,7 +642,6 @@ size_t Fuser::fuse_scores(const std::vector<RankedList>& lists, Norm norm, Combi
   return ws.n_out;
 }
 
-
 void Fuser::write(int64_t* ids_out, double* scores_out) {
   Workspace& ws = *ws_;
   const size_t n_out = ws.n_out;
@@ -624,9 +650,17 @@ void Fuser::write(int64_t* ids_out, double* scores_out) {
   if (!ws.merge) {
     const uint32_t* order = ws.order.data();
     if (ws.ids_are_codes) {
-      for (size_t i = 0; i < n_out; ++i) { const uint32_t c = order[i]; ids_out[i] = c; scores_out[i] = sc[c]; }
+      for (size_t i = 0; i < n_out; ++i) {
+        const uint32_t c = order[i];
+        ids_out[i] = c;
+        scores_out[i] = sc[c];
+      }
     } else {
-      for (size_t i = 0; i < n_out; ++i) { const uint32_t c = order[i]; ids_out[i] = uniq[c]; scores_out[i] = sc[c]; }
+      for (size_t i = 0; i < n_out; ++i) {
+        const uint32_t c = order[i];
+        ids_out[i] = uniq[c];
+        scores_out[i] = sc[c];
+      }
     }
     return;
   }
@@ -677,8 +711,7 @@ void rrf(const std::vector<RankedList>& lists, double k, const Options& options,
   write_fused(f, f.rrf(lists, k, options), out);
 }
 
-void fuse_scores(const std::vector<RankedList>& lists, Norm norm, Combine combine, const Options& options,
-                 Fused& out) {
+void fuse_scores(const std::vector<RankedList>& lists, Norm norm, Combine combine, const Options& options, Fused& out) {
   Fuser& f = thread_fuser();
   write_fused(f, f.fuse_scores(lists, norm, combine, options), out);
 }

@@ -109,9 +109,8 @@ void check_shape(int64_t m, int64_t dim) {
 
 }  // namespace
 
-NonFinite maxsim_batch(const float* query, int64_t m, int64_t dim, const void* const* docs,
-                       const int64_t* n_tokens, int64_t n_docs, TokenDType dtype, float* scores_out, int n_threads,
-                       bool check_finite) {
+NonFinite maxsim_batch(const float* query, int64_t m, int64_t dim, const void* const* docs, const int64_t* n_tokens,
+                       int64_t n_docs, TokenDType dtype, float* scores_out, int n_threads, bool check_finite) {
   check_shape(m, dim);
   for (int64_t d = 0; d < n_docs; ++d) {
     if (n_tokens[d] <= 0)
@@ -148,14 +147,11 @@ NonFinite maxsim_batch(const float* query, int64_t m, int64_t dim, const void* c
     for (int64_t d = begin; d < end; ++d) {
       if (check_finite && first_non_finite(docs[d], n_tokens[d] * dim, dtype) >= 0) {
         int64_t seen = first_bad.load();
-        while (d < seen && !first_bad.compare_exchange_weak(seen, d)) {
-        }
+        while (d < seen && !first_bad.compare_exchange_weak(seen, d)) {}
         return;
       }
-      if (dtype == TokenDType::F32)
-        f32(panels.data(), m, dim, static_cast<const float*>(docs[d]), n_tokens[d], mx);
-      else
-        f16(panels.data(), m, dim, static_cast<const uint16_t*>(docs[d]), n_tokens[d], mx, sc);
+      if (dtype == TokenDType::F32) f32(panels.data(), m, dim, static_cast<const float*>(docs[d]), n_tokens[d], mx);
+      else f16(panels.data(), m, dim, static_cast<const uint16_t*>(docs[d]), n_tokens[d], mx, sc);
       float sum = 0.0f;
       for (int64_t i = 0; i < m; ++i) sum += mx[i];
       scores_out[d] = sum;

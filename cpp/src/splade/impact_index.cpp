@@ -72,10 +72,8 @@ void dense_taat_segment(const ImpactSegment& s, const std::vector<postings::Weig
       __builtin_prefetch(docs + l.pos);
       __builtin_prefetch(stored + l.pos);
     }
-    if (m > 0)
-      sum_columns(acc, columns.data(), column_weights.data(), m, lo, len);
-    else
-      std::fill(acc, acc + len, 0.0f);
+    if (m > 0) sum_columns(acc, columns.data(), column_weights.data(), m, lo, len);
+    else std::fill(acc, acc + len, 0.0f);
     for (List& l : lists) l.pos = scatter_add(acc, docs, stored, l.pos, l.end, lo, hi, l.weight);
     if (allowed) {
       // Zero the excluded documents in one vectorisable pass: they then never pass the scan.
@@ -322,10 +320,8 @@ void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::
     const float* b = s->bounds.data();
     if (allowed != nullptr) {
       const postings::AllowedDocs ok{allowed + s->seg.base};
-      if (scale_ > 0.0f)
-        run_algorithm(alg, s->seg, sq, b, QuantisedWeight{}, heap, ok);
-      else
-        run_algorithm(alg, s->seg, sq, b, FloatWeight{}, heap, ok);
+      if (scale_ > 0.0f) run_algorithm(alg, s->seg, sq, b, QuantisedWeight{}, heap, ok);
+      else run_algorithm(alg, s->seg, sq, b, FloatWeight{}, heap, ok);
     } else if (scale_ > 0.0f) {
       run_algorithm(alg, s->seg, sq, b, QuantisedWeight{}, heap, postings::AllDocs{});
     } else {
@@ -388,7 +384,8 @@ void ImpactIndex::export_arrays(std::vector<std::uint64_t>& offsets, std::vector
 }
 
 void ImpactIndex::install(std::uint32_t num_docs, const std::uint64_t* offsets, const std::uint32_t* docs,
-                          const std::uint32_t* stored, std::uint64_t n_postings, std::shared_ptr<const void> keepalive) {
+                          const std::uint32_t* stored, std::uint64_t n_postings,
+                          std::shared_ptr<const void> keepalive) {
   auto s = std::make_unique<ImpactSegment>();
   s->seg.base = 0;
   s->seg.num_docs = num_docs;

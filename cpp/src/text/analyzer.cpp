@@ -135,7 +135,8 @@ void Analyzer::stem_unknown(std::vector<std::string>& stems, const std::vector<s
   }
 }
 
-void Analyzer::analyze_query(std::string_view text, std::vector<std::string>& stems, std::vector<std::uint8_t>* counted) const {
+void Analyzer::analyze_query(std::string_view text, std::vector<std::string>& stems,
+                             std::vector<std::uint8_t>* counted) const {
   stems.clear();
   if (counted) counted->clear();
   std::vector<std::size_t> unknown_at;
@@ -162,7 +163,8 @@ void Analyzer::analyze_query(std::string_view text, std::vector<std::string>& st
   stem_unknown(stems, unknown_at);
 }
 
-void Analyzer::analyze_query_tokens(const std::vector<std::string_view>& tokens, std::vector<std::string>& stems) const {
+void Analyzer::analyze_query_tokens(const std::vector<std::string_view>& tokens,
+                                    std::vector<std::string>& stems) const {
   stems.clear();
   std::vector<std::size_t> unknown_at;
   std::string norm;

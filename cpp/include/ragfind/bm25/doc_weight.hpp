@@ -13,7 +13,9 @@ template <Method M>
 struct DocWeight {
   float k1, delta, absent;
   explicit DocWeight(const Params& p)
-      : k1(static_cast<float>(p.k1)), delta(static_cast<float>(p.delta)), absent(static_cast<float>(tf_component_absent(p))) {}
+      : k1(static_cast<float>(p.k1)),
+        delta(static_cast<float>(p.delta)),
+        absent(static_cast<float>(tf_component_absent(p))) {}
 
   inline float operator()(std::uint32_t tf_int, float norm) const {
     const float tf = static_cast<float>(tf_int);

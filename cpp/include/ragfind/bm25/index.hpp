@@ -18,9 +18,9 @@
 //
 // Statistics are global and live: df, N and avgdl count live documents only, are read at query
 // time, and the per-document length normalisation is recomputed after every change, so every
-// score equals the score of a fresh build over the live documents. The per-term score upper bounds used by MaxScore depend
-// on avgdl, so they are cached per segment and stamped with the statistics epoch; a stale entry
-// is recomputed on first use.
+// score equals the score of a fresh build over the live documents. The per-term score upper bounds used by MaxScore
+// depend on avgdl, so they are cached per segment and stamped with the statistics epoch; a stale entry is recomputed on
+// first use.
 //
 // Thread safety: const methods may run concurrently (the bound cache uses atomics); mutating
 // methods need exclusive access (the Python bindings hold a shared_mutex).
@@ -32,10 +32,10 @@
 #include <string>
 #include <vector>
 
-#include "ragfind/common/buffer.hpp"
 #include "ragfind/bm25/scoring.hpp"
-#include "ragfind/text/string_table.hpp"
+#include "ragfind/common/buffer.hpp"
 #include "ragfind/common/topk_queue.hpp"
+#include "ragfind/text/string_table.hpp"
 
 namespace ragfind::bm25 {
 
@@ -146,7 +146,8 @@ class InvertedIndex {
   /// Bulk adds in chunks: add_chunk() builds a segment per chunk aside (same arguments as
   /// add_documents), commit_chunks() merges them into one and makes them searchable,
   /// abort_chunks() drops them. Nothing is visible before commit_chunks().
-  void add_chunk(const std::uint32_t* terms, const std::uint8_t* counted, const std::size_t* doc_offsets, std::size_t n);
+  void add_chunk(const std::uint32_t* terms, const std::uint8_t* counted, const std::size_t* doc_offsets,
+                 std::size_t n);
   void commit_chunks();
   void abort_chunks();
 
@@ -211,7 +212,7 @@ class InvertedIndex {
   Params params_;
   StringTable vocab_;
   std::vector<std::uint64_t> df_;
-  Buffer<std::uint32_t> doc_len_;  // per slot
+  Buffer<std::uint32_t> doc_len_;   // per slot
   std::vector<std::uint8_t> live_;  // per slot
   std::uint32_t num_live_ = 0;
   std::shared_ptr<const void> doc_len_keepalive_;  // the mapping doc_len_ may borrow from

@@ -17,8 +17,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "ragfind/inverted/doc_ids.hpp"
 #include "ragfind/bm25/index.hpp"
+#include "ragfind/inverted/doc_ids.hpp"
 
 namespace ragfind::bm25 {
 
@@ -37,7 +37,8 @@ class IndexWriteError : public std::runtime_error {
 inline constexpr std::uint32_t kIndexFormatVersion = 1;
 
 /// Writes the index atomically. Throws IndexWriteError (with errno text) on I/O failure.
-void save_index(const std::string& path, const InvertedIndex& index, const DocIds& ids, const std::string& analyzer_json);
+void save_index(const std::string& path, const InvertedIndex& index, const DocIds& ids,
+                const std::string& analyzer_json);
 
 /// Loads into an empty index and id map; throws IndexFileError.
 void load_index(const std::string& path, bool mmap, InvertedIndex& index, DocIds& ids);

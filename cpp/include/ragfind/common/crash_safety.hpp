@@ -38,7 +38,7 @@ inline void remove_stale_temp_files(const std::string& path) {
     char* end = nullptr;
     const long pid = std::strtol(name + prefix.size(), &end, 10);
     if (end == name + prefix.size() || *end != '-' || pid <= 0) continue;
-    if (pid == static_cast<long>(::getpid())) continue;  // another save of ours may be running
+    if (pid == static_cast<long>(::getpid())) continue;                       // another save of ours may be running
     if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // writer alive
     ::unlink((dir + "/" + name).c_str());
   }

@@ -15,7 +15,7 @@ enum class Metric { IP, L2 };
 /// A read-only view of n stored rows of d elements.
 struct RowsView {
   Storage storage = Storage::F32;
-  const void* data = nullptr;      // n * d elements: float, uint16_t (binary16) or int8_t
+  const void* data = nullptr;  // n * d elements: float, uint16_t (binary16) or int8_t
   size_t n = 0, d = 0;
   const float* scales = nullptr;   // I8: per-row dequantisation scale (x ~= scale * q)
   const float* sqnorms = nullptr;  // I8 with L2: per-row |scale * q|^2
@@ -40,8 +40,7 @@ struct SearchOptions {
 /// Top-k rows for one query: writes up to k (row, score) pairs best first and returns how many.
 /// Scores are inner products (IP) or squared distances (L2, smallest first). Ties go to the
 /// lower row. Only one block of scores per thread is ever materialised.
-size_t search_one(const RowsView& rows, const float* q, const SearchOptions& opt, int64_t* out_rows,
-                  float* out_scores);
+size_t search_one(const RowsView& rows, const float* q, const SearchOptions& opt, int64_t* out_rows, float* out_scores);
 
 /// Top-k for nq queries (rows of Q): out_rows/out_scores are nq x k, padded with -1 / NaN;
 /// out_counts[i] is the number of real results of query i.

@@ -17,12 +17,12 @@ namespace ragfind::hnsw {
 /// What a valid graph holds, as read from its header and records.
 struct GraphSummary {
   uint64_t max_elements = 0;
-  uint64_t count = 0;          // elements stored, deleted ones included
+  uint64_t count = 0;  // elements stored, deleted ones included
   uint64_t M = 0;
   uint64_t ef_construction = 0;
   int32_t max_level = -1;
-  std::vector<uint64_t> labels;   // label of each stored element, in storage order
-  std::vector<uint8_t> deleted;   // 1 where the element is marked deleted
+  std::vector<uint64_t> labels;  // label of each stored element, in storage order
+  std::vector<uint8_t> deleted;  // 1 where the element is marked deleted
 };
 
 /// Parses and checks an hnswlib graph of float32 vectors of dimension `dim`; throws

@@ -37,8 +37,7 @@ struct SimilarityKernels {
   /// chunks of at most 4096 elements, so no overflow for |q| <= 16383, |X| <= 127), as float.
   void (*dot_rows_i8)(const int16_t* q, const int8_t* X, size_t n, size_t d, float* out);
   /// out[i * ldo + j] = Q[i] . X[j] for nq query rows and nx data rows (register-blocked).
-  void (*dot_tile_f32)(const float* Q, size_t nq, const float* X, size_t nx, size_t d, float* out,
-                       size_t ldo);
+  void (*dot_tile_f32)(const float* Q, size_t nq, const float* X, size_t nx, size_t d, float* out, size_t ldo);
   /// Decodes n float16 values to float32.
   void (*f16_to_f32)(const uint16_t* in, float* out, size_t n);
   /// Converts n int8 values to float32 (no scaling).

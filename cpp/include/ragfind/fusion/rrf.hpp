@@ -95,8 +95,7 @@ class Fuser {
 
   /// Score fusion: per-list normalisation then combination. Every list needs scores (finite;
   /// std::invalid_argument otherwise). Throws DuplicateIdError like rrf. Returns like rrf.
-  size_t fuse_scores(const std::vector<RankedList>& lists, Norm norm, Combine combine,
-                     const Options& options);
+  size_t fuse_scores(const std::vector<RankedList>& lists, Norm norm, Combine combine, const Options& options);
 
   /// Writes the last fusion's ranking, best first, into ids[0, n) and scores[0, n), n as
   /// returned by rrf / fuse_scores (with dense_codes, the ids written are the codes). The input
@@ -109,8 +108,7 @@ class Fuser {
 
 /// Convenience forms of Fuser::rrf / fuse_scores + write into vectors (a thread-local Fuser).
 void rrf(const std::vector<RankedList>& lists, double k, const Options& options, Fused& out);
-void fuse_scores(const std::vector<RankedList>& lists, Norm norm, Combine combine,
-                 const Options& options, Fused& out);
+void fuse_scores(const std::vector<RankedList>& lists, Norm norm, Combine combine, const Options& options, Fused& out);
 
 /// Parses "none" | "min-max" | "z-score" | "max" | "sum" (also "minmax", "zscore", "zmuv").
 Norm parse_norm(const std::string& name);

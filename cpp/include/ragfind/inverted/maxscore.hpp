@@ -81,8 +81,8 @@ inline std::vector<BoundedList> bounded_lists(const Segment& seg, const std::vec
   for (const WeightedTerm& t : query) {
     const std::int64_t slot = seg.slot_of(t.term);
     if (slot < 0) continue;
-    out.push_back({seg.offsets[slot], seg.offsets[slot + 1], t.weight,
-                   static_cast<double>(t.weight) * bounds[slot] * inflate});
+    out.push_back(
+        {seg.offsets[slot], seg.offsets[slot + 1], t.weight, static_cast<double>(t.weight) * bounds[slot] * inflate});
   }
   return out;
 }
@@ -174,7 +174,6 @@ void exhaustive_segment(const Segment& seg, const std::vector<WeightedTerm>& que
     for (std::uint32_t d = 0; d < seg.num_docs; ++d) acc[d] = allowed(d) ? acc[d] : 0.0f;
   offer_scores(acc, seg.num_docs, seg.base, heap);
 }
-
 
 /// Term-at-a-time MaxScore ("quit/continue", Turtle and Flood 1995; as in Lucene's TAAT
 /// scorers): terms are processed by decreasing score bound into a dense accumulator. After

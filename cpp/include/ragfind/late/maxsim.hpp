@@ -31,10 +31,9 @@ std::vector<float> pack_query(const float* query, int64_t m, int64_t dim);
 
 /// One document's MaxSim from a packed query; `scratch` holds kF16Block * dim floats.
 /// maxima (>= panels * 32 floats) receives the per-query-token maxima (padding lanes: 0).
-using MaxSimF32Fn = void (*)(const float* panels, int64_t m, int64_t dim, const float* doc, int64_t n,
-                             float* maxima);
-using MaxSimF16Fn = void (*)(const float* panels, int64_t m, int64_t dim, const uint16_t* doc, int64_t n,
-                             float* maxima, float* scratch);
+using MaxSimF32Fn = void (*)(const float* panels, int64_t m, int64_t dim, const float* doc, int64_t n, float* maxima);
+using MaxSimF16Fn = void (*)(const float* panels, int64_t m, int64_t dim, const uint16_t* doc, int64_t n, float* maxima,
+                             float* scratch);
 
 /// Kernel tables (scalar reference, NEON, AVX2, AVX-512).
 const KernelTable<MaxSimF32Fn>& maxsim_f32_table();
@@ -52,9 +51,8 @@ struct NonFinite {
 /// data is then hot in cache for the scoring); the first bad document found is returned and
 /// the scores are then unspecified. Throws std::invalid_argument on a non-positive m/dim or an
 /// empty document.
-NonFinite maxsim_batch(const float* query, int64_t m, int64_t dim, const void* const* docs,
-                       const int64_t* n_tokens, int64_t n_docs, TokenDType dtype, float* scores_out, int n_threads,
-                       bool check_finite = false);
+NonFinite maxsim_batch(const float* query, int64_t m, int64_t dim, const void* const* docs, const int64_t* n_tokens,
+                       int64_t n_docs, TokenDType dtype, float* scores_out, int n_threads, bool check_finite = false);
 
 /// Per query token, the best document token and its similarity (for explanations).
 void maxsim_explain(const float* query, int64_t m, int64_t dim, const void* doc, int64_t n, TokenDType dtype,

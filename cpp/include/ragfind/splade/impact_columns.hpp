@@ -13,8 +13,8 @@ namespace ragfind {
 struct ImpactColumnKernels {
   /// acc[i] = w[0] * cols[0][from + i] + w[1] * cols[1][from + i] + ... (left to right, each
   /// product rounded before it is added) for i < n; m >= 1 columns.
-  void (*sum_columns)(float* acc, const std::uint16_t* const* cols, const float* w, std::uint32_t m,
-                      std::uint32_t from, std::uint32_t n);
+  void (*sum_columns)(float* acc, const std::uint16_t* const* cols, const float* w, std::uint32_t m, std::uint32_t from,
+                      std::uint32_t n);
   /// acc[docs[j] - lo] += w * stored[j] (product rounded, then added) for j from pos while
   /// j < end and docs[j] < hi; returns where it stopped. The docs are one list's postings:
   /// increasing, so distinct, and >= lo from pos on. Scanning to the tile end while scattering

@@ -53,7 +53,8 @@ class Analyzer {
 
   /// Analyzes a query (or any text) without growing the tables: the stems in token order.
   /// counted (optional) receives the counts-for-length flag of each stem.
-  void analyze_query(std::string_view text, std::vector<std::string>& stems, std::vector<std::uint8_t>* counted = nullptr) const;
+  void analyze_query(std::string_view text, std::vector<std::string>& stems,
+                     std::vector<std::uint8_t>* counted = nullptr) const;
   void analyze_query_tokens(const std::vector<std::string_view>& tokens, std::vector<std::string>& stems) const;
 
   /// Runs fn(const StringTable& stems) under the shared lock (to read stem strings by id).

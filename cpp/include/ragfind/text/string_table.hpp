@@ -20,7 +20,9 @@ class StringTable {
   StringTable() { slots_.assign(16, 0); }
 
   // slot = (hash >> 32) << 32 | (id + 1); 0 = empty.
-  static std::uint64_t make_slot(std::uint64_t h, std::uint32_t id) { return (h & 0xFFFFFFFF00000000ull) | (id + 1ull); }
+  static std::uint64_t make_slot(std::uint64_t h, std::uint32_t id) {
+    return (h & 0xFFFFFFFF00000000ull) | (id + 1ull);
+  }
 
   std::size_t size() const { return offsets_.size() - 1; }
 

@@ -20,8 +20,8 @@ inline __m256 term(const std::uint16_t* p, __m256 w) {
   return _mm256_mul_ps(w, _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(c)));
 }
 
-void sum_columns(float* acc, const std::uint16_t* const* cols, const float* w, std::uint32_t m,
-                 std::uint32_t from, std::uint32_t n) {
+void sum_columns(float* acc, const std::uint16_t* const* cols, const float* w, std::uint32_t m, std::uint32_t from,
+                 std::uint32_t n) {
   std::uint32_t i = 0;
   for (; i + 32 <= n; i += 32) {
     const std::uint16_t* p = cols[0] + from + i;

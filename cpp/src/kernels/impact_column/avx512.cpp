@@ -27,8 +27,8 @@ inline __m512 term_masked(const std::uint16_t* p, __m512 w, __mmask16 k) {
   return _mm512_mul_ps(w, _mm512_cvtepi32_ps(_mm512_cvtepu16_epi32(c)));
 }
 
-void sum_columns(float* acc, const std::uint16_t* const* cols, const float* w, std::uint32_t m,
-                 std::uint32_t from, std::uint32_t n) {
+void sum_columns(float* acc, const std::uint16_t* const* cols, const float* w, std::uint32_t m, std::uint32_t from,
+                 std::uint32_t n) {
   std::uint32_t i = 0;
   for (; i + 64 <= n; i += 64) {
     const std::uint16_t* p = cols[0] + from + i;
@@ -51,7 +51,8 @@ void sum_columns(float* acc, const std::uint16_t* const* cols, const float* w, s
     const std::uint32_t left = n - i;
     const __mmask16 k = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
     __m512 a = term_masked(cols[0] + from + i, _mm512_set1_ps(w[0]), k);
-    for (std::uint32_t c = 1; c < m; ++c) a = _mm512_add_ps(a, term_masked(cols[c] + from + i, _mm512_set1_ps(w[c]), k));
+    for (std::uint32_t c = 1; c < m; ++c)
+      a = _mm512_add_ps(a, term_masked(cols[c] + from + i, _mm512_set1_ps(w[c]), k));
     _mm512_mask_storeu_ps(acc + i, k, a);
   }
 }

@@ -18,8 +18,8 @@ inline void term(const std::uint16_t* p, float32x4_t w, float32x4_t& lo, float32
   hi = vmulq_f32(w, vcvtq_f32_u32(vmovl_high_u16(c)));
 }
 
-void sum_columns(float* acc, const std::uint16_t* const* cols, const float* w, std::uint32_t m,
-                 std::uint32_t from, std::uint32_t n) {
+void sum_columns(float* acc, const std::uint16_t* const* cols, const float* w, std::uint32_t m, std::uint32_t from,
+                 std::uint32_t n) {
   std::uint32_t i = 0;
   for (; i + 32 <= n; i += 32) {
     float32x4_t a[8], t[8];

@@ -36,8 +36,8 @@ void maxsim_f32_avx512(const float* panels, int64_t m, int64_t dim, const float*
   maxsim_doc_f32<Avx512Vec, 2, 16, 12, 1, 1>(panels, m, dim, doc, n, maxima);
 }
 
-void maxsim_f16_avx512(const float* panels, int64_t m, int64_t dim, const uint16_t* doc, int64_t n,
-                       float* maxima, float* scratch) {
+void maxsim_f16_avx512(const float* panels, int64_t m, int64_t dim, const uint16_t* doc, int64_t n, float* maxima,
+                       float* scratch) {
   maxsim_doc_f16<Avx512Vec, 2, 16, 12, 1, 1>(panels, m, dim, doc, n, maxima, scratch);
 }
 

@@ -61,8 +61,7 @@ inline void maxsim_panel_tokens(const float* panel, int64_t dim, const float* do
 // panel (panels * 32 floats). Each panel is swept in slices of at most QVMain registers
 // (the widest tile that fits the register file); NRq is the tile height for q registers.
 template <class V, int QVMain, int NR1, int NR2, int NR3, int NR4>
-inline void maxsim_all_panels(const float* panels, int64_t m, int64_t dim, const float* doc, int64_t n,
-                              float* maxima) {
+inline void maxsim_all_panels(const float* panels, int64_t m, int64_t dim, const float* doc, int64_t n, float* maxima) {
   static_assert(kPanelWidth % V::lanes == 0, "panel width must be a multiple of the lanes");
   static_assert(QVMain >= 1 && QVMain <= 4, "1..4 registers per tile row");
   const int64_t n_panels = (m + kPanelWidth - 1) / kPanelWidth;
@@ -95,16 +94,15 @@ inline void maxsim_init_maxima(int64_t m, float* maxima) {
 }
 
 template <class V, int QVMain, int NR1, int NR2, int NR3, int NR4>
-inline void maxsim_doc_f32(const float* panels, int64_t m, int64_t dim, const float* doc, int64_t n,
-                           float* maxima) {
+inline void maxsim_doc_f32(const float* panels, int64_t m, int64_t dim, const float* doc, int64_t n, float* maxima) {
   maxsim_init_maxima(m, maxima);
   maxsim_all_panels<V, QVMain, NR1, NR2, NR3, NR4>(panels, m, dim, doc, n, maxima);
 }
 
 // float16 documents: widen kF16Block tokens at a time into `scratch`, reused by every panel.
 template <class V, int QVMain, int NR1, int NR2, int NR3, int NR4>
-inline void maxsim_doc_f16(const float* panels, int64_t m, int64_t dim, const uint16_t* doc, int64_t n,
-                           float* maxima, float* scratch) {
+inline void maxsim_doc_f16(const float* panels, int64_t m, int64_t dim, const uint16_t* doc, int64_t n, float* maxima,
+                           float* scratch) {
   maxsim_init_maxima(m, maxima);
   for (int64_t t = 0; t < n; t += kF16Block) {
     const int64_t count = (n - t < kF16Block) ? n - t : kF16Block;

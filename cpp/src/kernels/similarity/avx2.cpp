@@ -163,9 +163,7 @@ void dot_rows_f16(const float* q, const uint16_t* X, size_t n, size_t d, float* 
   rows_f16<false>(q, X, n, d, out);
 }
 
-void l2_rows_f16(const float* q, const uint16_t* X, size_t n, size_t d, float* out) {
-  rows_f16<true>(q, X, n, d, out);
-}
+void l2_rows_f16(const float* q, const uint16_t* X, size_t n, size_t d, float* out) { rows_f16<true>(q, X, n, d, out); }
 
 // Exact sum of the eight int32 lanes (which may together exceed int32).
 inline int64_t hsum_epi32_exact(__m256i v) {
@@ -258,9 +256,8 @@ void dot_tile_f32(const float* Q, size_t nq, const float* X, size_t nx, size_t d
     for (; jr + 2 <= nx; jr += 2) {
       const float* x0 = X + jr * d;
       const float* x1 = x0 + d;
-      __m256 a00 = _mm256_setzero_ps(), a01 = _mm256_setzero_ps(), a10 = _mm256_setzero_ps(),
-             a11 = _mm256_setzero_ps(), a20 = _mm256_setzero_ps(), a21 = _mm256_setzero_ps(),
-             a30 = _mm256_setzero_ps(), a31 = _mm256_setzero_ps();
+      __m256 a00 = _mm256_setzero_ps(), a01 = _mm256_setzero_ps(), a10 = _mm256_setzero_ps(), a11 = _mm256_setzero_ps(),
+             a20 = _mm256_setzero_ps(), a21 = _mm256_setzero_ps(), a30 = _mm256_setzero_ps(), a31 = _mm256_setzero_ps();
       size_t j = 0;
       for (; j < dv; j += 8) {
         const __m256 xa = _mm256_loadu_ps(x0 + j), xb = _mm256_loadu_ps(x1 + j);
@@ -317,16 +314,16 @@ void f16_to_f32(const uint16_t* in, float* out, size_t n) {
 void i8_to_f32(const int8_t* in, float* out, size_t n) {
   size_t j = 0;
   for (; j + 8 <= n; j += 8)
-    _mm256_storeu_ps(out + j, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
-                                  _mm_loadl_epi64(reinterpret_cast<const __m128i*>(in + j)))));
+    _mm256_storeu_ps(
+        out + j, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(in + j)))));
   for (; j < n; ++j) out[j] = static_cast<float>(in[j]);
 }
 
 }  // namespace
 
 extern const SimilarityKernels similarity_avx2 = {
-    "avx2",       dot_f32,      l2sq_f32,     dot_rows_f32, l2_rows_f32, dot_rows_f16,
-    l2_rows_f16,  dot_rows_i8,  dot_tile_f32, f16_to_f32,   i8_to_f32,
+    "avx2",      dot_f32,     l2sq_f32,     dot_rows_f32, l2_rows_f32, dot_rows_f16,
+    l2_rows_f16, dot_rows_i8, dot_tile_f32, f16_to_f32,   i8_to_f32,
 };
 
 }  // namespace ragfind::kernels

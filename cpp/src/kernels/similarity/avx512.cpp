@@ -130,27 +130,27 @@ inline int64_t hsum_epi32_exact(__m512i v) {
 // int8 rows against an int16 query, 32 elements per step. The accumulate step is either
 // vpmaddwd + vpaddd (AVX512BW) or the fused vpdpwssd (VNNI); both are exact in int32 within
 // a chunk of kI8ChunkElems (per lane at most kI8ChunkElems/16 products).
-#define RAGFIND_I8_ROWS_BODY(ACC)                                                                      \
-  const size_t dv = d & ~size_t(31);                                                                   \
-  const __mmask32 mt = mask32(d - dv);                                                                 \
-  for (size_t i = 0; i < n; ++i) {                                                                     \
-    const int8_t* x = X + i * d;                                                                       \
-    if (i + 8 < n) prefetch_bytes(x + 8 * d, d);                                                       \
-    int64_t t = 0;                                                                                     \
-    for (size_t c = 0; c < dv; c += kI8ChunkElems) {                                                   \
-      const size_t ce = c + kI8ChunkElems < dv ? c + kI8ChunkElems : dv;                               \
-      __m512i a0 = _mm512_setzero_si512();                                                             \
-      for (size_t j = c; j < ce; j += 32) {                                                            \
+#define RAGFIND_I8_ROWS_BODY(ACC)                                                                             \
+  const size_t dv = d & ~size_t(31);                                                                          \
+  const __mmask32 mt = mask32(d - dv);                                                                        \
+  for (size_t i = 0; i < n; ++i) {                                                                            \
+    const int8_t* x = X + i * d;                                                                              \
+    if (i + 8 < n) prefetch_bytes(x + 8 * d, d);                                                              \
+    int64_t t = 0;                                                                                            \
+    for (size_t c = 0; c < dv; c += kI8ChunkElems) {                                                          \
+      const size_t ce = c + kI8ChunkElems < dv ? c + kI8ChunkElems : dv;                                      \
+      __m512i a0 = _mm512_setzero_si512();                                                                    \
+      for (size_t j = c; j < ce; j += 32) {                                                                   \
         const __m512i xv = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + j))); \
-        a0 = ACC(a0, xv, _mm512_loadu_si512(q + j));                                                   \
-      }                                                                                                \
-      t += hsum_epi32_exact(a0);                                                                       \
-    }                                                                                                  \
-    if (dv < d) {                                                                                      \
-      const __m512i xv = _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(mt, x + dv));                    \
-      t += hsum_epi32_exact(ACC(_mm512_setzero_si512(), xv, _mm512_maskz_loadu_epi16(mt, q + dv)));    \
-    }                                                                                                  \
-    out[i] = static_cast<float>(t);                                                                    \
+        a0 = ACC(a0, xv, _mm512_loadu_si512(q + j));                                                          \
+      }                                                                                                       \
+      t += hsum_epi32_exact(a0);                                                                              \
+    }                                                                                                         \
+    if (dv < d) {                                                                                             \
+      const __m512i xv = _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(mt, x + dv));                           \
+      t += hsum_epi32_exact(ACC(_mm512_setzero_si512(), xv, _mm512_maskz_loadu_epi16(mt, q + dv)));           \
+    }                                                                                                         \
+    out[i] = static_cast<float>(t);                                                                           \
   }
 
 inline __m512i acc_madd(__m512i acc, __m512i a, __m512i b) { return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b)); }
@@ -171,10 +171,8 @@ __attribute__((target("avx512vnni"))) void dot_rows_i8_vnni(const int16_t* q, co
 
 void dot_rows_i8(const int16_t* q, const int8_t* X, size_t n, size_t d, float* out) {
   static const bool vnni = cpu_features().avx512vnni;
-  if (vnni)
-    dot_rows_i8_vnni(q, X, n, d, out);
-  else
-    dot_rows_i8_bw(q, X, n, d, out);
+  if (vnni) dot_rows_i8_vnni(q, X, n, d, out);
+  else dot_rows_i8_bw(q, X, n, d, out);
 }
 
 void dot_tile_f32(const float* Q, size_t nq, const float* X, size_t nx, size_t d, float* out, size_t ldo) {
@@ -226,8 +224,8 @@ void f16_to_f32(const uint16_t* in, float* out, size_t n) {
 void i8_to_f32(const int8_t* in, float* out, size_t n) {
   size_t j = 0;
   for (; j + 16 <= n; j += 16)
-    _mm512_storeu_ps(out + j, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-                                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + j)))));
+    _mm512_storeu_ps(
+        out + j, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + j)))));
   if (j < n) {
     const __mmask16 m = mask16(n - j);
     _mm512_mask_storeu_ps(out + j, m, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, in + j))));
@@ -237,8 +235,8 @@ void i8_to_f32(const int8_t* in, float* out, size_t n) {
 }  // namespace
 
 extern const SimilarityKernels similarity_avx512 = {
-    "avx512",     dot_f32,      l2sq_f32,     dot_rows_f32, l2_rows_f32, dot_rows_f16,
-    l2_rows_f16,  dot_rows_i8,  dot_tile_f32, f16_to_f32,   i8_to_f32,
+    "avx512",    dot_f32,     l2sq_f32,     dot_rows_f32, l2_rows_f32, dot_rows_f16,
+    l2_rows_f16, dot_rows_i8, dot_tile_f32, f16_to_f32,   i8_to_f32,
 };
 
 }  // namespace ragfind::kernels

@@ -137,8 +137,8 @@ void rows_f16(const float* q, const uint16_t* X, size_t n, size_t d, float* out)
         b[r] = step<kL2>(hi, q1, b[r]);
       }
     }
-    vst1q_f32(out + i, hsum4(vaddq_f32(a[0], b[0]), vaddq_f32(a[1], b[1]), vaddq_f32(a[2], b[2]),
-                             vaddq_f32(a[3], b[3])));
+    vst1q_f32(out + i,
+              hsum4(vaddq_f32(a[0], b[0]), vaddq_f32(a[1], b[1]), vaddq_f32(a[2], b[2]), vaddq_f32(a[3], b[3])));
   }
   for (; i < n; ++i) {
     const uint16_t* x = X + i * d;
@@ -161,9 +161,7 @@ void dot_rows_f16(const float* q, const uint16_t* X, size_t n, size_t d, float* 
   rows_f16<false>(q, X, n, d, out);
 }
 
-void l2_rows_f16(const float* q, const uint16_t* X, size_t n, size_t d, float* out) {
-  rows_f16<true>(q, X, n, d, out);
-}
+void l2_rows_f16(const float* q, const uint16_t* X, size_t n, size_t d, float* out) { rows_f16<true>(q, X, n, d, out); }
 
 // 16 int8 x int16 products added into two int32x4 accumulators (smlal/smlal2 on each half of
 // the sign-extended int8 vector): per lane 4 products per 16 elements, the same per-lane count
@@ -241,39 +239,39 @@ void dot_tile_f32(const float* Q, size_t nq, const float* X, size_t nx, size_t d
     for (; jr + 4 <= nx; jr += 4) {
       const float* x[4] = {X + jr * d, X + (jr + 1) * d, X + (jr + 2) * d, X + (jr + 3) * d};
       float32x4_t acc[4][4];
-      #pragma GCC unroll 4
+#pragma GCC unroll 4
       for (int r = 0; r < 4; ++r)
-        #pragma GCC unroll 4
+#pragma GCC unroll 4
         for (int c = 0; c < 4; ++c) acc[r][c] = vdupq_n_f32(0.f);
       for (size_t j = 0; j < dv; j += 4) {
         float32x4_t xv[4];
-        #pragma GCC unroll 4
+#pragma GCC unroll 4
         for (int c = 0; c < 4; ++c) xv[c] = vld1q_f32(x[c] + j);
-        #pragma GCC unroll 4
+#pragma GCC unroll 4
         for (int r = 0; r < 4; ++r) {
           const float32x4_t qv = vld1q_f32(q[r] + j);
-          #pragma GCC unroll 4
+#pragma GCC unroll 4
           for (int c = 0; c < 4; ++c) acc[r][c] = vfmaq_f32(acc[r][c], qv, xv[c]);
         }
       }
       if (rem) {
         float32x4_t xv[4];
-        #pragma GCC unroll 4
+#pragma GCC unroll 4
         for (int c = 0; c < 4; ++c) xv[c] = load_f32_tail(x[c] + dv, rem);
-        #pragma GCC unroll 4
+#pragma GCC unroll 4
         for (int r = 0; r < 4; ++r) {
           const float32x4_t qv = load_f32_tail(q[r] + dv, rem);
-          #pragma GCC unroll 4
+#pragma GCC unroll 4
           for (int c = 0; c < 4; ++c) acc[r][c] = vfmaq_f32(acc[r][c], qv, xv[c]);
         }
       }
-      #pragma GCC unroll 4
+#pragma GCC unroll 4
       for (int r = 0; r < 4; ++r)
         vst1q_f32(out + (i + r) * ldo + jr, hsum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]));
     }
     for (; jr < nx; ++jr) {
       const float* x0 = X + jr * d;
-      #pragma GCC unroll 4
+#pragma GCC unroll 4
       for (int r = 0; r < 4; ++r) out[(i + r) * ldo + jr] = dot_f32(q[r], x0, d);
     }
   }
@@ -304,8 +302,8 @@ void i8_to_f32(const int8_t* in, float* out, size_t n) {
 }  // namespace
 
 extern const SimilarityKernels similarity_neon = {
-    "neon",       dot_f32,      l2sq_f32,     dot_rows_f32, l2_rows_f32, dot_rows_f16,
-    l2_rows_f16,  dot_rows_i8,  dot_tile_f32, f16_to_f32,   i8_to_f32,
+    "neon",      dot_f32,     l2sq_f32,     dot_rows_f32, l2_rows_f32, dot_rows_f16,
+    l2_rows_f16, dot_rows_i8, dot_tile_f32, f16_to_f32,   i8_to_f32,
 };
 
 }  // namespace ragfind::kernels

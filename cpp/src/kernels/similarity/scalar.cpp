@@ -103,8 +103,8 @@ void i8_to_f32(const int8_t* in, float* out, size_t n) {
 }  // namespace
 
 extern const SimilarityKernels similarity_scalar = {
-    "scalar",     dot_f32,      l2sq_f32,     dot_rows_f32, l2_rows_f32, dot_rows_f16,
-    l2_rows_f16,  dot_rows_i8,  dot_tile_f32, f16_to_f32,   i8_to_f32,
+    "scalar",    dot_f32,     l2sq_f32,     dot_rows_f32, l2_rows_f32, dot_rows_f16,
+    l2_rows_f16, dot_rows_i8, dot_tile_f32, f16_to_f32,   i8_to_f32,
 };
 
 }  // namespace kernels
