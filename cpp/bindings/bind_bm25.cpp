@@ -14,6 +14,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "bindings.hpp"
 #include "ragfind/bm25/index.hpp"
@@ -50,6 +51,18 @@ struct ContractError : std::runtime_error {
   const char* cls;
   ContractError(const char* c, const std::string& msg) : std::runtime_error(msg), cls(c) {}
 };
+// A str id quoted as Python's repr quotes it (for printable text), so messages read as the
+// Python indexes' (ragfind/errors.py); no Python call, as it runs with the GIL released.
+std::string py_repr(const std::string& s) {
+  const bool dq = s.find('\'') != std::string::npos && s.find('"') == std::string::npos;
+  const char q = dq ? '"' : '\'';
+  std::string out(1, q);
+  for (char c : s) {
+    if (c == '\\' || c == q) out += '\\';
+    out += c;
+  }
+  return out + q;
+}
 [[noreturn]] void unknown_id(const std::string& msg) { throw ContractError("UnknownIdError", msg); }
 [[noreturn]] void duplicate_id(const std::string& msg) { throw ContractError("DuplicateIdError", msg); }
 [[noreturn]] void id_kind(const std::string& msg) { throw ContractError("IdKindError", msg); }
@@ -232,11 +245,11 @@ ParsedIds parse_ids(const py::object& ids, std::size_t n, const char* arg) {
     py::object v = seq[i];
     const std::string what = std::string(arg) + "[" + std::to_string(i) + "]";
     if (PyUnicode_Check(v.ptr())) {
-      if (i > 0 && !out.is_str) id_kind(what + ": mixes str and int ids; use one kind");
+      if (i > 0 && !out.is_str) id_kind(std::string(arg) + ": mixes int and str ids; expected all int or all str");
       out.is_str = true;
       out.strs.push_back(to_utf8(v, what));
     } else if (!PyBool_Check(v.ptr()) && PyIndex_Check(v.ptr())) {
-      if (out.is_str) id_kind(what + ": mixes str and int ids; use one kind");
+      if (out.is_str) id_kind(std::string(arg) + ": mixes int and str ids; expected all int or all str");
       PyObject* idx = PyNumber_Index(v.ptr());
       if (!idx) throw py::error_already_set();
       int overflow = 0;
@@ -354,29 +367,30 @@ class BM25Core {
     // Caller holds the lock.
     if (p.given) {
       if (p.is_str && ids_.kind() == DocIds::Kind::Int && ids_.slots() > 0)
-        id_kind("ids: this index uses int ids; got str ids");
+        id_kind("ids: this index has int ids, got str ids");
       if (!p.is_str && ids_.kind() == DocIds::Kind::Str && ids_.slots() > 0)
-        id_kind("ids: this index uses str ids; got int ids");
+        id_kind("ids: this index has str ids, got int ids");
     } else if (ids_.kind() == DocIds::Kind::Str && ids_.slots() > 0) {
-      throw py::value_error("ids: this index uses str ids, so add() needs ids");
+      id_kind("ids: this index has str ids; pass ids= for the new items");
     }
     if (p.is_str) {
       std::unordered_map<std::string_view, std::size_t> seen;
       for (std::size_t i = 0; i < n; ++i) {
+        if (!seen.emplace(p.strs[i], i).second) duplicate_id("ids: id " + py_repr(p.strs[i]) + " is repeated");
+      }
+      for (std::size_t i = 0; i < n; ++i) {
         if (ids_.find(p.strs[i]) >= 0)
-          duplicate_id("ids[" + std::to_string(i) + "]: duplicate id '" + p.strs[i] + "' (already in the index)");
-        if (!seen.emplace(p.strs[i], i).second)
-          duplicate_id("ids[" + std::to_string(i) + "]: duplicate id '" + p.strs[i] + "' (repeated in ids)");
+          duplicate_id("ids: [" + py_repr(p.strs[i]) + "] already in the index (delete them first to replace them)");
       }
     } else if (p.given) {
       std::unordered_map<std::int64_t, std::size_t> seen;
       for (std::size_t i = 0; i < n; ++i) {
+        if (!seen.emplace(p.ints[i], i).second) duplicate_id("ids: id " + std::to_string(p.ints[i]) + " is repeated");
+      }
+      for (std::size_t i = 0; i < n; ++i) {
         if (ids_.find(p.ints[i]) >= 0)
-          duplicate_id("ids[" + std::to_string(i) + "]: duplicate id " + std::to_string(p.ints[i]) +
-                       " (already in the index)");
-        if (!seen.emplace(p.ints[i], i).second)
-          duplicate_id("ids[" + std::to_string(i) + "]: duplicate id " + std::to_string(p.ints[i]) +
-                       " (repeated in ids)");
+          duplicate_id("ids: [" + std::to_string(p.ints[i]) +
+                       "] already in the index (delete them first to replace them)");
       }
     }
   }
@@ -510,6 +524,15 @@ class BM25Core {
     ParsedIds p = parse_ids(ids_obj, seq.size(), "ids");
     std::vector<std::string> shown(seq.size());
     for (std::size_t i = 0; i < seq.size(); ++i) shown[i] = py::repr(seq[i]);
+    if (p.is_str) {
+      std::unordered_set<std::string_view> seen;
+      for (std::size_t i = 0; i < p.strs.size(); ++i)
+        if (!seen.insert(p.strs[i]).second) duplicate_id("ids: id " + shown[i] + " is repeated");
+    } else {
+      std::unordered_set<std::int64_t> seen;
+      for (std::size_t i = 0; i < p.ints.size(); ++i)
+        if (!seen.insert(p.ints[i]).second) duplicate_id("ids: id " + shown[i] + " is repeated");
+    }
     std::string missing;
     {
       py::gil_scoped_release release;
@@ -532,7 +555,7 @@ class BM25Core {
         after_write();
       }
     }
-    if (!missing.empty()) unknown_id("ids: no document with id " + missing + " in the index; nothing was deleted");
+    if (!missing.empty()) unknown_id("ids: [" + missing + "] not in the index; nothing was deleted");
   }
 
   // ----- querying
@@ -772,7 +795,7 @@ class BM25Core {
         params = index_.params();
       }
     }
-    if (doc < 0) unknown_id("doc_id: no document with id " + std::string(py::repr(doc_id)) + " in the index");
+    if (doc < 0) unknown_id("doc_id: [" + std::string(py::repr(doc_id)) + "] not in the index");
     py::list terms;
     double total = 0;
     for (std::size_t i = 0; i < ex.size(); ++i) {

@@ -19,7 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from ragfind.errors import DuplicateIdError, IdKindError, IndexFileError, UnknownIdError
+from ragfind.errors import (
+    IdKindError,
+    IndexFileError,
+    ids_needed,
+    other_id_kind,
+    present_ids,
+    repeated_id,
+    unknown_ids,
+)
 
 __all__ = ["IdFilter", "IdMap", "as_id_filter", "empty_ids", "id_kind"]
 
@@ -32,7 +40,7 @@ def id_kind(ids: list) -> str:
             raise IdKindError(f"ids must be int or str, got {type(x).__name__} ({x!r})")
         kinds.add("str" if isinstance(x, str) else "int")
     if len(kinds) > 1:
-        raise IdKindError("ids must be all int or all str, not a mix")
+        raise IdKindError("ids: mixes int and str ids; expected all int or all str")
     return kinds.pop()
 
 
@@ -141,10 +149,6 @@ def _id_list(ids: Any, what: str) -> list:
         raise TypeError(f"{what} must be a list of int or str ids, got {type(ids).__name__}") from None
 
 
-def _describe(items: list) -> str:
-    return f"{items[:5]!r}{' ...' if len(items) > 5 else ''}"
-
-
 class IdMap:
     """Row ids, liveness and the id -> row map (see the module notes)."""
 
@@ -184,7 +188,7 @@ class IdMap:
         """
         if ids is None:
             if self.kind == "str":
-                raise IdKindError(f"this index has str ids: pass {what}= for the {n} new items")
+                raise ids_needed()
             if self.next_int + n - 1 > _I64_MAX:
                 raise ValueError("default ids would pass the int64 range; pass ids=")
             return np.arange(self.next_int, self.next_int + n, dtype=np.int64), "int"
@@ -195,7 +199,7 @@ class IdMap:
             return empty_ids(self.kind), self.kind or "int"
         kind = id_kind(items)
         if self.kind is not None and kind != self.kind:
-            raise IdKindError(f"this index has {self.kind} ids; {what} are {kind} ids")
+            raise other_id_kind(self.kind, kind)
         if kind == "int":
             items = [int(x) for x in items]
             bad = next((x for x in items if not _I64_MIN <= x <= _I64_MAX), None)
@@ -209,12 +213,10 @@ class IdMap:
         if len(set(items)) != n:
             seen: set = set()
             dup = next(x for x in items if x in seen or seen.add(x))
-            raise DuplicateIdError(f"id {dup!r} is repeated in {what}")
+            raise repeated_id(dup)
         present = [x for x in items if x in self.row_of]
         if present:
-            raise DuplicateIdError(
-                f"{what} {_describe(present)} already in the index (delete them first to replace them)"
-            )
+            raise present_ids(present)
         return arr, kind
 
     def commit_add(self, arr: np.ndarray, kind: str) -> None:
@@ -251,11 +253,11 @@ class IdMap:
         rows = [self.row_of.get(x) for x in items]
         missing = [x for x, r in zip(items, rows) if r is None]
         if missing:
-            raise UnknownIdError(f"{what}: {_describe(missing)} not in the index")
+            raise unknown_ids(missing, what, deleting=unique)  # unique: a delete's ids
         if unique and len(set(rows)) != len(rows):
             seen: set = set()
             dup = next(x for x, r in zip(items, rows) if r in seen or seen.add(r))
-            raise DuplicateIdError(f"id {dup!r} is repeated in {what}")
+            raise repeated_id(dup)
         return np.asarray(rows, dtype=np.int64), items
 
     def commit_delete(self, rows: np.ndarray, items: list) -> None:

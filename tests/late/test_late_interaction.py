@@ -173,7 +173,7 @@ def test_bad_inputs_change_nothing(index_and_docs):
         index.rerank(q, [1, 500])
     with pytest.raises(UnknownIdError, match=r"doc_id: \[-1\] not in the index"):
         index.explain(q, -1)
-    with pytest.raises(ValueError, match="k must be positive"):
+    with pytest.raises(ValueError, match="k must be a positive int"):
         index.search(q, k=0)
     with pytest.raises(ValueError, match="build_centroids"):
         index.search(q, exhaustive=False)
@@ -315,7 +315,7 @@ def test_late_id_rules_and_errors_change_nothing():
     before = (len(index), index.n_tokens, index.generation)
     with pytest.raises(IdKindError, match="this index has int ids"):
         index.add([doc], ids=["a"])
-    with pytest.raises(IdKindError, match="not a mix"):
+    with pytest.raises(IdKindError, match="mixes int and str"):
         index.add([doc, doc], ids=[1, "a"])
     with pytest.raises(DuplicateIdError, match="already in the index"):
         index.add([doc, doc], ids=[12, 4])
@@ -328,9 +328,9 @@ def test_late_id_rules_and_errors_change_nothing():
     with pytest.raises(UnknownIdError):
         index.rerank(doc, ["10"])
     assert (len(index), index.n_tokens, index.generation) == before
-    with pytest.raises(ValueError, match="k must be positive"):
+    with pytest.raises(ValueError, match="k must be a positive int"):
         index.search(doc, 0)
-    with pytest.raises(TypeError, match="k must be a positive integer"):
+    with pytest.raises(TypeError, match="k must be a positive int"):
         index.search(doc, 2.5)
     index.delete(4)
     assert index.ids.tolist() == [10, 11] and 4 not in index

@@ -108,7 +108,7 @@ def test_contract_errors():
         index.add_tokenized([["x"], ["y"]], ids=[7, 7])
     with pytest.raises(IdKindError, match="int ids"):
         index.add_tokenized([["x"]], ids=["s"])
-    with pytest.raises(IdKindError, match="mixes"):
+    with pytest.raises(IdKindError, match="mixes int and str"):
         BM25Index().add_tokenized([["x"], ["y"]], ids=[1, "s"])
     with pytest.raises(IdKindError):
         BM25Index().add_tokenized([["x"]], ids=[1.5])

@@ -562,7 +562,7 @@ def test_str_ids_and_id_errors_change_nothing(tmp_path):
         index.add([{1: 1.0}])  # default ids are ints
     with pytest.raises(IdKindError, match="this index has str ids"):
         index.add([{1: 1.0}], ids=[7])
-    with pytest.raises(IdKindError, match="not a mix"):
+    with pytest.raises(IdKindError, match="mixes int and str"):
         index.add([{1: 1.0}, {2: 1.0}], ids=["x", 1])
     with pytest.raises(DuplicateIdError, match="'x' is repeated"):
         index.add([{1: 1.0}, {2: 1.0}], ids=["x", "x"])

@@ -39,8 +39,16 @@ import numpy as np
 from ragfind import _core
 from ragfind.dense.exact import _CORRUPT_GRAPH, _DTYPES, ExactBackend, _quantise_i8  # noqa: F401
 from ragfind.dense.hnsw import HnswBackend, _scratch_file, _write_all  # noqa: F401
-from ragfind.errors import DuplicateIdError, IdKindError, IndexFileError, UnknownIdError
-from ragfind.ids import IdFilter
+from ragfind.errors import (
+    IndexFileError,
+    check_k,
+    ids_needed,
+    other_id_kind,
+    present_ids,
+    repeated_id,
+    unknown_ids,
+)
+from ragfind.ids import IdFilter, id_kind
 from ragfind.persist.atomic import fault_point, fsync_dir, remove_stale_temp_files, temp_prefix
 
 __all__ = ["DenseIndex", "dot", "cosine", "l2sq"]
@@ -137,17 +145,6 @@ def _normalise_ids(ids: Any, n: int) -> list:
     if len(out) != n:
         raise ValueError(f"ids has {len(out)} entries but there are {n} vectors")
     return out
-
-
-def _id_kind_of(ids: list) -> str:
-    kinds = set()
-    for x in ids:
-        if isinstance(x, bool) or not isinstance(x, (int, np.integer, str)):
-            raise IdKindError(f"ids must be int or str, got {type(x).__name__} ({x!r})")
-        kinds.add("str" if isinstance(x, str) else "int")
-    if len(kinds) > 1:
-        raise IdKindError("ids must be all int or all str, not a mix")
-    return kinds.pop()
 
 
 def _byte_view(arr: np.ndarray) -> np.ndarray:
@@ -372,25 +369,23 @@ class DenseIndex(ExactBackend, HnswBackend):
         with self._write_lock:
             if ids is None:
                 if self._id_kind == "str":
-                    raise IdKindError("this index uses string ids: pass ids=")
+                    raise ids_needed()
                 id_list: list = list(range(self._next_auto_id, self._next_auto_id + n))
                 kind = "int"
             else:
                 id_list = _normalise_ids(ids, n)
-                kind = _id_kind_of(id_list)
+                kind = id_kind(id_list)
                 if kind == "int":
                     id_list = [int(x) for x in id_list]
                 if self._id_kind is not None and kind != self._id_kind:
-                    raise IdKindError(f"this index uses {self._id_kind} ids, got {kind} ids")
+                    raise other_id_kind(self._id_kind, kind)
             if len(set(id_list)) != n:
                 seen: set = set()
                 dup = next(x for x in id_list if x in seen or seen.add(x))
-                raise DuplicateIdError(f"duplicate id {dup!r} in ids")
-            for x in id_list:
-                if x in self._id_to_slot:
-                    raise DuplicateIdError(
-                        f"id {x!r} is already in the index (delete it first to replace it)"
-                    )
+                raise repeated_id(dup)
+            present = [x for x in id_list if x in self._id_to_slot]
+            if present:
+                raise present_ids(present)
             if self._kind == "exact":
                 self._add_exact(X, id_list, kind)
             else:
@@ -416,11 +411,10 @@ class DenseIndex(ExactBackend, HnswBackend):
         with self._write_lock:
             missing = [x for x in id_list if x not in self._id_to_slot]
             if missing:
-                raise UnknownIdError(
-                    f"ids not in the index: {missing[:5]!r}{' ...' if len(missing) > 5 else ''}"
-                )
+                raise unknown_ids(missing, deleting=True)
             if len(id_list) > 1 and len(set(id_list)) != len(id_list):
-                raise DuplicateIdError("ids to delete contain duplicates")
+                seen: set = set()
+                raise repeated_id(next(x for x in id_list if x in seen or seen.add(x)))
             slots = [self._id_to_slot.pop(x) for x in id_list]
             if self._kind == "exact":
                 self._delete_exact(slots)
@@ -533,8 +527,7 @@ class DenseIndex(ExactBackend, HnswBackend):
         return self._search_batch_hnsw(Qm, int(k), threshold, filter, int(threads))
 
     def _check_search_args(self, k: Any, min_score: Any, max_distance: Any, fingerprint: Any) -> None:
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"k must be a positive integer, got {k!r}")
+        check_k(k)
         if self._metric == "l2" and min_score is not None:
             raise ValueError("min_score applies to cosine/ip scores; with metric 'l2' use max_distance=")
         if self._metric != "l2" and max_distance is not None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import struct
 import threading
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
 from ragfind import _core
-from ragfind.errors import IndexFileError
+from ragfind.errors import IndexFileError, check_k
 from ragfind.ids import IdFilter, IdMap, as_id_filter
 from ragfind.persist.sectioned import SectionedFile, write_sectioned
 
@@ -25,14 +25,6 @@ from ragfind.late.maxsim import _DTYPES, MaxSimExplanation, TokenMatch, _as_doc,
 
 _MAGIC = b"RFLATE\x00\x01"
 _VERSION = 2  # 2: ids, deleted documents left out
-
-
-def _check_k(k: Any) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-        raise TypeError(f"k must be a positive integer, got {type(k).__name__} ({k!r})")
-    if k <= 0:
-        raise ValueError(f"k must be positive, got {k}")
-    return int(k)
 
 
 class LateInteractionIndex:
@@ -298,7 +290,7 @@ class LateInteractionIndex:
         Duplicate candidates are scored once. Raises UnknownIdError on an id not in the index.
         """
         if k is not None:
-            k = _check_k(k)
+            k = check_k(k)
         q = self._query(query_vectors)
         with self._lock:
             self._flush()
@@ -334,7 +326,7 @@ class LateInteractionIndex:
         select candidate documents among the allowed ones, ranked by the centroid-approximated
         MaxSim; the best ``n_rerank`` (default max(4 * k, 256)) are re-scored exactly.
         """
-        k = _check_k(k)
+        k = check_k(k)
         q = self._query(query_vectors)
         flt = as_id_filter(filter)
         with self._lock:
@@ -362,6 +354,23 @@ class LateInteractionIndex:
         return self._ids_of(row_ids, top_rows), top_scores
 
     # ----------------------------------------------------------------- PLAID-style candidates
+
+    def search_batch(
+        self,
+        queries: Sequence,
+        k: int = 10,
+        filter=None,
+        **options,  # noqa: A002
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`search` for each query matrix (their token counts differ), in order: one
+        ``(ids, scores)`` per query. ``filter`` is compiled once for the batch; each query's
+        MaxSim scoring already runs on every core. ``options`` as for :meth:`search`.
+        """
+        if isinstance(queries, np.ndarray) and queries.ndim == 2:
+            raise ValueError("queries must be a list of (tokens, dim) matrices; a 2-D array is one query")
+        flt = as_id_filter(filter)
+        return [self.search(q, k, flt, **options) for q in queries]
+
     def build_centroids(
         self,
         n_centroids: int | None = None,

@@ -15,6 +15,7 @@ from typing import Any, Union
 import numpy as np
 
 from ragfind import _core
+from ragfind.errors import check_k
 from ragfind.ids import as_id_filter
 
 __all__ = ["ENGLISH_STOPWORDS", "Analyzer", "BM25Index", "IndexFileError", "METHODS"]
@@ -191,7 +192,7 @@ class BM25Index:
         Raises:
             ValueError: ``k <= 0`` or an unknown algorithm.  TypeError: ``query`` is not str.
         """
-        k = _check_k(k)
+        k = check_k(k)
         if not isinstance(query, str):
             raise TypeError(f"query: expected str, got {type(query).__name__}")
         return self._core.search(query, k, _algorithm(algorithm), _compile_filter(self, filter))
@@ -206,7 +207,7 @@ class BM25Index:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Like :meth:`search` for a pre-tokenized query (tokens are index terms as given)."""
         return self._core.search_tokenized(
-            _check_texts(tokens, "tokens"), _check_k(k), _algorithm(algorithm), _compile_filter(self, filter)
+            _check_texts(tokens, "tokens"), check_k(k), _algorithm(algorithm), _compile_filter(self, filter)
         )
 
     def search_batch(
@@ -229,7 +230,7 @@ class BM25Index:
         """
         return self._core.search_batch(
             _check_texts(queries, "queries"),
-            _check_k(k),
+            check_k(k),
             _check_threads(threads),
             False,
             _algorithm(algorithm),
@@ -248,7 +249,7 @@ class BM25Index:
         """:meth:`search_batch` for pre-tokenized queries."""
         return self._core.search_batch(
             _check_texts(token_lists, "token_lists"),
-            _check_k(k),
+            check_k(k),
             _check_threads(threads),
             True,
             _algorithm(algorithm),
@@ -415,11 +416,3 @@ def _check_threads(threads: Any) -> int:
     if threads < 0:
         raise ValueError(f"threads: expected >= 0 (0 = one per core), got {threads}")
     return int(threads)
-
-
-def _check_k(k: Any) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-        raise TypeError(f"k: expected a positive int, got {type(k).__name__}")
-    if k <= 0:
-        raise ValueError(f"k: expected a positive number of results, got {k}")
-    return int(k)

@@ -19,12 +19,11 @@ from __future__ import annotations
 import struct
 import threading
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from ragfind import _core
-from ragfind.errors import IndexFileError
+from ragfind.errors import IndexFileError, check_k
 from ragfind.ids import IdFilter, IdMap, as_id_filter
 from ragfind.models.splade import SparseEmbeddings
 from ragfind.persist.sectioned import SectionedFile, write_sectioned
@@ -93,12 +92,6 @@ def _csr(vectors, dim: int, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarr
         "(indices, values) tuples; "
         f"got {type(vectors).__name__}"
     )
-
-
-def _check_k(k: Any) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
-    return int(k)
 
 
 def _check_version(path) -> None:
@@ -284,7 +277,7 @@ class SparseVectorIndex:
         for str ids). ``filter`` as in :meth:`search`, compiled once per index state.
         ``threads``: worker threads (0: one per core); ``n_threads`` is its older name.
         """
-        k = _check_k(k)
+        k = check_k(k)
         if algorithm not in _ALGORITHMS:
             raise ValueError(f"algorithm={algorithm!r}: expected one of {_ALGORITHMS}")
         if n_threads is not None:
