@@ -8,7 +8,6 @@ documents contiguously and handles ids, deletes, filters, persistence and candid
 
 from __future__ import annotations
 
-import struct
 import threading
 from collections.abc import Sequence
 
@@ -17,7 +16,7 @@ import numpy as np
 from ragfind import _core
 from ragfind.errors import IndexFileError, check_k
 from ragfind.ids import IdFilter, IdMap, as_id_filter
-from ragfind.persist.sectioned import SectionedFile, write_sectioned
+from ragfind.persist.sectioned import SectionedFile, refuse_old_version, write_sectioned
 
 __all__ = ["maxsim", "LateInteractionIndex", "MaxSimExplanation", "TokenMatch"]
 
@@ -510,7 +509,14 @@ class LateInteractionIndex:
         ValueError) on a corrupt, truncated, foreign or older-version file, never trusting an
         offset before it is checked; OSError if it cannot be read.
         """
-        _check_version(path)
+        refuse_old_version(
+            path,
+            _MAGIC,
+            1,
+            _VERSION,
+            "a late-interaction index file",
+            "rebuild the index from its token vectors",
+        )
         try:
             return cls._load(path, mmap, verify)
         except IndexFileError:
@@ -559,20 +565,6 @@ class LateInteractionIndex:
             f"LateInteractionIndex(n_docs={len(self)}, n_tokens={self.n_tokens}, dim={self._dim}, "
             f"dtype={self.dtype!r}, centroids={0 if self._centroids is None else len(self._centroids)}, "
             f"ids={self.id_kind})"
-        )
-
-
-def _check_version(path) -> None:
-    """A clear error for a file of the format before ids (the container check follows)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(12)
-    except OSError:
-        return  # SectionedFile raises the OSError
-    if len(head) == 12 and head[:8] == _MAGIC and struct.unpack("<I", head[8:12])[0] == 1:
-        raise IndexFileError(
-            f"{path}: a late-interaction index file of version 1 (written before ids and deletes); "
-            f"this ragfind reads version {_VERSION}: rebuild the index from its token vectors"
         )
 
 

@@ -73,6 +73,21 @@ def write_sectioned(path, magic: bytes, version: int, header: dict, sections: di
         raise
 
 
+def refuse_old_version(path, magic: bytes, old: int, current: int, what: str, rebuild: str) -> None:
+    """A clear IndexFileError for a file of this magic at version ``old`` (before the current
+    layout); anything else is left to SectionedFile's checks."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(12)
+    except OSError:
+        return  # SectionedFile raises the OSError
+    if len(head) == 12 and head[:8] == magic and struct.unpack("<I", head[8:12])[0] == old:
+        raise IndexFileError(
+            f"{path}: {what} of version {old} (written before ids and deletes); "
+            f"this ragfind reads version {current}: {rebuild}"
+        )
+
+
 class SectionedFile:
     """A validated sectioned file; ``array(name, dtype, shape)`` returns checked sections."""
 

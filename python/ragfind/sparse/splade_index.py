@@ -16,7 +16,6 @@ ranking restricted to the allowed ids, without over-fetching.
 
 from __future__ import annotations
 
-import struct
 import threading
 from dataclasses import dataclass
 
@@ -26,7 +25,7 @@ from ragfind import _core
 from ragfind.errors import IndexFileError, check_k
 from ragfind.ids import IdFilter, IdMap, as_id_filter
 from ragfind.models.splade import SparseEmbeddings
-from ragfind.persist.sectioned import SectionedFile, write_sectioned
+from ragfind.persist.sectioned import SectionedFile, refuse_old_version, write_sectioned
 
 __all__ = ["SparseVectorIndex", "SparseTermMatch"]
 
@@ -92,20 +91,6 @@ def _csr(vectors, dim: int, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarr
         "(indices, values) tuples; "
         f"got {type(vectors).__name__}"
     )
-
-
-def _check_version(path) -> None:
-    """A clear error for a file of the format before ids (the container check follows)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(12)
-    except OSError:
-        return  # SectionedFile raises the OSError
-    if len(head) == 12 and head[:8] == _MAGIC and struct.unpack("<I", head[8:12])[0] == 1:
-        raise IndexFileError(
-            f"{path}: a sparse index file of version 1 (written before ids and deletes); "
-            f"this ragfind reads version {_VERSION}: rebuild the index from its vectors"
-        )
 
 
 class SparseVectorIndex:
@@ -372,7 +357,9 @@ class SparseVectorIndex:
         also checks the CRC32s. Raises IndexFileError (a ValueError) on a corrupt, truncated,
         foreign (another index's) or older-version file; OSError if it cannot be read.
         """
-        _check_version(path)
+        refuse_old_version(
+            path, _MAGIC, 1, _VERSION, "a sparse index file", "rebuild the index from its vectors"
+        )
         try:
             f = SectionedFile(path, _MAGIC, _VERSION, "sparse index")
             dim, n_docs, n_post = f.field("dim", int), f.field("n_docs", int), f.field("n_postings", int)
