@@ -542,8 +542,8 @@ class LateInteractionIndex:
         index._tokens, index._offsets = tokens, np.ascontiguousarray(offsets, dtype=np.int64)
         index._ids = ids
         if "centroids" in f.sections:
-            n_c = f.shape_of("centroids")[0]
-            n_pairs = f.shape_of("ivf_docs")[0]
+            n_c = f.shape_of("centroids", 2)[0]
+            n_pairs = f.shape_of("ivf_docs", 1)[0]
             cents = f.array("centroids", "<f4", (n_c, dim), mmap=False, verify=True)
             codes = f.array("codes", "<i4", (n_tokens,), mmap=mmap, verify=verify)
             ivf_off = f.array("ivf_offsets", "<i8", (n_c + 1,), mmap=False, verify=True)

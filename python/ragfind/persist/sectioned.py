@@ -124,11 +124,17 @@ class SectionedFile:
         except (KeyError, TypeError, ValueError, OverflowError) as e:
             raise IndexFileError(f"{self.path}: corrupt header field {key!r} ({e})") from None
 
-    def shape_of(self, name: str) -> tuple:
+    def shape_of(self, name: str, ndim: int) -> tuple:
+        """The recorded shape of a section of ``ndim`` dimensions, or IndexFileError."""
         try:
-            return tuple(int(x) for x in self.sections[name]["shape"])
+            shape = tuple(int(x) for x in self.sections[name]["shape"])
         except (KeyError, TypeError, ValueError, OverflowError) as e:
             raise IndexFileError(f"{self.path}: corrupt or missing section {name!r} ({e})") from None
+        if len(shape) != ndim or min(shape, default=0) < 0:
+            raise IndexFileError(
+                f"{self.path}: section {name!r} has shape {shape}; expected {ndim} dimensions"
+            )
+        return shape
 
     def array(self, name: str, dtype, shape: tuple, *, mmap: bool, verify: bool) -> np.ndarray:
         """The section ``name`` checked against ``dtype``/``shape``, bounds and (``verify``) CRC32."""
