@@ -8,11 +8,13 @@ stages; the Retriever builds them from its ``bm25=`` / ``encoder=`` arguments.
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+import os
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["RetrievalStage", "RerankStage"]
+__all__ = ["RetrievalStage", "RerankStage", "load_stage_index"]
 
 
 @runtime_checkable
@@ -56,3 +58,26 @@ class RerankStage(Protocol):
     name: str
 
     def rerank(self, query: str, ids: np.ndarray, texts: list) -> tuple: ...
+
+
+def load_stage_index(path: os.PathLike, index_cls: Any, index_file: str, old_layout: str, what: str) -> Any:
+    """The index a stage saved into its folder as ``index_file`` (an empty one when the stage
+    held no documents: it still records the index settings).
+
+    Raises:
+        ValueError: the folder is of the layout before the index kept the chunk ids (it holds
+            ``old_layout``), its index is missing or malformed, or it has str ids.
+    """
+    folder = Path(path)
+    if (folder / old_layout).exists():
+        raise ValueError(
+            f"{str(path)!r}: a {what} stage saved by an older ragfind ({old_layout} id map); "
+            f"this version keeps the chunk ids in the index: rebuild the retriever's {what} stage"
+        )
+    try:
+        index = index_cls.load(folder / index_file)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{str(path)!r}: not a saved {what} stage ({exc})") from exc
+    if index.id_kind == "str":
+        raise ValueError(f"{str(path)!r}: the {what} stage's index has str ids; chunk ids are ints")
+    return index

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from ragfind.pipeline.stages.base import load_stage_index
+
 __all__ = ["LateInteractionStage"]
 
 _INDEX_FILE = "late.idx"
@@ -101,20 +103,7 @@ class LateInteractionStage:
         """
         from ragfind.late.index import LateInteractionIndex
 
-        folder = Path(path)
-        if (folder / _OLD_LAYOUT).exists():
-            raise ValueError(
-                f"{str(path)!r}: a late-interaction stage saved by an older ragfind ({_OLD_LAYOUT} id "
-                "map); this version keeps the chunk ids in the index: rebuild the retriever's late stage"
-            )
-        try:
-            index = LateInteractionIndex.load(folder / _INDEX_FILE)
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"{str(path)!r}: not a saved late-interaction stage ({exc})") from exc
-        if index.id_kind == "str":
-            raise ValueError(
-                f"{str(path)!r}: the late-interaction stage's index has str ids; chunk ids are ints"
-            )
+        index = load_stage_index(path, LateInteractionIndex, _INDEX_FILE, _OLD_LAYOUT, "late-interaction")
         stage = cls(encoder, name, index.dtype)
         stage._index = index if index.id_kind is not None else None
         return stage

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from ragfind.pipeline.stages.base import load_stage_index
+
 __all__ = ["SpladeStage"]
 
 _INDEX_FILE = "splade.idx"
@@ -94,18 +96,7 @@ class SpladeStage:
         """
         from ragfind.sparse.splade_index import SparseVectorIndex
 
-        folder = Path(path)
-        if (folder / _OLD_LAYOUT).exists():
-            raise ValueError(
-                f"{str(path)!r}: a SPLADE stage saved by an older ragfind ({_OLD_LAYOUT} id map); "
-                "this version keeps the chunk ids in the index: rebuild the retriever's SPLADE stage"
-            )
-        try:
-            index = SparseVectorIndex.load(folder / _INDEX_FILE)
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"{str(path)!r}: not a saved SPLADE stage ({exc})") from exc
-        if index.id_kind == "str":
-            raise ValueError(f"{str(path)!r}: the SPLADE stage's index has str ids; chunk ids are ints")
+        index = load_stage_index(path, SparseVectorIndex, _INDEX_FILE, _OLD_LAYOUT, "SPLADE")
         stage = cls(encoder, name, index.scale)
         stage._index = index if index.id_kind is not None else None
         return stage
