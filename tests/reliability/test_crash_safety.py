@@ -238,3 +238,49 @@ def test_sigkill_at_random_delays_during_large_saves(tmp_path, kind):
     small.save(path)
     assert fingerprint(kind, LOADERS[kind](path)) == small_fp
     assert temp_files(tmp_path, path.name) == []
+
+
+RETRIEVER_CHILD = """
+import ragfind
+r = ragfind.Retriever(encoder=None)
+r.add_documents([{"id": f"d{i}", "text": f"document {i} about topic {i % 7}"} for i in range(N)])
+r.save(PATH)
+print("finished")
+"""
+
+
+def _retriever_ids(path: Path) -> list:
+    import ragfind
+
+    r = ragfind.Retriever.load(path)
+    return sorted(r.get_document(f"d{i}")["id"] for i in range(len(r)))
+
+
+@pytest.mark.parametrize("point", ["retriever.save.before_swap", "retriever.save.swapped_out"])
+def test_retriever_folder_survives_a_kill_during_its_swap(tmp_path, point):
+    """A Retriever.save killed just before or in the middle of replacing the folder: the next
+    load finds the previous save (before) or the new one (the swap had begun), never nothing,
+    and the next save removes the leftovers."""
+    path = tmp_path / "kb"
+    for n, env_point in ((5, None), (9, point)):
+        code = RETRIEVER_CHILD.replace("N)", f"{n})").replace("PATH", repr(str(path)))
+        child = subprocess.Popen(
+            [sys.executable, "-c", code],
+            env=child_env(env_point),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        out, err = child.communicate(timeout=120)
+        if env_point is None:
+            assert child.returncode == 0, err
+        else:
+            assert child.returncode == -signal.SIGKILL, f"{point}: the fault point did not fire: {out} {err}"
+    if point.endswith("swapped_out"):
+        assert not path.exists()  # the kill left no folder under the name: load must recover it
+    expected = 9 if point.endswith("swapped_out") else 5
+    assert _retriever_ids(path) == sorted(f"d{i}" for i in range(expected))
+    import ragfind
+
+    ragfind.Retriever.load(path).save(path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kb"], "leftovers of the dead writer remain"

@@ -11,7 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
+import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ragfind.persist.atomic import fsync_dir
+from ragfind.persist.atomic import fault_point, fsync_dir
 from ragfind.pipeline.chunking import default_context
 from ragfind.pipeline.stages.bm25 import BM25Stage
 from ragfind.pipeline.stages.dense import DenseStage
@@ -28,7 +30,14 @@ from ragfind.pipeline.store import STORE_FILE, DocumentStore
 if TYPE_CHECKING:
     from ragfind.pipeline.retriever import Retriever
 
-__all__ = ["RetrieverFolderError", "FORMAT_NAME", "FORMAT_VERSION", "save_folder", "load_folder"]
+__all__ = [
+    "RetrieverFolderError",
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "save_folder",
+    "load_folder",
+    "recover_folder",
+]
 
 FORMAT_NAME = "ragfind-retriever"
 FORMAT_VERSION = 2
@@ -61,12 +70,82 @@ def _builtin_file(stage: Any) -> str | None:
     return None
 
 
+# A save writes ``.<name>.tmp-<pid>-<hex>/`` completely (the manifest last), moves the current
+# folder aside to ``.<name>.old-<pid>-<hex>/`` and renames the new one into place. A writer
+# killed between those two renames leaves no folder under the name; recover_folder() finishes
+# (or undoes) that swap, so a crash never loses the last complete save.
+_SIBLING = re.compile(r"\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<pid>\d+)-[0-9a-f]+$")
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists but is not ours to signal
+    return True
+
+
+def _siblings(dst: Path) -> list:
+    """(kind, pid, path) of the save leftovers next to ``dst``."""
+    parent = dst.parent if str(dst.parent) else Path(".")
+    try:
+        entries = os.listdir(parent)
+    except OSError:
+        return []
+    out = []
+    for entry in entries:
+        m = _SIBLING.match(entry)
+        if m and m.group("name") == dst.name and (parent / entry).is_dir():
+            out.append((m.group("kind"), int(m.group("pid")), parent / entry))
+    return out
+
+
+def recover_folder(path: str | os.PathLike, wait: float = 5.0) -> None:
+    """Completes a save that was killed between moving the old folder aside and renaming the new
+    one into place (the newest complete copy wins), and removes what dead writers left behind.
+    A live writer in the middle of its swap is waited for (up to ``wait`` seconds)."""
+    dst = Path(path)
+    deadline = time.monotonic() + wait
+    while not dst.exists():
+        leftovers = _siblings(dst)
+        if not leftovers:
+            return
+        swapping = [
+            p for kind, pid, p in leftovers if _pid_alive(pid) and (kind == "old" or (p / MANIFEST).is_file())
+        ]
+        if swapping and time.monotonic() < deadline:
+            time.sleep(0.01)
+            continue
+        # A complete temporary folder (manifest written last) is newer than any moved-aside one.
+        complete = [p for kind, _, p in leftovers if kind == "tmp" and (p / MANIFEST).is_file()]
+        olds = [p for kind, _, p in leftovers if kind == "old" and (p / MANIFEST).is_file()]
+        pick = (complete or olds or [None])[0]
+        if pick is None:
+            break
+        try:
+            os.replace(pick, dst)
+        except OSError:
+            if dst.exists():
+                break
+            raise
+        fsync_dir(dst.parent if str(dst.parent) else Path("."))
+        break
+    for _, pid, p in _siblings(dst):
+        if not _pid_alive(pid) and dst.exists():
+            shutil.rmtree(p, ignore_errors=True)
+
+
 def save_folder(r: Retriever, path: str | os.PathLike) -> None:
     """Writes ``r`` to the folder ``path`` atomically (see :meth:`Retriever.save`)."""
     dst = Path(path)
     parent = dst.parent if str(dst.parent) else Path(".")
     parent.mkdir(parents=True, exist_ok=True)
     tmp = parent / f".{dst.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    recover_folder(dst)
     with r._write_lock:
         try:
             tmp.mkdir()
@@ -107,14 +186,16 @@ def save_folder(r: Retriever, path: str | os.PathLike) -> None:
                 fh.flush()
                 os.fsync(fh.fileno())
             fsync_dir(tmp)
+            fault_point("retriever.save.before_swap")
             old = None
             if dst.exists():
                 if not (dst / MANIFEST).is_file() and any(dst.iterdir()):
                     raise FileExistsError(
                         f"{str(dst)!r} exists and is not a saved retriever; refusing to replace it"
                     )
-                old = parent / f".{dst.name}.old-{uuid.uuid4().hex[:8]}"
+                old = parent / f".{dst.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
                 os.replace(dst, old)
+                fault_point("retriever.save.swapped_out")
             os.replace(tmp, dst)
             fsync_dir(parent)
             if old is not None:
@@ -223,6 +304,7 @@ def load_folder(
     from ragfind.models import ModelMismatchError
 
     folder = Path(path)
+    recover_folder(folder)
     if not folder.is_dir():
         raise RetrieverFolderError(f"{str(folder)!r} is not a folder (no saved retriever there)")
     mpath = folder / MANIFEST
