@@ -17,6 +17,8 @@ COMMANDS = [
     "search",
     "eval",
     "bench",
+    # serve (the serve extra)
+    "serve",
 ]
 
 

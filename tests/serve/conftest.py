@@ -1,0 +1,102 @@
+"""Fixtures of the service tests: a small saved hybrid retriever (BM25 + a hashing encoder, so no
+model is loaded) and a BM25-only one the ``ragfind serve`` subprocess can load by itself."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import numpy as np
+import pytest
+
+import ragfind
+from ragfind.pipeline.chunking import load_tokenizer
+
+DOCS = [
+    {
+        "id": "cats",
+        "title": "Cats",
+        "text": "Cats are small domesticated felines. They purr and hunt mice. Cats sleep a lot.",
+        "metadata": {"lang": "en", "year": 2020},
+    },
+    {
+        "id": "dogs",
+        "title": "Dogs",
+        "text": "Dogs are loyal domesticated canines. They bark and fetch sticks for their owners.",
+        "metadata": {"lang": "en", "year": 2021},
+    },
+    {
+        "id": "chats",
+        "title": "Chats",
+        "text": "Les chats sont des felins domestiques. Ils ronronnent.",
+        "metadata": {"lang": "fr", "year": 2019},
+    },
+    {
+        "id": "rust",
+        "title": "Rust",
+        "text": "Rust is a systems programming language focused on memory safety and speed.",
+        "metadata": {"lang": "en", "year": 2015},
+    },
+    {
+        "id": "python",
+        "title": "Python",
+        "text": "Python is a programming language loved for readability. Python has many libraries.",
+        "metadata": {"lang": "en", "year": 1991},
+    },
+    {
+        "id": "mice",
+        "title": "Mice",
+        "text": "Mice are small rodents. Cats hunt mice, and mice avoid cats whenever they can.",
+        "metadata": {"lang": "en", "year": 2022},
+    },
+]
+
+
+class HashEncoder:
+    """Bag of words hashed into ``dim`` signed buckets, L2-normalised (deterministic, no model)."""
+
+    def __init__(self, dim: int = 64) -> None:
+        self.dim = dim
+        self.fingerprint = f"serve-hash-{dim}"
+        self.max_length = 128
+        self.tokenizer = load_tokenizer()
+
+    def _vec(self, text: str) -> np.ndarray:
+        v = np.zeros(self.dim, np.float32)
+        for w in re.findall(r"\w+", text.lower()):
+            h = int(hashlib.md5(w.encode()).hexdigest(), 16)
+            v[h % self.dim] += 1.0 if (h >> 64) & 1 else -1.0
+        if not v.any():
+            v[0] = 1.0
+        return v / np.linalg.norm(v)
+
+    def encode(self, texts, batch_size=32, show_progress=False, normalize=True):
+        return np.stack([self._vec(t) for t in texts])
+
+    def encode_query(self, text):
+        return self._vec(text)
+
+
+@pytest.fixture
+def encoder():
+    return HashEncoder()
+
+
+@pytest.fixture
+def hybrid_folder(tmp_path, encoder):
+    r = ragfind.Retriever(encoder=encoder, chunk_size=None, cache_size=64)
+    r.add_documents(DOCS)
+    path = tmp_path / "hybrid"
+    r.save(path)
+    r.close()
+    return path
+
+
+@pytest.fixture
+def bm25_folder(tmp_path):
+    r = ragfind.Retriever(encoder=None, chunk_size=None)
+    r.add_documents(DOCS)
+    path = tmp_path / "bm25"
+    r.save(path)
+    r.close()
+    return path
