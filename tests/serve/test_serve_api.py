@@ -254,3 +254,18 @@ def test_explain_endpoint(client, encoder):
 def test_explain_bad_input(client, payload, status, field):
     resp = client.post("/explain", json=payload)
     assert resp.status_code == status and resp.json()["field"] == field, resp.text
+
+
+def test_static_page_ships_in_the_package_and_loads_nothing_remote(client):
+    import re
+    from importlib.resources import files
+
+    static = files("ragfind.serve") / "static"
+    for name in ("index.html", "app.js", "style.css"):
+        text = (static / name).read_text(encoding="utf-8")
+        assert not re.search(r"(src|href)\s*=\s*[\"']?(https?:)?//", text), name  # no CDN
+        assert not re.search(r"@import|url\(\s*[\"']?https?:", text), name
+        resp = client.get(f"/static/{name}")
+        assert resp.status_code == 200 and resp.text == text
+    page = client.get("/")
+    assert page.headers["content-type"].startswith("text/html") and 'id="search-form"' in page.text

@@ -6,24 +6,18 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("starlette")
 httpx = pytest.importorskip("httpx")
 
+from _server import start_ragfind_serve  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402
 
 import ragfind  # noqa: E402
 from ragfind.serve import ServeConfig, create_app  # noqa: E402
 from ragfind.serve.wal import LOG_FILE, WriteLog, WriteLogError, replay  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def state(r) -> dict:
@@ -139,50 +133,8 @@ def test_torn_tail_is_dropped_and_a_corrupt_record_refused(bm25_folder):
         create_app(folder=bm25_folder)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(folder: Path, *extra: str) -> tuple:
-    port = _free_port()
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = folder.parent / "serve.out"
-    with open(out, "ab") as fh:  # the child keeps its own descriptor
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "ragfind",
-                "serve",
-                str(folder),
-                "--port",
-                str(port),
-                "--log-level",
-                "warning",
-                *extra,
-            ],
-            env=env,
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"ragfind serve exited {proc.returncode}: {out.read_text()}")
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            time.sleep(0.1)
-    proc.kill()
-    raise AssertionError("ragfind serve did not start in 60 s")
-
-
 def test_kill_9_loses_nothing_acknowledged(bm25_folder):
-    proc, url = start_server(bm25_folder, "--api-key", "k")
+    proc, url = start_ragfind_serve(bm25_folder, "--api-key", "k")
     auth = {"Authorization": "Bearer k"}
     try:
         for n in range(5):
@@ -198,7 +150,7 @@ def test_kill_9_loses_nothing_acknowledged(bm25_folder):
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
     assert proc.returncode == -signal.SIGKILL
-    proc, url = start_server(bm25_folder, "--api-key", "k")
+    proc, url = start_ragfind_serve(bm25_folder, "--api-key", "k")
     try:
         for n in range(5):
             doc = httpx.get(url + f"/documents/doc{n}", headers=auth)
