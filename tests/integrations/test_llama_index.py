@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from integrations_fixtures import retriever_fixture  # noqa: F401
 
 pytest.importorskip("llama_index.core")
 

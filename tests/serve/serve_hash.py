@@ -9,7 +9,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 import uvicorn  # noqa: E402
-from _hash_encoder import HashEncoder  # noqa: E402
+from serve_hash_encoder import HashEncoder  # noqa: E402
 
 from ragfind.serve import create_app  # noqa: E402
 

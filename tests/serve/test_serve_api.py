@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from serve_fixtures import bm25_folder_fixture, encoder_fixture, hybrid_folder_fixture  # noqa: F401
 
 pytest.importorskip("starlette")
 pytest.importorskip("httpx")

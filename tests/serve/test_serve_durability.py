@@ -8,11 +8,12 @@ import os
 import signal
 
 import pytest
+from serve_fixtures import bm25_folder_fixture, encoder_fixture, hybrid_folder_fixture  # noqa: F401
 
 pytest.importorskip("starlette")
 httpx = pytest.importorskip("httpx")
 
-from _server import start_ragfind_serve  # noqa: E402
+from serve_process import start_ragfind_serve  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402
 
 import ragfind  # noqa: E402

@@ -14,11 +14,12 @@ import zlib
 from pathlib import Path
 
 import pytest
+from serve_fixtures import bm25_folder_fixture, encoder_fixture, hybrid_folder_fixture  # noqa: F401
 
 pytest.importorskip("starlette")
 httpx = pytest.importorskip("httpx")
 
-from _server import free_port, start  # noqa: E402
+from serve_process import free_port, start  # noqa: E402
 
 from ragfind.serve import bm25_rescore  # noqa: E402
 

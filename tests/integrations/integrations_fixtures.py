@@ -1,4 +1,5 @@
-"""A small in-memory Retriever (BM25 only, no model) for the framework retriever tests."""
+"""(Imported by the test modules; a conftest.py here would shadow tests/conftest.py.)
+A small in-memory Retriever (BM25 only, no model) for the framework retriever tests."""
 
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ DOCS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def retriever():
+@pytest.fixture(scope="module", name="retriever")
+def retriever_fixture():
     r = ragfind.Retriever(encoder=None, chunk_size=None)
     r.add_documents(DOCS)
     yield r

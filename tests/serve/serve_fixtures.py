@@ -1,10 +1,13 @@
-"""Fixtures of the service tests: a small saved hybrid retriever (BM25 + a hashing encoder, so no
-model is loaded) and a BM25-only one the ``ragfind serve`` subprocess can load by itself."""
+"""Fixtures of the service tests: a small saved hybrid retriever (BM25 + a hashing encoder, so
+no model is loaded) and a BM25-only one the ``ragfind serve`` subprocess can load by itself.
+
+Each test module imports them (a conftest.py here would shadow tests/conftest.py for the
+`from conftest import ...` of other test folders)."""
 
 from __future__ import annotations
 
 import pytest
-from _hash_encoder import HashEncoder
+from serve_hash_encoder import HashEncoder
 
 import ragfind
 
@@ -48,13 +51,13 @@ DOCS = [
 ]
 
 
-@pytest.fixture
-def encoder():
+@pytest.fixture(name="encoder")
+def encoder_fixture():
     return HashEncoder()
 
 
-@pytest.fixture
-def hybrid_folder(tmp_path, encoder):
+@pytest.fixture(name="hybrid_folder")
+def hybrid_folder_fixture(tmp_path, encoder):
     r = ragfind.Retriever(encoder=encoder, chunk_size=None, cache_size=64)
     r.add_documents(DOCS)
     path = tmp_path / "hybrid"
@@ -63,8 +66,8 @@ def hybrid_folder(tmp_path, encoder):
     return path
 
 
-@pytest.fixture
-def bm25_folder(tmp_path):
+@pytest.fixture(name="bm25_folder")
+def bm25_folder_fixture(tmp_path):
     r = ragfind.Retriever(encoder=None, chunk_size=None)
     r.add_documents(DOCS)
     path = tmp_path / "bm25"
