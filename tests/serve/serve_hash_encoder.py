@@ -1,4 +1,5 @@
-"""A deterministic hashing encoder (no model) for the service tests and their server subprocess."""
+"""Deterministic hashing encoders (bi-encoder and ColBERT stand-ins, no model) for the service
+tests and their server subprocess."""
 
 from __future__ import annotations
 
@@ -33,3 +34,32 @@ class HashEncoder:
 
     def encode_query(self, text):
         return self._vec(text)
+
+
+class WordColbert:
+    """A stand-in ColBERT: one hashed unit vector per word (no model)."""
+
+    dim = 16
+
+    def _words(self, text):
+        return re.findall(r"\w+", text.lower())
+
+    def _mat(self, text):
+        rows = []
+        for w in self._words(text) or ["empty"]:
+            seed = int(hashlib.md5(w.encode()).hexdigest()[:8], 16)
+            v = np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
+            rows.append(v / np.linalg.norm(v))
+        return np.stack(rows)
+
+    def encode_documents(self, texts):
+        return [self._mat(t) for t in texts]
+
+    def encode_query(self, text):
+        return self._mat(text)
+
+    def tokenize_query(self, text):
+        return self._words(text) or ["empty"]
+
+    def tokenize_document(self, text):
+        return self._words(text) or ["empty"]

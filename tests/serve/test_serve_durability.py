@@ -135,7 +135,7 @@ def test_torn_tail_is_dropped_and_a_corrupt_record_refused(bm25_folder):
 
 
 def test_kill_9_loses_nothing_acknowledged(bm25_folder):
-    proc, url = start_ragfind_serve(bm25_folder, "--api-key", "k")
+    proc, url = start_ragfind_serve(bm25_folder, "--api-key", "k", "--workers", "4")
     auth = {"Authorization": "Bearer k"}
     try:
         for n in range(5):
@@ -166,3 +166,36 @@ def test_kill_9_loses_nothing_acknowledged(bm25_folder):
     assert saved.get_document("doc4")["id"] == "doc4"
     with pytest.raises(KeyError):
         saved.get_document("cats")
+
+
+def test_searches_run_while_writes_are_serialised(bm25_folder):
+    import threading
+
+    app = create_app(folder=bm25_folder)
+    c = TestClient(app)
+    errors: list = []
+
+    def searcher():
+        for _ in range(20):
+            resp = c.post("/search", json={"query": "cats mice owls", "k": 5})
+            if resp.status_code != 200:
+                errors.append(resp.text)
+
+    def writer(n):
+        for i in range(5):
+            resp = c.post("/documents", json={"documents": [{"id": f"w{n}-{i}", "text": f"owls {n} {i}"}]})
+            if resp.status_code != 201:
+                errors.append(resp.text)
+
+    threads = [threading.Thread(target=searcher) for _ in range(3)] + [
+        threading.Thread(target=writer, args=(n,)) for n in range(3)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert c.get("/health").json()["documents"] == 6 + 15
+    app.state.service.close()
+    saved = ragfind.Retriever.load(bm25_folder)
+    assert len(saved) == 21 and saved.get_document("w2-4")["text"] == "owls 2 4"

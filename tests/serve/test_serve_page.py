@@ -187,19 +187,9 @@ def test_page_uses_the_key_from_the_query_string(hybrid_folder, browser, tmp_pat
     from selenium.webdriver.support.ui import WebDriverWait
 
     port = free_port()
-    script = tmp_path / "keyed.py"
-    script.write_text(
-        Path(__file__)
-        .with_name("serve_hash.py")
-        .read_text()
-        .replace(
-            "create_app(folder=folder, encoder=HashEncoder())",
-            "create_app(folder=folder, encoder=HashEncoder(), config=ServeConfig(api_key='pw'))",
-        )
-        .replace("from ragfind.serve import create_app", "from ragfind.serve import ServeConfig, create_app")
-        .replace("Path(__file__).parent", repr(str(Path(__file__).parent)))
-    )
-    proc, url = start([str(script), str(hybrid_folder), str(port)], tmp_path / "keyed.out", port)
+    script = str(Path(__file__).with_name("serve_hash.py"))
+    args = [script, str(hybrid_folder), str(port), "--api-key", "pw"]
+    proc, url = start(args, tmp_path / "keyed.out", port)
     try:
         browser.get(url + "/?q=dogs")
         WebDriverWait(browser, 30).until(lambda d: "API key" in d.find_element(By.ID, "status").text)
@@ -209,6 +199,42 @@ def test_page_uses_the_key_from_the_query_string(hybrid_folder, browser, tmp_pat
             browser.find_elements(By.CSS_SELECTOR, "#results .result")[0].get_attribute("data-doc-id")
             == "dogs"
         )
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+
+
+def test_page_shows_the_maxsim_alignment(hybrid_folder, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    port = free_port()
+    script = str(Path(__file__).with_name("serve_hash.py"))
+    proc, url = start([script, str(hybrid_folder), str(port), "--late"], tmp_path / "late.out", port)
+    try:
+        query = "cats hunt small mice"
+        browser.get(url + "/?q=" + query.replace(" ", "+"))
+        wait = WebDriverWait(browser, 30)
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#results .result"))
+        first = browser.find_elements(By.CSS_SELECTOR, "#results .result")[0]
+        assert "late" in first.text  # the re-ranker's score is shown
+        first.find_element(By.CSS_SELECTOR, "button.why").click()
+        wait.until(ec.visibility_of_element_located((By.ID, "late")))
+        chunk = int(first.get_attribute("data-chunk-id"))
+        late = httpx.post(url + "/explain", json={"query": query, "chunk_id": chunk}).json()["stages"]["late"]
+        rows = browser.find_elements(By.CSS_SELECTOR, "#maxsim-table tbody tr")
+        cells = [[td.text for td in r.find_elements(By.TAG_NAME, "td")] for r in rows]
+        assert [c[:2] for c in cells] == [[m["query_text"], m["doc_text"]] for m in late["matches"]]
+        assert [float(c[2]) for c in cells] == pytest.approx(
+            [m["similarity"] for m in late["matches"]], abs=1e-4
+        )
+        assert float(browser.find_element(By.ID, "maxsim-score").text) == pytest.approx(
+            late["score"], abs=1e-4
+        )
+        shot = tmp_path / "maxsim.png"
+        browser.save_screenshot(str(shot))
+        assert len(png_pixels(shot)[2]) > 20
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
