@@ -199,3 +199,41 @@ def test_searches_run_while_writes_are_serialised(bm25_folder):
     app.state.service.close()
     saved = ragfind.Retriever.load(bm25_folder)
     assert len(saved) == 21 and saved.get_document("w2-4")["text"] == "owls 2 4"
+
+
+def test_a_failed_log_write_is_a_503_and_changes_nothing(bm25_folder, monkeypatch):
+    app = create_app(folder=bm25_folder)
+    c = TestClient(app)
+
+    def full_disk(record):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(app.state.service.log, "append", full_disk)
+    resp = c.post("/documents", json={"documents": [{"id": "owls", "text": "Owls"}]})
+    assert resp.status_code == 503 and "No space left" in resp.json()["error"]
+    assert c.get("/documents/owls").status_code == 404
+    resp = c.delete("/documents/cats")
+    assert resp.status_code == 503
+    assert c.get("/documents/cats").json()["text"].startswith("Cats are small")
+    hits = c.post("/search", json={"query": "cats purr", "k": 1}).json()["results"]
+    assert hits[0]["doc_id"] == "cats"
+    monkeypatch.undo()
+    app.state.service.log.close()
+
+
+def test_a_failed_checkpoint_keeps_the_log(bm25_folder, monkeypatch):
+    app = create_app(folder=bm25_folder, config=ServeConfig(checkpoint_bytes=1))
+    c = TestClient(app)
+    r = app.state.service.retriever
+
+    def no_save(path):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(r, "save", no_save)
+    resp = c.post("/documents", json={"documents": [{"id": "owls", "text": "Owls hunt."}]})
+    assert resp.status_code == 201  # durable in the log although the fold failed
+    assert "ragfind_checkpoint_errors_total 1" in c.get("/metrics").text
+    assert (bm25_folder / LOG_FILE).stat().st_size > 0
+    app.state.service.log.close()
+    again = create_app(folder=bm25_folder)
+    assert again.state.service.retriever.get_document("owls")["text"] == "Owls hunt."

@@ -159,17 +159,13 @@ class Service:
             raise ApiError(405, f"writes are disabled ({why})")
 
     def checkpoint(self) -> bool:
-        """Saves the folder atomically and empties the log; True when there was anything to fold."""
+        """Saves the folder atomically and empties the log; True when it folded anything."""
         if self.log is None:
             return False
         with self.write_lock:
             if self.log.size == 0 and not self.replayed:
                 return False
-            self.retriever.save(self.folder)
-            self.log.reset()
-            self.replayed = 0
-            self.metrics.count("ragfind_checkpoints_total")
-            return True
+            return self._fold()
 
     def _durable(self, record: dict, apply, undo) -> Any:
         """Applies a write, then logs it (fsync); a failed log write undoes it (nothing changes)."""
@@ -184,10 +180,22 @@ class Service:
                 self.metrics.count("ragfind_write_log_errors_total")
             raise
         if self.log.size >= self.config.checkpoint_bytes:
-            self.retriever.save(self.folder)
-            self.log.reset()
-            self.metrics.count("ragfind_checkpoints_total")
+            self._fold()
         return out
+
+    def _fold(self) -> bool:
+        """Saves the folder and empties the log (write lock held). A failed save is logged, not
+        raised: the write is already durable in the log, which is kept and replayed."""
+        try:
+            self.retriever.save(self.folder)
+        except Exception as exc:
+            log.error("checkpoint of %s failed (the write log is kept): %s", self.folder, exc)
+            self.metrics.count("ragfind_checkpoint_errors_total")
+            return False
+        self.log.reset()
+        self.replayed = 0
+        self.metrics.count("ragfind_checkpoints_total")
+        return True
 
     def check_documents(self, body: Any) -> list:
         if not isinstance(body, dict):

@@ -1,6 +1,8 @@
 """The write log: every acknowledged write is one fsync'd line in ``FOLDER/serve-log.jsonl``.
 
-A write is applied and appended here (and fsync'd) before the service answers it; a checkpoint
+A write is applied in memory, then appended here and fsync'd, and only then answered (a failed
+append undoes it in memory, so searches may see a write a few milliseconds before it is
+durable, never one that is lost); a checkpoint
 re-saves the folder atomically (:meth:`Retriever.save`) and then empties the log. The log lives
 inside the folder, so the atomic save that replaces the folder also drops the records it folded
 in. If the process dies between the save and the truncation, the log is replayed over a folder
