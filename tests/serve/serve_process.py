@@ -11,7 +11,11 @@ from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[2]
+import ragfind
+
+#: Where the ragfind under test was imported from (the source tree with a built _core, or the
+#: installed package under CI), so the child process runs the same one.
+PACKAGE_PARENT = str(Path(ragfind.__file__).resolve().parent.parent)
 
 
 def free_port() -> int:
@@ -22,7 +26,7 @@ def free_port() -> int:
 
 def start(args: list, log: Path, port: int) -> tuple:
     """``(process, base url)`` once ``GET /health`` answers (60 s at most)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=PACKAGE_PARENT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     with open(log, "ab") as fh:  # the child keeps its own descriptor
         proc = subprocess.Popen([sys.executable, *args], env=env, stdout=fh, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"

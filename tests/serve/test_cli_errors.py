@@ -9,13 +9,13 @@ import sys
 
 import pytest
 from serve_fixtures import bm25_folder_fixture, encoder_fixture, hybrid_folder_fixture  # noqa: F401
-from serve_process import ROOT
+from serve_process import PACKAGE_PARENT
 
 from ragfind.cli import build_parser, main
 
 
 def run_cli(*argv: str) -> subprocess.CompletedProcess:
-    env = {"PYTHONPATH": str(ROOT / "python"), "PATH": "/usr/bin:/bin"}
+    env = {"PYTHONPATH": PACKAGE_PARENT, "PATH": "/usr/bin:/bin"}
     return subprocess.run([sys.executable, "-m", "ragfind", *argv], capture_output=True, text=True, env=env)
 
 
