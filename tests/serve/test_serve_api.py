@@ -98,6 +98,7 @@ def test_search_bad_input_is_a_400_naming_the_problem(client, payload, field, wo
         (b"[1, 2]", "array"),
         (b'{"query": NaN}', "NaN"),
         (b"\xff\xfe", "UTF-8"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
     ],
 )
 def test_malformed_bodies(client, raw, words):

@@ -57,6 +57,8 @@ async def read_json(request: Request, limit: int) -> Any:
         raise ApiError(400, f"the body is not UTF-8: {exc}") from None
     except ValueError as exc:
         raise ApiError(400, f"invalid JSON: {exc}") from None
+    except RecursionError:
+        raise ApiError(400, "invalid JSON: nested too deeply") from None
 
 
 def create_app(
