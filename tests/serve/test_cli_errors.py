@@ -81,3 +81,8 @@ def test_serve_missing_folder():
         proc.returncode == 2
         and proc.stderr.strip() == "ragfind serve: no retriever folder at '/nonexistent/folder'"
     )
+
+
+def test_serve_binds_localhost_unless_told(bm25_folder):
+    args = build_parser().parse_args(["serve", str(bm25_folder)])
+    assert (args.host, args.port, args.api_key, args.max_body) == ("127.0.0.1", 8000, None, 1 << 20)
