@@ -22,6 +22,7 @@ import argparse
 import http.client
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -169,6 +170,7 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(30)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
