@@ -14,8 +14,8 @@ def register(sub) -> None:
         "--queries", default=None, help="file of queries, one per line (default: chunk texts' first words)"
     )
     p.add_argument("-n", type=int, default=200, help="queries to time (default 200)")
-    p.add_argument("-k", type=int, default=10)
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("-k", type=int, default=10, help="passages per search (default 10)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 
 

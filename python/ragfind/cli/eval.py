@@ -9,11 +9,15 @@ import time
 def register(sub) -> None:
     p = sub.add_parser("eval", help="evaluate BM25, dense and hybrid retrieval on a BEIR-layout folder")
     p.add_argument("beir", help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
-    p.add_argument("--split", default="test")
+    p.add_argument("--split", default="test", help="qrels split: qrels/<split>.tsv (default test)")
     p.add_argument(
         "--index", default=None, help="a saved retriever folder built from this corpus (default: build one)"
     )
-    p.add_argument("--encoder", default="all-MiniLM-L6-v2")
+    p.add_argument(
+        "--encoder",
+        default="all-MiniLM-L6-v2",
+        help="embedding model folder or name when building (default all-MiniLM-L6-v2)",
+    )
     p.add_argument(
         "--embeddings",
         default=None,
@@ -24,12 +28,16 @@ def register(sub) -> None:
         default="bm25,dense,hybrid",
         help="comma list of first-stage names (bm25, dense, ...) and hybrid",
     )
-    p.add_argument("--metrics", default="ndcg@10,recall@100,mrr@10,map@100")
+    p.add_argument(
+        "--metrics",
+        default="ndcg@10,recall@100,mrr@10,map@100",
+        help="comma list of metric@depth (default ndcg@10,recall@100,mrr@10,map@100)",
+    )
     p.add_argument("--depth", type=int, default=100, help="documents ranked per query (default 100)")
     p.add_argument(
         "--chunk-size", default="none", help="tokens per chunk when building ('none': whole documents)"
     )
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 
 
@@ -75,11 +83,20 @@ def doc_run(result_passages, depth: int) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     """Builds or loads the retriever, runs every query in every mode, prints the metrics."""
+    from pathlib import Path
+
     from tqdm.auto import tqdm
 
     import ragfind
     from ragfind.eval import evaluate, load_beir
 
+    qrels = Path(args.beir) / "qrels"
+    if qrels.is_dir() and not (qrels / f"{args.split}.tsv").is_file():
+        splits = sorted(p.stem for p in qrels.glob("*.tsv"))
+        raise SystemExit(
+            f"ragfind eval: --split {args.split!r}: no {qrels / (args.split + '.tsv')}; "
+            f"splits here: {', '.join(splits) or 'none'}"
+        )
     data = load_beir(args.beir, split=args.split)
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]

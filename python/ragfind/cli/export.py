@@ -19,16 +19,37 @@ def register(sub) -> None:
     )
     p.add_argument("dst", help="model folder to create")
     p.add_argument(
-        "--role", default="bi-encoder", choices=["bi-encoder", "cross-encoder", "splade", "colbert"]
+        "--role",
+        default="bi-encoder",
+        choices=["bi-encoder", "cross-encoder", "splade", "colbert"],
+        help="what the model is (default bi-encoder)",
     )
     p.add_argument("--quantize", default=None, choices=["int8"], help="dynamic int8 quantization")
-    p.add_argument("--backend", default="auto", choices=["auto", "builder", "torch"])
+    p.add_argument(
+        "--backend",
+        default="auto",
+        choices=["auto", "builder", "torch"],
+        help="builder: torch-free BERT conversion; torch: any architecture (the export extra); "
+        "auto: builder when it can",
+    )
     p.add_argument("--unfused", action="store_true", help="builder: standard ONNX operators only")
     p.add_argument("--max-length", type=int, default=None, help="truncation length in word pieces")
-    p.add_argument("--pooling", default=None, choices=["mean", "cls", "last", "max"])
-    p.add_argument("--normalize", default=None, choices=["true", "false"])
-    p.add_argument("--query-prefix", default=None)
-    p.add_argument("--document-prefix", default=None)
+    p.add_argument(
+        "--pooling",
+        default=None,
+        choices=["mean", "cls", "last", "max"],
+        help="bi-encoder pooling (default: from the checkpoint's sentence-transformers config, else mean)",
+    )
+    p.add_argument(
+        "--normalize",
+        default=None,
+        choices=["true", "false"],
+        help="L2-normalise embeddings (default: from the checkpoint, else true)",
+    )
+    p.add_argument("--query-prefix", default=None, help="text put before every query (e.g. 'query: ')")
+    p.add_argument(
+        "--document-prefix", default=None, help="text put before every document (e.g. 'passage: ')"
+    )
     p.add_argument(
         "--activation",
         default=None,

@@ -26,8 +26,13 @@ def register(sub) -> None:
     )
     p.add_argument("--overlap", type=float, default=0.15, help="chunk overlap as a fraction (default 0.15)")
     p.add_argument("--no-context", action="store_true", help="do not index the title/heading context")
-    p.add_argument("--dense-kind", choices=["exact", "hnsw"], default="exact")
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument(
+        "--dense-kind",
+        choices=["exact", "hnsw"],
+        default="exact",
+        help="dense index: exact SIMD scan (default) or HNSW graph",
+    )
+    p.add_argument("--batch-size", type=int, default=32, help="encoder batch size (default 32)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 

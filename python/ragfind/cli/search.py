@@ -36,9 +36,18 @@ def run(args: argparse.Namespace) -> int:
     """Loads the folder, searches, prints; returns 0."""
     import ragfind
     from ragfind.cli._common import ms, parse_filters
+    from ragfind.models.folder import ModelFolderError
 
     kwargs = {} if args.reranker is None else {"reranker": args.reranker}
-    retriever = ragfind.Retriever.load(args.index, **kwargs)
+    try:
+        retriever = ragfind.Retriever.load(args.index, **kwargs)
+    except ModelFolderError as exc:
+        if args.reranker is None:
+            raise
+        raise SystemExit(
+            f"ragfind search: --reranker {args.reranker!r}: {exc}; it takes a cross-encoder model folder "
+            "(make one with `ragfind export CHECKPOINT FOLDER --role cross-encoder`; nothing is downloaded)"
+        ) from exc
     query = args.query[0] if len(args.query) == 1 else args.query
     try:
         result = retriever.search(query, k=args.k, filters=parse_filters(args.filter) or None)

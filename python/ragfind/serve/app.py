@@ -1,0 +1,172 @@
+"""The ASGI app (Starlette): JSON endpoints over a :class:`~ragfind.serve.service.Service`, the
+page at ``/`` and its static files.
+
+Endpoints: ``POST /search``, ``POST /explain``, ``POST /documents``, ``GET|DELETE
+/documents/{id}``, ``GET /info``, ``GET /health``, ``GET /metrics``. Errors are JSON
+``{"error": message, "status": code, "field"?: name}``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ragfind.serve.config import ServeConfig
+from ragfind.serve.service import ApiError, Service, load_retriever
+
+__all__ = ["create_app", "load_retriever", "STATIC"]
+
+STATIC = Path(__file__).parent / "static"
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+async def read_json(request: Request, limit: int) -> Any:
+    """The JSON body, refused with 413 as soon as it is longer than ``limit`` bytes."""
+    length = request.headers.get("content-length")
+    if length is not None:
+        try:
+            n = int(length)
+        except ValueError:
+            raise ApiError(400, f"Content-Length {length!r} is not an integer") from None
+        if n > limit:
+            raise ApiError(413, f"the body is {n} bytes; the limit is {limit}")
+    buf = bytearray()
+    async for chunk in request.stream():
+        buf += chunk
+        if len(buf) > limit:
+            raise ApiError(413, f"the body is over the limit of {limit} bytes")
+    if not buf:
+        raise ApiError(400, "the body is empty; expected a JSON object")
+    try:
+        return json.loads(bytes(buf).decode("utf-8"), parse_constant=_reject_constant)
+    except UnicodeDecodeError as exc:
+        raise ApiError(400, f"the body is not UTF-8: {exc}") from None
+    except ValueError as exc:
+        raise ApiError(400, f"invalid JSON: {exc}") from None
+    except RecursionError:
+        raise ApiError(400, "invalid JSON: nested too deeply") from None
+
+
+def create_app(
+    retriever: Any = None,
+    *,
+    folder: str | os.PathLike | None = None,
+    config: ServeConfig | None = None,
+    encoder: Any = None,
+    service: Service | None = None,
+) -> Starlette:
+    """The ASGI app over a retriever.
+
+    Args:
+        retriever: a loaded :class:`ragfind.Retriever`; None: loaded from ``folder``.
+        folder: the retriever's folder: writes are logged there (durable before they are
+            acknowledged) and folded into it by atomic saves. Without one, writes get 405.
+        config: limits and the API key (:class:`ServeConfig`).
+        encoder: the query encoder when loading ``folder`` (default: the saved reference).
+
+    Replays any write log left in ``folder`` by a crash before returning. Call
+    ``app.state.service.close()`` (done at ASGI shutdown) to fold the log into the folder.
+    """
+    config = config or ServeConfig()
+    if service is None:
+        if retriever is None:
+            if folder is None:
+                raise ValueError("create_app needs a retriever or a folder")
+            retriever = load_retriever(folder, encoder)
+        service = Service(retriever, folder, config)
+    key = config.api_key.encode() if config.api_key else None
+
+    def authorized(request: Request) -> bool:
+        if key is None:
+            return True
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), key)
+
+    def endpoint(route: str, handler, *, auth: bool = True, body: bool = False, threaded: bool = True):
+        async def run(request: Request) -> Response:
+            t0 = time.perf_counter()
+            status = 500
+            try:
+                if auth and not authorized(request):
+                    raise ApiError(401, "missing or wrong API key; send 'Authorization: Bearer <key>'")
+                args: list = []
+                if body:
+                    args.append(await read_json(request, config.max_body_bytes))
+                if "doc_id" in request.path_params:
+                    args.append(request.path_params["doc_id"])
+                out = await run_in_threadpool(handler, *args) if threaded else handler(*args)
+                if isinstance(out, Response):
+                    response = out
+                else:
+                    response = JSONResponse(
+                        out, status_code=201 if route == "/documents" and request.method == "POST" else 200
+                    )
+            except ApiError as exc:
+                response = JSONResponse(exc.body(), status_code=exc.status)
+                if exc.status == 401:
+                    response.headers["WWW-Authenticate"] = "Bearer"
+            except OSError as exc:
+                response = JSONResponse(
+                    {"error": f"the write could not be made durable: {exc}", "status": 503}, status_code=503
+                )
+            except Exception as exc:  # a bug: name it, never a bare 500 page
+                response = JSONResponse(
+                    {"error": f"internal error: {type(exc).__name__}: {exc}", "status": 500}, status_code=500
+                )
+            status = response.status_code
+            service.metrics.request(route, request.method, status, time.perf_counter() - t0)
+            return response
+
+        return run
+
+    def page(request: Request) -> Response:
+        return FileResponse(STATIC / "index.html", media_type="text/html")
+
+    def metrics() -> Response:
+        return PlainTextResponse(service.metrics_text(), media_type="text/plain; version=0.0.4")
+
+    routes = [
+        Route("/", page, methods=["GET"]),
+        Route("/health", endpoint("/health", service.health, auth=False, threaded=False), methods=["GET"]),
+        Route("/metrics", endpoint("/metrics", metrics), methods=["GET"]),
+        Route("/info", endpoint("/info", service.info), methods=["GET"]),
+        Route("/search", endpoint("/search", service.search, body=True), methods=["POST"]),
+        Route("/explain", endpoint("/explain", service.explain, body=True), methods=["POST"]),
+        Route("/documents", endpoint("/documents", service.add, body=True), methods=["POST"]),
+        Route("/documents/{doc_id:path}", endpoint("/documents/{id}", service.get), methods=["GET"]),
+        Route("/documents/{doc_id:path}", endpoint("/documents/{id}", service.delete), methods=["DELETE"]),
+        Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
+    ]
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        code = getattr(exc, "status_code", 404)
+        msg = "no such endpoint" if code == 404 else "method not allowed for this endpoint"
+        return JSONResponse(
+            {"error": f"{msg}: {request.method} {request.url.path}", "status": code}, status_code=code
+        )
+
+    from contextlib import asynccontextmanager
+
+    @asynccontextmanager
+    async def lifespan(app):
+        yield
+        await run_in_threadpool(service.close)
+
+    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found}, lifespan=lifespan)
+    app.state.service = service
+    return app

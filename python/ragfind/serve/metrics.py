@@ -1,0 +1,115 @@
+"""Prometheus text exposition (format 0.0.4) of the service's counters and latency histograms.
+
+Kept dependency-free: a few counters and fixed-bucket histograms under one lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+
+__all__ = ["Metrics", "BUCKETS"]
+
+#: Latency buckets in seconds (upper bounds; +Inf is implied).
+BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+def _labels(pairs: tuple) -> str:
+    if not pairs:
+        return ""
+
+    def esc(v: object) -> str:
+        return str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
+
+    body = ",".join(f'{k}="{esc(v)}"' for k, v in pairs)
+    return "{" + body + "}"
+
+
+class _Histogram:
+    __slots__ = ("counts", "total", "n")
+
+    def __init__(self) -> None:
+        self.counts = [0] * len(BUCKETS)
+        self.total = 0.0
+        self.n = 0
+
+    def observe(self, value: float) -> None:
+        for i, ub in enumerate(BUCKETS):
+            if value <= ub:
+                self.counts[i] += 1
+                break
+        self.total += value
+        self.n += 1
+
+
+class Metrics:
+    """Request counts by route/method/status, per-stage search latencies, cache hits, writes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requests: dict = defaultdict(int)
+        self._latency: dict = defaultdict(_Histogram)
+        self._stage: dict = defaultdict(_Histogram)
+        self._counters: dict = defaultdict(int)
+
+    def request(self, route: str, method: str, status: int, seconds: float) -> None:
+        with self._lock:
+            self._requests[(route, method, status)] += 1
+            self._latency[(route,)].observe(seconds)
+
+    def search(self, timings: dict, cached: bool) -> None:
+        with self._lock:
+            for stage, seconds in timings.items():
+                self._stage[(stage,)].observe(float(seconds))
+            self._counters[
+                "ragfind_search_cache_hits_total" if cached else "ragfind_search_cache_misses_total"
+            ] += 1
+
+    def count(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self._counters[name] += n
+
+    def render(self, extra: dict | None = None) -> str:
+        """The exposition text; ``extra``: ``{name: (type, help, value)}`` gauges read now."""
+        out: list = []
+        with self._lock:
+            out.append("# HELP ragfind_http_requests_total HTTP requests by route, method and status.")
+            out.append("# TYPE ragfind_http_requests_total counter")
+            for (route, method, status), n in sorted(self._requests.items()):
+                labels = _labels((("route", route), ("method", method), ("status", status)))
+                out.append(f"ragfind_http_requests_total{labels} {n}")
+            for name, helptext, label, hists in (
+                (
+                    "ragfind_http_request_duration_seconds",
+                    "Request latency by route.",
+                    "route",
+                    self._latency,
+                ),
+                (
+                    "ragfind_search_stage_seconds",
+                    "Search latency by stage (SearchResult.timings).",
+                    "stage",
+                    self._stage,
+                ),
+            ):
+                out.append(f"# HELP {name} {helptext}")
+                out.append(f"# TYPE {name} histogram")
+                for (value,), h in sorted(hists.items()):
+                    cum = 0
+                    for ub, c in zip(BUCKETS, h.counts):
+                        cum += c
+                        out.append(f"{name}_bucket{_labels(((label, value), ('le', repr(ub))))} {cum}")
+                    out.append(f"{name}_bucket{_labels(((label, value), ('le', '+Inf')))} {h.n}")
+                    out.append(f"{name}_sum{_labels(((label, value),))} {h.total!r}")
+                    out.append(f"{name}_count{_labels(((label, value),))} {h.n}")
+            counters = dict(self._counters)
+        for name in ("ragfind_search_cache_hits_total", "ragfind_search_cache_misses_total"):
+            counters.setdefault(name, 0)
+        for name, n in sorted(counters.items()):
+            out.append(f"# TYPE {name} counter")
+            out.append(f"{name} {n}")
+        for name, (kind, helptext, value) in sorted((extra or {}).items()):
+            out.append(f"# HELP {name} {helptext}")
+            out.append(f"# TYPE {name} {kind}")
+            out.append(f"{name} {value}")
+        return "\n".join(out) + "\n"

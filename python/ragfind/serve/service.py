@@ -1,0 +1,404 @@
+"""The service's state and operations, without HTTP: a retriever, its write log, the locks and
+the metrics. :mod:`ragfind.serve.app` maps requests onto :class:`Service` methods."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ragfind.serve.config import ServeConfig
+from ragfind.serve.metrics import Metrics
+from ragfind.serve.wal import WriteLog, replay
+
+__all__ = ["Service", "ApiError", "load_retriever"]
+
+log = logging.getLogger("ragfind.serve")
+
+SEARCH_KEYS = ("query", "k", "filters", "stages", "rerank", "collapse")
+EXPLAIN_KEYS = ("query", "chunk_id", "filters", "k1", "b")
+DOC_KEYS = ("id", "title", "text", "metadata")
+
+
+class ApiError(Exception):
+    """A request the service refuses: an HTTP status and a message naming the problem."""
+
+    def __init__(self, status: int, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.field = field
+
+    def body(self) -> dict:
+        out: dict = {"error": self.message, "status": self.status}
+        if self.field is not None:
+            out["field"] = self.field
+        return out
+
+
+def load_retriever(folder: str | os.PathLike, encoder: Any = None) -> Any:
+    """A saved :class:`ragfind.Retriever` folder, or a sharded one (``shards.json``: loaded by
+    ``ragfind.distributed.ShardedRetriever``, which needs the ``ray`` extra)."""
+    path = Path(folder)
+    if (path / "shards.json").is_file():
+        try:
+            from ragfind.distributed import ShardedRetriever
+        except ImportError as exc:
+            raise RuntimeError(
+                f"{str(folder)!r} is a sharded retriever (shards.json); serving it needs "
+                f"ragfind.distributed and Ray: pip install 'ragfind[ray]' ({exc})"
+            ) from exc
+        return ShardedRetriever.load(path)
+    from ragfind.pipeline.retriever import Retriever
+
+    return Retriever.load(path) if encoder is None else Retriever.load(path, encoder=encoder)
+
+
+def _typed(
+    body: Mapping, name: str, types: tuple, what: str, default: Any = None, required: bool = False
+) -> Any:
+    if name not in body or body[name] is None:
+        if required:
+            raise ApiError(400, f"'{name}' is required ({what})", name)
+        return default
+    v = body[name]
+    if isinstance(v, bool) and bool not in types:
+        raise ApiError(400, f"'{name}' is a bool; expected {what}", name)
+    if not isinstance(v, types):
+        raise ApiError(400, f"'{name}' is a {_json_type(v)}; expected {what}", name)
+    return v
+
+
+def _json_type(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object" if isinstance(v, dict) else type(v).__name__
+
+
+def _only(body: Mapping, keys: tuple, what: str) -> None:
+    extra = [k for k in body if k not in keys]
+    if extra:
+        raise ApiError(
+            400, f"unknown field {extra[0]!r} in {what}; expected some of {', '.join(keys)}", extra[0]
+        )
+
+
+def _finite(v: Any) -> Any:
+    return v if not isinstance(v, float) or math.isfinite(v) else None
+
+
+def passage_json(p: Any) -> dict:
+    return {
+        "doc_id": p.doc_id,
+        "chunk_id": int(p.id),
+        "title": p.title,
+        "text": p.text,
+        "score": _finite(float(p.score)),
+        "ranks": {k: int(v) for k, v in p.ranks.items()},
+        "scores": {k: _finite(float(v)) for k, v in p.scores.items()},
+        "metadata": dict(p.metadata),
+        "source": p.source,
+        "start": p.start,
+        "end": p.end,
+    }
+
+
+class Service:
+    """A retriever behind the HTTP API: validated searches (concurrent) and writes (serialised,
+    durable before they return).
+
+    Args:
+        retriever: a :class:`ragfind.Retriever` (or anything with its ``search``,
+            ``add_documents``, ``delete_documents``, ``get_document``, ``save`` and ``len``).
+        folder: where it was loaded from; the write log lives there and checkpoints save there.
+            None: writes are refused (nothing could make them durable).
+        config: the :class:`ServeConfig`.
+    """
+
+    def __init__(
+        self, retriever: Any, folder: str | os.PathLike | None, config: ServeConfig | None = None
+    ) -> None:
+        self.retriever = retriever
+        self.folder = Path(folder) if folder is not None else None
+        self.config = config or ServeConfig()
+        self.metrics = Metrics()
+        self.write_lock = threading.Lock()
+        self.started = time.time()
+        self.log: WriteLog | None = None
+        self.replayed = 0
+        if self.folder is not None and not self.config.read_only:
+            self.log = WriteLog(self.folder)
+            records = self.log.recover()
+            if records:
+                log.warning("replaying %d write(s) from %s", len(records), self.log.path)
+                self.replayed = replay(retriever, records)
+                self.checkpoint()
+
+    # ------------------------------------------------------------------ writes
+
+    @property
+    def writable(self) -> bool:
+        return self.log is not None
+
+    def _check_writable(self) -> None:
+        if self.log is None:
+            why = "read-only" if self.config.read_only else "not serving a folder"
+            raise ApiError(405, f"writes are disabled ({why})")
+
+    def checkpoint(self) -> bool:
+        """Saves the folder atomically and empties the log; True when it folded anything."""
+        if self.log is None:
+            return False
+        with self.write_lock:
+            if self.log.size == 0 and not self.replayed:
+                return False
+            return self._fold()
+
+    def _durable(self, record: dict, apply, undo) -> Any:
+        """Applies a write, then logs it (fsync); a failed log write undoes it (nothing changes)."""
+        assert self.log is not None
+        out = apply()
+        try:
+            self.log.append(record)
+        except BaseException:
+            try:
+                undo()
+            finally:
+                self.metrics.count("ragfind_write_log_errors_total")
+            raise
+        if self.log.size >= self.config.checkpoint_bytes:
+            self._fold()
+        return out
+
+    def _fold(self) -> bool:
+        """Saves the folder and empties the log (write lock held). A failed save is logged, not
+        raised: the write is already durable in the log, which is kept and replayed."""
+        try:
+            self.retriever.save(self.folder)
+        except Exception as exc:
+            log.error("checkpoint of %s failed (the write log is kept): %s", self.folder, exc)
+            self.metrics.count("ragfind_checkpoint_errors_total")
+            return False
+        self.log.reset()
+        self.replayed = 0
+        self.metrics.count("ragfind_checkpoints_total")
+        return True
+
+    def check_documents(self, body: Any) -> list:
+        if not isinstance(body, dict):
+            raise ApiError(
+                400, f'the body is a JSON {_json_type(body)}; expected an object {{"documents": [...]}}'
+            )
+        _only(body, ("documents",), "the body")
+        docs = _typed(body, "documents", (list,), "a list of documents", required=True)
+        if not docs:
+            raise ApiError(400, "'documents' is empty; expected at least one document", "documents")
+        if len(docs) > self.config.max_documents:
+            raise ApiError(
+                413, f"{len(docs)} documents in one request; at most {self.config.max_documents}", "documents"
+            )
+        out, seen = [], set()
+        for n, d in enumerate(docs):
+            where = f"documents[{n}]"
+            if not isinstance(d, dict):
+                raise ApiError(
+                    400, f"{where} is a {_json_type(d)}; expected an object with 'id' and 'text'", where
+                )
+            _only(d, DOC_KEYS, where)
+            i = d.get("id")
+            if isinstance(i, bool) or not isinstance(i, (str, int)) or (isinstance(i, str) and not i):
+                raise ApiError(
+                    400, f"{where}.id is {i!r}; expected a non-empty string or an integer", f"{where}.id"
+                )
+            _typed(d, "text", (str,), "a string", required=True)
+            _typed(d, "title", (str,), "a string")
+            _typed(d, "metadata", (dict,), "an object")
+            if str(i) in seen:
+                raise ApiError(400, f"document id {str(i)!r} appears twice in the request", f"{where}.id")
+            seen.add(str(i))
+            out.append({k: d[k] for k in DOC_KEYS if d.get(k) is not None} | {"id": str(i)})
+        return out
+
+    def add(self, body: Any) -> dict:
+        """``POST /documents``: all or nothing; 409 for an id already stored."""
+        self._check_writable()
+        docs = self.check_documents(body)
+        with self.write_lock:
+            present = []
+            for d in docs:
+                try:
+                    self.retriever.get_document(d["id"])
+                    present.append(d["id"])
+                except KeyError:
+                    pass
+            if present:
+                raise ApiError(
+                    409,
+                    f"document id {present[0]!r} is already stored ({len(present)} of the request are); "
+                    "DELETE it first to replace it",
+                )
+            ids = [d["id"] for d in docs]
+            try:
+                chunks = self._durable(
+                    {"op": "add", "documents": docs},
+                    lambda: self.retriever.add_documents(docs),
+                    lambda: self.retriever.delete_documents(ids),
+                )
+            except (ValueError, TypeError) as exc:
+                raise ApiError(400, str(exc)) from exc
+        self.metrics.count("ragfind_documents_added_total", len(docs))
+        return {"added": len(docs), "chunks": int(chunks), "ids": ids}
+
+    def delete(self, doc_id: str) -> dict:
+        """``DELETE /documents/{id}``: 404 when absent."""
+        self._check_writable()
+        with self.write_lock:
+            doc = self.get(doc_id)
+            chunks = self._durable(
+                {"op": "delete", "ids": [doc_id]},
+                lambda: self.retriever.delete_documents([doc_id]),
+                lambda: self.retriever.add_documents([{k: v for k, v in doc.items() if v is not None}]),
+            )
+        self.metrics.count("ragfind_documents_deleted_total")
+        return {"deleted": doc_id, "chunks": int(chunks)}
+
+    def get(self, doc_id: str) -> dict:
+        try:
+            return dict(self.retriever.get_document(doc_id))
+        except KeyError as exc:
+            raise ApiError(404, f"document id {doc_id!r} is not stored") from exc
+
+    # ------------------------------------------------------------------ reads
+
+    def _k(self, body: Mapping, default: int = 10) -> int:
+        k = _typed(body, "k", (int,), f"an integer in [1, {self.config.max_k}]", default)
+        if not 1 <= k <= self.config.max_k:
+            raise ApiError(400, f"k = {k}; expected an integer in [1, {self.config.max_k}]", "k")
+        return k
+
+    def _query(self, body: Mapping, phrasings: bool) -> Any:
+        what = "a non-empty string" + (" or a list of strings (phrasings)" if phrasings else "")
+        q = _typed(body, "query", (str, list) if phrasings else (str,), what, required=True)
+        if isinstance(q, list):
+            if not q or not all(isinstance(x, str) and x.strip() for x in q):
+                raise ApiError(400, f"'query' must be {what}", "query")
+        elif not q.strip():
+            raise ApiError(400, "'query' is blank; expected a non-empty string", "query")
+        return q
+
+    def search(self, body: Any) -> dict:
+        """``POST /search``."""
+        if not isinstance(body, dict):
+            raise ApiError(400, f"the body is a JSON {_json_type(body)}; expected an object with 'query'")
+        _only(body, SEARCH_KEYS, "the body")
+        query = self._query(body, True)
+        k = self._k(body)
+        filters = _typed(body, "filters", (dict,), "an object of field -> condition")
+        stages = _typed(body, "stages", (list,), "a list of stage names")
+        if stages is not None and not all(isinstance(s, str) for s in stages):
+            raise ApiError(400, "'stages' must be a list of stage names (strings)", "stages")
+        rerank = _typed(body, "rerank", (bool,), "a boolean", True)
+        collapse = _typed(body, "collapse", (str,), "'document' or null")
+        kwargs: dict = {"filters": filters or None, "stages": stages}
+        if rerank is not True:
+            kwargs["rerank"] = rerank
+        if collapse is not None:
+            kwargs["collapse"] = collapse
+        try:
+            res = self.retriever.search(query, k=k, **kwargs)
+        except (ValueError, TypeError) as exc:
+            field = "filters" if "filter" in str(exc) else "stages" if "stages" in str(exc) else None
+            raise ApiError(400, str(exc), field) from exc
+        timings = dict(res.timings)
+        self.metrics.search(timings, bool(res.cached))
+        return {
+            "results": [passage_json(p) for p in res],
+            "timings": {k_: v * 1e3 for k_, v in timings.items()},
+            "timings_unit": "ms",
+            "cached": bool(res.cached),
+        }
+
+    def explain(self, body: Any) -> dict:
+        """``POST /explain``: the per-stage explanation of one chunk for one query."""
+        from ragfind.errors import UnknownIdError
+        from ragfind.serve.explain import explain_passage
+
+        if not isinstance(body, dict):
+            raise ApiError(400, f"the body is a JSON {_json_type(body)}; expected an object")
+        _only(body, EXPLAIN_KEYS, "the body")
+        query = self._query(body, False)
+        chunk_id = _typed(body, "chunk_id", (int,), "an integer (a result's chunk_id)", required=True)
+        filters = _typed(body, "filters", (dict,), "an object of field -> condition")
+        k1 = _typed(body, "k1", (int, float), "a number >= 0")
+        b = _typed(body, "b", (int, float), "a number in [0, 1]")
+        if not hasattr(self.retriever, "store") or not hasattr(self.retriever, "first_stages"):
+            raise ApiError(501, "explain needs a single (unsharded) Retriever")
+        try:
+            return explain_passage(self.retriever, query, chunk_id, filters=filters or None, k1=k1, b=b)
+        except UnknownIdError as exc:
+            raise ApiError(404, str(exc), "chunk_id") from exc
+        except (ValueError, TypeError) as exc:
+            msg = str(exc)
+            field = "k1" if msg.startswith("k1") else "b" if msg.startswith("b =") else None
+            raise ApiError(400, msg, field) from exc
+
+    def info(self) -> dict:
+        """``GET /info``: what the page needs to draw its controls."""
+        r = self.retriever
+        out: dict = {"documents": len(r), "writable": self.writable}
+        if hasattr(r, "first_stages"):
+            out["stages"] = [s.name for s in r.first_stages]
+            out["rerank_stages"] = [s.name for s in r.rerank_stages]
+            out["rrf_k"] = r.rrf_k
+            out["weights"] = dict(r.weights)
+            out["fields"] = r.fields
+            out["chunks"] = r.n_chunks
+            bm = r.bm25
+            if bm is not None:
+                st = bm.stats()
+                out["bm25"] = {"method": st["method"], "k1": st["k1"], "b": st["b"], "delta": st["delta"]}
+        return out
+
+    def health(self) -> dict:
+        return {"status": "ok", "documents": len(self.retriever), "uptime_s": time.time() - self.started}
+
+    def metrics_text(self) -> str:
+        extra: dict = {"ragfind_documents": ("gauge", "Documents stored.", len(self.retriever))}
+        if self.log is not None:
+            extra["ragfind_write_log_bytes"] = (
+                "gauge",
+                "Bytes in the write log not yet folded.",
+                self.log.size,
+            )
+        stats = getattr(self.retriever, "cache_stats", None)
+        if stats is not None:
+            for cache, s in stats().items():
+                for key in ("hits", "misses"):
+                    if key in s:
+                        extra[f"ragfind_{cache}_cache_{key}"] = (
+                            "gauge",
+                            f"{cache} cache {key} (Retriever.cache_stats).",
+                            s[key],
+                        )
+        return self.metrics.render(extra)
+
+    def close(self) -> None:
+        """Folds the log into the folder (atomic save) and closes it."""
+        try:
+            self.checkpoint()
+        finally:
+            if self.log is not None:
+                self.log.close()
