@@ -1,0 +1,108 @@
+"""Shared fixtures of the sharded-retriever tests: one local Ray per session (2 CPUs), the
+shared collections, and an encoder that looks up the shared MiniLM embeddings (no model)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+
+def shared_data_dir() -> Path:
+    """../shared/data next to the repository, or $RAGFIND_DATA (as tests/conftest.py)."""
+    repo = Path(__file__).resolve().parent.parent.parent
+    return Path(os.environ.get("RAGFIND_DATA", repo.parent / "shared" / "data"))
+
+
+if os.environ.get("CI") == "true":
+    import ray  # noqa: F401 - in CI a missing Ray is a failure, not a skip
+else:
+    pytest.importorskip("ray", reason="Ray is not installed (pip install 'ragfind[ray]')")
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+            runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}},
+        )
+    yield ray
+    ray.shutdown()
+
+
+class LookupEncoder:
+    """A bi-encoder over precomputed embeddings: text -> its row (picklable, no model)."""
+
+    def __init__(self, texts: list, vectors: np.ndarray, queries: dict, fingerprint: str) -> None:
+        self.dim = int(vectors.shape[1])
+        self.fingerprint = fingerprint
+        self.max_length = 256
+        self.tokenizer = None
+        self._rows = {t: i for i, t in enumerate(texts)}
+        self._vectors = np.ascontiguousarray(vectors, np.float32)
+        self._queries = {q: np.ascontiguousarray(v, np.float32) for q, v in queries.items()}
+
+    def encode(self, texts, batch_size=32, show_progress=False, normalize=True):
+        if not len(texts):
+            return np.zeros((0, self.dim), np.float32)
+        return self._vectors[[self._rows[t] for t in texts]]
+
+    def encode_query(self, text):
+        return self._queries[text].copy()
+
+
+def load_collection(name: str, limit: int | None = None) -> dict:
+    """``{"docs": [...], "queries": [(id, text)], "encoder": LookupEncoder}`` for a shared
+    collection (document text = title + " " + text, as its embeddings were computed)."""
+    root = shared_data_dir() / name
+    if not (root / "corpus.jsonl").exists():
+        pytest.skip(f"shared evaluation data not found at {root} (set RAGFIND_DATA)")
+    emb = root / "embeddings" / "all-MiniLM-L6-v2"
+    rows = [json.loads(line) for line in open(root / "corpus.jsonl", encoding="utf-8")]
+    corpus_ids = Path(emb / "corpus_ids.txt").read_text().split()
+    vectors = np.load(emb / "corpus.npy")
+    pos = {d: i for i, d in enumerate(corpus_ids)}
+    docs = []
+    for r in rows:
+        text = (r.get("title", "") + " " + r["text"]).strip() or "(empty)"
+        docs.append({"id": r["_id"], "text": text, "metadata": {"bucket": int(pos[r["_id"]]) % 4}})
+    docs.sort(key=lambda d: pos[d["id"]])
+    if limit is not None:
+        docs = docs[:limit]
+    q_ids = Path(emb / "query_ids.txt").read_text().split()
+    q_vectors = np.load(emb / "queries.npy")
+    q_text = {}
+    for line in open(root / "queries.jsonl", encoding="utf-8"):
+        q = json.loads(line)
+        q_text[q["_id"]] = q["text"]
+    queries = [(q, q_text[q]) for q in q_ids if q in q_text]
+    texts = [d["text"] for d in docs]
+    all_vec = vectors[[pos[d["id"]] for d in docs]]
+    enc = LookupEncoder(
+        texts,
+        all_vec,
+        {q_text[q]: q_vectors[i] for i, q in enumerate(q_ids) if q in q_text},
+        f"lookup-{name}",
+    )
+    return {"docs": docs, "queries": queries, "encoder": enc}
+
+
+def _pickle_by_value() -> None:
+    # The actors cannot import this conftest module: ship LookupEncoder's class by value.
+    import sys
+
+    from ray import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+_pickle_by_value()
