@@ -67,7 +67,8 @@ def load_collection(name: str, limit: int | None = None) -> dict:
     if not (root / "corpus.jsonl").exists():
         pytest.skip(f"shared evaluation data not found at {root} (set RAGFIND_DATA)")
     emb = root / "embeddings" / "all-MiniLM-L6-v2"
-    rows = [json.loads(line) for line in open(root / "corpus.jsonl", encoding="utf-8")]
+    with open(root / "corpus.jsonl", encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh]
     corpus_ids = Path(emb / "corpus_ids.txt").read_text().split()
     vectors = np.load(emb / "corpus.npy")
     pos = {d: i for i, d in enumerate(corpus_ids)}
@@ -81,9 +82,10 @@ def load_collection(name: str, limit: int | None = None) -> dict:
     q_ids = Path(emb / "query_ids.txt").read_text().split()
     q_vectors = np.load(emb / "queries.npy")
     q_text = {}
-    for line in open(root / "queries.jsonl", encoding="utf-8"):
-        q = json.loads(line)
-        q_text[q["_id"]] = q["text"]
+    with open(root / "queries.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            q = json.loads(line)
+            q_text[q["_id"]] = q["text"]
     queries = [(q, q_text[q]) for q in q_ids if q in q_text]
     texts = [d["text"] for d in docs]
     all_vec = vectors[[pos[d["id"]] for d in docs]]
