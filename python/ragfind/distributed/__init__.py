@@ -36,7 +36,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(router, name)
     if name == "build":
-        from ragfind.distributed.build import build
+        from ragfind.distributed.indexing import build
 
         return build
     raise AttributeError(f"module 'ragfind.distributed' has no attribute {name!r}")
