@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -96,6 +97,32 @@ def load_collection(name: str, limit: int | None = None) -> dict:
         f"lookup-{name}",
     )
     return {"docs": docs, "queries": queries, "encoder": enc}
+
+
+def _words(text: str) -> list:
+    return re.findall(r"\w+", text.lower())
+
+
+class OverlapCrossEncoder:
+    """A cross-encoder stand-in (sentence-transformers ``rank`` semantics): query-word overlap."""
+
+    def rank(self, query: str, texts: list) -> list:
+        q = set(_words(query))
+        scores = [len(q & set(_words(t))) / (1.0 + 0.01 * len(t)) for t in texts]
+        order = sorted(range(len(texts)), key=lambda i: (-scores[i], i))
+        return [{"corpus_id": i, "score": scores[i]} for i in order]
+
+
+class TermRerank:
+    """A RerankStage stand-in run on the shards: query-term frequency in the passage."""
+
+    name = "terms"
+
+    def rerank(self, query: str, ids: np.ndarray, texts: list) -> tuple:
+        q = set(_words(query))
+        scores = np.asarray([sum(w in q for w in _words(t)) / (1.0 + len(t)) for t in texts], np.float32)
+        order = np.argsort(-scores, kind="stable")
+        return np.asarray(ids, np.int64)[order], scores[order]
 
 
 def _pickle_by_value() -> None:

@@ -1,0 +1,28 @@
+"""Re-ranking over shards: re-rank stages run on the shards holding the passages, the
+cross-encoder at the router; the results equal one Retriever's."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import OverlapCrossEncoder, TermRerank, load_collection
+from test_sharded_equality import assert_same
+
+import ragfind
+from ragfind.distributed import ShardedRetriever
+
+pytestmark = pytest.mark.slow
+
+
+def test_rerank_stage_and_cross_encoder_equal(ray_session) -> None:
+    c = load_collection("cranfield")
+    docs = c["docs"][:500]
+    opts = dict(encoder=None, chunk_size=None, cache_size=0, rerank_candidates=25)
+    single = ragfind.Retriever(reranker=OverlapCrossEncoder(), stages=[TermRerank()], **opts)
+    single.add_documents(docs)
+    with ShardedRetriever(3, reranker=OverlapCrossEncoder(), stages=[TermRerank()], **opts) as sharded:
+        sharded.add_documents(docs)
+        for _, q in c["queries"][:25]:
+            assert_same(single, sharded, q, k=10)
+            assert_same(single, sharded, q, k=5, rerank=False)
+        res = sharded.search(c["queries"][0][1], k=5)
+        assert {"cross_encoder", "terms", "fused"} <= set(res[0].scores)
