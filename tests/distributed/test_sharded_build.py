@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import load_collection
 from test_sharded_equality import assert_same
 
 import ragfind
+from conftest import load_collection
 from ragfind.distributed import ShardedRetriever, build, is_sharded_folder
 
 pytestmark = [

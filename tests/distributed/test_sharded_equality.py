@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import load_collection
 
 import ragfind
+from conftest import load_collection
 from ragfind.distributed import ShardedRetriever
 
 pytestmark = pytest.mark.slow

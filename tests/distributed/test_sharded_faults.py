@@ -8,9 +8,9 @@ import threading
 import time
 
 import pytest
-from conftest import load_collection
 
 import ragfind
+from conftest import load_collection
 from ragfind.distributed import ShardedRetriever, ShardUnavailableError
 from ragfind.distributed.wal import WALCorruptError, WriteAheadLog
 

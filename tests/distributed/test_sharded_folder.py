@@ -8,9 +8,9 @@ import subprocess
 import sys
 
 import pytest
-from conftest import load_collection
 
 import ragfind
+from conftest import load_collection
 from ragfind.distributed import ShardedFolderError, ShardedRetriever, is_sharded_folder, shard_of
 
 pytestmark = pytest.mark.slow

@@ -4,10 +4,10 @@ cross-encoder at the router; the results equal one Retriever's."""
 from __future__ import annotations
 
 import pytest
-from conftest import OverlapCrossEncoder, TermRerank, load_collection
 from test_sharded_equality import assert_same
 
 import ragfind
+from conftest import OverlapCrossEncoder, TermRerank, load_collection
 from ragfind.distributed import ShardedRetriever
 
 pytestmark = pytest.mark.slow

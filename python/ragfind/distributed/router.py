@@ -148,7 +148,7 @@ class _RemoteRerank:
             sel = np.nonzero(shards == s)[0]
             calls[s] = ("rerank", self.name, query, ids[sel], [texts[j] for j in sel])
         rows = []
-        for s, (out_ids, scores) in self._router._scatter(calls).items():
+        for out_ids, scores in self._router._scatter(calls).values():
             rows += [(-float(sc), pos[int(i)], int(i), sc) for i, sc in zip(out_ids, scores)]
         rows.sort()
         return np.asarray([r[2] for r in rows], np.int64), np.asarray([r[3] for r in rows], np.float32)
@@ -447,9 +447,8 @@ class ShardedRetriever:
         seen: set = set()
         for n, d in enumerate(docs):
             if "id" not in d or "text" not in d:
-                raise ValueError(
-                    f"documents[{n}] lacks {'id' if 'id' not in d else 'text'!r}; expected keys 'id' and 'text'"
-                )
+                lacks = "id" if "id" not in d else "text"
+                raise ValueError(f"documents[{n}] lacks {lacks!r}; expected keys 'id' and 'text'")
             if not isinstance(d["text"], str):
                 raise TypeError(f"documents[{n}]['text'] is a {type(d['text']).__name__}; expected str")
             key = str(d["id"])
