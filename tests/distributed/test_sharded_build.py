@@ -20,7 +20,7 @@ pytestmark = [
 
 
 def test_build_jsonl_and_parquet(ray_session, tmp_path) -> None:
-    c = load_collection("scifact", limit=800)
+    c = load_collection("scifact", limit=300)
     docs = c["docs"]
     src = tmp_path / "corpus.jsonl"
     with open(src, "w", encoding="utf-8") as fh:
@@ -34,7 +34,7 @@ def test_build_jsonl_and_parquet(ray_session, tmp_path) -> None:
     single.add_documents(docs)
     with ShardedRetriever.load(out, 2, encoder=c["encoder"]) as sharded:
         assert len(sharded) == len(docs)
-        for _, q in c["queries"][:15]:
+        for _, q in c["queries"][:10]:
             assert_same(single, sharded, q, k=10)
             assert_same(single, sharded, q, k=10, filters={"bucket": 3}, stages=["bm25"])
     # Parquet, the same documents: the same shards.
