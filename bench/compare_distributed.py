@@ -38,9 +38,9 @@ def main() -> None:
     ap.add_argument("--cpus", type=int, default=2)
     args = ap.parse_args()
     import ray
-    from conftest import load_collection
 
     import ragfind
+    from conftest import load_collection
     from ragfind.distributed import ShardedRetriever
 
     ray.init(
