@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_sharded_equality import assert_same
+import sharded_helpers
+from sharded_helpers import assert_same, load_collection
 
 import ragfind
-from conftest import load_collection
 from ragfind.distributed import ShardedRetriever, build, is_sharded_folder
+
+ray_session = sharded_helpers.ray_session  # the session's local Ray (a fixture)
 
 pytestmark = [
     pytest.mark.slow,

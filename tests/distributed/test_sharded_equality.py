@@ -4,44 +4,16 @@ with chunked documents (collection-wide chunk ids map back to the same passages)
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
+import sharded_helpers
+from sharded_helpers import assert_same, load_collection
 
 import ragfind
-from conftest import load_collection
 from ragfind.distributed import ShardedRetriever
 
+ray_session = sharded_helpers.ray_session  # the session's local Ray (a fixture)
+
 pytestmark = pytest.mark.slow
-
-
-def _key(p) -> tuple:
-    return (p.doc_id, p.start, p.end)
-
-
-def assert_same(single, sharded, query, **kw) -> None:
-    """Same passages with the same scores (1e-6 relative); passages tied at the cut may differ."""
-    a = single.search(query, **kw)
-    b = sharded.search(query, **kw)
-    assert not b.partial
-    assert len(a) == len(b), (query, kw)
-    sa = np.array([p.score for p in a])
-    sb = np.array([p.score for p in b])
-    np.testing.assert_allclose(sb, sa, rtol=1e-6, atol=1e-9, err_msg=f"{query!r} {kw}")
-    if not len(a):
-        return
-    cut = sa[-1]
-    above_a = {_key(p) for p in a if p.score > cut + 1e-6 * abs(cut)}
-    above_b = {_key(p) for p in b if p.score > cut + 1e-6 * abs(cut)}
-    assert above_a == above_b, (query, kw)
-    by_key = {_key(p): p for p in a}
-    for p in b:
-        q = by_key.get(_key(p))
-        if q is None:
-            continue  # tied at the cut
-        assert p.text == q.text and p.doc_id == q.doc_id and dict(p.metadata) == dict(q.metadata)
-        assert set(p.scores) == set(q.scores)
-        for name in q.scores:
-            assert p.scores[name] == pytest.approx(q.scores[name], rel=1e-6, abs=1e-9), (query, name)
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +23,11 @@ def scifact(ray_session):
     single = ragfind.Retriever(**opts)
     single.add_documents(c["docs"])
     sharded = ShardedRetriever(3, **opts)
-    # In several batches, as a stream of writes would come.
-    for i in range(0, len(c["docs"]), 2000):
+    # In several batches, as a stream of writes would come; the first with precomputed
+    # embeddings (split over the shards by the router).
+    first = c["docs"][:2000]
+    sharded.add_documents(first, embeddings=c["encoder"].encode([d["text"] for d in first]))
+    for i in range(2000, len(c["docs"]), 2000):
         sharded.add_documents(c["docs"][i : i + 2000])
     yield single, sharded, c
     sharded.close()

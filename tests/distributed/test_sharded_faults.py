@@ -8,11 +8,14 @@ import threading
 import time
 
 import pytest
+import sharded_helpers
+from sharded_helpers import load_collection
 
 import ragfind
-from conftest import load_collection
 from ragfind.distributed import ShardedRetriever, ShardUnavailableError
 from ragfind.distributed.wal import WALCorruptError, WriteAheadLog
+
+ray_session = sharded_helpers.ray_session  # the session's local Ray (a fixture)
 
 pytestmark = pytest.mark.slow
 

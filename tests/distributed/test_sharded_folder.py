@@ -8,10 +8,13 @@ import subprocess
 import sys
 
 import pytest
+import sharded_helpers
+from sharded_helpers import load_collection
 
 import ragfind
-from conftest import load_collection
 from ragfind.distributed import ShardedFolderError, ShardedRetriever, is_sharded_folder, shard_of
+
+ray_session = sharded_helpers.ray_session  # the session's local Ray (a fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -85,6 +88,8 @@ def test_writes_are_all_or_nothing(small) -> None:
         sharded.add_documents([new[0], new[0]])
     with pytest.raises(ValueError, match="lacks 'text'"):
         sharded.add_documents([{"id": "x"}])
+    with pytest.raises(ValueError, match="no encoder"):
+        sharded.add_documents(new, embeddings=[[0.0, 1.0]] * 6)
     with pytest.raises(KeyError, match="not in the store"):
         sharded.delete_documents([c["docs"][1]["id"], "no-such-doc"])
     assert len(sharded) == n

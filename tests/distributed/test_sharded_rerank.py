@@ -4,11 +4,13 @@ cross-encoder at the router; the results equal one Retriever's."""
 from __future__ import annotations
 
 import pytest
-from test_sharded_equality import assert_same
+import sharded_helpers
+from sharded_helpers import OverlapCrossEncoder, TermRerank, assert_same, load_collection
 
 import ragfind
-from conftest import OverlapCrossEncoder, TermRerank, load_collection
 from ragfind.distributed import ShardedRetriever
+
+ray_session = sharded_helpers.ray_session  # the session's local Ray (a fixture)
 
 pytestmark = pytest.mark.slow
 

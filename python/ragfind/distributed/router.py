@@ -460,6 +460,8 @@ class ShardedRetriever:
                 d["metadata"] = dict(d["metadata"])
         rows = None
         if embeddings is not None:
+            if not any(hasattr(st, "prepare") for st in self._head.first_stages):
+                raise ValueError("embeddings were given but this retriever has no encoder")
             counts: dict = {}
             for c in self._head._chunk(docs):
                 counts[c.doc_id] = counts.get(c.doc_id, 0) + 1

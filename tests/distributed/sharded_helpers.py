@@ -1,4 +1,5 @@
-"""Shared fixtures of the sharded-retriever tests: one local Ray per session (2 CPUs), the
+"""Helpers of the sharded-retriever tests (a module, not a conftest: the name "conftest" is
+taken by tests/conftest.py): one local Ray per session (2 CPUs), the
 shared collections, and an encoder that looks up the shared MiniLM embeddings (no model)."""
 
 from __future__ import annotations
@@ -123,6 +124,36 @@ class TermRerank:
         scores = np.asarray([sum(w in q for w in _words(t)) / (1.0 + len(t)) for t in texts], np.float32)
         order = np.argsort(-scores, kind="stable")
         return np.asarray(ids, np.int64)[order], scores[order]
+
+
+def _key(p) -> tuple:
+    return (p.doc_id, p.start, p.end)
+
+
+def assert_same(single, sharded, query, **kw) -> None:
+    """Same passages with the same scores (1e-6 relative); passages tied at the cut may differ."""
+    a = single.search(query, **kw)
+    b = sharded.search(query, **kw)
+    assert not b.partial
+    assert len(a) == len(b), (query, kw)
+    sa = np.array([p.score for p in a])
+    sb = np.array([p.score for p in b])
+    np.testing.assert_allclose(sb, sa, rtol=1e-6, atol=1e-9, err_msg=f"{query!r} {kw}")
+    if not len(a):
+        return
+    cut = sa[-1]
+    above_a = {_key(p) for p in a if p.score > cut + 1e-6 * abs(cut)}
+    above_b = {_key(p) for p in b if p.score > cut + 1e-6 * abs(cut)}
+    assert above_a == above_b, (query, kw)
+    by_key = {_key(p): p for p in a}
+    for p in b:
+        q = by_key.get(_key(p))
+        if q is None:
+            continue  # tied at the cut
+        assert p.text == q.text and p.doc_id == q.doc_id and dict(p.metadata) == dict(q.metadata)
+        assert set(p.scores) == set(q.scores)
+        for name in q.scores:
+            assert p.scores[name] == pytest.approx(q.scores[name], rel=1e-6, abs=1e-9), (query, name)
 
 
 def _pickle_by_value() -> None:
