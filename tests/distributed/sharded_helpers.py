@@ -156,6 +156,44 @@ def assert_same(single, sharded, query, **kw) -> None:
             assert p.scores[name] == pytest.approx(q.scores[name], rel=1e-6, abs=1e-9), (query, name)
 
 
+class FakeSplade:
+    """Sparse vectors: one entry per distinct hashed word (weight = count), a tiny SPLADE."""
+
+    vocab_size = 1000
+
+    def _encode(self, texts):
+        import zlib
+
+        from ragfind import SparseEmbeddings
+
+        indptr, indices, values = [0], [], []
+        for t in texts:
+            counts: dict = {}
+            for w in _words(t):
+                h = zlib.crc32(w.encode()) % self.vocab_size
+                counts[h] = counts.get(h, 0) + 1.0
+            for k in sorted(counts):
+                indices.append(k)
+                values.append(counts[k])
+            indptr.append(len(indices))
+        return SparseEmbeddings(
+            np.asarray(indptr, np.int64),
+            np.asarray(indices, np.int32),
+            np.asarray(values, np.float32),
+            self.vocab_size,
+        )
+
+    encode_documents = _encode
+    encode_queries = _encode
+
+
+def splade_stages() -> list:
+    """A stage factory (SpladeStage holds a lock, so it cannot be pickled to the actors)."""
+    import ragfind
+
+    return [ragfind.SpladeStage(FakeSplade())]
+
+
 def _pickle_by_value() -> None:
     # The actors cannot import this conftest module: ship LookupEncoder's class by value.
     import sys

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import sharded_helpers
-from sharded_helpers import OverlapCrossEncoder, TermRerank, assert_same, load_collection
+from sharded_helpers import OverlapCrossEncoder, TermRerank, assert_same, load_collection, splade_stages
 
 import ragfind
 from ragfind.distributed import ShardedRetriever
@@ -28,3 +28,18 @@ def test_rerank_stage_and_cross_encoder_equal(ray_session) -> None:
             assert_same(single, sharded, q, k=5, rerank=False)
         res = sharded.search(c["queries"][0][1], k=5)
         assert {"cross_encoder", "terms", "fused"} <= set(res[0].scores)
+
+
+def test_splade_stage_equal(ray_session) -> None:
+    # A SPLADE first stage on every shard (built there by a factory), fused with BM25.
+    c = load_collection("cranfield")
+    docs = c["docs"][:400]
+    opts = dict(encoder=None, chunk_size=None, cache_size=0)
+    single = ragfind.Retriever(stages=splade_stages(), **opts)
+    single.add_documents(docs)
+    with ShardedRetriever(2, stages=splade_stages, **opts) as sharded:
+        sharded.add_documents(docs)
+        for _, q in c["queries"][:20]:
+            assert_same(single, sharded, q, k=10)
+            assert_same(single, sharded, q, k=10, stages=["splade"])
+            assert_same(single, sharded, q, k=5, stages=["splade"], filters={"bucket": 2})

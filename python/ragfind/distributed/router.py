@@ -194,7 +194,9 @@ class ShardedRetriever:
         **retriever_options: the :class:`ragfind.Retriever` arguments (``encoder``, ``bm25``,
             ``chunk_size``, ``stages``, ``rrf_k``, ...), the same for every shard. The
             re-ranker runs at the router; the encoder embeds queries at the router and
-            documents in the shards (objects given here are pickled to the actors).
+            documents in the shards (objects given here are pickled to the actors; give
+            ``stages`` as a zero-argument callable returning them when they do not pickle,
+            e.g. ``stages=lambda: [ragfind.SpladeStage(ragfind.SpladeEncoder())]``).
 
     Raises:
         ValueError: ``num_shards`` or ``replicas`` < 1, more than 1024 shards.
@@ -253,7 +255,11 @@ class ShardedRetriever:
         if not ray.is_initialized():
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         options = dict(retriever_options)
-        head = _Head(**{k: v for k, v in options.items() if k != "stages"}, stages=options.get("stages", ()))
+        stages = options.get("stages", ())
+        head = _Head(
+            **{k: v for k, v in options.items() if k != "stages"},
+            stages=stages() if callable(stages) else stages,
+        )
         shard_options = dict(options)
         if head.bm25 is not None:
             shard_options["bm25"] = bm25_spec(head.bm25)

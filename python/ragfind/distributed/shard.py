@@ -65,8 +65,11 @@ def bm25_from_spec(spec: dict) -> Any:
 
 
 def retriever_options(options: dict) -> dict:
-    """The shard's Retriever options: no re-ranker (the router re-ranks), BM25 from its spec."""
+    """The shard's Retriever options: no re-ranker (the router re-ranks), BM25 from its spec,
+    ``stages`` built by their factory when one is given."""
     opts = {k: v for k, v in options.items() if k != "reranker"}
+    if callable(opts.get("stages")):
+        opts["stages"] = list(opts["stages"]())  # a factory: stages that do not pickle
     if isinstance(opts.get("bm25"), dict):
         opts["bm25"] = bm25_from_spec(opts["bm25"])
     return opts
