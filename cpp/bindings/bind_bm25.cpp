@@ -735,6 +735,121 @@ class BM25Core {
     return out;
   }
 
+  // ----- searching with the statistics of a larger collection (this index is one shard)
+
+  // N, total length and the df of each term, read together under the lock.
+  py::tuple term_stats(const py::sequence& terms) {
+    const std::vector<std::string> names = token_strings(terms, "terms");
+    std::uint64_t n = 0, total = 0;
+    std::vector<std::uint64_t> df(names.size(), 0);
+    read_locked([&] {
+      n = index_.num_docs();
+      total = index_.total_len();
+      for (std::size_t i = 0; i < names.size(); ++i) {
+        const std::uint32_t t = index_.vocab().find(names[i]);
+        if (t != StringTable::kNotFound) df[i] = index_.df(t);
+      }
+      return 0;
+    });
+    py::array_t<std::uint64_t> out(static_cast<py::ssize_t>(df.size()));
+    std::copy(df.begin(), df.end(), out.mutable_data());
+    return py::make_tuple(n, total, out);
+  }
+
+  using DfMap = std::unordered_map<std::string, std::uint64_t>;
+
+  static DfMap df_map(const py::handle& df, const char* arg) {
+    if (!PyDict_Check(df.ptr())) throw py::type_error(std::string(arg) + ": expected a dict {term: df}");
+    DfMap out;
+    for (auto item : py::reinterpret_borrow<py::dict>(df)) {
+      if (!PyUnicode_Check(item.first.ptr())) throw py::type_error(std::string(arg) + ": terms must be str");
+      const long long v = item.second.cast<long long>();
+      if (v < 0) throw py::value_error(std::string(arg) + ": a df must be >= 0");
+      out.emplace(to_utf8(item.first, arg), static_cast<std::uint64_t>(v));
+    }
+    return out;
+  }
+
+  // Distinct stems in first-occurrence order with their counts, their term ids here
+  // (kForeignTerm when unknown) and their global df (lock held; no GIL).
+  std::vector<QueryTerm> stats_query(const std::vector<std::string>& stems, const DfMap& df, CollectionStats& cs,
+                                     std::string& missing) const {
+    std::vector<QueryTerm> q;
+    std::vector<std::string_view> seen;
+    cs.df.clear();
+    for (const auto& s : stems) {
+      auto it = std::find(seen.begin(), seen.end(), std::string_view(s));
+      if (it != seen.end()) {
+        q[static_cast<std::size_t>(it - seen.begin())].count += 1;
+        continue;
+      }
+      auto d = df.find(s);
+      if (d == df.end()) {
+        missing = s;
+        return {};
+      }
+      seen.push_back(s);
+      const std::uint32_t t = index_.vocab().find(s);
+      q.push_back({t == StringTable::kNotFound ? kForeignTerm : t, 1});
+      cs.df.push_back(d->second);
+    }
+    return q;
+  }
+
+  static CollectionStats check_stats(long long num_docs, long long total_len) {
+    if (num_docs < 0 || total_len < 0) throw py::value_error("stats: num_docs and total_len must be >= 0");
+    CollectionStats cs;
+    cs.num_docs = static_cast<std::uint64_t>(num_docs);
+    cs.total_len = static_cast<std::uint64_t>(total_len);
+    return cs;
+  }
+
+  py::list search_batch_with_stats(const py::sequence& queries, long long k, long long threads, bool tokenized,
+                                   int algorithm, const py::object& allowed, long long num_docs, long long total_len,
+                                   const py::sequence& dfs) {
+    const std::shared_ptr<CompiledFilter> filter = as_filter(allowed);
+    const std::size_t kk = check_k(k);
+    const Algorithm algo = check_algorithm(algorithm);
+    if (threads < 0) throw py::value_error("threads: expected >= 0 (0 = all cores), got " + std::to_string(threads));
+    const CollectionStats base = check_stats(num_docs, total_len);
+    const std::size_t nq = queries.size();
+    if (dfs.size() != nq) throw py::value_error("stats: one df dict per query expected");
+    std::vector<DfMap> maps(nq);
+    for (std::size_t i = 0; i < nq; ++i) maps[i] = df_map(dfs[i], "stats");
+    std::vector<std::vector<std::string>> stems(nq);
+    PyAnalyzer::Input in;
+    if (tokenized) {
+      for (std::size_t i = 0; i < nq; ++i)
+        stems[i] = token_strings(queries[i], ("queries[" + std::to_string(i) + "]").c_str());
+    } else {
+      analyzer_->prepare(queries, in, "queries");
+    }
+    std::vector<Hits> hits(nq);
+    std::string missing;
+    {
+      py::gil_scoped_release release;
+      if (!tokenized)
+        for (std::size_t i = 0; i < nq; ++i) analyzer_->analyze_query(in, i, stems[i]);
+      std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
+      std::vector<std::vector<QueryTerm>> q(nq);
+      std::vector<CollectionStats> cs(nq, base);
+      for (std::size_t i = 0; i < nq && missing.empty(); ++i) q[i] = stats_query(stems[i], maps[i], cs[i], missing);
+      if (missing.empty()) {
+        CompiledFilter scratch;
+        AllowedSet view;
+        const AllowedSet* allowed_set = allowed_view(filter, scratch, view);
+        parallel_for(nq, static_cast<int>(std::min<long long>(threads, 1 << 16)), [&](std::size_t i, int) {
+          index_.search(q[i], kk, hits[i].docs, algo, allowed_set, &cs[i]);
+          hits[i].resolve_ids(ids_);
+        });
+      }
+    }
+    if (!missing.empty()) throw py::value_error("stats: no df for the query term " + py_repr(missing));
+    py::list out(nq);
+    for (std::size_t i = 0; i < nq; ++i) out[i] = hits[i].to_python();
+    return out;
+  }
+
   std::vector<std::string> stems_of(py::handle query) {
     if (!PyUnicode_Check(query.ptr()) && !PyBytes_Check(query.ptr())) return token_strings(query, "query");
     if (PyBytes_Check(query.ptr())) throw py::type_error("query: expected str or a list of str tokens, got bytes");
@@ -1033,6 +1148,10 @@ void bind_bm25(py::module_& m) {
            py::arg("allowed") = py::none())
       .def("search_batch", &BM25Core::search_batch, py::arg("queries"), py::arg("k"), py::arg("threads"),
            py::arg("tokenized") = false, py::arg("algorithm") = 0, py::arg("allowed") = py::none())
+      .def("search_batch_with_stats", &BM25Core::search_batch_with_stats, py::arg("queries"), py::arg("k"),
+           py::arg("threads"), py::arg("tokenized"), py::arg("algorithm"), py::arg("allowed"), py::arg("num_docs"),
+           py::arg("total_len"), py::arg("dfs"))
+      .def("term_stats", &BM25Core::term_stats, py::arg("terms"))
       .def("compile_filter", &BM25Core::compile_filter, py::arg("ids"))
       .def_property_readonly("generation", &BM25Core::generation)
       .def("get_scores", &BM25Core::get_scores, py::arg("query"))

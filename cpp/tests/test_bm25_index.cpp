@@ -209,4 +209,52 @@ TEST(unknown_and_empty_queries) {
   for (double s : all) CHECK_EQ(s, 0.0);
 }
 
+TEST(shard_with_collection_stats_scores_as_the_whole) {
+  // A shard holding documents [0, 150) of a 400-document collection, searched with the whole
+  // collection's statistics, gives each of its documents the whole index's score.
+  std::mt19937 rng(11);
+  const std::uint32_t vocab = 200;
+  const Corpus c = random_corpus(rng, 400, vocab);
+  for (const Params& p : {Params{Method::Lucene, 1.2, 0.75, 0.0}, Params{Method::BM25Plus, 1.2, 0.75, 1.0}}) {
+    InvertedIndex whole(p), shard(p);
+    add_vocab(whole, vocab);
+    add_vocab(shard, vocab);
+    add_range(whole, c, 0, c.docs.size());
+    add_range(shard, c, 0, 150);
+    std::uniform_int_distribution<std::uint32_t> term(0, vocab - 1);
+    for (int qi = 0; qi < 20; ++qi) {
+      std::vector<QueryTerm> q;
+      CollectionStats cs;
+      cs.num_docs = whole.num_docs();
+      cs.total_len = whole.total_len();
+      for (int j = 0; j < 4; ++j) {
+        const std::uint32_t t = term(rng) % (qi % 2 ? 20 : vocab);
+        bool dup = false;
+        for (const auto& e : q) dup |= e.term == t;
+        if (dup) continue;
+        q.push_back({t, 1u + (j == 0)});
+        cs.df.push_back(whole.df(t));
+      }
+      std::vector<double> ref(whole.num_slots());
+      whole.score_all(q, ref.data());
+      for (Algorithm algo : {Algorithm::Auto, Algorithm::MaxScore, Algorithm::Exhaustive, Algorithm::Direct}) {
+        std::vector<ScoredDoc> got;
+        shard.search(q, 1000, got, algo, nullptr, &cs);
+        CHECK(!got.empty() || q.empty());
+        for (const auto& e : got) CHECK(std::fabs(e.score - ref[e.doc]) <= 1e-5 * (1 + std::fabs(ref[e.doc])));
+      }
+    }
+    // A term this shard does not hold still counts in the bm25+ constant.
+    std::vector<QueryTerm> q = {{3, 1}, {kForeignTerm, 1}};
+    CollectionStats cs{whole.num_docs(), whole.total_len(), {whole.df(3), 7}};
+    std::vector<ScoredDoc> got;
+    shard.search(q, 5, got, Algorithm::Auto, nullptr, &cs);
+    CHECK(!got.empty());
+    const double extra = p.method == Method::BM25Plus ? idf(p, 7.0, whole.num_docs()) * p.delta : 0.0;
+    std::vector<double> ref(whole.num_slots());
+    whole.score_all({{3, 1}}, ref.data());
+    for (const auto& e : got) CHECK(std::fabs(e.score - (ref[e.doc] + extra)) <= 1e-5 * (1 + ref[e.doc]));
+  }
+}
+
 RAGFIND_TEST_MAIN

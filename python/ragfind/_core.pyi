@@ -80,6 +80,19 @@ class BM25Core(metaclass=_Pybind11Type):
         algorithm: int = 0,
         allowed: BM25AllowedSet | None = None,
     ) -> list[tuple[_np.ndarray, _np.ndarray]]: ...
+    def search_batch_with_stats(
+        self,
+        queries: _Sequence[_Any],
+        k: int,
+        threads: int,
+        tokenized: bool,
+        algorithm: int,
+        allowed: BM25AllowedSet | None,
+        num_docs: int,
+        total_len: int,
+        dfs: _Sequence[dict[str, int]],
+    ) -> list[tuple[_np.ndarray, _np.ndarray]]: ...
+    def term_stats(self, terms: _Sequence[str]) -> tuple[int, int, _np.ndarray]: ...
     def compile_filter(self, ids: _np.ndarray) -> BM25AllowedSet: ...
     @property
     def generation(self) -> int: ...

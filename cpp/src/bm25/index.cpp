@@ -465,7 +465,56 @@ InvertedIndex::Prepared InvertedIndex::prepare(const std::vector<QueryTerm>& que
     p.weights.push_back(static_cast<float>(wt));
     p.weights_d.push_back(wt);
   }
+  p.norm = doc_norm_.data();
+  p.epoch = epoch_;
   return p;
+}
+
+InvertedIndex::Prepared InvertedIndex::prepare(const std::vector<QueryTerm>& query,
+                                               const CollectionStats& stats) const {
+  if (stats.df.size() != query.size()) throw std::invalid_argument("stats: one df per query term expected");
+  Prepared p;
+  const double n = static_cast<double>(stats.num_docs);
+  const double absent = tf_component_absent(params_);
+  for (std::size_t i = 0; i < query.size(); ++i) {
+    const QueryTerm& qt = query[i];
+    if (stats.df[i] == 0 || qt.count == 0) continue;
+    const double wt = static_cast<double>(qt.count) * idf(params_, static_cast<double>(stats.df[i]), n);
+    p.constant += wt * absent;
+    if (wt <= 0 || qt.term == kForeignTerm || df(qt.term) == 0) continue;
+    p.terms.push_back(qt.term);
+    p.weights.push_back(static_cast<float>(wt));
+    p.weights_d.push_back(wt);
+  }
+  const double avg = stats.avgdl();
+  if (avg == avgdl()) {
+    p.norm = doc_norm_.data();
+    p.epoch = epoch_;
+  } else {
+    auto norm = norms_for(avg, p.epoch);
+    p.norm = norm->data();
+    p.hold = std::move(norm);
+  }
+  return p;
+}
+
+std::shared_ptr<const std::vector<float>> InvertedIndex::norms_for(double avgdl, std::uint32_t& epoch) const {
+  // One cached array: a shard sees the same global avgdl on every query between two writes.
+  std::lock_guard<std::mutex> lock(override_mu_);
+  if (!override_.norm || override_.avgdl != avgdl || override_.index_epoch != epoch_) {
+    auto norm = std::make_shared<std::vector<float>>(num_slots());
+    const bool plain_l = params_.method == Method::BM25L;
+    for (std::uint32_t d = 0; d < num_slots(); ++d) {
+      const double L = length_norm(params_, doc_len_[d], avgdl);
+      (*norm)[d] = static_cast<float>(plain_l ? L : params_.k1 * L);
+    }
+    override_.avgdl = avgdl;
+    override_.index_epoch = epoch_;
+    override_.epoch = 0x80000000u | (++override_epochs_ & 0x7FFFFFFFu);
+    override_.norm = std::move(norm);
+  }
+  epoch = override_.epoch;
+  return override_.norm;
 }
 
 std::uint32_t InvertedIndex::term_frequency(std::uint32_t term, std::uint32_t doc) const {

@@ -19,7 +19,7 @@ void InvertedIndex::exhaustive_segment(const Prepared& q, const Segment& seg, co
   float* acc = buffer.data();
   std::fill(acc, acc + seg.num_docs, 0.0f);
   const DocWeight<M> dw(params_);
-  const float* norm = doc_norm_.data() + seg.base;
+  const float* norm = q.norm + seg.base;
   const std::uint32_t* docs = seg.docs.data();
   const std::uint32_t* tfs = seg.tfs.data();
   for (std::size_t i = 0; i < q.terms.size(); ++i) {

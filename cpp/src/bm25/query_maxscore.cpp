@@ -57,16 +57,16 @@ inline std::uint64_t next_geq(const std::uint32_t* docs, std::uint64_t pos, std:
 
 }  // namespace
 
-float InvertedIndex::term_bound(const Segment& seg, std::size_t slot) const {
+float InvertedIndex::term_bound(const Segment& seg, std::size_t slot, const Prepared& q) const {
   std::atomic<std::uint64_t>& cell = seg.bound_cache[slot];
   const std::uint64_t cached = cell.load(std::memory_order_acquire);
-  if ((cached >> 32) == epoch_) {
+  if ((cached >> 32) == q.epoch) {
     float v;
     const auto bits = static_cast<std::uint32_t>(cached);
     std::memcpy(&v, &bits, 4);
     return v;
   }
-  const float* norm = doc_norm_.data() + seg.base;
+  const float* norm = q.norm + seg.base;
   float v = 0.0f;
   switch (params_.method) {
     case Method::Lucene: v = compute_bound(seg, slot, norm, DocWeight<Method::Lucene>(params_)); break;
@@ -77,7 +77,7 @@ float InvertedIndex::term_bound(const Segment& seg, std::size_t slot) const {
   }
   std::uint32_t bits;
   std::memcpy(&bits, &v, 4);
-  cell.store((static_cast<std::uint64_t>(epoch_) << 32) | bits, std::memory_order_release);
+  cell.store((static_cast<std::uint64_t>(q.epoch) << 32) | bits, std::memory_order_release);
   return v;
 }
 
@@ -92,7 +92,7 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
   for (std::size_t i = 0; i < q.terms.size(); ++i) {
     const std::int64_t slot = seg.slot_of(q.terms[i]);
     if (slot < 0) continue;
-    const double ub = static_cast<double>(q.weights[i]) * term_bound(seg, static_cast<std::size_t>(slot)) * inflate;
+    const double ub = static_cast<double>(q.weights[i]) * term_bound(seg, static_cast<std::size_t>(slot), q) * inflate;
     cur.push_back({seg.docs.data(), seg.tfs.data(), seg.offsets[slot], seg.offsets[slot + 1], q.weights[i], ub});
   }
   if (cur.empty()) return;
@@ -101,7 +101,7 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
   cum.resize(n);
   double acc = 0;
   for (std::size_t i = 0; i < n; ++i) cum[i] = (acc += cur[i].bound);
-  const float* norm = doc_norm_.data() + seg.base;
+  const float* norm = q.norm + seg.base;
   float theta = heap.threshold();
   std::size_t first_ess = 0;
   while (first_ess < n && cum[first_ess] <= theta) ++first_ess;
@@ -158,7 +158,7 @@ void InvertedIndex::direct_segment(const Prepared& q, const Segment& seg, const 
     cur.push_back({seg.docs.data(), seg.tfs.data(), seg.offsets[slot], seg.offsets[slot + 1], q.weights[i], 0.0});
   }
   if (cur.empty()) return;
-  const float* norm = doc_norm_.data() + seg.base;
+  const float* norm = q.norm + seg.base;
   for (std::size_t j = 0; j < count; ++j) {
     const std::uint32_t doc = docs[j] - seg.base;
     float score = 0.0f;
@@ -239,11 +239,11 @@ void InvertedIndex::search_impl(const Prepared& q, std::size_t k, Algorithm algo
 }
 
 void InvertedIndex::search(const std::vector<QueryTerm>& query, std::size_t k, std::vector<ScoredDoc>& out,
-                           Algorithm algorithm, const AllowedSet* allowed) const {
+                           Algorithm algorithm, const AllowedSet* allowed, const CollectionStats* stats) const {
   out.clear();
   if (k == 0 || num_docs() == 0) return;
   if (allowed && allowed->count == 0) return;
-  const Prepared q = prepare(query);
+  const Prepared q = stats ? prepare(query, *stats) : prepare(query);
   if (q.terms.empty()) return;
   k = std::min<std::size_t>(k, allowed ? allowed->count : num_docs());
   switch (params_.method) {

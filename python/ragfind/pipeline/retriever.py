@@ -434,13 +434,7 @@ class Retriever:
         if not docs:
             return 0
         self._check_documents(docs)
-        chunks = chunk_documents(
-            docs,
-            size=self.chunk_size if self.chunk_size is not None else 1 << 30,  # None: one chunk each
-            overlap=self.chunk_overlap if self.chunk_size else 0,
-            tokenizer=self.tokenizer,
-            contextualize=self.contextualize,
-        )
+        chunks = self._chunk(docs)
         meta_json = []
         for n, d in enumerate(docs):
             try:
@@ -463,7 +457,7 @@ class Retriever:
                     "delete_documents() it first to replace it"
                 )
             n_chunks = len(chunks)
-            chunk_ids = np.arange(store.next_chunk_id, store.next_chunk_id + n_chunks, dtype=np.int64)
+            chunk_ids = self._new_chunk_ids(docs, chunks)
             indexed = [c.indexed_text() for c in chunks]
             # The expensive, side-effect-free part first (encoding): a failure changes nothing.
             prepared = {}
@@ -503,9 +497,26 @@ class Retriever:
                 store.rollback()
                 raise
             store.fields |= new_fields
-            store.next_chunk_id += n_chunks
+            if n_chunks:
+                store.next_chunk_id = max(store.next_chunk_id, int(chunk_ids.max()) + 1)
             self._store_changed()
             return n_chunks
+
+    def _chunk(self, docs: list) -> list:
+        """The chunks of checked documents, in order, as :meth:`add_documents` indexes them."""
+        return chunk_documents(
+            docs,
+            size=self.chunk_size if self.chunk_size is not None else 1 << 30,  # None: one chunk each
+            overlap=self.chunk_overlap if self.chunk_size else 0,
+            tokenizer=self.tokenizer,
+            contextualize=self.contextualize,
+        )
+
+    def _new_chunk_ids(self, docs: list, chunks: list) -> np.ndarray:
+        """The ids of new chunks (write lock held): the next ones in order. A subclass may
+        number them otherwise (a shard of a sharded retriever uses collection-wide ids)."""
+        start = self.store.next_chunk_id
+        return np.arange(start, start + len(chunks), dtype=np.int64)
 
     def delete_documents(self, doc_ids: Iterable[Any]) -> int:
         """Removes documents and their chunks; returns the number of chunks removed.
@@ -665,7 +676,7 @@ class Retriever:
             ids, fused = self._fuse(lists, names, None if collapse else head)
             timings["fusion"] = _now() - t
             t = _now()
-            rows = self.store.fetch(ids)
+            rows = self._fetch(ids)
             timings["store"] = _now() - t
             order = [(int(i), float(s)) for i, s in zip(ids, fused) if int(i) in rows]
             if collapse == "document":

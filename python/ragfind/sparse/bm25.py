@@ -167,6 +167,7 @@ class BM25Index:
         filter: Any = None,
         *,
         algorithm: str = "auto",  # noqa: A002
+        stats: tuple | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` best documents for ``query``, best first.
 
@@ -185,17 +186,40 @@ class BM25Index:
         (scores every posting) or ``"direct"`` (scores each allowed document by a search of
         each query term's postings).
 
+        ``stats`` = ``(num_docs, total_len, {term: df})``: score with the statistics of a larger
+        collection this index is a shard of (:meth:`term_stats` of every shard, summed; ``df``
+        for every analyzed query term, see :meth:`analyze_query`), so that the scores equal
+        those of one index over the whole collection.
+
         Returns:
             ``(ids, scores)``: ids as int64 (or an object array of str for str ids) and
             float32 scores, sorted by score descending, ties by insertion order.
 
         Raises:
-            ValueError: ``k <= 0`` or an unknown algorithm.  TypeError: ``query`` is not str.
+            ValueError: ``k <= 0``, an unknown algorithm, ``stats`` without a query term's df.
+            TypeError: ``query`` is not str.
         """
         k = check_k(k)
         if not isinstance(query, str):
             raise TypeError(f"query: expected str, got {type(query).__name__}")
+        if stats is not None:
+            n, total, df = _check_stats(stats)
+            return self._core.search_batch_with_stats(
+                [query], k, 1, False, _algorithm(algorithm), _compile_filter(self, filter), n, total, [df]
+            )[0]
         return self._core.search(query, k, _algorithm(algorithm), _compile_filter(self, filter))
+
+    def analyze_query(self, query: str) -> list:
+        """The index terms of ``query`` as a search looks them up (repeats kept, in order)."""
+        if not isinstance(query, str):
+            raise TypeError(f"query: expected str, got {type(query).__name__}")
+        return list(self._analyzer._core.analyze(query))
+
+    def term_stats(self, terms: Sequence[str]) -> tuple[int, int, np.ndarray]:
+        """``(live documents, their total length, df of each term)`` read together: the
+        statistics a sharded collection sums over its shards for :meth:`search` ``stats``."""
+        n, total, df = self._core.term_stats(_check_texts(terms, "terms"))
+        return int(n), int(total), df
 
     def search_tokenized(
         self,
@@ -218,16 +242,31 @@ class BM25Index:
         threads: int = 0,
         *,
         algorithm: str = "auto",
+        stats: tuple | None = None,
     ) -> list[tuple[np.ndarray, np.ndarray]]:
         """:meth:`search` for many queries on C++ threads (``threads=0``: one per core).
 
         Queries are analyzed first, then searched with the GIL released, concurrently with
         other readers. ``filter`` applies to every query. Returns one ``(ids, scores)`` per
-        query, in order.
+        query, in order. ``stats`` = ``(num_docs, total_len, [{term: df} per query])``: the
+        collection statistics to score with (see :meth:`search`).
 
         Raises:
             ValueError: ``k <= 0`` or ``threads < 0``.  TypeError: a query is not str.
         """
+        if stats is not None:
+            n, total, dfs = _check_stats(stats, batch=True)
+            return self._core.search_batch_with_stats(
+                _check_texts(queries, "queries"),
+                check_k(k),
+                _check_threads(threads),
+                False,
+                _algorithm(algorithm),
+                _compile_filter(self, filter),
+                n,
+                total,
+                dfs,
+            )
         return self._core.search_batch(
             _check_texts(queries, "queries"),
             check_k(k),
@@ -401,6 +440,22 @@ class BM25Index:
 
 
 _ALGORITHMS = {"auto": 0, "maxscore": 1, "exhaustive": 2, "direct": 3}
+
+
+def _check_stats(stats: Any, batch: bool = False) -> tuple:
+    what = "[{term: df} per query]" if batch else "{term: df}"
+    try:
+        n, total, df = stats
+    except (TypeError, ValueError):
+        raise TypeError(f"stats: expected (num_docs, total_len, {what}), got {stats!r}") from None
+    for name, v in (("num_docs", n), ("total_len", total)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise ValueError(f"stats: {name} = {v!r}; expected an int >= 0")
+    if batch:
+        df = [dict(d) for d in df]
+    else:
+        df = dict(df)
+    return int(n), int(total), df
 
 
 def _algorithm(name: str) -> int:

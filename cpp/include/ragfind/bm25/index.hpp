@@ -29,9 +29,11 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "ragfind/bm25/collection_stats.hpp"
 #include "ragfind/bm25/scoring.hpp"
 #include "ragfind/common/buffer.hpp"
 #include "ragfind/common/topk_queue.hpp"
@@ -168,16 +170,24 @@ class InvertedIndex {
     std::vector<float> weights;     // count * idf, for the float fast path
     std::vector<double> weights_d;  // the same in double
     double constant = 0.0;
+    const float* norm = nullptr;       // per-slot k1 * L (L for bm25l) the scores use
+    std::uint32_t epoch = 0;           // the statistics epoch the bound cache is stamped with
+    std::shared_ptr<const void> hold;  // keeps an override's norm array alive
   };
   Prepared prepare(const std::vector<QueryTerm>& query) const;
+  /// prepare() with the collection's statistics instead of this index's: query terms must be
+  /// distinct (kForeignTerm for one unknown here), stats.df aligned with them.
+  Prepared prepare(const std::vector<QueryTerm>& query, const CollectionStats& stats) const;
 
   /// Exact top-k among documents matching at least one term (see Algorithm); MaxScore prunes
   /// dynamically, Exhaustive scores every posting (the reference the pruned search is tested
   /// against). Results follow the TopKQueue contract.
   /// With `allowed`, only allowed documents are scored (Direct scores them one by one, by a
   /// search of each query term's posting list; Auto picks it when that is cheaper).
+  /// With `stats`, scores use the given collection statistics (see prepare).
   void search(const std::vector<QueryTerm>& query, std::size_t k, std::vector<ScoredDoc>& out,
-              Algorithm algorithm = Algorithm::Auto, const AllowedSet* allowed = nullptr) const;
+              Algorithm algorithm = Algorithm::Auto, const AllowedSet* allowed = nullptr,
+              const CollectionStats* stats = nullptr) const;
   /// Every slot's score in double precision (documents matching nothing get the constant;
   /// dead slots get a value to ignore). out has num_slots() entries.
   void score_all(const std::vector<QueryTerm>& query, double* out) const;
@@ -197,7 +207,9 @@ class InvertedIndex {
   void merge_tail_segments();
   std::size_t segment_index(std::uint32_t slot) const;
   std::unique_ptr<Segment> merge_segments(const std::vector<const Segment*>& segs, bool drop_dead) const;
-  float term_bound(const Segment& seg, std::size_t slot) const;
+  float term_bound(const Segment& seg, std::size_t slot, const Prepared& q) const;
+  /// The per-slot norms for another avgdl, computed once per (avgdl, index epoch).
+  std::shared_ptr<const std::vector<float>> norms_for(double avgdl, std::uint32_t& epoch) const;
   template <Method M, bool Filtered>
   void maxscore_segment(const Prepared& q, const Segment& seg, const std::uint8_t* allow, TopKQueue& heap) const;
   template <Method M, bool Filtered>
@@ -220,6 +232,15 @@ class InvertedIndex {
   std::vector<std::unique_ptr<Segment>> segments_;
   std::vector<float> doc_norm_;  // k1 * L per slot (L for bm25l)
   std::uint32_t epoch_ = 1;
+  struct NormOverride {
+    double avgdl = 0;
+    std::uint32_t index_epoch = 0;
+    std::uint32_t epoch = 0;  // from the upper half of the epoch space, never an epoch_ value
+    std::shared_ptr<const std::vector<float>> norm;
+  };
+  mutable std::mutex override_mu_;
+  mutable NormOverride override_;
+  mutable std::uint32_t override_epochs_ = 0;
   std::vector<std::unique_ptr<Segment>> pending_;
   std::vector<std::uint32_t> pending_len_;
   std::uint64_t pending_total_ = 0;

@@ -43,12 +43,13 @@ class BM25Stage:
     def delete(self, ids: np.ndarray) -> None:
         self.index.delete(ids)
 
-    def search(self, query: str, k: int, filter: Any = None) -> tuple:  # noqa: A002
-        """``(chunk ids, BM25 scores)`` best first; ``filter`` goes to the index (native)."""
+    def search(self, query: str, k: int, filter: Any = None, stats: Any = None) -> tuple:  # noqa: A002
+        """``(chunk ids, BM25 scores)`` best first; ``filter`` goes to the index (native);
+        ``stats``: the collection statistics to score with (:meth:`BM25Index.search`)."""
         n = len(self.index)
         if n == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        return self.index.search(query, min(k, n), filter=filter)
+        return self.index.search(query, min(k, n), filter=filter, stats=stats)
 
     def save(self, path: Any) -> None:
         self.index.save(path)

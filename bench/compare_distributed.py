@@ -1,0 +1,91 @@
+"""ShardedRetriever vs one Retriever on SciFact (shared MiniLM embeddings, no model): indexing
+throughput and query latency for 1..N shards on a local Ray, in one process run.
+
+    PYTHONPATH=python python bench/compare_distributed.py --shards 1 2 3 --queries 100
+
+Prints a table: documents/s indexed, median and p90 search latency (BM25 only and hybrid),
+each as a ratio to the single Retriever measured in the same run. The sharded results are
+checked equal to the single Retriever's (scores, 1e-6 relative) on every query measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "distributed"))
+
+
+def _lat(fn, queries) -> list:
+    out = []
+    for q in queries:
+        t = time.perf_counter()
+        fn(q)
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shards", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--cpus", type=int, default=2)
+    args = ap.parse_args()
+    import ray
+
+    import ragfind
+    from conftest import load_collection
+    from ragfind.distributed import ShardedRetriever
+
+    ray.init(
+        num_cpus=args.cpus,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}},
+    )
+    c = load_collection("scifact")
+    docs = c["docs"]
+    queries = [q for _, q in c["queries"][: args.queries]]
+    opts = dict(encoder=c["encoder"], chunk_size=None, contextualize=False, cache_size=0)
+    rows = []
+    t = time.perf_counter()
+    single = ragfind.Retriever(**opts)
+    single.add_documents(docs)
+    t_single = time.perf_counter() - t
+    lat_b = _lat(lambda q: single.search(q, 10, stages=["bm25"]), queries)
+    lat_h = _lat(lambda q: single.search(q, 10), queries)
+    rows.append(("Retriever", len(docs) / t_single, lat_b, lat_h))
+    for n in args.shards:
+        sr = ShardedRetriever(n, **opts)
+        t = time.perf_counter()
+        for i in range(0, len(docs), 1000):
+            sr.add_documents(docs[i : i + 1000])
+        t_add = time.perf_counter() - t
+        lb = _lat(lambda q, sr=sr: sr.search(q, 10, stages=["bm25"]), queries)
+        lh = _lat(lambda q, sr=sr: sr.search(q, 10), queries)
+        for q in queries:
+            a = [p.score for p in single.search(q, 10)]
+            b = [p.score for p in sr.search(q, 10)]
+            np.testing.assert_allclose(b, a, rtol=1e-6)
+        rows.append((f"ShardedRetriever({n})", len(docs) / t_add, lb, lh))
+        sr.close()
+    base = rows[0]
+    print(f"SciFact {len(docs)} docs, {len(queries)} queries, local Ray num_cpus={args.cpus}")
+    print("| retriever | docs/s indexed | BM25 median ms (ratio) | BM25 p90 ms | hybrid median ms (ratio) |")
+    print("|---|---|---|---|---|")
+    for name, dps, lb, lh in rows:
+        mb, mh = statistics.median(lb) * 1e3, statistics.median(lh) * 1e3
+        rb, rh = mb / (statistics.median(base[2]) * 1e3), mh / (statistics.median(base[3]) * 1e3)
+        p90 = float(np.percentile(lb, 90)) * 1e3
+        print(f"| {name} | {dps:,.0f} | {mb:.2f} ({rb:.1f}x) | {p90:.2f} | {mh:.2f} ({rh:.1f}x) |")
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,23 @@
+"""The one place Ray is imported (lazily), with the error that names the extra."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def require_ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            'ragfind.distributed needs Ray; install it with: pip install "ragfind[ray]"'
+        ) from exc
+    return ray
+
+
+def actor_errors() -> tuple:
+    """The exceptions that mean "this actor is dead or unreachable right now"."""
+    ray = require_ray()
+    ex = ray.exceptions
+    names = ("RayActorError", "ActorDiedError", "ActorUnavailableError", "ActorUnschedulableError")
+    return tuple(getattr(ex, n) for n in names if hasattr(ex, n))

@@ -1,0 +1,887 @@
+"""``ShardedRetriever``: the router over the shard actors.
+
+Searches take two phases: the BM25 stages' query terms go to every shard for their document
+frequencies, document count and total length, which are summed; then every shard runs every
+stage (BM25 scored with the summed statistics, dense with the query vector embedded once
+here), and each stage's per-shard top lists are merged by (score, collection-wide chunk id)
+into the global top list. Fusion, passage assembly and re-ranking run here with the
+Retriever's own code (:class:`_Head` is a Retriever without documents whose first stage,
+passage fetch and re-rank stages are these remote ones), so the results equal one
+Retriever's over the same documents.
+
+Writes are serialised (a write excludes searches, so both phases see one state) and
+acknowledged only once durable on their shard (its write-ahead log, fsynced). A dead actor is
+restarted by Ray (``max_restarts``) from its shard's last saved folder plus the log.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragfind.distributed import folder as fmt
+from ragfind.distributed._ray import actor_errors, require_ray
+from ragfind.distributed.partition import MAX_SHARDS, shard_of, shard_of_chunk
+from ragfind.distributed.shard import STATE, ShardActor, _Err, bm25_spec
+from ragfind.persist.atomic import fsync_dir
+from ragfind.pipeline.results import SearchResult
+from ragfind.pipeline.retriever import Retriever
+from ragfind.pipeline.stages.bm25 import BM25Stage
+
+__all__ = ["ShardedRetriever", "ShardedSearchResult", "ShardUnavailableError"]
+
+
+class ShardUnavailableError(RuntimeError):
+    """Every replica of a shard is dead and none came back within the wait."""
+
+    def __init__(self, shard: int, what: str, waited: float, cause: BaseException | None = None) -> None:
+        why = ""
+        if cause is not None:
+            why = " Last error: " + " ".join(str(cause).split())[:600]
+        super().__init__(
+            f"shard {shard} is unavailable: no replica answered {what} (waited {waited:.1f} s for a "
+            f"restart); pass partial=True to search to get the other shards' results.{why}"
+        )
+        self.shard = shard
+
+
+@dataclass(frozen=True)
+class ShardedSearchResult(SearchResult):
+    """A :class:`ragfind.SearchResult`; ``partial`` is True when shards were left out
+    (``missing_shards``), which only a search with ``partial=True`` returns."""
+
+    partial: bool = False
+    missing_shards: tuple = ()
+
+
+def _positive(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} = {value!r}; expected a positive int")
+    return int(value)
+
+
+def _raise_err(res: Any) -> Any:
+    if isinstance(res, _Err):
+        raise res.exc
+    return res
+
+
+class _RWLock:
+    """Many readers or one writer; a waiting writer stops new readers."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writer = False
+        self._waiting = 0
+
+    def read(self):
+        lock = self
+
+        class _R:
+            def __enter__(self):
+                with lock._cond:
+                    while lock._writer or lock._waiting:
+                        lock._cond.wait()
+                    lock._readers += 1
+
+            def __exit__(self, *exc):
+                with lock._cond:
+                    lock._readers -= 1
+                    lock._cond.notify_all()
+
+        return _R()
+
+    def write(self):
+        lock = self
+
+        class _W:
+            def __enter__(self):
+                with lock._cond:
+                    lock._waiting += 1
+                    while lock._writer or lock._readers:
+                        lock._cond.wait()
+                    lock._waiting -= 1
+                    lock._writer = True
+
+            def __exit__(self, *exc):
+                with lock._cond:
+                    lock._writer = False
+                    lock._cond.notify_all()
+
+        return _W()
+
+
+class _PassFilters:
+    """The head's filter "compiler": the conditions go to the shards, which compile them."""
+
+    def __call__(self, filters: Any) -> Any:
+        return dict(filters) if filters else None
+
+    def clear(self) -> None:
+        pass
+
+
+class _RemoteRerank:
+    """A re-rank stage run on the shards holding the chunks; scores merged (ties: input order)."""
+
+    def __init__(self, name: str, router: ShardedRetriever) -> None:
+        self.name = name
+        self._router = router
+
+    def rerank(self, query: str, ids: np.ndarray, texts: list) -> tuple:
+        ids = np.asarray(ids, np.int64)
+        pos = {int(i): n for n, i in enumerate(ids.tolist())}
+        shards = shard_of_chunk(ids)
+        calls = {}
+        for s in np.unique(shards).tolist():
+            sel = np.nonzero(shards == s)[0]
+            calls[s] = ("rerank", self.name, query, ids[sel], [texts[j] for j in sel])
+        rows = []
+        for out_ids, scores in self._router._scatter(calls).values():
+            rows += [(-float(sc), pos[int(i)], int(i), sc) for i, sc in zip(out_ids, scores)]
+        rows.sort()
+        return np.asarray([r[2] for r in rows], np.int64), np.asarray([r[3] for r in rows], np.float32)
+
+
+class _Head(Retriever):
+    """The router's query side: a Retriever without documents (encoder, fusion settings,
+    re-ranker, caches) whose first stage, passage fetch and re-rank stages are remote."""
+
+    _router: ShardedRetriever
+
+    def _bind(self, router: ShardedRetriever, rerank_names: Sequence[str]) -> None:
+        self._router = router
+        self._filters = _PassFilters()
+        self.rerank_stages = [_RemoteRerank(n, router) for n in rerank_names]
+
+    @property
+    def n_chunks(self) -> int:
+        return self._router.n_chunks
+
+    def _first_stage(self, stages: list, queries: tuple, depth: int, flt: Any, timings: dict) -> tuple:
+        return self._router._first_stage(stages, queries, depth, flt, timings)
+
+    def _fetch(self, ids: Sequence[int]) -> dict:
+        return self._router._fetch(ids)
+
+
+class ShardedRetriever:
+    """A :class:`ragfind.Retriever` over ``num_shards`` Ray actors, with the same results.
+
+    Args:
+        num_shards: shards (1 .. 1024); a document goes to ``shard_of(id, num_shards)``.
+        replicas: actors per shard; searches go to them in turn (and to the next one when an
+            actor is dead); writes go to all of them.
+        address: the Ray cluster to connect to (``ray.init(address=...)``) when Ray is not
+            initialised yet; None starts (or joins) a local Ray.
+        work_dir: where each shard keeps its write-ahead log and state (``shard-0000/`` ...);
+            on a cluster, a folder every node can reach. Default: a new temporary folder,
+            removed by :meth:`close`.
+        max_restarts: how often Ray restarts a dead shard actor (-1: without limit).
+        restart_wait: seconds a call waits for a dead shard to come back before it fails.
+        actor_options: more ``ray.remote`` options for the shard actors (``num_cpus``, ...).
+        **retriever_options: the :class:`ragfind.Retriever` arguments (``encoder``, ``bm25``,
+            ``chunk_size``, ``stages``, ``rrf_k``, ...), the same for every shard. The
+            re-ranker runs at the router; the encoder embeds queries at the router and
+            documents in the shards (objects given here are pickled to the actors; give
+            ``stages`` as a zero-argument callable returning them when they do not pickle,
+            e.g. ``stages=lambda: [ragfind.SpladeStage(ragfind.SpladeEncoder())]``).
+
+    Raises:
+        ValueError: ``num_shards`` or ``replicas`` < 1, more than 1024 shards.
+        ImportError: Ray is not installed (``pip install "ragfind[ray]"``).
+    """
+
+    def __init__(
+        self,
+        num_shards: int,
+        *,
+        replicas: int = 1,
+        address: str | None = None,
+        work_dir: str | os.PathLike | None = None,
+        max_restarts: int = -1,
+        restart_wait: float = 60.0,
+        actor_options: Mapping[str, Any] | None = None,
+        **retriever_options: Any,
+    ) -> None:
+        self._init(
+            num_shards,
+            replicas,
+            address,
+            work_dir,
+            max_restarts,
+            restart_wait,
+            actor_options,
+            retriever_options,
+            snapshot=None,
+            manifest=None,
+        )
+
+    def _init(
+        self,
+        num_shards: Any,
+        replicas: Any,
+        address: Any,
+        work_dir: Any,
+        max_restarts: int,
+        restart_wait: float,
+        actor_options: Any,
+        retriever_options: dict,
+        snapshot: Path | None,
+        manifest: dict | None,
+    ) -> None:
+        self._closed = True
+        self.num_shards = _positive(num_shards, "num_shards")
+        if self.num_shards > MAX_SHARDS:
+            raise ValueError(f"num_shards = {num_shards!r}; expected at most {MAX_SHARDS}")
+        self.replicas = _positive(replicas, "replicas")
+        if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < -1:
+            raise ValueError(f"max_restarts = {max_restarts!r}; expected an int >= -1")
+        self.restart_wait = float(restart_wait)
+        ray = require_ray()
+        self._ray = ray
+        self._dead = actor_errors()
+        if not ray.is_initialized():
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        options = dict(retriever_options)
+        stages = options.get("stages", ())
+        head = _Head(
+            **{k: v for k, v in options.items() if k != "stages"},
+            stages=stages() if callable(stages) else stages,
+        )
+        shard_options = dict(options)
+        if head.bm25 is not None:
+            shard_options["bm25"] = bm25_spec(head.bm25)
+        self._options = options
+        self._own_work_dir = work_dir is None
+        self.work_dir = Path(tempfile.mkdtemp(prefix="ragfind-shards-") if work_dir is None else work_dir)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        remote = ray.remote(ShardActor).options(
+            max_restarts=max_restarts, max_task_retries=0, **dict(actor_options or {})
+        )
+        self._actors: list = []
+        for s in range(self.num_shards):
+            home = self.work_dir / fmt.shard_dir(s)
+            home.mkdir(parents=True, exist_ok=True)
+            if snapshot is not None:
+                _write_state(home, snapshot / fmt.shard_dir(s))
+            self._actors.append(
+                [remote.remote(s, os.fspath(home), shard_options, r == 0) for r in range(self.replicas)]
+            )
+        self._closed = False
+        self._rr = [0] * self.num_shards
+        self._rr_lock = threading.Lock()
+        self._rw = _RWLock()
+        self._local = threading.local()
+        try:
+            infos = self._scatter({s: ("info",) for s in range(self.num_shards)})
+        except BaseException:
+            self.close()
+            raise
+        first = infos[0]
+        for s, info in infos.items():
+            if (
+                info["first_stages"] != first["first_stages"]
+                or info["rerank_stages"] != first["rerank_stages"]
+            ):
+                self.close()
+                raise fmt.ShardedFolderError(f"shard {s} has other stages than shard 0: {info} vs {first}")
+        head_names = [st.name for st in head.first_stages]
+        if head_names != first["first_stages"]:
+            self.close()
+            raise ValueError(
+                f"the shards' stages {first['first_stages']} differ from the options' {head_names}"
+            )
+        head._bind(self, first["rerank_stages"])
+        self._head = head
+        self._lsn = [int(infos[s]["applied"]) for s in range(self.num_shards)]
+        self._next_seq = max([i["max_seq"] for i in infos.values()] + [-1]) + 1
+        if manifest is not None:
+            self._next_seq = max(self._next_seq, int(manifest["next_doc_seq"]))
+
+    # ------------------------------------------------------------------ calls
+
+    def _actor(self, shard: int, attempt: int) -> Any:
+        reps = self._actors[shard]
+        return reps[(self._rr[shard] + attempt) % len(reps)]
+
+    def _next_replica(self, shard: int) -> int:
+        with self._rr_lock:
+            r = self._rr[shard]
+            self._rr[shard] = (r + 1) % self.replicas
+            return r
+
+    def _call_any(self, shard: int, call: tuple, first: Any = None) -> Any:
+        """``call`` on one live replica of ``shard`` (in turn; the next on a dead one; waiting
+        up to ``restart_wait`` for a restart when all are dead)."""
+        ray = self._ray
+        reps = self._actors[shard]
+        start = self._next_replica(shard) if first is None else first
+        deadline = time.monotonic() + self.restart_wait
+        attempt = 0
+        while True:
+            actor = reps[(start + attempt) % len(reps)]
+            try:
+                return ray.get(getattr(actor, call[0]).remote(*call[1:]))
+            except self._dead as exc:
+                attempt += 1
+                if attempt % len(reps) == 0:
+                    if time.monotonic() > deadline or _creation_failed(exc):
+                        raise ShardUnavailableError(shard, call[0], self.restart_wait, exc) from None
+                    time.sleep(0.05)
+
+    def _scatter(self, calls: Mapping[int, tuple], partial: bool = False) -> dict:
+        """Runs ``calls[shard]`` on every given shard concurrently; ``{shard: result}`` (errors
+        returned by a shard are re-raised here). With ``partial``, an unavailable shard is left
+        out and recorded for the current search."""
+        ray = self._ray
+        starts = {s: self._next_replica(s) for s in calls}
+        futures = {}
+        for s, call in calls.items():
+            actor = self._actors[s][starts[s]]
+            futures[s] = getattr(actor, call[0]).remote(*call[1:])
+        out = {}
+        for s, fut in futures.items():
+            try:
+                out[s] = ray.get(fut)
+            except self._dead:
+                try:
+                    out[s] = self._call_any(s, calls[s], (starts[s] + 1) % self.replicas)
+                except ShardUnavailableError:
+                    if not partial:
+                        raise
+                    missing = getattr(self._local, "missing", None)
+                    if missing is not None:
+                        missing.add(s)
+                    continue
+        return {s: _raise_err(r) for s, r in out.items()}
+
+    def _write(self, shard: int, method: str, lsn: int, *args: Any) -> Any:
+        """A write on every replica of ``shard``: the primary first (it logs it durably; a
+        primary that dies mid-write is asked after its restart whether the write was logged,
+        and sent it again if not), then the others (one that is dead replays the log)."""
+        ray = self._ray
+        reps = self._actors[shard]
+        deadline = time.monotonic() + self.restart_wait
+        while True:
+            try:
+                res = _raise_err(ray.get(getattr(reps[0], method).remote(lsn, *args)))
+                break
+            except self._dead:
+                while True:
+                    try:
+                        applied = ray.get(reps[0].applied_lsn.remote())
+                        break
+                    except self._dead:
+                        if time.monotonic() > deadline:
+                            raise ShardUnavailableError(shard, method, self.restart_wait) from None
+                        time.sleep(0.05)
+                if applied >= lsn:
+                    res = None  # logged before the actor died: replayed on its restart
+                    break
+        others = [getattr(a, method).remote(lsn, *args) for a in reps[1:]]
+        for fut in others:
+            try:
+                _raise_err(ray.get(fut))
+            except self._dead:
+                pass  # it replays the log when Ray restarts it
+        return res
+
+    # ------------------------------------------------------------------ documents
+
+    def __len__(self) -> int:
+        """Number of documents over all shards."""
+        return sum(i["documents"] for i in self._infos().values())
+
+    @property
+    def n_chunks(self) -> int:
+        """Number of chunks over all shards."""
+        return sum(i["chunks"] for i in self._infos().values())
+
+    @property
+    def fields(self) -> list:
+        """Fields filters may use (``doc_id``, ``title`` and every metadata key seen)."""
+        from ragfind.pipeline.filters import BUILTIN_FIELDS
+
+        seen = set(BUILTIN_FIELDS)
+        for i in self._infos().values():
+            seen |= set(i["fields"])
+        return sorted(seen)
+
+    def _infos(self) -> dict:
+        self._check_open()
+        return self._scatter({s: ("info",) for s in range(self.num_shards)})
+
+    def shard_info(self) -> list:
+        """Per shard: documents, chunks, last applied write, log records replayed at start, pid."""
+        infos = self._infos()
+        return [infos[s] for s in range(self.num_shards)]
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this ShardedRetriever is closed")
+
+    def add_documents(
+        self,
+        documents: Iterable[Mapping[str, Any]],
+        *,
+        embeddings: np.ndarray | None = None,
+        batch_size: int = 32,
+    ) -> int:
+        """:meth:`ragfind.Retriever.add_documents`: each document goes to its shard; returns
+        the number of chunks added once every shard has made its part durable. All or nothing:
+        a shard that refuses its part takes the others' back out.
+
+        ``embeddings`` (one row per chunk, in order) are split by the router, which chunks the
+        documents to count their chunks (as the shards will)."""
+        self._check_open()
+        docs = [dict(d) if isinstance(d, Mapping) else d for d in documents]
+        if not docs:
+            return 0
+        Retriever._check_documents(docs)
+        seen: set = set()
+        for n, d in enumerate(docs):
+            if "id" not in d or "text" not in d:
+                lacks = "id" if "id" not in d else "text"
+                raise ValueError(f"documents[{n}] lacks {lacks!r}; expected keys 'id' and 'text'")
+            if not isinstance(d["text"], str):
+                raise TypeError(f"documents[{n}]['text'] is a {type(d['text']).__name__}; expected str")
+            key = str(d["id"])
+            if key in seen:
+                raise ValueError(f"documents[{n}] repeats id {key!r}; document ids must be unique")
+            seen.add(key)
+            d["id"] = key
+            if d.get("metadata") is not None:
+                d["metadata"] = dict(d["metadata"])
+        rows = None
+        if embeddings is not None:
+            if not any(hasattr(st, "prepare") for st in self._head.first_stages):
+                raise ValueError("embeddings were given but this retriever has no encoder")
+            counts: dict = {}
+            for c in self._head._chunk(docs):
+                counts[c.doc_id] = counts.get(c.doc_id, 0) + 1
+            emb = np.asarray(embeddings)
+            total = sum(counts.values())
+            if emb.ndim != 2 or emb.shape[0] != total:
+                raise ValueError(
+                    f"embeddings have shape {emb.shape}; expected ({total}, dim) (one row per chunk)"
+                )
+            ends = np.cumsum([counts.get(d["id"], 0) for d in docs])
+            rows = [emb[e - counts.get(d["id"], 0) : e] for d, e in zip(docs, ends)]
+        with self._rw.write():
+            by_shard: dict = {}
+            for n, d in enumerate(docs):
+                by_shard.setdefault(shard_of(d["id"], self.num_shards), []).append(n)
+            present = self._scatter(
+                {s: ("existing", [docs[n]["id"] for n in ns]) for s, ns in by_shard.items()}
+            )
+            taken = [x for s in sorted(present) for x in present[s]]
+            if taken:
+                raise ValueError(
+                    f"document id {taken[0]!r} is already in the store ({len(taken)} of the batch are); "
+                    "delete_documents() it first to replace it"
+                )
+            seqs = list(range(self._next_seq, self._next_seq + len(docs)))
+            done: list = []
+            added = 0
+            try:
+                for s in sorted(by_shard):
+                    ns = by_shard[s]
+                    part = [docs[n] for n in ns]
+                    emb_part = None
+                    if rows is not None:
+                        emb_part = np.concatenate([rows[n] for n in ns]) if ns else None
+                    lsn = self._lsn[s] + 1
+                    res = self._write(s, "add", lsn, part, [seqs[n] for n in ns], emb_part)
+                    self._lsn[s] = lsn
+                    done.append((s, [d["id"] for d in part]))
+                    added += res if res is not None else 0
+            except BaseException:
+                for s, ids in done:
+                    try:
+                        lsn = self._lsn[s] + 1
+                        self._write(s, "delete", lsn, ids)
+                        self._lsn[s] = lsn
+                    except Exception:
+                        pass
+                raise
+            finally:
+                self._next_seq += len(docs)
+                self._head._store_changed()
+            return added
+
+    def delete_documents(self, doc_ids: Iterable[Any]) -> int:
+        """Removes documents and their chunks from their shards; returns the chunks removed.
+
+        Raises:
+            KeyError: an id is not stored (nothing is removed).
+        """
+        self._check_open()
+        ids = [str(d) for d in ([doc_ids] if isinstance(doc_ids, (str, int)) else doc_ids)]
+        if not ids:
+            return 0
+        with self._rw.write():
+            by_shard: dict = {}
+            for d in dict.fromkeys(ids):
+                by_shard.setdefault(shard_of(d, self.num_shards), []).append(d)
+            present = self._scatter({s: ("existing", ds) for s, ds in by_shard.items()})
+            for s, ds in by_shard.items():
+                missing = [d for d in ds if d not in set(present[s])]
+                if missing:
+                    raise KeyError(f"document id {missing[0]!r} is not in the store; nothing was deleted")
+            removed = 0
+            try:
+                for s in sorted(by_shard):
+                    lsn = self._lsn[s] + 1
+                    res = self._write(s, "delete", lsn, by_shard[s])
+                    self._lsn[s] = lsn
+                    removed += res or 0
+            finally:
+                self._head._store_changed()
+            return removed
+
+    def get_document(self, doc_id: Any) -> dict:
+        """The stored document ``{"id", "title", "text", "metadata"}``; KeyError when absent."""
+        self._check_open()
+        s = shard_of(doc_id, self.num_shards)
+        return _raise_err(self._call_any(s, ("get_document", str(doc_id))))
+
+    # ------------------------------------------------------------------ search
+
+    def search(
+        self,
+        query: str | Sequence[str],
+        k: int = 10,
+        filters: Mapping[str, Any] | None = None,
+        *,
+        rerank: bool = True,
+        use_cache: bool = True,
+        collapse: str | None = None,
+        stages: Sequence[str] | None = None,
+        partial: bool = False,
+    ) -> ShardedSearchResult:
+        """:meth:`ragfind.Retriever.search` over every shard, with the same results.
+
+        ``partial=True``: a shard with no live replica (after ``restart_wait``) is left out and
+        the result is marked ``partial`` (its ``missing_shards``); otherwise that is a
+        :class:`ShardUnavailableError` naming the shard. Timings add ``stats`` (the BM25
+        statistics phase).
+        """
+        self._check_open()
+        with self._rw.read():
+            self._local.missing = set()
+            self._local.partial = bool(partial)
+            try:
+                res = self._head.search(
+                    query, k, filters, rerank=rerank, use_cache=use_cache, collapse=collapse, stages=stages
+                )
+                missing = tuple(sorted(self._local.missing))
+            finally:
+                self._local.missing = None
+                self._local.partial = False
+        if missing:
+            self._head.result_cache.clear()  # never serve a partial result from the cache
+        return ShardedSearchResult(
+            res.passages, res.timings, res.cached, res.queries, res.concurrent, bool(missing), missing
+        )
+
+    def _first_stage(self, stages: list, queries: tuple, depth: int, flt: Any, timings: dict) -> tuple:
+        t0 = time.perf_counter()
+        partial = bool(getattr(self._local, "partial", False))
+        plan = []
+        t_embed = 0.0
+        terms: dict = {}
+        for s in stages:
+            if isinstance(s, BM25Stage):
+                plan.append((s.name, "bm25", list(queries)))
+                terms[s.name] = [list(dict.fromkeys(s.index.analyze_query(q))) for q in queries]
+            elif hasattr(s, "embed"):
+                t = time.perf_counter()
+                plan.append((s.name, "vector", [np.asarray(s.embed(q)) for q in queries]))
+                t_embed += time.perf_counter() - t
+            else:
+                plan.append((s.name, "text", list(queries)))
+        everyone = range(self.num_shards)
+        stats = None
+        if terms:
+            t = time.perf_counter()
+            per = self._scatter({s: ("term_stats", terms) for s in everyone}, partial)
+            stats = {}
+            for name, term_lists in terms.items():
+                rows = []
+                for qi, ts in enumerate(term_lists):
+                    n = sum(int(p[name][qi][0]) for p in per.values())
+                    total = sum(int(p[name][qi][1]) for p in per.values())
+                    df = np.zeros(len(ts), np.int64)
+                    for p in per.values():
+                        df += np.asarray(p[name][qi][2], np.int64)
+                    rows.append((n, total, dict(zip(ts, df.tolist()))))
+                stats[name] = rows
+            timings["stats"] = time.perf_counter() - t
+        t = time.perf_counter()
+        got = self._scatter({s: ("first_stage", plan, stats, depth, flt) for s in everyone}, partial)
+        t_search = time.perf_counter() - t
+        lists, names = [], []
+        for name, _, inputs in plan:
+            for qi in range(len(inputs)):
+                parts = [got[s][name][qi] for s in sorted(got)]
+                ids = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+                scores = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.float32)
+                # Score descending, ties by chunk id (= insertion order, as in one Retriever).
+                order = np.lexsort((ids, -scores.astype(np.float64)))[:depth]
+                lists.append((ids[order], scores[order]))
+                names.append(name)
+            timings[name] = t_search
+        if t_embed:
+            timings["embed"] = t_embed
+        timings["first_stage"] = time.perf_counter() - t0
+        return lists, names, ()
+
+    def _fetch(self, ids: Sequence[int]) -> dict:
+        ids = np.asarray(ids, np.int64)
+        if not len(ids):
+            return {}
+        shards = shard_of_chunk(ids)
+        calls = {s: ("fetch", ids[shards == s].tolist()) for s in np.unique(shards).tolist()}
+        rows: dict = {}
+        for part in self._scatter(calls, bool(getattr(self._local, "partial", False))).values():
+            rows.update(part)
+        return rows
+
+    def embed_query(self, query: str) -> np.ndarray:
+        """The (cached) query embedding, computed at the router."""
+        return self._head.embed_query(query)
+
+    def cache_stats(self) -> dict:
+        return self._head.cache_stats()
+
+    def clear_cache(self) -> None:
+        self._head.clear_cache()
+
+    # ------------------------------------------------------------------ persistence
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes the sharded folder ``path`` (``shards.json`` + one Retriever folder per
+        shard), atomically: written aside, then renamed into place. Writes wait meanwhile;
+        afterwards each shard restarts from its new folder and empties its log.
+
+        Raises:
+            FileExistsError: ``path`` exists and is not a sharded folder (it is left alone).
+        """
+        self._check_open()
+        dst = Path(path)
+        parent = dst.parent if str(dst.parent) else Path(".")
+        parent.mkdir(parents=True, exist_ok=True)
+        if dst.exists() and not fmt.is_sharded_folder(dst) and any(dst.iterdir()):
+            raise FileExistsError(
+                f"{str(dst)!r} exists and is not a sharded retriever folder; refusing to replace it"
+            )
+        tmp = parent / f".{dst.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        with self._rw.write():
+            try:
+                tmp.mkdir()
+                calls = {s: ("save", os.fspath(tmp / fmt.shard_dir(s))) for s in range(self.num_shards)}
+                lsns = self._primaries(calls)
+                fmt.write_manifest(
+                    tmp,
+                    {
+                        "format": fmt.FORMAT_NAME,
+                        "version": fmt.FORMAT_VERSION,
+                        "num_shards": self.num_shards,
+                        "next_doc_seq": self._next_seq,
+                        "lsn": [int(lsns[s]) for s in range(self.num_shards)],
+                        "options": {
+                            "reranker": self._head.reranker_ref
+                            if isinstance(self._head.reranker_ref, str)
+                            else None
+                        },
+                    },
+                )
+                fsync_dir(tmp)
+                old = None
+                if dst.exists():
+                    old = parent / f".{dst.name}.old-{uuid.uuid4().hex[:8]}"
+                    os.replace(dst, old)
+                os.replace(tmp, dst)
+                fsync_dir(parent)
+                # The shards restart from the new folders from now on (and drop their logs).
+                self._primaries(
+                    {
+                        s: ("commit_snapshot", os.fspath(dst.resolve() / fmt.shard_dir(s)))
+                        for s in range(self.num_shards)
+                    }
+                )
+                if old is not None:
+                    shutil.rmtree(old, ignore_errors=True)
+            finally:
+                if tmp.exists():
+                    shutil.rmtree(tmp, ignore_errors=True)
+
+    def _primaries(self, calls: Mapping[int, tuple]) -> dict:
+        ray = self._ray
+        out = {}
+        for s, call in calls.items():
+            deadline = time.monotonic() + self.restart_wait
+            while True:
+                try:
+                    out[s] = _raise_err(ray.get(getattr(self._actors[s][0], call[0]).remote(*call[1:])))
+                    break
+                except self._dead:
+                    if time.monotonic() > deadline:
+                        raise ShardUnavailableError(s, call[0], self.restart_wait) from None
+                    time.sleep(0.05)
+        return out
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike,
+        num_shards: int | None = None,
+        *,
+        replicas: int = 1,
+        address: str | None = None,
+        work_dir: str | os.PathLike | None = None,
+        max_restarts: int = -1,
+        restart_wait: float = 60.0,
+        actor_options: Mapping[str, Any] | None = None,
+        **retriever_options: Any,
+    ) -> ShardedRetriever:
+        """Opens a folder written by :meth:`save` (or by :func:`ragfind.distributed.build`).
+
+        ``num_shards``, when given, must be the folder's. ``retriever_options`` as for
+        :meth:`ragfind.Retriever.load` and the constructor (``encoder``, ``stages``, ...);
+        settings not given are read from the shard folders.
+
+        Raises:
+            ShardedFolderError (a ValueError): not a sharded folder, another format or version,
+                another shard count than ``num_shards``, a shard folder missing.
+            ragfind.RetrieverFolderError: a shard folder that does not load.
+        """
+        folder = Path(path).resolve()
+        m = fmt.read_manifest(folder)
+        if num_shards is not None and _positive(num_shards, "num_shards") != m["num_shards"]:
+            raise fmt.ShardedFolderError(
+                f"{str(path)!r} holds {m['num_shards']} shards; num_shards = {num_shards!r} was asked "
+                "(a sharded folder is loaded with its own shard count)"
+            )
+        opts = _options_from_folder(folder / fmt.shard_dir(0), m, retriever_options)
+        obj = cls.__new__(cls)
+        obj._init(
+            m["num_shards"],
+            replicas,
+            address,
+            work_dir,
+            max_restarts,
+            restart_wait,
+            actor_options,
+            opts,
+            snapshot=folder,
+            manifest=m,
+        )
+        return obj
+
+    def close(self) -> None:
+        """Stops the shard actors (and removes the default work folder). Idempotent."""
+        if getattr(self, "_closed", True):
+            return
+        self._closed = True
+        for reps in self._actors:
+            for a in reps:
+                try:
+                    self._ray.kill(a, no_restart=True)
+                except Exception:
+                    pass
+        if self._own_work_dir:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def __enter__(self) -> ShardedRetriever:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self):  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return f"ShardedRetriever(num_shards={self.num_shards}, replicas={self.replicas})"
+
+
+def _creation_failed(exc: BaseException) -> bool:
+    # An actor whose constructor raised (a folder that does not load, options that do not
+    # unpickle) fails the same way on every restart: no point waiting for it.
+    return "creation task" in str(exc)
+
+
+def _write_state(home: Path, snapshot: Path) -> None:
+    import json
+
+    tmp = home / (STATE + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump({"snapshot": os.fspath(snapshot)}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, home / STATE)
+
+
+def _options_from_folder(shard0: Path, manifest: dict, given: dict) -> dict:
+    """The Retriever options a sharded folder was built with (from shard 0's manifest and
+    BM25 index), overridden by those given."""
+    import json
+
+    from ragfind.pipeline.saved import BM25_FILE, MANIFEST, RetrieverFolderError
+
+    try:
+        with open(shard0 / MANIFEST, encoding="utf-8") as fh:
+            m = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise RetrieverFolderError(f"{str(shard0)!r}: no readable {MANIFEST}: {exc}") from exc
+    cfg = m.get("config", {})
+    opts: dict = {}
+    for key in (
+        "chunk_size",
+        "chunk_overlap",
+        "rrf_k",
+        "weights",
+        "candidates",
+        "rerank_candidates",
+        "cache_size",
+    ):
+        if key in cfg:
+            opts[key] = cfg[key]
+    if cfg.get("dense_kind"):
+        opts["dense_kind"] = cfg["dense_kind"]
+    opts["contextualize"] = cfg.get("contextualize") is not None
+    enc = m.get("encoder")
+    opts["encoder"] = enc["ref"] if enc else None
+    if (shard0 / BM25_FILE).exists():
+        from ragfind.sparse.bm25 import BM25Index
+
+        saved = BM25Index.load(shard0 / BM25_FILE, mmap=True)
+        s = saved.stats()
+        from ragfind.sparse.analyzer import Analyzer
+
+        opts["bm25"] = BM25Index(
+            s["method"], s["k1"], s["b"], s["delta"], Analyzer.from_config(saved.analyzer.config())
+        )
+    else:
+        opts["bm25"] = None
+    rr = manifest.get("options", {}).get("reranker")
+    if rr:
+        opts["reranker"] = rr
+    opts.update(given)
+    return opts

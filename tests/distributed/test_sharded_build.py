@@ -1,0 +1,56 @@
+"""ragfind.distributed.build: JSONL/Parquet -> Ray Data (chunk + embed on an encoder actor pool)
+-> shard folders that ShardedRetriever.load opens with the results of one Retriever."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import sharded_helpers
+from sharded_helpers import assert_same, load_collection
+
+import ragfind
+from ragfind.distributed import ShardedRetriever, build, is_sharded_folder
+
+ray_session = sharded_helpers.ray_session  # the session's local Ray (a fixture)
+
+pytestmark = [
+    pytest.mark.slow,
+    # Ray Data warns about its own deprecated settings while it sets up a pipeline.
+    pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.*"),
+]
+
+
+def test_build_jsonl_and_parquet(ray_session, tmp_path) -> None:
+    c = load_collection("scifact", limit=300)
+    docs = c["docs"]
+    src = tmp_path / "corpus.jsonl"
+    with open(src, "w", encoding="utf-8") as fh:
+        for d in docs:
+            fh.write(json.dumps({"_id": d["id"], "text": d["text"], "metadata": d["metadata"]}) + "\n")
+    opts = dict(encoder=c["encoder"], chunk_size=None, contextualize=False, cache_size=0)
+    out = build(src, tmp_path / "kb", 2, num_encoders=1, batch_size=200, show_progress=False, **opts)
+    assert is_sharded_folder(out)
+    assert ragfind.Retriever.load(out / "shard-0001", encoder=c["encoder"]).n_chunks > 0
+    single = ragfind.Retriever(**opts)
+    single.add_documents(docs)
+    with ShardedRetriever.load(out, 2, encoder=c["encoder"]) as sharded:
+        assert len(sharded) == len(docs)
+        for _, q in c["queries"][:10]:
+            assert_same(single, sharded, q, k=10)
+            assert_same(single, sharded, q, k=10, filters={"bucket": 3}, stages=["bm25"])
+    # Parquet, the same documents: the same shards.
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    table = pa.table({"id": [d["id"] for d in docs], "text": [d["text"] for d in docs]})
+    pq.write_table(table, tmp_path / "corpus.parquet")
+    out2 = build(tmp_path / "corpus.parquet", tmp_path / "kb2", 2, show_progress=False, **opts)
+    with ShardedRetriever.load(out2, encoder=c["encoder"]) as sharded2:
+        assert [i["documents"] for i in sharded2.shard_info()] == [
+            len(ragfind.Retriever.load(out / f"shard-000{s}", encoder=c["encoder"])) for s in range(2)
+        ]
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        build(src, out, 2, show_progress=False, **opts)
+    with pytest.raises(ValueError, match="num_shards"):
+        build(src, tmp_path / "kb3", 0, **opts)

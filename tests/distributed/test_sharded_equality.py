@@ -1,0 +1,106 @@
+"""A ShardedRetriever gives the results of one Retriever over the same documents: BM25 (global
+statistics), hybrid RRF with the shared MiniLM embeddings, filters, collapse, after deletes, and
+with chunked documents (collection-wide chunk ids map back to the same passages)."""
+
+from __future__ import annotations
+
+import pytest
+import sharded_helpers
+from sharded_helpers import assert_same, load_collection
+
+import ragfind
+from ragfind.distributed import ShardedRetriever
+
+ray_session = sharded_helpers.ray_session  # the session's local Ray (a fixture)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def scifact(ray_session):
+    c = load_collection("scifact")
+    opts = dict(encoder=c["encoder"], chunk_size=None, contextualize=False, cache_size=0)
+    single = ragfind.Retriever(**opts)
+    single.add_documents(c["docs"])
+    sharded = ShardedRetriever(3, **opts)
+    # In several batches, as a stream of writes would come; the first with precomputed
+    # embeddings (split over the shards by the router).
+    first = c["docs"][:2000]
+    sharded.add_documents(first, embeddings=c["encoder"].encode([d["text"] for d in first]))
+    for i in range(2000, len(c["docs"]), 2000):
+        sharded.add_documents(c["docs"][i : i + 2000])
+    yield single, sharded, c
+    sharded.close()
+
+
+def test_scifact_equal_before_and_after_deletes(scifact) -> None:
+    single, sharded, c = scifact
+    assert len(sharded) == len(single) == len(c["docs"])
+    assert sharded.n_chunks == single.n_chunks
+    queries = [q for _, q in c["queries"][:60]]
+    for q in queries:
+        assert_same(single, sharded, q, k=10, stages=["bm25"])
+        assert_same(single, sharded, q, k=10)
+        assert_same(single, sharded, q, k=10, stages=["dense"])
+    for q in queries[:30]:
+        assert_same(single, sharded, q, k=10, filters={"bucket": 1})
+        assert_same(single, sharded, q, k=5, filters={"bucket": {"$in": [0, 3]}}, stages=["bm25"])
+    # Deletes change N, avgdl and df on some shards only: the global statistics follow.
+    gone = [d["id"] for d in c["docs"][::9]]
+    assert sharded.delete_documents(gone) == single.delete_documents(gone)
+    assert len(sharded) == len(single)
+    for q in queries[:30]:
+        assert_same(single, sharded, q, k=10, stages=["bm25"])
+        assert_same(single, sharded, q, k=10)
+        assert_same(single, sharded, q, k=10, filters={"bucket": 2})
+    # RAG-Fusion (several phrasings) and a deep k.
+    assert_same(single, sharded, queries[:3], k=20)
+    assert_same(single, sharded, queries[5], k=200)
+
+
+def test_scifact_bm25_scores_equal_one_index(scifact) -> None:
+    # The stage scores themselves, for every returned passage: BM25 of one index.
+    single, sharded, c = scifact
+    for _, q in c["queries"][60:80]:
+        b = sharded.search(q, k=20, stages=["bm25"])
+        ids, scores = single.bm25.search(q, 20)
+        got = {p.doc_id: p.scores["bm25"] for p in b}
+        ref = {}
+        rows = single.store.fetch(ids.tolist())
+        for i, s in zip(ids.tolist(), scores.tolist()):
+            ref[rows[i][1]] = s
+        common = set(got) & set(ref)
+        assert len(common) >= len(ref) - 2
+        for d in common:
+            assert got[d] == pytest.approx(ref[d], rel=1e-6)
+
+
+@pytest.fixture(scope="module")
+def cranfield(ray_session):
+    # Chunked documents (several chunks per document), BM25 only, 2 shards x 2 replicas.
+    c = load_collection("cranfield")
+    opts = dict(encoder=None, chunk_size=48, chunk_overlap=8, cache_size=0)
+    single = ragfind.Retriever(**opts)
+    single.add_documents(c["docs"])
+    sharded = ShardedRetriever(2, replicas=2, **opts)
+    sharded.add_documents(c["docs"])
+    yield single, sharded, c
+    sharded.close()
+
+
+def test_cranfield_chunked_equal(cranfield) -> None:
+    single, sharded, c = cranfield
+    assert sharded.n_chunks == single.n_chunks > len(c["docs"])
+    for _, q in c["queries"][:50]:
+        assert_same(single, sharded, q, k=10)
+        assert_same(single, sharded, q, k=10, collapse="document")
+    for _, q in c["queries"][50:70]:
+        assert_same(single, sharded, q, k=10, filters={"bucket": {"$ne": 0}})
+    gone = [d["id"] for d in c["docs"][3::5]]
+    single.delete_documents(gone)
+    sharded.delete_documents(gone)
+    for _, q in c["queries"][:30]:
+        assert_same(single, sharded, q, k=10)
+        assert_same(single, sharded, q, k=7, collapse="document", filters={"bucket": 1})
+    doc = c["docs"][0]
+    assert sharded.get_document(doc["id"]) == single.get_document(doc["id"])

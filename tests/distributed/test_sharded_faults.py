@@ -1,0 +1,149 @@
+"""Faults: a shard actor killed mid-stream of queries and writes is restarted from its last
+saved folder plus its write-ahead log (nothing acknowledged is lost); searches fail over to a
+replica; with no replica left a search names the shard (or returns a partial result)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import sharded_helpers
+from sharded_helpers import load_collection
+
+import ragfind
+from ragfind.distributed import ShardedRetriever, ShardUnavailableError
+from ragfind.distributed.wal import WALCorruptError, WriteAheadLog
+
+ray_session = sharded_helpers.ray_session  # the session's local Ray (a fixture)
+
+pytestmark = pytest.mark.slow
+
+OPTS = dict(encoder=None, chunk_size=None, cache_size=0)
+
+
+def _same(single, sharded, queries) -> None:
+    for q in queries:
+        a = single.search(q, k=10)
+        b = sharded.search(q, k=10)
+        assert [round(p.score, 5) for p in a] == [round(p.score, 5) for p in b], q
+        assert {p.doc_id for p in a if p.score > a[-1].score + 1e-5} == {
+            p.doc_id for p in b if p.score > b[-1].score + 1e-5
+        }
+
+
+def test_kill_mid_stream_loses_nothing_acknowledged(ray_session, tmp_path) -> None:
+    ray = ray_session
+    c = load_collection("cranfield")
+    docs, queries = c["docs"][:600], [q for _, q in c["queries"][:40]]
+    sharded = ShardedRetriever(2, replicas=2, work_dir=tmp_path / "work", restart_wait=60, **OPTS)
+    try:
+        sharded.add_documents(docs[:200])
+        sharded.save(tmp_path / "saved")  # the restart point: folder + log after it
+        acked: list = []
+        errors: list = []
+        stop = threading.Event()
+
+        def writer() -> None:
+            try:
+                for i in range(200, 600, 10):
+                    sharded.add_documents(docs[i : i + 10])
+                    acked.extend(d["id"] for d in docs[i : i + 10])
+                    time.sleep(0.02)
+                    if i % 100 == 0:
+                        sharded.delete_documents([docs[i - 100]["id"]])
+                        acked.remove(docs[i - 100]["id"]) if docs[i - 100]["id"] in acked else None
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
+            finally:
+                stop.set()
+
+        def reader() -> None:
+            try:
+                while not stop.is_set():
+                    for q in queries[:5]:
+                        assert len(sharded.search(q, k=5)) > 0
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
+
+        threads = [threading.Thread(target=writer), threading.Thread(target=reader)]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        assert not stop.is_set()  # the kill lands mid-stream
+        ray.kill(sharded._actors[0][0], no_restart=False)  # shard 0's primary (it logs)
+        time.sleep(0.5)
+        ray.kill(sharded._actors[1][1], no_restart=False)  # a replica of shard 1
+        for t in threads:
+            t.join(timeout=300)
+        assert not errors, errors
+        deleted = {docs[i - 100]["id"] for i in range(200, 600, 10) if i % 100 == 0}
+        expect = [d for d in docs if d["id"] not in deleted]
+        assert len(sharded) == len(expect)
+        single = ragfind.Retriever(**OPTS)
+        single.add_documents(expect)
+        _same(single, sharded, queries)
+        # The restarted primary came back from the saved folder and replayed its log.
+        assert ray.get(sharded._actors[0][0].info.remote())["replayed"] > 0
+        for d in expect[::50]:
+            assert sharded.get_document(d["id"])["text"] == d["text"]
+    finally:
+        sharded.close()
+
+
+def test_dead_shard_without_replicas(ray_session) -> None:
+    ray = ray_session
+    c = load_collection("cranfield")
+    docs = c["docs"][:120]
+    sharded = ShardedRetriever(2, max_restarts=0, restart_wait=1.0, **OPTS)
+    try:
+        sharded.add_documents(docs)
+        q = c["queries"][0][1]
+        full = sharded.search(q, k=10)
+        ray.kill(sharded._actors[1][0], no_restart=True)
+        with pytest.raises(ShardUnavailableError, match="shard 1 is unavailable") as err:
+            sharded.search(q, k=10)
+        assert err.value.shard == 1
+        part = sharded.search(q, k=10, partial=True)
+        assert part.partial and part.missing_shards == (1,)
+        assert {p.doc_id for p in part} <= {d["id"] for d in docs}
+        assert all(ragfind.distributed.shard_of(p.doc_id, 2) == 0 for p in part)
+        assert not full.partial
+        # A partial result is never served from the cache.
+        assert not sharded.search(q, k=10, partial=True).cached
+    finally:
+        sharded.close()
+
+
+def test_restart_without_a_save_replays_the_whole_log(ray_session, tmp_path) -> None:
+    ray = ray_session
+    c = load_collection("cranfield")
+    sharded = ShardedRetriever(1, work_dir=tmp_path, **OPTS)
+    try:
+        sharded.add_documents(c["docs"][:50])
+        sharded.delete_documents([c["docs"][0]["id"]])
+        before = sharded.search(c["queries"][1][1], k=10)
+        ray.kill(sharded._actors[0][0], no_restart=False)
+        after = sharded.search(c["queries"][1][1], k=10, use_cache=False)
+        assert [(p.doc_id, p.score) for p in before] == [(p.doc_id, p.score) for p in after]
+        assert len(sharded) == 49
+        assert ray.get(sharded._actors[0][0].info.remote())["replayed"] == 2
+    finally:
+        sharded.close()
+
+
+def test_wal_records_torn_tail_and_corruption(tmp_path) -> None:
+    wal = WriteAheadLog(tmp_path / "wal.log")
+    for i in range(3):
+        wal.append({"op": "delete", "lsn": i + 1, "ids": [str(i)]})
+    assert [r["lsn"] for r in wal.records()] == [1, 2, 3]
+    data = (tmp_path / "wal.log").read_bytes()
+    (tmp_path / "wal.log").write_bytes(data[:-3])  # a crash mid-append: never acknowledged
+    assert [r["lsn"] for r in wal.records()] == [1, 2]
+    bad = bytearray(data)
+    bad[12] ^= 0xFF  # inside the first record
+    (tmp_path / "wal.log").write_bytes(bytes(bad))
+    with pytest.raises(WALCorruptError, match="checksum"):
+        list(wal.records())
+    wal.truncate()
+    assert list(wal.records()) == []
