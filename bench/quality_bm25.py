@@ -36,6 +36,14 @@ _WORD = re.compile(r"(?u)\w+")
 _ALNUM = re.compile(r"[^\W_]+")  # tantivy's SimpleTokenizer: runs of alphanumerics
 
 
+_DIGIT_OR_WORD = re.compile(r"(?u)\w\w+|\d")
+
+
+def digit_tokens(text: str) -> list[str]:
+    """The default tokens plus one-character digits (``IL-6`` -> ``il``, ``6``)."""
+    return _DIGIT_OR_WORD.findall(text)
+
+
 def single_char_tokens(text: str) -> list[str]:
     """``\\w+``: as the default tokens but one-character tokens kept (digits, single letters)."""
     return _WORD.findall(text)
@@ -71,6 +79,8 @@ def ragfind_variants() -> dict[str, dict]:
         "stemmer=None": v({"stemmer": None}),
         "tokens \\w+ (one-char tokens kept)": v({"tokenizer": single_char_tokens}),
         "tokens alnum runs (tantivy-like)": v({"tokenizer": alnum_tokens}),
+        "tokens \\w\\w+ plus one-digit tokens": v({"tokenizer": digit_tokens}),
+        "no stopwords + tokens \\w+": v({"stopwords": None, "tokenizer": single_char_tokens}),
         "k1=0.9 b=0.4 (Anserini, PISA)": v(k1=0.9, b=0.4),
         "k1=1.2 b=0.4": v(k1=1.2, b=0.4),
         "k1=0.9 b=0.75": v(k1=0.9, b=0.75),
@@ -88,9 +98,18 @@ def load(name: str, split: str):
     return ds, doc_ids, texts, qids, qtexts
 
 
-def metrics(qrels, run) -> tuple[float, float]:
-    m = evaluate(qrels, run, ["ndcg@10", "recall@100"]).mean
-    return float(m["ndcg@10"]), float(m["recall@100"])
+def metrics(qrels, run) -> tuple[float, float, dict]:
+    r = evaluate(qrels, run, ["ndcg@10", "recall@100"])
+    return float(r.mean["ndcg@10"]), float(r.mean["recall@100"]), r.per_query["ndcg@10"]
+
+
+def paired_ci(a: dict, b: dict, rounds: int = 2000) -> tuple[float, float, float]:
+    """Mean per-query nDCG@10 difference b - a and its 95% bootstrap interval (paired)."""
+    q = sorted(a)
+    d = np.array([b[x] - a[x] for x in q])
+    rng = np.random.default_rng(0)
+    means = d[rng.integers(0, len(d), size=(rounds, len(d)))].mean(axis=1)
+    return float(d.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
 def run_ragfind(cfg, doc_ids, texts, qids, qtexts):
@@ -112,7 +131,10 @@ def run_tantivy(doc_ids, texts, qids, qtexts, stem: bool):
     index = tantivy.Index(schema)
     w = index.writer(heap_size=100_000_000, num_threads=1)
     for i, t in enumerate(texts):
-        w.add_document(tantivy.Document(body=t, row=i))
+        doc = tantivy.Document()
+        doc.add_text("body", t)
+        doc.add_unsigned("row", i)
+        w.add_document(doc)
     w.commit()
     index.reload()
     searcher = index.searcher()
@@ -128,8 +150,9 @@ def run_pisa(doc_ids, texts, qids, qtexts, **kw):
     import pandas as pd
     import pyterrier_pisa
 
+    pyterrier_pisa.log_level(False)
     with tempfile.TemporaryDirectory() as tmp:
-        idx = pyterrier_pisa.PisaIndex(str(Path(tmp) / "pisa"), threads=1, **kw)
+        idx = pyterrier_pisa.PisaIndex(str(Path(tmp) / "pisa"), text_field="text", threads=1, **kw)
         idx.index({"docno": d, "text": t} for d, t in zip(doc_ids, texts))
         retr = idx.bm25(num_results=100)
         # PISA's query parser: strip characters its tokenizer would reject anyway.
@@ -145,11 +168,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", default=None, help="comma-separated variant name prefixes")
     ap.add_argument("--no-peers", action="store_true")
+    ap.add_argument("--peers-only", action="store_true")
     ap.add_argument("--recall", action="store_true", help="also print Recall@100")
     args = ap.parse_args()
     data = {f"{n}/{s}": load(n, s) for n, s in SPLITS if (DATA / n).is_dir()}
     rows: dict[str, dict[str, tuple[float, float]]] = {}
     variants = ragfind_variants()
+    if args.peers_only:
+        variants = {"default": variants["default"]}
     if args.only:
         keep = [p.strip() for p in args.only.split(",")]
         variants = {k: v for k, v in variants.items() if any(k.startswith(p) for p in keep)}
@@ -181,6 +207,19 @@ def main() -> None:
     print("|---|" + "---:|" * len(cols))
     for name, r in rows.items():
         print(f"| {name} | " + " | ".join(f"{r[c][0]:.4f}" for c in cols) + " |")
+    base = rows.get("ragfind: default")
+    if base is not None:
+        print("\nPaired per-query nDCG@10 difference against ragfind's default, mean [95% bootstrap CI]:\n")
+        print("| configuration | " + " | ".join(cols) + " |")
+        print("|---|" + "---:|" * len(cols))
+        for name, r in rows.items():
+            if name == "ragfind: default":
+                continue
+            cells = []
+            for c in cols:
+                m, lo, hi = paired_ci(base[c][2], r[c][2])
+                cells.append(f"{m:+.4f} [{lo:+.4f}, {hi:+.4f}]")
+            print(f"| {name} | " + " | ".join(cells) + " |")
     if args.recall:
         print("\n| configuration | " + " | ".join(f"{c} R@100" for c in cols) + " |")
         print("|---|" + "---:|" * len(cols))

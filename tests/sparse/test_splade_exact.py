@@ -23,7 +23,7 @@ def _corpus(rng, n, dim, nnz=(5, 40), q_terms=(2, 20), nq=30, coarse=False):
         indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         idx = np.concatenate([np.sort(rng.choice(dim, size=int(x), replace=False)) for x in lengths])
         if coarse:
-            val = (np.round(rng.uniform(0.5, 3.0, size=len(idx)), 1) + rng.uniform(0, 0.009, len(idx)))
+            val = np.round(rng.uniform(0.5, 3.0, size=len(idx)), 1) + rng.uniform(0, 0.009, len(idx))
         else:
             val = rng.gamma(1.2, 0.7, size=len(idx)) + 0.001
         return SparseEmbeddings(indptr, idx.astype(np.int32), val.astype(np.float32), dim)
@@ -197,7 +197,13 @@ def _write_v2(index, path):
         "n_postings": int(len(docs)),
         **index._ids.header(),
     }
-    write_sectioned(path, b"RFSPARSE", 2, header, {"offsets": offsets, "docs": docs, "impacts": stored, **index._ids.sections()})
+    write_sectioned(
+        path,
+        b"RFSPARSE",
+        2,
+        header,
+        {"offsets": offsets, "docs": docs, "impacts": stored, **index._ids.sections()},
+    )
 
 
 def test_version_2_file_loads_with_quantised_results(tmp_path):

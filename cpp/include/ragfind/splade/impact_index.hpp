@@ -129,8 +129,8 @@ class ImpactIndex {
   /// After install(): borrows the float vectors of the num_docs() documents (validated by the
   /// caller: indptr monotone from 0, terms < dim and increasing per row, weights finite > 0),
   /// kept alive by `keepalive`; turns exact() on.
-  void install_forward(const std::uint64_t* indptr, const std::uint32_t* terms, const float* values,
-                       std::uint64_t n, std::shared_ptr<const void> keepalive);
+  void install_forward(const std::uint64_t* indptr, const std::uint32_t* terms, const float* values, std::uint64_t n,
+                       std::shared_ptr<const void> keepalive);
   /// Bytes of the float vector store.
   std::uint64_t forward_bytes() const;
 
