@@ -395,7 +395,7 @@ def seismic_worker(args):
     docs, queries = seismic_data(args)
     k, out, times = 10, {}, {}
     qrows = list(_rows(queries))
-    if args.side == "seismic":
+    if args.seismic_worker == "seismic":
         import seismic
 
         st = seismic.get_seismic_string()

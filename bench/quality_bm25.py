@@ -84,6 +84,11 @@ def ragfind_variants() -> dict[str, dict]:
         "k1=0.9 b=0.4 (Anserini, PISA)": v(k1=0.9, b=0.4),
         "k1=1.2 b=0.4": v(k1=1.2, b=0.4),
         "k1=0.9 b=0.75": v(k1=0.9, b=0.75),
+        "k1=1.5 b=0.75": v(k1=1.5, b=0.75),
+        "method=robertson": v(method="robertson"),
+        "method=atire": v(method="atire"),
+        "method=bm25l": v(method="bm25l"),
+        "method=bm25+": v(method="bm25+"),
     }
     terrier = terrier_stopwords()
     if terrier is not None:
@@ -146,17 +151,18 @@ def run_tantivy(doc_ids, texts, qids, qtexts, stem: bool):
     return out
 
 
-def run_pisa(doc_ids, texts, qids, qtexts, **kw):
+def run_pisa(doc_ids, texts, qids, qtexts, raw_queries=False, **kw):
     import pandas as pd
     import pyterrier_pisa
 
-    pyterrier_pisa.log_level(False)
+
     with tempfile.TemporaryDirectory() as tmp:
         idx = pyterrier_pisa.PisaIndex(str(Path(tmp) / "pisa"), text_field="text", threads=1, **kw)
         idx.index({"docno": d, "text": t} for d, t in zip(doc_ids, texts))
         retr = idx.bm25(num_results=100)
         # PISA's query parser: strip characters its tokenizer would reject anyway.
-        frame = pd.DataFrame({"qid": qids, "query": [re.sub(r"[^\w\s]", " ", t) for t in qtexts]})
+        q = qtexts if raw_queries else [re.sub(r"[^\w\s]", " ", t) for t in qtexts]
+        frame = pd.DataFrame({"qid": qids, "query": q})
         res = retr.transform(frame)
     out: dict = {q: {} for q in qids}
     for q, d, s in zip(res["qid"], res["docno"], res["score"]):
@@ -192,6 +198,7 @@ def main() -> None:
             ),
             "tantivy 0.27 en_stem tokenizer": lambda *a: run_tantivy(*a, stem=True),
             "PISA (pyterrier-pisa defaults: porter2, terrier stopwords, k1=0.9 b=0.4)": run_pisa,
+            "PISA defaults, queries passed raw to PISA's parser": lambda *a: run_pisa(*a, raw_queries=True),
             "PISA stops=none": lambda *a: run_pisa(*a, stops="none"),
             "PISA stemmer=none": lambda *a: run_pisa(*a, stemmer="none"),
         }
