@@ -170,14 +170,33 @@ def run_pisa(doc_ids, texts, qids, qtexts, raw_queries=False, **kw):
     return out
 
 
+def k1_sweep(data) -> None:
+    """nDCG@10 for k1 in 1.2 .. 2.0 (b=0.75), each with its paired interval against k1=1.2."""
+    print("| setting | " + " | ".join(data) + " |")
+    print("|---|" + "---:|" * len(data))
+    base = None
+    for k1 in (1.2, 1.4, 1.5, 1.6, 1.8, 2.0):
+        cfg = {"analyzer": {}, "bm25": {"k1": k1, "b": 0.75}}
+        r = {key: metrics(ds.qrels, run_ragfind(cfg, d, tx, q, qt)) for key, (ds, d, tx, q, qt) in data.items()}
+        base = base or r
+        cells = []
+        for c in data:
+            m, lo, hi = paired_ci(base[c][2], r[c][2])
+            cells.append(f"{r[c][0]:.4f} ({m:+.4f} [{lo:+.4f}, {hi:+.4f}])")
+        print(f"| k1={k1} b=0.75 | " + " | ".join(cells) + " |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", default=None, help="comma-separated variant name prefixes")
     ap.add_argument("--no-peers", action="store_true")
     ap.add_argument("--peers-only", action="store_true")
+    ap.add_argument("--k1-sweep", action="store_true", help="only: k1 in 1.2..2.0 at b=0.75 against k1=1.2")
     ap.add_argument("--recall", action="store_true", help="also print Recall@100")
     args = ap.parse_args()
     data = {f"{n}/{s}": load(n, s) for n, s in SPLITS if (DATA / n).is_dir()}
+    if args.k1_sweep:
+        return k1_sweep(data)
     rows: dict[str, dict[str, tuple[float, float]]] = {}
     variants = ragfind_variants()
     if args.peers_only:

@@ -361,6 +361,32 @@ float ImpactIndex::exact_score(const std::vector<postings::WeightedTerm>& sorted
   return score;
 }
 
+namespace {
+// The query as a dense vector over the vocabulary (a thread's scratch, zero outside the query's
+// terms), so that scoring a document is one pass over its row, with no branch per term: in
+// increasing term order, as exact_score's merge adds, so the sums are the same.
+struct DenseQuery {
+  std::vector<float>& w;
+  const std::vector<postings::WeightedTerm>& terms;
+  DenseQuery(std::uint32_t dim, const std::vector<postings::WeightedTerm>& q) : w(scratch()), terms(q) {
+    if (w.size() < dim) w.assign(dim, 0.0f);
+    for (const auto& t : q) w[t.term] += t.weight;
+  }
+  ~DenseQuery() {
+    for (const auto& t : terms) w[t.term] = 0.0f;
+  }
+  static std::vector<float>& scratch() {
+    thread_local std::vector<float> v;
+    return v;
+  }
+  float score(const std::uint32_t* row_terms, const float* row_values, std::uint64_t a, std::uint64_t b) const {
+    float s = 0.0f;
+    for (std::uint64_t p = a; p < b; ++p) s += w[row_terms[p]] * row_values[p];
+    return s;
+  }
+};
+}  // namespace
+
 void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::size_t k,
                          std::vector<bm25::ScoredDoc>& out, Algorithm algorithm, const std::uint8_t* allowed,
                          std::uint32_t query_cut) const {
@@ -401,10 +427,14 @@ void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::
   const double err = weight_sum * 0.5 / static_cast<double>(scale_) * (1.0 + 1e-3);
   std::vector<bm25::ScoredDoc> cand, rescored;
   std::size_t pool = std::min(live, std::max<std::size_t>(2 * k, k + 16));
+  const DenseQuery dq(dim_, sorted);
+  const std::uint32_t* ft = fwd_terms_.data();
+  const float* fv = fwd_values_.data();
+  const std::uint64_t* fi = fwd_indptr_.data();
   for (;;) {
     search_impacts(cq, pool, cand, algorithm, allowed);
     rescored.clear();
-    for (const bm25::ScoredDoc& c : cand) rescored.push_back({exact_score(sorted, c.doc), c.doc});
+    for (const bm25::ScoredDoc& c : cand) rescored.push_back({dq.score(ft, fv, fi[c.doc], fi[c.doc + 1]), c.doc});
     std::sort(rescored.begin(), rescored.end(), bm25::RanksBefore{});
     if (approximate) break;
     // Any document outside the pool scores at most `last` quantised (0 when the pool holds
@@ -417,7 +447,7 @@ void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::
       bm25::TopKQueue heap(k);
       for (std::uint32_t d = 0; d < num_docs_; ++d) {
         if (ok != nullptr ? !ok[d] : !live_[d]) continue;
-        const float v = exact_score(sorted, d);
+        const float v = dq.score(ft, fv, fi[d], fi[d + 1]);
         if (v > 0.0f) heap.insert(v, d);
       }
       heap.finalize(out);
@@ -464,8 +494,9 @@ void ImpactIndex::score_all(const std::vector<postings::WeightedTerm>& query, fl
     std::vector<postings::WeightedTerm> sorted;
     for (const auto& t : query)
       if (t.term < dim_) sorted.push_back(t);
-    std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.term < b.term; });
-    for (std::uint32_t d = 0; d < num_docs_; ++d) out[d] = exact_score(sorted, d);
+    const DenseQuery dq(dim_, sorted);
+    for (std::uint32_t d = 0; d < num_docs_; ++d)
+      out[d] = dq.score(fwd_terms_.data(), fwd_values_.data(), fwd_indptr_[d], fwd_indptr_[d + 1]);
     return;
   }
   for (const auto& s : segments_) {
