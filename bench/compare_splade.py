@@ -32,6 +32,17 @@ thread, so the shared box's other load disturbs less.
 
     PYTHONPATH=python python bench/compare_splade.py --baseline /work/scratch/h2-base-python \
         --docs 100000 --rounds 7
+
+Part 4 (``--seismic``, only this part runs): against Seismic (pyseismic-lsr), each engine in
+its own worker process on the same vectors (this script's synthetic generator, or SciFact
+vectors saved by ``--encode-scifact``), one thread; recall@10 against the exact float64 dot
+product (scipy) and q/s (a loop of single-query calls, and one single-thread batch). See
+bench/splade.md.
+
+    PYTHONPATH=python python bench/compare_splade.py --seismic --docs 200000 --rounds 3
+    PYTHONPATH=python python bench/compare_splade.py --encode-scifact --max-docs 1000 \
+        --vectors /tmp/scifact_splade.npz
+    PYTHONPATH=python python bench/compare_splade.py --seismic --vectors /tmp/scifact_splade.npz
 """
 
 from __future__ import annotations
@@ -83,7 +94,9 @@ def scipy_per_query(D, Q, k):
 def speed(args, docs, queries, label):
     import scipy.sparse
 
-    index = ragfind.SparseVectorIndex(docs.dim, scale=100.0)
+    # exact=False: the quantised ranking, compared with scipy on the same dequantised weights
+    # (--seismic measures the exact default against the float product).
+    index = ragfind.SparseVectorIndex(docs.dim, scale=100.0, exact=False)
     t = time.perf_counter()
     index.add(docs)
     build = time.perf_counter() - t

@@ -155,7 +155,6 @@ def run_pisa(doc_ids, texts, qids, qtexts, raw_queries=False, **kw):
     import pandas as pd
     import pyterrier_pisa
 
-
     with tempfile.TemporaryDirectory() as tmp:
         idx = pyterrier_pisa.PisaIndex(str(Path(tmp) / "pisa"), text_field="text", threads=1, **kw)
         idx.index({"docno": d, "text": t} for d, t in zip(doc_ids, texts))
@@ -177,7 +176,7 @@ def k1_sweep(data) -> None:
     base = None
     for k1 in (1.2, 1.4, 1.5, 1.6, 1.8, 2.0):
         cfg = {"analyzer": {}, "bm25": {"k1": k1, "b": 0.75}}
-        r = {key: metrics(ds.qrels, run_ragfind(cfg, d, tx, q, qt)) for key, (ds, d, tx, q, qt) in data.items()}
+        r = {key: metrics(ds.qrels, run_ragfind(cfg, *rest)) for key, (ds, *rest) in data.items()}
         base = base or r
         cells = []
         for c in data:
