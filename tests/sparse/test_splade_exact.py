@@ -251,3 +251,16 @@ def test_corrupt_float_vectors_are_index_file_errors(tmp_path, section, patch):
     _rewrite_section(path, section, patch)
     with pytest.raises(IndexFileError):
         SparseVectorIndex.load(path, verify=False)
+
+
+def test_exact_returns_documents_whose_weights_quantise_to_zero():
+    # 0.004 rounds to 0 at scale 100, so the posting is not stored: the quantised search never
+    # sees document 0, the float vectors do.
+    index = SparseVectorIndex(4)
+    index.add([{1: 0.004}, {1: 1.0}, {2: 1.0}])
+    ids, scores = index.search({1: 1.0}, k=10)
+    assert ids.tolist() == [1, 0]
+    np.testing.assert_allclose(scores, [1.0, 0.004], rtol=1e-6)
+    quantised = SparseVectorIndex(4, exact=False)
+    quantised.add([{1: 0.004}, {1: 1.0}, {2: 1.0}])
+    assert quantised.search({1: 1.0}, k=10)[0].tolist() == [1]

@@ -442,8 +442,10 @@ void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::
     const double last = cand.size() == pool ? static_cast<double>(cand.back().score) : 0.0;
     const double bound = last + err + 1e-5 * std::fabs(last);
     if (rescored.size() >= k && static_cast<double>(rescored[k - 1].score) > bound) break;
-    if (pool >= live) {
-      // Scores too close to separate by the bound: score every allowed live document.
+    if (pool >= live || cand.size() < pool) {
+      // Scores too close to separate by the bound, or the pool already holds every document
+      // with a nonzero quantised score (a larger pool finds no more): score every allowed
+      // live document.
       bm25::TopKQueue heap(k);
       for (std::uint32_t d = 0; d < num_docs_; ++d) {
         if (ok != nullptr ? !ok[d] : !live_[d]) continue;
