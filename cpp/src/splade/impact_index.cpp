@@ -423,7 +423,7 @@ void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::
   }
   const std::vector<postings::WeightedTerm>& cq = approximate ? candidate_query : sorted;
   // Every stored weight is within 0.5 / scale of its float weight, so a document's quantised
-  // score is within err of its float score; the slack covers float32 summation.
+  // score is within err of its float score (rounding of the sums: `rel` below).
   const double err = weight_sum * 0.5 / static_cast<double>(scale_) * (1.0 + 1e-3);
   std::vector<bm25::ScoredDoc> cand, rescored;
   std::size_t pool = std::min(live, std::max<std::size_t>(2 * k, k + 16));
@@ -439,9 +439,13 @@ void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::
     if (approximate) break;
     // Any document outside the pool scores at most `last` quantised (0 when the pool holds
     // every document with a nonzero quantised score), so at most last + err in float.
+    // float32 sums of n terms are off by at most about n ulps, on either side.
     const double last = cand.size() == pool ? static_cast<double>(cand.back().score) : 0.0;
-    const double bound = last + err + 1e-5 * std::fabs(last);
-    if (rescored.size() >= k && static_cast<double>(rescored[k - 1].score) > bound) break;
+    const double rel = 2.4e-7 * static_cast<double>(sorted.size() + 2);
+    if (rescored.size() >= k) {
+      const double kth = static_cast<double>(rescored[k - 1].score);
+      if (kth > last + err + rel * (std::fabs(last) + std::fabs(kth))) break;
+    }
     if (pool >= live || cand.size() < pool) {
       // Scores too close to separate by the bound, or the pool already holds every document
       // with a nonzero quantised score (a larger pool finds no more): score every allowed
