@@ -32,6 +32,17 @@ thread, so the shared box's other load disturbs less.
 
     PYTHONPATH=python python bench/compare_splade.py --baseline /work/scratch/h2-base-python \
         --docs 100000 --rounds 7
+
+Part 4 (``--seismic``, only this part runs): against Seismic (pyseismic-lsr), each engine in
+its own worker process on the same vectors (this script's synthetic generator, or SciFact
+vectors saved by ``--encode-scifact``), one thread; recall@10 against the exact float64 dot
+product (scipy) and q/s (a loop of single-query calls, and one single-thread batch). See
+bench/splade.md.
+
+    PYTHONPATH=python python bench/compare_splade.py --seismic --docs 200000 --rounds 3
+    PYTHONPATH=python python bench/compare_splade.py --encode-scifact --max-docs 1000 \
+        --vectors /tmp/scifact_splade.npz
+    PYTHONPATH=python python bench/compare_splade.py --seismic --vectors /tmp/scifact_splade.npz
 """
 
 from __future__ import annotations
@@ -41,6 +52,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -82,7 +94,9 @@ def scipy_per_query(D, Q, k):
 def speed(args, docs, queries, label):
     import scipy.sparse
 
-    index = ragfind.SparseVectorIndex(docs.dim, scale=100.0)
+    # exact=False: the quantised ranking, compared with scipy on the same dequantised weights
+    # (--seismic measures the exact default against the float product).
+    index = ragfind.SparseVectorIndex(docs.dim, scale=100.0, exact=False)
     t = time.perf_counter()
     index.add(docs)
     build = time.perf_counter() - t
@@ -368,6 +382,207 @@ def baseline(args):
         p.wait()
 
 
+# ------------------------------------------------------------------ versus Seismic (--seismic)
+def seismic_data(args):
+    """The corpus and queries both sides use: the synthetic generator (seed 0), or SPLADE
+    vectors saved by ``--encode-scifact`` (``--vectors FILE``)."""
+    if args.vectors:
+        z = np.load(args.vectors)
+        dim = int(z["dim"])
+        docs = ragfind.SparseEmbeddings(z["d_indptr"], z["d_indices"], z["d_values"], dim)
+        queries = ragfind.SparseEmbeddings(z["q_indptr"], z["q_indices"], z["q_values"], dim)
+        return docs, queries
+    rng = np.random.default_rng(0)
+    return synthetic(rng, args.docs, 30522, 120), synthetic(rng, 500, 30522, 30)
+
+
+def _rows(e):
+    for i in range(len(e.indptr) - 1):
+        a, b = int(e.indptr[i]), int(e.indptr[i + 1])
+        yield e.indices[a:b], e.values[a:b]
+
+
+def seismic_worker(args):
+    """One side of --seismic, in its own process: build, then time single-query loops and one
+    single-thread batch; writes ids (nq, 10) per configuration and the times to --out."""
+    docs, queries = seismic_data(args)
+    k, out, times = 10, {}, {}
+    qrows = list(_rows(queries))
+    if args.seismic_worker == "seismic":
+        import seismic
+
+        st = seismic.get_seismic_string()
+        ds = seismic.SeismicDataset()
+        for i, (t, v) in enumerate(_rows(docs)):
+            ds.add_document(str(i), np.array([str(x) for x in t], dtype=st), np.asarray(v, np.float32))
+        t0 = time.perf_counter()
+        index = seismic.SeismicIndex.build_from_dataset(ds, num_threads=1)
+        build = time.perf_counter() - t0
+        comps = [np.array([str(x) for x in t], dtype=st) for t, _ in qrows]
+        vals = [np.asarray(v, np.float32) for _, v in qrows]
+        qids = np.array([str(i) for i in range(len(qrows))], dtype=st)
+        configs = {f"Seismic query_cut={c} heap_factor={h}": (c, h) for c, h in args.seismic_configs}
+
+        def one(cfg):
+            c, h = cfg
+            return [index.search(str(i), comps[i], vals[i], k, c, h) for i in range(len(qrows))]
+
+        def batch(cfg):
+            c, h = cfg
+            return index.batch_search(qids, comps, vals, k, c, h, num_threads=1)
+
+        def ids_of(res):
+            a = np.full((len(res), k), -1, dtype=np.int64)
+            for i, r in enumerate(res):
+                for j, (_, _, d) in enumerate(r[:k]):
+                    a[i, j] = int(d)
+            return a
+
+    else:
+        t0 = time.perf_counter()
+        indexes = {
+            "exact": ragfind.SparseVectorIndex(docs.dim, scale=100.0),
+            "quantised": ragfind.SparseVectorIndex(docs.dim, scale=100.0, exact=False),
+            "float": ragfind.SparseVectorIndex(docs.dim, scale=0.0),
+        }
+        for ix in indexes.values():
+            ix.add(docs)
+        build = time.perf_counter() - t0
+        configs = {
+            "ragfind exact (default: scale 100 + float re-scoring)": ("exact", None),
+            "ragfind scale 100, no re-scoring (exact=False)": ("quantised", None),
+            "ragfind float32 postings (scale=0)": ("float", None),
+        }
+        for c in args.ragfind_cuts:
+            configs[f"ragfind approximate query_cut={c}"] = ("exact", c)
+
+        def one(cfg):
+            ix, cut = indexes[cfg[0]], cfg[1]
+            return [ix.search((t, v), k, query_cut=cut)[0] for t, v in qrows]
+
+        def batch(cfg):
+            ix, cut = indexes[cfg[0]], cfg[1]
+            return ix.search_batch(queries, k, threads=1, query_cut=cut)[0]
+
+        def ids_of(res):
+            if isinstance(res, np.ndarray):
+                return res
+            a = np.full((len(res), k), -1, dtype=np.int64)
+            for i, r in enumerate(res):
+                a[i, : len(r)] = r
+            return a
+
+    for name, cfg in configs.items():
+        t_one, t_batch = [], []
+        for _ in range(args.rounds):
+            t0 = time.perf_counter()
+            r1 = one(cfg)
+            t_one.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            rb = batch(cfg)
+            t_batch.append(time.perf_counter() - t0)
+        out[name] = ids_of(rb)
+        out[name + " (one query per call)"] = ids_of(r1)
+        times[name] = (t_one, t_batch)
+    np.savez(args.out, names=np.array(list(out)), **{f"ids{i}": v for i, v in enumerate(out.values())})
+    print(json.dumps({"build": build, "times": times}), flush=True)
+
+
+def exact_top(docs, queries, k=10):
+    """Reference: exact float64 dot products (scipy), top-k ids per query (ties by doc id)."""
+    D = docs.to_scipy().astype(np.float64)
+    Q = queries.to_scipy().astype(np.float64)
+    S = (Q @ D.T).toarray()
+    ids = np.empty((S.shape[0], k), dtype=np.int64)
+    for i in range(S.shape[0]):
+        order = np.lexsort((np.arange(S.shape[1]), -S[i]))[:k]
+        ids[i] = np.where(S[i, order] > 0, order, -1)
+    return ids
+
+
+def recall_at(ids, ref):
+    hits = total = 0
+    for a, b in zip(ids, ref):
+        want = set(int(x) for x in b if x >= 0)
+        hits += len(want & set(int(x) for x in a if x >= 0))
+        total += len(want)
+    return hits / max(total, 1)
+
+
+def versus_seismic(args):
+    docs, queries = seismic_data(args)
+    ref = exact_top(docs, queries)
+    what = args.vectors or f"synthetic SPLADE-like vectors (seed 0), {len(docs):,} docs"
+    print(
+        f"\n{what}: {docs.indptr[-1] / len(docs):.0f} terms/doc, {len(queries)} queries, "
+        f"{queries.indptr[-1] / len(queries):.0f} terms/query, k=10, 1 thread, {args.rounds} rounds, medians"
+    )
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for side in ("seismic", "ragfind"):
+            out = Path(tmp) / f"{side}.npz"
+            cmd = [sys.executable, __file__, "--seismic-worker", side, "--out", str(out)]
+            cmd += ["--docs", str(args.docs), "--rounds", str(args.rounds)]
+            if args.vectors:
+                cmd += ["--vectors", args.vectors]
+            env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "python"))
+            env.setdefault("RAYON_NUM_THREADS", "1")
+            res = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+            if res.returncode != 0:
+                print(f"{side} worker failed:\n{res.stderr[-3000:]}")
+                continue
+            info = json.loads(res.stdout.strip().splitlines()[-1])
+            z = np.load(out)
+            for i, name in enumerate(z["names"]):
+                if str(name) not in info["times"]:
+                    continue  # the per-call ids: recall reported from the batch ids
+                t_one, t_batch = info["times"][name]
+                rows.append((str(name), recall_at(z[f"ids{i}"], ref), np.median(t_one), np.median(t_batch)))
+            print(f"({side} build: {info['build']:.1f} s)")
+    peer = next((r for r in rows if r[0].startswith("Seismic query_cut=20 heap_factor=0.7")), None)
+    nq = len(queries)
+    print(
+        "| method | recall@10 vs exact float | q/s, one query per call | q/s, batch (1 thread) "
+        "| batch vs Seismic 20/0.7 |"
+    )
+    print("|---|---:|---:|---:|---:|")
+    for name, rec, t1, tb in rows:
+        ratio = f"{peer[3] / tb:.2f}x" if peer else "-"
+        print(f"| {name} | {rec:.4f} | {nq / t1:,.0f} | {nq / tb:,.0f} | {ratio} |")
+
+
+def encode_scifact(args):
+    """Encodes SciFact (test queries; the corpus reduced as --max-docs) with the bundled SPLADE
+    and saves the vectors to --vectors for --seismic."""
+    root = Path(args.data) / "scifact"
+    corpus, queries, qrels = load_beir(root)
+    judged = {d for rel in qrels.values() for d in rel}
+    if args.max_docs and args.max_docs < len(corpus):
+        rng = np.random.default_rng(0)
+        others = [i for i, d in enumerate(corpus) if d["_id"] not in judged]
+        pick = set(rng.choice(others, size=max(0, args.max_docs - len(judged)), replace=False).tolist())
+        corpus = [d for i, d in enumerate(corpus) if d["_id"] in judged or i in pick]
+    texts = [(d.get("title", "") + " " + d.get("text", "")).strip() or d["_id"] for d in corpus]
+    qids = sorted(qrels)
+    enc = ragfind.SpladeEncoder()
+    t = time.perf_counter()
+    d = enc.encode(texts, batch_size=4, show_progress=args.progress)
+    q = enc.encode([queries[x] for x in qids], batch_size=16)
+    print(f"encoded {len(texts)} documents + {len(qids)} queries in {time.perf_counter() - t:.0f} s")
+    np.savez(
+        args.vectors,
+        dim=enc.vocab_size,
+        d_indptr=d.indptr,
+        d_indices=d.indices,
+        d_values=d.values,
+        q_indptr=q.indptr,
+        q_indices=q.indices,
+        q_values=q.values,
+        doc_ids=np.array([x["_id"] for x in corpus]),
+        qids=np.array(qids),
+    )
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
@@ -382,9 +597,22 @@ def main():
     )
     ap.add_argument("--baseline", default=None, help="python/ folder of an earlier build: regression check")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--seismic", action="store_true", help="versus Seismic (pyseismic-lsr), own processes")
+    ap.add_argument("--vectors", default=None, help="--seismic on these saved vectors (see --encode-scifact)")
+    ap.add_argument("--encode-scifact", action="store_true", help="encode SciFact into --vectors, then stop")
+    ap.add_argument("--seismic-worker", default=None, choices=("seismic", "ragfind"), help=argparse.SUPPRESS)
+    ap.add_argument("--out", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    args.seismic_configs = [(20, 0.7), (10, 0.7), (30, 0.9)]
+    args.ragfind_cuts = [20, 10]
     if args.worker:
         return worker(args)
+    if args.seismic_worker:
+        return seismic_worker(args)
+    if args.encode_scifact:
+        return encode_scifact(args)
+    if args.seismic:
+        return versus_seismic(args)
     if args.baseline:
         return baseline(args)
     rng = np.random.default_rng(0)

@@ -84,7 +84,7 @@ void check_csr(const I64& indptr, const py::array& indices_raw, const U32& indic
 struct PyImpactIndex {
   ImpactIndex index;
   mutable std::shared_mutex mu;
-  PyImpactIndex(std::uint32_t dim, float scale) : index(dim, scale) {}
+  PyImpactIndex(std::uint32_t dim, float scale, bool exact) : index(dim, scale, exact) {}
 };
 
 std::vector<WeightedTerm> to_query(const std::uint32_t* ix, const float* v, std::int64_t a, std::int64_t b) {
@@ -100,14 +100,24 @@ std::vector<WeightedTerm> to_query(const std::uint32_t* ix, const float* v, std:
 void bind_sparse(py::module_& m) {
   py::class_<PyImpactIndex>(m, "SparseImpactIndex",
                             "Inverted index of quantised SPLADE impacts (see ragfind.SparseVectorIndex).")
-      .def(py::init([](std::int64_t dim, float scale) {
+      .def(py::init([](std::int64_t dim, float scale, bool exact) {
              if (dim <= 0 || dim > 0xFFFFFFF0ll)
                throw py::value_error("dim must be in [1, 2^32), got " + std::to_string(dim));
              if (!(scale >= 0.0f) || !std::isfinite(scale))
                throw py::value_error("scale must be finite and >= 0 (0: exact float32), got " + std::to_string(scale));
-             return new PyImpactIndex(static_cast<std::uint32_t>(dim), scale);
+             return new PyImpactIndex(static_cast<std::uint32_t>(dim), scale, exact);
            }),
-           py::arg("dim"), py::arg("scale"))
+           py::arg("dim"), py::arg("scale"), py::arg("exact") = false)
+      .def_property_readonly(
+          "exact", [](const PyImpactIndex& s) { return s.index.exact(); },
+          "True when searches re-score with the stored float vectors (exact float top-k).")
+      .def_property_readonly(
+          "forward_bytes",
+          [](const PyImpactIndex& s) {
+            std::shared_lock lk(s.mu);
+            return s.index.forward_bytes();
+          },
+          "Bytes of the float vector store used for exact re-scoring.")
       .def_property_readonly("dim", [](const PyImpactIndex& s) { return s.index.dim(); })
       .def_property_readonly("scale", [](const PyImpactIndex& s) { return s.index.scale(); })
       .def_property_readonly(
@@ -191,11 +201,13 @@ void bind_sparse(py::module_& m) {
       .def(
           "search_batch",
           [](const PyImpactIndex& s, const I64& indptr, const py::array& indices_raw, const F32& values, std::int64_t k,
-             int n_threads, const std::string& algorithm, const py::object& allowed_obj,
-             std::int64_t generation) -> py::object {
+             int n_threads, const std::string& algorithm, const py::object& allowed_obj, std::int64_t generation,
+             std::int64_t query_cut) -> py::object {
             U32 indices(indices_raw);
             check_csr(indptr, indices_raw, indices, values, s.index.dim(), "queries");
             if (k <= 0) throw py::value_error("k must be positive, got " + std::to_string(k));
+            if (query_cut < 0 || query_cut > 0xFFFFFFFFll)
+              throw py::value_error("query_cut must be >= 0 (0: exact), got " + std::to_string(query_cut));
             const Algorithm alg = parse_algorithm(algorithm);
             py::array_t<std::uint8_t, py::array::c_style> allowed;  // (a default array_t is not null)
             const bool masked = !allowed_obj.is_none();
@@ -229,7 +241,8 @@ void bind_sparse(py::module_& m) {
               std::vector<std::vector<bm25::ScoredDoc>> outs(static_cast<std::size_t>(threads));
               parallel_for(static_cast<std::size_t>(nq), threads, [&](std::size_t qi, int worker) {
                 std::vector<bm25::ScoredDoc>& out = outs[static_cast<std::size_t>(worker)];
-                s.index.search(to_query(ix, v, p[qi], p[qi + 1]), static_cast<std::size_t>(kk), out, alg, mask);
+                s.index.search(to_query(ix, v, p[qi], p[qi + 1]), static_cast<std::size_t>(kk), out, alg, mask,
+                               static_cast<std::uint32_t>(query_cut));
                 for (std::int64_t r = 0; r < kk; ++r) {
                   const bool have = r < static_cast<std::int64_t>(out.size());
                   io[qi * kk + r] = have ? static_cast<std::int64_t>(out[r].doc) : -1;
@@ -241,9 +254,11 @@ void bind_sparse(py::module_& m) {
           },
           py::arg("indptr"), py::arg("indices"), py::arg("values"), py::arg("k"), py::arg("n_threads") = 0,
           py::arg("algorithm") = "auto", py::arg("allowed") = py::none(), py::arg("generation") = -1,
+          py::arg("query_cut") = 0,
           "Top-min(k, live docs) per query row: (internal docs int64 (nq, k'), scores float32 (nq, k')); missing "
           "entries are -1 / -inf. `allowed`: a uint8 mask over the internal documents compiled at `generation` "
-          "(None when the index changed since: compile it again).")
+          "(None when the index changed since: compile it again). query_cut > 0: approximate, candidates from the "
+          "query's query_cut largest weights.")
       .def(
           "score_all",
           [](const PyImpactIndex& s, const py::array& indices_raw, const F32& values) {
@@ -328,7 +343,58 @@ void bind_sparse(py::module_& m) {
             s.index.install(static_cast<std::uint32_t>(num_docs), o, d, st, n, std::move(keep));
           },
           py::arg("num_docs"), py::arg("offsets"), py::arg("docs"), py::arg("stored"),
-          "Replace the contents with one segment borrowing these (validated) arrays.");
+          "Replace the contents with one segment borrowing these (validated) arrays.")
+      .def(
+          "export_forward",
+          [](const PyImpactIndex& s) {
+            std::vector<std::uint64_t> indptr;
+            std::vector<std::uint32_t> terms;
+            std::vector<float> values;
+            {
+              std::shared_lock lk(s.mu);
+              py::gil_scoped_release release;
+              s.index.export_forward(indptr, terms, values);
+            }
+            return py::make_tuple(py::array_t<std::uint64_t>(indptr.size(), indptr.data()),
+                                  py::array_t<std::uint32_t>(terms.size(), terms.data()),
+                                  py::array_t<float>(values.size(), values.data()));
+          },
+          "(row offsets uint64 (live docs + 1), terms uint32, float32 weights) of the live documents' float vectors.")
+      .def(
+          "install_forward",
+          [](PyImpactIndex& s, const py::array_t<std::uint64_t, py::array::c_style>& indptr,
+             const py::array_t<std::uint32_t, py::array::c_style>& terms,
+             const py::array_t<float, py::array::c_style>& values) {
+            if (!(s.index.scale() > 0.0f)) throw py::value_error("install_forward: the index stores float weights");
+            const std::uint32_t dim = s.index.dim();
+            const std::uint64_t nd = s.index.num_docs();
+            if (indptr.ndim() != 1 || static_cast<std::uint64_t>(indptr.shape(0)) != nd + 1)
+              throw py::value_error("forward offsets must have num_docs + 1 = " + std::to_string(nd + 1) + " entries");
+            if (terms.ndim() != 1 || values.ndim() != 1 || terms.shape(0) != values.shape(0))
+              throw py::value_error("forward terms and values must be 1-D arrays of the same length");
+            const std::uint64_t* o = indptr.data();
+            const std::uint32_t* t = terms.data();
+            const float* v = values.data();
+            const std::uint64_t n = static_cast<std::uint64_t>(terms.shape(0));
+            if (o[0] != 0 || o[nd] != n) throw py::value_error("corrupt vectors: offsets do not span the weights");
+            for (std::uint64_t d = 0; d < nd; ++d) {
+              if (o[d + 1] < o[d] || o[d + 1] > n)
+                throw py::value_error("corrupt vectors: offsets decrease at document " + std::to_string(d));
+              for (std::uint64_t i = o[d]; i < o[d + 1]; ++i)
+                if (t[i] >= dim || (i > o[d] && t[i] <= t[i - 1]) || !(std::isfinite(v[i]) && v[i] > 0.0f))
+                  throw py::value_error("corrupt vectors: document " + std::to_string(d) +
+                                        " has a term out of range, unsorted, or an invalid weight");
+            }
+            auto* holder = new py::object(py::make_tuple(indptr, terms, values));
+            std::shared_ptr<const void> keep(holder, [](const void* p) {
+              py::gil_scoped_acquire gil;
+              delete static_cast<const py::object*>(p);
+            });
+            std::unique_lock lk(s.mu);
+            s.index.install_forward(o, t, v, n, std::move(keep));
+          },
+          py::arg("indptr"), py::arg("terms"), py::arg("values"),
+          "After install: borrow the documents' float vectors (validated) and re-score exactly.");
 }
 
 }  // namespace ragfind::bindings

@@ -136,7 +136,8 @@ def test_sparse_search_equals_exhaustive_dot_product(scale, algorithm):
     rng = np.random.default_rng(0)
     dim = 500
     docs = _random_sparse(rng, 3000, dim)
-    index = SparseVectorIndex(dim, scale=scale)
+    # exact=False: the quantised scorers themselves (test_splade_exact.py checks re-scoring).
+    index = SparseVectorIndex(dim, scale=scale, exact=False)
     ids = np.concatenate([index.add(docs[:1000]), index.add(docs[1000:1700]), index.add(docs[1700:])])
     np.testing.assert_array_equal(ids, np.arange(3000))
     stored = _dense(_dequantised(docs, scale) if scale else docs, dim)
@@ -319,7 +320,7 @@ def test_dense_columns_give_bit_identical_results(tmp_path, simd_level):
         tail = rng.integers(12, dim, size=rng.integers(5, 40))
         terms = np.unique(np.concatenate([head, tail]))
         rows.append((terms, (rng.gamma(1.2, 0.7, size=len(terms)) + 0.02).astype(np.float32)))
-    index = SparseVectorIndex(dim)
+    index = SparseVectorIndex(dim, exact=False)  # the quantised scorers
     # Segments of 7000 and 2000 documents (with columns; the first spans two 4096-document
     # scoring tiles) and a last one of 100 (too small for columns).
     index.add(rows[:7000])
@@ -378,7 +379,7 @@ def test_dense_columns_summed_first_stay_bit_identical(simd_level):
         tail = rng.integers(0, dim - 20, size=rng.integers(3, 30))
         terms = np.unique(np.concatenate([head, tail]))
         rows.append((terms, (rng.gamma(1.2, 0.7, size=len(terms)) + 0.02).astype(np.float32)))
-    index = SparseVectorIndex(dim)
+    index = SparseVectorIndex(dim, exact=False)
     index.add(rows)
     assert index._index.num_dense_columns >= 10
     queries = []
@@ -441,7 +442,7 @@ def test_random_adds_deletes_and_filters_equal_a_fresh_build(scale, simd_level, 
     # live documents.
     rng = np.random.default_rng(100 + int(scale))
     dim = 300
-    index = SparseVectorIndex(dim, scale=scale)
+    index = SparseVectorIndex(dim, scale=scale, exact=False)
     live: dict[int, tuple] = {}
     deleted: list[int] = []
     next_id = 5
@@ -515,7 +516,7 @@ def test_random_adds_deletes_and_filters_equal_a_fresh_build(scale, simd_level, 
     path = tmp_path / "s.rfsp"
     index.save(path)
     loaded = SparseVectorIndex.load(path)
-    fresh = SparseVectorIndex(dim, scale=scale)
+    fresh = SparseVectorIndex(dim, scale=scale, exact=False)
     fresh.add(docs, ids=live_ids)
     assert loaded.ids.tolist() == live_ids.tolist() and len(loaded) == len(live)
     assert loaded.num_postings == fresh.num_postings

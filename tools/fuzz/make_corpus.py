@@ -76,6 +76,9 @@ def loader_seeds() -> dict[str, list[bytes]]:
     sp_exact = SparseVectorIndex(8, scale=0)
     sp_exact.add([{1: 0.125, 2: 3.0}, {}])
     out["load_sparse"].append(saved_bytes(sp_exact))
+    sp_quantised = SparseVectorIndex(8, exact=False)  # no float vectors saved
+    sp_quantised.add([{1: 0.125, 2: 3.0}, {5: 0.004}])
+    out["load_sparse"].append(saved_bytes(sp_quantised))
     # Every mode byte once per seed: raw / fixed checksums x mmap x verify; dense files also
     # with their section checksums fixed (mode 9), so mutated graphs reach the graph check.
     seeds = {k: [bytes([mode]) + s for s in v for mode in (0, 1, 3, 5, 7)] for k, v in out.items()}

@@ -121,9 +121,11 @@ void run_algorithm(Algorithm alg, const bm25::Segment& seg, const std::vector<po
 
 }  // namespace
 
-ImpactIndex::ImpactIndex(std::uint32_t dim, float scale) : dim_(dim), scale_(scale) {
+ImpactIndex::ImpactIndex(std::uint32_t dim, float scale, bool exact) : dim_(dim), scale_(scale) {
   if (dim == 0) throw std::invalid_argument("dim must be positive");
   if (!(scale >= 0.0f) || !std::isfinite(scale)) throw std::invalid_argument("scale must be finite and >= 0");
+  exact_ = exact && scale > 0.0f;  // float32 postings are exact already
+  if (exact_) fwd_indptr_ = bm25::Buffer<std::uint64_t>(std::vector<std::uint64_t>{0});
 }
 
 float ImpactIndex::decode(std::uint32_t stored) const {
@@ -216,6 +218,19 @@ void ImpactIndex::add(const std::int64_t* indptr, const std::uint32_t* indices, 
         docs[p] = static_cast<std::uint32_t>(d);
         stored[p] = tmp;
       }
+  if (exact_) {
+    std::vector<std::uint64_t>& fi = fwd_indptr_.mutable_vec();
+    std::vector<std::uint32_t>& ft = fwd_terms_.mutable_vec();
+    std::vector<float>& fv = fwd_values_.mutable_vec();
+    for (std::size_t d = 0; d < n; ++d) {
+      for (std::int64_t j = indptr[d]; j < indptr[d + 1]; ++j)
+        if (values[j] > 0.0f) {
+          ft.push_back(indices[j]);
+          fv.push_back(values[j]);
+        }
+      fi.push_back(ft.size());
+    }
+  }
   auto s = std::make_unique<ImpactSegment>();
   s->seg.base = num_docs_;
   s->seg.num_docs = static_cast<std::uint32_t>(n);
@@ -279,8 +294,9 @@ void ImpactIndex::remove(const std::uint32_t* docs, std::size_t n) {
   ++generation_;
 }
 
-void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::size_t k,
-                         std::vector<bm25::ScoredDoc>& out, Algorithm algorithm, const std::uint8_t* allowed) const {
+void ImpactIndex::search_impacts(const std::vector<postings::WeightedTerm>& query, std::size_t k,
+                                 std::vector<bm25::ScoredDoc>& out, Algorithm algorithm,
+                                 const std::uint8_t* allowed) const {
   out.clear();
   if (k == 0 || num_live() == 0 || query.empty()) return;
   if (allowed == nullptr && num_dead_ > 0) allowed = live_.data();
@@ -331,8 +347,164 @@ void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::
   heap.finalize(out);
 }
 
+float ImpactIndex::exact_score(const std::vector<postings::WeightedTerm>& sorted_query, std::uint32_t doc) const {
+  const std::uint32_t* terms = fwd_terms_.data();
+  const float* values = fwd_values_.data();
+  std::uint64_t p = fwd_indptr_[doc];
+  const std::uint64_t e = fwd_indptr_[doc + 1];
+  float score = 0.0f;
+  for (const postings::WeightedTerm& t : sorted_query) {  // merge: both sides by increasing term
+    while (p < e && terms[p] < t.term) ++p;
+    if (p == e) break;
+    if (terms[p] == t.term) score += t.weight * values[p];
+  }
+  return score;
+}
+
+namespace {
+// The query as a dense vector over the vocabulary (a thread's scratch, zero outside the query's
+// terms), so that scoring a document is one pass over its row, with no branch per term: in
+// increasing term order, as exact_score's merge adds, so the sums are the same.
+struct DenseQuery {
+  std::vector<float>& w;
+  const std::vector<postings::WeightedTerm>& terms;
+  DenseQuery(std::uint32_t dim, const std::vector<postings::WeightedTerm>& q) : w(scratch()), terms(q) {
+    if (w.size() < dim) w.assign(dim, 0.0f);
+    for (const auto& t : q) w[t.term] += t.weight;
+  }
+  ~DenseQuery() {
+    for (const auto& t : terms) w[t.term] = 0.0f;
+  }
+  static std::vector<float>& scratch() {
+    thread_local std::vector<float> v;
+    return v;
+  }
+  float score(const std::uint32_t* row_terms, const float* row_values, std::uint64_t a, std::uint64_t b) const {
+    float s = 0.0f;
+    for (std::uint64_t p = a; p < b; ++p) s += w[row_terms[p]] * row_values[p];
+    return s;
+  }
+};
+}  // namespace
+
+void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::size_t k,
+                         std::vector<bm25::ScoredDoc>& out, Algorithm algorithm, const std::uint8_t* allowed,
+                         std::uint32_t query_cut) const {
+  if (!exact_) {
+    if (query_cut == 0 || query.size() <= query_cut) return search_impacts(query, k, out, algorithm, allowed);
+    std::vector<postings::WeightedTerm> cut(query);
+    std::partial_sort(cut.begin(), cut.begin() + query_cut, cut.end(),
+                      [](const auto& a, const auto& b) { return a.weight > b.weight; });
+    cut.resize(query_cut);
+    return search_impacts(cut, k, out, algorithm, allowed);
+  }
+  out.clear();
+  const std::size_t live = num_live();
+  if (k == 0 || live == 0 || query.empty()) return;
+  std::vector<postings::WeightedTerm> sorted;  // the query's usable terms by increasing term id
+  sorted.reserve(query.size());
+  double weight_sum = 0.0;
+  for (const auto& t : query)
+    if (t.weight > 0.0f && t.term < dim_) {
+      sorted.push_back(t);
+      weight_sum += t.weight;
+    }
+  if (sorted.empty()) return;
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.term < b.term; });
+  k = std::min(k, live);
+  const std::uint8_t* ok = allowed != nullptr ? allowed : (num_dead_ > 0 ? live_.data() : nullptr);
+  std::vector<postings::WeightedTerm> candidate_query;
+  const bool approximate = query_cut > 0 && sorted.size() > query_cut;
+  if (approximate) {
+    candidate_query = sorted;
+    std::partial_sort(candidate_query.begin(), candidate_query.begin() + query_cut, candidate_query.end(),
+                      [](const auto& a, const auto& b) { return a.weight > b.weight; });
+    candidate_query.resize(query_cut);
+  }
+  const std::vector<postings::WeightedTerm>& cq = approximate ? candidate_query : sorted;
+  // Every stored weight is within 0.5 / scale of its float weight, so a document's quantised
+  // score is within err of its float score (rounding of the sums: `rel` below).
+  const double err = weight_sum * 0.5 / static_cast<double>(scale_) * (1.0 + 1e-3);
+  std::vector<bm25::ScoredDoc> cand, rescored;
+  std::size_t pool = std::min(live, std::max<std::size_t>(2 * k, k + 16));
+  const DenseQuery dq(dim_, sorted);
+  const std::uint32_t* ft = fwd_terms_.data();
+  const float* fv = fwd_values_.data();
+  const std::uint64_t* fi = fwd_indptr_.data();
+  for (;;) {
+    search_impacts(cq, pool, cand, algorithm, allowed);
+    rescored.clear();
+    for (const bm25::ScoredDoc& c : cand) rescored.push_back({dq.score(ft, fv, fi[c.doc], fi[c.doc + 1]), c.doc});
+    std::sort(rescored.begin(), rescored.end(), bm25::RanksBefore{});
+    if (approximate) break;
+    // Any document outside the pool scores at most `last` quantised (0 when the pool holds
+    // every document with a nonzero quantised score), so at most last + err in float.
+    // float32 sums of n terms are off by at most about n ulps, on either side.
+    const double last = cand.size() == pool ? static_cast<double>(cand.back().score) : 0.0;
+    const double rel = 2.4e-7 * static_cast<double>(sorted.size() + 2);
+    if (rescored.size() >= k) {
+      const double kth = static_cast<double>(rescored[k - 1].score);
+      if (kth > last + err + rel * (std::fabs(last) + std::fabs(kth))) break;
+    }
+    if (pool >= live || cand.size() < pool) {
+      // Scores too close to separate by the bound, or the pool already holds every document
+      // with a nonzero quantised score (a larger pool finds no more): score every allowed
+      // live document.
+      bm25::TopKQueue heap(k);
+      for (std::uint32_t d = 0; d < num_docs_; ++d) {
+        if (ok != nullptr ? !ok[d] : !live_[d]) continue;
+        const float v = dq.score(ft, fv, fi[d], fi[d + 1]);
+        if (v > 0.0f) heap.insert(v, d);
+      }
+      heap.finalize(out);
+      return;
+    }
+    pool = std::min(live, pool * 4);
+  }
+  std::size_t n = std::min(k, rescored.size());
+  while (n > 0 && !(rescored[n - 1].score > 0.0f)) --n;
+  out.assign(rescored.begin(), rescored.begin() + static_cast<std::ptrdiff_t>(n));
+}
+
+void ImpactIndex::export_forward(std::vector<std::uint64_t>& indptr, std::vector<std::uint32_t>& terms,
+                                 std::vector<float>& values) const {
+  indptr.assign(1, 0);
+  terms.clear();
+  values.clear();
+  if (!exact_) return;
+  for (std::uint32_t d = 0; d < num_docs_; ++d) {
+    if (!live_[d]) continue;
+    terms.insert(terms.end(), fwd_terms_.data() + fwd_indptr_[d], fwd_terms_.data() + fwd_indptr_[d + 1]);
+    values.insert(values.end(), fwd_values_.data() + fwd_indptr_[d], fwd_values_.data() + fwd_indptr_[d + 1]);
+    indptr.push_back(terms.size());
+  }
+}
+
+void ImpactIndex::install_forward(const std::uint64_t* indptr, const std::uint32_t* terms, const float* values,
+                                  std::uint64_t n, std::shared_ptr<const void> keepalive) {
+  if (!(scale_ > 0.0f)) throw std::invalid_argument("install_forward: the index stores float weights already");
+  fwd_indptr_ = bm25::Buffer<std::uint64_t>::borrow(indptr, static_cast<std::size_t>(num_docs_) + 1);
+  fwd_terms_ = bm25::Buffer<std::uint32_t>::borrow(terms, n);
+  fwd_values_ = bm25::Buffer<float>::borrow(values, n);
+  fwd_keepalive_ = std::move(keepalive);
+  exact_ = true;
+}
+
+std::uint64_t ImpactIndex::forward_bytes() const {
+  return fwd_indptr_.size() * 8 + fwd_terms_.size() * 4 + fwd_values_.size() * 4;
+}
+
 void ImpactIndex::score_all(const std::vector<postings::WeightedTerm>& query, float* out) const {
   std::fill(out, out + num_docs_, 0.0f);
+  if (exact_) {  // the float vectors, as search() scores
+    std::vector<postings::WeightedTerm> sorted;
+    for (const auto& t : query)
+      if (t.term < dim_) sorted.push_back(t);
+    const DenseQuery dq(dim_, sorted);
+    for (std::uint32_t d = 0; d < num_docs_; ++d)
+      out[d] = dq.score(fwd_terms_.data(), fwd_values_.data(), fwd_indptr_[d], fwd_indptr_[d + 1]);
+    return;
+  }
   for (const auto& s : segments_) {
     for (const auto& t : query) {
       const std::int64_t slot = s->seg.slot_of(t.term);
@@ -345,6 +517,12 @@ void ImpactIndex::score_all(const std::vector<postings::WeightedTerm>& query, fl
 
 float ImpactIndex::weight(std::uint32_t term, std::uint32_t doc) const {
   if (term >= dim_ || doc >= num_docs_) return 0.0f;
+  if (exact_) {
+    const std::uint32_t* b = fwd_terms_.data() + fwd_indptr_[doc];
+    const std::uint32_t* e = fwd_terms_.data() + fwd_indptr_[doc + 1];
+    const std::uint32_t* it = std::lower_bound(b, e, term);
+    return it != e && *it == term ? fwd_values_[static_cast<std::size_t>(it - fwd_terms_.data())] : 0.0f;
+  }
   for (const auto& s : segments_) {
     if (doc < s->seg.base || doc >= s->seg.base + s->seg.num_docs) continue;
     const std::int64_t slot = s->seg.slot_of(term);
@@ -401,6 +579,12 @@ void ImpactIndex::install(std::uint32_t num_docs, const std::uint64_t* offsets, 
   live_.assign(num_docs, 1);
   ++generation_;
   keepalive_ = std::move(keepalive);
+  // The float vectors come with install_forward (files written before they were saved have none).
+  exact_ = false;
+  fwd_indptr_ = bm25::Buffer<std::uint64_t>();
+  fwd_terms_ = bm25::Buffer<std::uint32_t>();
+  fwd_values_ = bm25::Buffer<float>();
+  fwd_keepalive_.reset();
 }
 
 }  // namespace ragfind::sparse

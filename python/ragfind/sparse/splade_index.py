@@ -8,6 +8,12 @@ dequantised document weights. In quantised mode a list covering >= 1/4 of a segm
 kept as a dense uint16 column (2 bytes per document of that segment), which the term-at-a-time
 scorer adds with a SIMD loop; results are bit-identical to the plain posting scorer.
 
+With ``exact=True`` (the default) the index also keeps every document's float vector and
+re-scores the quantised top candidates with it, growing the candidate pool until a bound on the
+quantisation error proves that no other document can enter: results and scores are the exact
+float dot-product top-k. ``query_cut`` (opt-in) is an approximate mode in the style of Seismic:
+candidates come from the query's largest weights only, re-scored with the whole query.
+
 Ids (int or str) live here; the C++ index numbers documents by row. Deletes are tombstones in
 the C++ index that every scorer skips, and a filter is compiled once per write generation into
 a byte mask over the rows that the scorers also skip, so a filtered search is the unfiltered
@@ -30,7 +36,8 @@ from ragfind.persist.sectioned import SectionedFile, refuse_old_version, write_s
 __all__ = ["SparseVectorIndex", "SparseTermMatch"]
 
 _MAGIC = b"RFSPARSE"
-_VERSION = 2  # 2: ids, deleted documents left out
+_VERSION = 3  # 2: ids, deleted documents left out; 3: float vectors for exact re-scoring
+_READS = (2, 3)
 _ALGORITHMS = ("auto", "maxscore", "taat", "exhaustive")
 
 
@@ -93,6 +100,21 @@ def _csr(vectors, dim: int, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarr
     )
 
 
+def _file_version(path) -> int:
+    """The file's version when it is one this ragfind reads (else the current one, so that
+    SectionedFile reports the mismatch)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(12)
+    except OSError:
+        return _VERSION  # SectionedFile raises the OSError
+    if len(head) == 12 and head[:8] == _MAGIC:
+        v = int.from_bytes(head[8:12], "little")
+        if v in _READS:
+            return v
+    return _VERSION
+
+
 class SparseVectorIndex:
     """An inverted index of SPLADE-style sparse vectors with exact top-k (MaxScore pruning).
 
@@ -101,6 +123,9 @@ class SparseVectorIndex:
         scale: impact quantisation: a document weight w is stored as round(w * scale) (weights
             below 0.5 / scale are dropped); 0 stores exact float32 weights.
         encoder: optional ``SpladeEncoder`` so that texts can be added and searched directly.
+        exact: with ``scale > 0``, also keep the float vectors (8 bytes per posting) and return
+            the exact float top-k and scores (quantised candidates re-scored, with a proven
+            error bound); False: the quantised ranking and scores (less memory).
     Raises ValueError on a bad dim/scale.
 
     Documents have ids, all int or all str (``add(vectors, ids=None)``: by default consecutive
@@ -109,7 +134,7 @@ class SparseVectorIndex:
     released); adding and deleting take an exclusive lock.
     """
 
-    def __init__(self, dim: int | None = None, *, scale: float = 100.0, encoder=None):
+    def __init__(self, dim: int | None = None, *, scale: float = 100.0, encoder=None, exact: bool = True):
         if dim is None:
             if encoder is None:
                 raise ValueError("dim is required without an encoder (the vocabulary size, e.g. 30522)")
@@ -120,7 +145,9 @@ class SparseVectorIndex:
             raise ValueError(f"dim must be a positive integer, got {dim!r}")
         if not isinstance(scale, (int, float)) or not np.isfinite(scale) or scale < 0:
             raise ValueError(f"scale must be a finite number >= 0 (0: exact float32), got {scale!r}")
-        self._index = _core.SparseImpactIndex(int(dim), float(scale))
+        if not isinstance(exact, (bool, np.bool_)):
+            raise TypeError(f"exact must be a bool, got {type(exact).__name__}")
+        self._index = _core.SparseImpactIndex(int(dim), float(scale), bool(exact))
         self.encoder = encoder
         self._ids = IdMap()
         self._write_lock = threading.Lock()
@@ -134,6 +161,12 @@ class SparseVectorIndex:
     def scale(self) -> float:
         """Impact quantisation scale (0: exact float32)."""
         return float(self._index.scale)
+
+    @property
+    def exact(self) -> bool:
+        """True when results are exact float dot products (float32 postings, or quantised
+        candidates re-scored with the stored float vectors)."""
+        return self.scale == 0 or bool(self._index.exact)
 
     def __len__(self) -> int:
         """Live (not deleted) documents."""
@@ -221,7 +254,7 @@ class SparseVectorIndex:
             return self.generation, self._ids.compile_mask(flt)
 
     def search(
-        self, query, k: int = 10, filter=None, *, algorithm: str = "auto"
+        self, query, k: int = 10, filter=None, *, algorithm: str = "auto", query_cut: int | None = None
     ) -> tuple[np.ndarray, np.ndarray]:  # noqa: A002
         """Top-k documents for one query: (ids, scores float32), best first.
 
@@ -233,6 +266,9 @@ class SparseVectorIndex:
         time over the dense columns and postings; MaxScore only for short lists on segments
         over 65,536 documents), "maxscore" (document at a time), "taat" (term-at-a-time
         MaxScore) or "exhaustive" (every posting, the reference); all exact, same results.
+        ``query_cut``: None (exact) or a number of query terms: approximate search, candidates
+        from the query's ``query_cut`` largest weights only (fewer lists read), re-scored with
+        the whole query when the index is exact; smaller is faster and loses more.
         Ids are int64 (an object array for str ids).
         """
         if isinstance(query, SparseEmbeddings):
@@ -241,7 +277,7 @@ class SparseVectorIndex:
             batch = query
         else:
             batch = [query]
-        ids, scores = self.search_batch(batch, k, filter, algorithm=algorithm)
+        ids, scores = self.search_batch(batch, k, filter, algorithm=algorithm, query_cut=query_cut)
         keep = scores[0] > -np.inf
         return ids[0][keep], scores[0][keep]
 
@@ -254,6 +290,7 @@ class SparseVectorIndex:
         *,
         algorithm: str = "auto",
         n_threads: int | None = None,
+        query_cut: int | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Top-k for many queries in parallel: (ids (nq, k'), scores float32 (nq, k')), with
         k' = min(k, len(self)).
@@ -261,8 +298,15 @@ class SparseVectorIndex:
         Rows with fewer than k' matching documents are padded with score -inf and id -1 (None
         for str ids). ``filter`` as in :meth:`search`, compiled once per index state.
         ``threads``: worker threads (0: one per core); ``n_threads`` is its older name.
+        ``query_cut`` as in :meth:`search`.
         """
         k = check_k(k)
+        if query_cut is None:
+            cut = 0
+        elif isinstance(query_cut, bool) or not isinstance(query_cut, (int, np.integer)) or query_cut < 1:
+            raise ValueError(f"query_cut must be None (exact) or an integer >= 1, got {query_cut!r}")
+        else:
+            cut = int(query_cut)
         if algorithm not in _ALGORITHMS:
             raise ValueError(f"algorithm={algorithm!r}: expected one of {_ALGORITHMS}")
         if n_threads is not None:
@@ -277,7 +321,7 @@ class SparseVectorIndex:
             else:
                 generation, allowed = flt.compiled(self, self.generation, self._compile)
             res = self._index.search_batch(
-                indptr, indices, values, k, int(threads), algorithm, allowed, generation
+                indptr, indices, values, k, int(threads), algorithm, allowed, generation, cut
             )
             if res is not None:  # None: the index changed since the filter was compiled
                 break
@@ -338,14 +382,20 @@ class SparseVectorIndex:
         documents left out; CRC32 per section)."""
         with self._write_lock:
             offsets, docs, stored = self._index.export_arrays()
+            exact = bool(self._index.exact)
             header = {
                 "dim": self.dim,
                 "scale": self.scale,
                 "n_docs": len(self),
                 "n_postings": int(len(docs)),
+                "exact": exact,
                 **self._ids.header(),
             }
             sections = {"offsets": offsets, "docs": docs, "impacts": stored, **self._ids.sections()}
+            if exact:
+                f_indptr, f_terms, f_values = self._index.export_forward()
+                header["n_weights"] = int(len(f_terms))
+                sections.update({"fwd_indptr": f_indptr, "fwd_terms": f_terms, "fwd_values": f_values})
         write_sectioned(path, _MAGIC, _VERSION, header, sections)
 
     @classmethod
@@ -356,12 +406,13 @@ class SparseVectorIndex:
         offsets, doc ids in range and sorted, valid impacts) are always checked; ``verify``
         also checks the CRC32s. Raises IndexFileError (a ValueError) on a corrupt, truncated,
         foreign (another index's) or older-version file; OSError if it cannot be read.
+        Version 2 files (no float vectors) load with ``exact`` off: quantised results.
         """
         refuse_old_version(
             path, _MAGIC, 1, _VERSION, "a sparse index file", "rebuild the index from its vectors"
         )
         try:
-            f = SectionedFile(path, _MAGIC, _VERSION, "sparse index")
+            f = SectionedFile(path, _MAGIC, _file_version(path), "sparse index")
             dim, n_docs, n_post = f.field("dim", int), f.field("n_docs", int), f.field("n_postings", int)
             scale = f.field("scale", float)
             if (
@@ -377,8 +428,18 @@ class SparseVectorIndex:
             offsets = f.array("offsets", "<u8", (dim + 1,), mmap=mmap, verify=verify)
             docs = f.array("docs", "<u4", (n_post,), mmap=mmap, verify=verify)
             stored = f.array("impacts", "<u4", (n_post,), mmap=mmap, verify=verify)
-            index = cls(dim, scale=scale, encoder=encoder)
+            exact = f.header.get("exact", False) is True and scale > 0
+            index = cls(dim, scale=scale, encoder=encoder, exact=False)
             index._index.install(n_docs, offsets, docs, stored)
+            if exact:
+                n_w = f.field("n_weights", int)
+                if n_w < 0:
+                    raise IndexFileError(f"{path}: corrupt header (n_weights={n_w})")
+                index._index.install_forward(
+                    f.array("fwd_indptr", "<u8", (n_docs + 1,), mmap=mmap, verify=verify),
+                    f.array("fwd_terms", "<u4", (n_w,), mmap=mmap, verify=verify),
+                    f.array("fwd_values", "<f4", (n_w,), mmap=mmap, verify=verify),
+                )
         except IndexFileError:
             raise
         except ValueError as exc:  # the container's and the posting checks' errors
@@ -389,5 +450,5 @@ class SparseVectorIndex:
     def __repr__(self) -> str:
         return (
             f"SparseVectorIndex(n_docs={len(self)}, dim={self.dim}, scale={self.scale}, "
-            f"postings={self.num_postings}, ids={self.id_kind})"
+            f"exact={self.exact}, postings={self.num_postings}, ids={self.id_kind})"
         )

@@ -18,6 +18,17 @@
 // scattering every posting. The postings stay (MaxScore, explain and save read them); a column
 // adds w * 0 = +0 to absent documents, so scores are bit-identical to the posting path.
 //
+// Exact rescoring. Quantising loses ranks (scale 100: recall@10 about 0.997 against the float
+// dot product), so with `exact` on the index also keeps each document's float vector (a forward
+// CSR store, 8 bytes per posting) and search() re-scores the quantised top candidates with it.
+// Every document's quantised score is within E = sum(query weights) * 0.5 / scale of its float
+// score (each stored weight, dropped ones included, is off by at most 0.5 / scale), so once the
+// k-th best float score among the candidates exceeds the last candidate's quantised score plus
+// E, no other document can enter: the result is the exact float top-k. Otherwise the candidate
+// pool grows (x4) and, at worst, every live document is scored from the forward store.
+// query_cut > 0 (approximate, opt-in) keeps only the query's query_cut largest weights for
+// the candidate search and re-scores a fixed pool with the whole query (no guarantee).
+//
 // Deletes are tombstones: a byte per document (live_) that every scorer consults, so a deleted
 // document never enters a queue or raises a pruning threshold. Scores are dot products (no
 // collection statistics), so the live documents score as in a fresh build. export_arrays()
@@ -53,8 +64,12 @@ struct ImpactSegment {
 
 class ImpactIndex {
  public:
-  /// dim: vocabulary size (term ids < dim); scale: quantisation scale (0: exact float32).
-  ImpactIndex(std::uint32_t dim, float scale);
+  /// dim: vocabulary size (term ids < dim); scale: quantisation scale (0: exact float32);
+  /// exact: with scale > 0, keep the float vectors and return exact float top-k (see above).
+  ImpactIndex(std::uint32_t dim, float scale, bool exact = false);
+
+  /// True when searches re-score with the stored float vectors.
+  bool exact() const { return exact_; }
 
   std::uint32_t dim() const { return dim_; }
   float scale() const { return scale_; }
@@ -82,11 +97,21 @@ class ImpactIndex {
   /// returned). `allowed` (nullptr: every live document) is a byte per internal document,
   /// num_docs() of them, nonzero for a document that may be returned; it must not allow a
   /// deleted document (the bindings compile it from the live ids).
+  /// With exact() the scores are float dot products with the stored float vectors (the
+  /// quantised ranking otherwise); query_cut > 0: the approximate mode described above.
   void search(const std::vector<postings::WeightedTerm>& query, std::size_t k, std::vector<bm25::ScoredDoc>& out,
-              Algorithm algorithm = Algorithm::Auto, const std::uint8_t* allowed = nullptr) const;
-  /// Dot product of the query with every stored (decoded) document vector (deleted ones too).
+              Algorithm algorithm = Algorithm::Auto, const std::uint8_t* allowed = nullptr,
+              std::uint32_t query_cut = 0) const;
+  /// Top-k by the stored (quantised) impacts alone, never re-scored.
+  void search_impacts(const std::vector<postings::WeightedTerm>& query, std::size_t k,
+                      std::vector<bm25::ScoredDoc>& out, Algorithm algorithm = Algorithm::Auto,
+                      const std::uint8_t* allowed = nullptr) const;
+  /// Float dot product of the query with document `doc`'s stored float vector (exact() only).
+  float exact_score(const std::vector<postings::WeightedTerm>& sorted_query, std::uint32_t doc) const;
+  /// Dot product of the query with every stored document vector (deleted ones too): the float
+  /// vectors with exact(), the decoded impacts otherwise.
   void score_all(const std::vector<postings::WeightedTerm>& query, float* out) const;
-  /// Decoded weight of `term` in `doc` (0 when absent).
+  /// Weight of `term` in `doc` (0 when absent): float with exact(), decoded impact otherwise.
   float weight(std::uint32_t term, std::uint32_t doc) const;
 
   /// The live documents as one segment's arrays: term offsets (dim + 1), doc ids (renumbered
@@ -98,6 +123,16 @@ class ImpactIndex {
   /// increasing within each term).
   void install(std::uint32_t num_docs, const std::uint64_t* offsets, const std::uint32_t* docs,
                const std::uint32_t* stored, std::uint64_t n_postings, std::shared_ptr<const void> keepalive);
+  /// The live documents' float vectors (exact() only): row offsets (num_live() + 1), terms, weights.
+  void export_forward(std::vector<std::uint64_t>& indptr, std::vector<std::uint32_t>& terms,
+                      std::vector<float>& values) const;
+  /// After install(): borrows the float vectors of the num_docs() documents (validated by the
+  /// caller: indptr monotone from 0, terms < dim and increasing per row, weights finite > 0),
+  /// kept alive by `keepalive`; turns exact() on.
+  void install_forward(const std::uint64_t* indptr, const std::uint32_t* terms, const float* values, std::uint64_t n,
+                       std::shared_ptr<const void> keepalive);
+  /// Bytes of the float vector store.
+  std::uint64_t forward_bytes() const;
 
   float decode(std::uint32_t stored) const;
 
@@ -114,6 +149,12 @@ class ImpactIndex {
   std::vector<std::uint8_t> live_;  // per internal document: 1 live, 0 deleted
   std::vector<std::unique_ptr<ImpactSegment>> segments_;
   std::shared_ptr<const void> keepalive_;
+  // The float vectors by internal document (exact_ only), borrowed after install_forward.
+  bool exact_ = false;
+  bm25::Buffer<std::uint64_t> fwd_indptr_;
+  bm25::Buffer<std::uint32_t> fwd_terms_;
+  bm25::Buffer<float> fwd_values_;
+  std::shared_ptr<const void> fwd_keepalive_;
 };
 
 }  // namespace ragfind::sparse
