@@ -106,7 +106,7 @@ py::str to_pystr(std::string_view s) {
 class PyAnalyzer {
  public:
   PyAnalyzer(bool lowercase, const std::vector<std::string>& stopwords, py::object stem_words, bool split_identifiers,
-             py::object tokenizer)
+             py::object tokenizer, bool cjk_bigrams)
       : tokenizer_(tokenizer.is_none() ? nullptr : std::make_shared<GilHeld>(tokenizer)) {
     if (!tokenizer.is_none() && !PyCallable_Check(tokenizer.ptr()))
       throw py::type_error("tokenizer: expected a callable str -> list[str] or None, got " + type_name(tokenizer));
@@ -129,6 +129,7 @@ class PyAnalyzer {
     TokenizerOptions opt;
     opt.lowercase = lowercase;
     opt.split_identifiers = split_identifiers;
+    opt.cjk_bigrams = cjk_bigrams;
     core_ = std::make_shared<Analyzer>(opt, stopwords, std::move(stem));
   }
 
@@ -211,6 +212,22 @@ class PyAnalyzer {
     }
     py::list out(stems.size());
     for (std::size_t i = 0; i < stems.size(); ++i) out[i] = to_pystr(stems[i]);
+    return out;
+  }
+
+  // (stem, begin, end, counted) per analyzed token, offsets in code points of text.
+  py::list analyze_offsets(py::handle text) {
+    if (has_tokenizer()) throw py::value_error("analyze_offsets: not available with a custom tokenizer");
+    std::string spill;
+    std::string_view view = text_view(text, spill, "text");
+    std::vector<Analyzer::Located> located;
+    {
+      py::gil_scoped_release release;
+      core_->analyze_with_offsets(view, located);
+    }
+    py::list out(located.size());
+    for (std::size_t i = 0; i < located.size(); ++i)
+      out[i] = py::make_tuple(to_pystr(located[i].stem), located[i].begin, located[i].end, located[i].counted);
     return out;
   }
 
@@ -1015,9 +1032,11 @@ void bind_bm25(py::module_& m) {
       });
 
   py::class_<PyAnalyzer, std::shared_ptr<PyAnalyzer>>(m, "Analyzer")
-      .def(py::init<bool, const std::vector<std::string>&, py::object, bool, py::object>(), py::arg("lowercase"),
-           py::arg("stopwords"), py::arg("stem_words"), py::arg("split_identifiers"), py::arg("tokenizer"))
+      .def(py::init<bool, const std::vector<std::string>&, py::object, bool, py::object, bool>(), py::arg("lowercase"),
+           py::arg("stopwords"), py::arg("stem_words"), py::arg("split_identifiers"), py::arg("tokenizer"),
+           py::arg("cjk_bigrams") = false)
       .def("analyze", &PyAnalyzer::analyze, py::arg("text"))
+      .def("analyze_offsets", &PyAnalyzer::analyze_offsets, py::arg("text"))
       .def_property_readonly("num_surfaces", [](PyAnalyzer& a) { return a.core().num_surfaces(); });
 
   py::class_<BM25Core, std::shared_ptr<BM25Core>>(m, "BM25Core")

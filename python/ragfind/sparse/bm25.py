@@ -32,7 +32,7 @@ IndexFileError = _core.IndexFileError
 IdList = Union[Sequence[str], Sequence[int], np.ndarray]
 
 
-from ragfind.sparse.analyzer import ENGLISH_STOPWORDS, Analyzer  # noqa: E402,F401
+from ragfind.sparse.analyzer import ENGLISH_STOPWORDS, Analyzer, resolve_analyzer  # noqa: E402,F401
 
 
 def _compile_filter(index: BM25Index, flt: Any) -> Any:
@@ -86,8 +86,9 @@ class BM25Index:
         b: length normalisation in [0, 1].
         delta: the lower bound of bm25l / bm25+ (``None``: the variant's default; ignored by
             the others).
-        analyzer: an :class:`Analyzer` (default: ``Analyzer()``: English stopwords, English
-            Snowball stemming, identifier splitting).
+        analyzer: an :class:`Analyzer` or the name of one (``"default"``, ``"cjk"``,
+            ``"whitespace"``; see :meth:`Analyzer.named`). Default: ``Analyzer()``: English
+            stopwords, English Snowball stemming, identifier splitting.
 
     Raises:
         ValueError: unknown method or parameters out of range.
@@ -99,13 +100,11 @@ class BM25Index:
         k1: float = 1.2,
         b: float = 0.75,
         delta: float | None = None,
-        analyzer: Analyzer | None = None,
+        analyzer: Analyzer | str | None = None,
     ) -> None:
         if method not in METHODS and method != "bm25plus":
             raise ValueError(f"method: unknown BM25 variant {method!r}; expected one of {METHODS}")
-        if analyzer is not None and not isinstance(analyzer, Analyzer):
-            raise TypeError(f"analyzer: expected a ragfind.Analyzer or None, got {type(analyzer).__name__}")
-        self._analyzer = analyzer if analyzer is not None else Analyzer()
+        self._analyzer = Analyzer() if analyzer is None else resolve_analyzer(analyzer)
         self._delta_given = delta is not None
         if delta is None:
             delta = DEFAULT_DELTA.get("bm25+" if method == "bm25plus" else method, 0.0)
@@ -313,7 +312,7 @@ class BM25Index:
         self._core.save(os.fspath(path), json.dumps({"analyzer": self._analyzer.config()}))
 
     @classmethod
-    def load(cls, path: str | os.PathLike, mmap: bool = True, analyzer: Analyzer | None = None) -> BM25Index:
+    def load(cls, path: str | os.PathLike, mmap: bool = True, analyzer: Analyzer | str | None = None) -> BM25Index:
         """Loads an index written by :meth:`save`.
 
         Args:
@@ -329,8 +328,8 @@ class BM25Index:
                 (magic, version, sizes, CRC-32 checksums and every offset are checked).
         """
         path = os.fspath(path)
-        if analyzer is not None and not isinstance(analyzer, Analyzer):
-            raise TypeError(f"analyzer: expected a ragfind.Analyzer or None, got {type(analyzer).__name__}")
+        if analyzer is not None:
+            analyzer = resolve_analyzer(analyzer)
         meta_text = _core.BM25Core.read_analyzer_json(path)
         try:
             meta = json.loads(meta_text)
