@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, Callable
 
@@ -693,7 +694,7 @@ class Retriever:
             t = _now()
             passages = self._rerank(queries[0], passages, timings)
             timings["rerank"] = _now() - t
-        passages = tuple(passages[:k])
+        passages = tuple(self._highlighted(passages[:k], queries))
         timings["total"] = _now() - t0
         result = SearchResult(passages, timings, False, queries, concurrent)
         if key is not None and generation == self.store.generation:
@@ -753,6 +754,17 @@ class Retriever:
             head = [_with_score(head[r["corpus_id"]], float(r["score"]), "cross_encoder") for r in ranked]
             timings["cross_encoder"] = _now() - t
         return head
+
+    def _highlighted(self, passages: list, queries: tuple) -> list:
+        """The passages with their highlights, by the BM25 stage's analyzer (default one else)."""
+        from ragfind.pipeline.highlights import highlight
+        from ragfind.sparse.analyzer import Analyzer
+
+        bm25 = self.bm25
+        analyzer = bm25.analyzer if bm25 is not None else getattr(self, "_default_analyzer", None)
+        if analyzer is None:
+            analyzer = self._default_analyzer = Analyzer()
+        return [replace(p, highlights=highlight(p.text, queries, analyzer)) for p in passages]
 
     @staticmethod
     def _indexed_text(p: Passage) -> str:
@@ -892,4 +904,5 @@ def _with_score(p: Passage, score: float, by: str) -> Passage:
         p.context,
         p.ranks,
         MappingProxyType(scores),
+        p.highlights,
     )
