@@ -130,7 +130,9 @@ class Analyzer:
         elif name == "cjk":
             a = cls(cjk=True)
         elif name == "whitespace":
-            a = cls(lowercase=False, stopwords=None, stemmer=None, split_identifiers=False, tokenizer=str.split)
+            a = cls(
+                lowercase=False, stopwords=None, stemmer=None, split_identifiers=False, tokenizer=str.split
+            )
             a._config["custom_tokenizer"] = False
         else:
             raise ValueError(f"analyzer: unknown name {name!r}; expected one of {ANALYZER_NAMES}")
@@ -224,5 +226,6 @@ def resolve_analyzer(analyzer: Analyzer | str | None, default: str = "default") 
     if isinstance(analyzer, str):
         return Analyzer.named(analyzer)
     raise TypeError(
-        f"analyzer: expected a ragfind.Analyzer, one of {ANALYZER_NAMES} or None, got {type(analyzer).__name__}"
+        f"analyzer: expected a ragfind.Analyzer, one of {ANALYZER_NAMES} or None, "
+        f"got {type(analyzer).__name__}"
     )

@@ -89,6 +89,10 @@ class BM25Index:
         analyzer: an :class:`Analyzer` or the name of one (``"default"``, ``"cjk"``,
             ``"whitespace"``; see :meth:`Analyzer.named`). Default: ``Analyzer()``: English
             stopwords, English Snowball stemming, identifier splitting.
+        positions: also store every term's positions, for phrase queries (``"new york"``,
+            ``"new york"~2``; see :meth:`search`). Off by default: they add about a third to
+            the index (varint term ids per token, kept per document beside the postings:
+            1.3x the file size on SciFact, bench/lexical.md).
 
     Raises:
         ValueError: unknown method or parameters out of range.
@@ -101,6 +105,7 @@ class BM25Index:
         b: float = 0.75,
         delta: float | None = None,
         analyzer: Analyzer | str | None = None,
+        positions: bool = False,
     ) -> None:
         if method not in METHODS and method != "bm25plus":
             raise ValueError(f"method: unknown BM25 variant {method!r}; expected one of {METHODS}")
@@ -109,6 +114,31 @@ class BM25Index:
         if delta is None:
             delta = DEFAULT_DELTA.get("bm25+" if method == "bm25plus" else method, 0.0)
         self._core = _core.BM25Core(method, float(k1), float(b), float(delta), self._analyzer._core)
+        if positions:
+            self._core.enable_positions()
+
+    @property
+    def positions(self) -> bool:
+        """Whether term positions are stored (phrase queries work)."""
+        return bool(self._core.has_positions)
+
+    def _phrases(self, query: str) -> tuple[str, list] | None:
+        """``(plain text, [(terms, slop), ...])`` when ``query`` holds phrases and this index
+        has positions, else None (the query is searched as plain text)."""
+        if '"' not in query or not self._core.has_positions:
+            return None
+        from ragfind.pipeline.highlights import phrase_terms
+        from ragfind.sparse.query import parse_query
+
+        parsed = parse_query(query)
+        if not parsed.phrases:
+            return None
+        phrases = []
+        for ph in parsed.phrases:
+            terms = phrase_terms(self._analyzer, ph.text)
+            if terms:
+                phrases.append((terms, ph.slop))
+        return parsed.text, phrases
 
     @classmethod
     def _wrap(cls, core, analyzer: Analyzer) -> BM25Index:
@@ -188,13 +218,31 @@ class BM25Index:
             ``(ids, scores)``: ids as int64 (or an object array of str for str ids) and
             float32 scores, sorted by score descending, ties by insertion order.
 
+        Phrases (with ``positions=True``; the syntax is in :mod:`ragfind.sparse.query`):
+        ``"new york"`` matches the two words at adjacent positions, ``"new york"~1`` also
+        "new big york", ``~2`` also "york new" (Lucene's slop: a swap costs 2). A phrase's
+        words are analyzed like the rest (so stemmed; a removed stopword leaves no gap:
+        ``"bank of america"`` is the phrase ``bank america``). Plain words and phrases mix
+        as Lucene's OR: a document needs one of them and scores the sum of their parts. A
+        phrase scores as one term with idf = the sum of its words' idfs and tf = its phrase
+        frequency (exact matches, or for a slop the sum of 1 / (1 + match cost); the matching
+        is defined in ``cpp/include/ragfind/bm25/phrase.hpp``); for bm25l / bm25+ a document
+        without the phrase gets no part for it. Phrase queries are evaluated exactly over the
+        intersection of the phrase words' postings (``algorithm`` does not apply). Without
+        positions, quotes are ignored (the words are searched as plain terms).
+
         Raises:
             ValueError: ``k <= 0`` or an unknown algorithm.  TypeError: ``query`` is not str.
         """
         k = check_k(k)
         if not isinstance(query, str):
             raise TypeError(f"query: expected str, got {type(query).__name__}")
-        return self._core.search(query, k, _algorithm(algorithm), _compile_filter(self, filter))
+        algo = _algorithm(algorithm)
+        split = self._phrases(query)
+        if split is not None:
+            text, phrases = split
+            return self._core.search_phrases(text, phrases, k, _compile_filter(self, filter))
+        return self._core.search(query, k, algo, _compile_filter(self, filter))
 
     def search_tokenized(
         self,
@@ -227,8 +275,13 @@ class BM25Index:
         Raises:
             ValueError: ``k <= 0`` or ``threads < 0``.  TypeError: a query is not str.
         """
+        queries = _check_texts(queries, "queries")
+        if self._core.has_positions and any(isinstance(q, str) and '"' in q for q in queries):
+            check_k(k)
+            _check_threads(threads)
+            return [self.search(q, k, filter, algorithm=algorithm) for q in queries]
         return self._core.search_batch(
-            _check_texts(queries, "queries"),
+            queries,
             check_k(k),
             _check_threads(threads),
             False,
@@ -280,7 +333,17 @@ class BM25Index:
         """
         if not isinstance(query, (str, bytes)):
             query = _check_texts(query, "query")
-        return self._core.explain(query, doc_id)
+        split = self._phrases(query) if isinstance(query, str) else None
+        if split is None:
+            return self._core.explain(query, doc_id)
+        text, phrases = split
+        out = self._core.explain(text, doc_id)
+        out["phrases"] = []
+        for terms, slop in phrases:
+            part, (pf,) = self._core.phrase_score("", [(terms, slop)], doc_id)
+            out["phrases"].append({"terms": terms, "slop": slop, "phrase_freq": pf, "contribution": part})
+        out["score"] = self._core.phrase_score(text, phrases, doc_id)[0]
+        return out
 
     def set_params(
         self,
@@ -309,10 +372,15 @@ class BM25Index:
         Raises:
             OSError: the file cannot be written (a previous file at ``path`` is left untouched).
         """
-        self._core.save(os.fspath(path), json.dumps({"analyzer": self._analyzer.config()}))
+        meta: dict = {"analyzer": self._analyzer.config()}
+        if self._core.has_positions:
+            meta["positions"] = True
+        self._core.save(os.fspath(path), json.dumps(meta))
 
     @classmethod
-    def load(cls, path: str | os.PathLike, mmap: bool = True, analyzer: Analyzer | str | None = None) -> BM25Index:
+    def load(
+        cls, path: str | os.PathLike, mmap: bool = True, analyzer: Analyzer | str | None = None
+    ) -> BM25Index:
         """Loads an index written by :meth:`save`.
 
         Args:
@@ -350,6 +418,8 @@ class BM25Index:
                     f"{path!r} is not a valid ragfind BM25 index: bad analyzer settings"
                 ) from exc
         core = _core.BM25Core.load(path, bool(mmap), analyzer._core)
+        if meta.get("positions") and not core.has_positions:
+            raise IndexFileError(f"{path!r} is not a valid ragfind BM25 index: its positions are missing")
         return cls._wrap(core, analyzer)
 
     # ----- introspection
@@ -388,8 +458,11 @@ class BM25Index:
         return self._core.stats()["delta"]
 
     def stats(self) -> dict:
-        """Sizes and parameters: num_docs, num_terms, num_postings, num_segments, avgdl, memory_bytes, ..."""
-        return self._core.stats()
+        """Sizes and parameters: num_docs, num_terms, num_postings, num_segments, avgdl, memory_bytes,
+        positions_bytes (0 without positions), ..."""
+        s = self._core.stats()
+        s["positions_bytes"] = self._core.positions_bytes()
+        return s
 
     def __repr__(self) -> str:
         s = self._core.stats()

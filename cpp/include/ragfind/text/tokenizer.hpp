@@ -43,7 +43,8 @@ class Tokenizer {
   /// Calls emit(std::string_view token, bool counts_for_length) for each token, in text order.
   template <class Emit>
   void tokenize(std::string_view text, Emit&& emit) const {
-    tokenize_with_offsets(text, [&](std::string_view tok, bool counted, std::size_t, std::size_t) { emit(tok, counted); });
+    tokenize_with_offsets(text,
+                          [&](std::string_view tok, bool counted, std::size_t, std::size_t) { emit(tok, counted); });
   }
 
   /// Calls emit(token, counts_for_length, begin, end) for each token, in text order; [begin,

@@ -1,0 +1,47 @@
+// Term positions of a BM25 index, kept beside the postings (not inside them) so that phrase
+// queries need nothing from the posting layout but doc ids per term.
+//
+// Layout: per document slot, its analyzed token stream as varints of (term id << 1 | overlap),
+// overlap marking identifier parts and compounds that do not count towards the length; they
+// take the position of the word before them. Positions count the words that remain after
+// stopword removal (a removed stopword leaves no gap). A slot's bytes are
+// bytes[offsets[slot] .. offsets[slot + 1]). Slots follow the index's: append with every add,
+// drop the slots compact() drops, truncate when an add is aborted.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace ragfind::bm25 {
+
+class PositionStore {
+ public:
+  std::uint32_t num_slots() const { return static_cast<std::uint32_t>(offsets_.size() - 1); }
+  std::size_t memory_bytes() const { return offsets_.size() * sizeof(std::uint64_t) + bytes_.size(); }
+
+  /// Appends n documents (the arguments of InvertedIndex::add_documents; counted may be null).
+  void append(const std::uint32_t* terms, const std::uint8_t* counted, const std::size_t* doc_offsets, std::size_t n);
+  /// Keeps the first `slots` documents (undoes an aborted add).
+  void truncate(std::uint32_t slots);
+  /// Removes the given slots (sorted, unique); later slots move down in order.
+  void compact(const std::vector<std::uint32_t>& dropped);
+  /// Only the slots with keep[slot] != 0, in order (what a save writes).
+  PositionStore filtered(const std::uint8_t* keep) const;
+
+  /// For each i, the sorted positions in `slot` of terms[i] (out resized to n).
+  void positions(std::uint32_t slot, const std::uint32_t* terms, std::size_t n,
+                 std::vector<std::vector<std::int64_t>>& out) const;
+
+  const std::vector<std::uint64_t>& offsets() const { return offsets_; }
+  const std::vector<std::uint8_t>& bytes() const { return bytes_; }
+  /// Installs loaded data after checking it (monotone offsets ending at bytes.size(), every
+  /// varint complete, term ids < num_terms); returns false (leaving this unchanged) if bad.
+  bool assign(std::vector<std::uint64_t> offsets, std::vector<std::uint8_t> bytes, std::uint64_t num_terms);
+
+ private:
+  std::vector<std::uint64_t> offsets_{0};
+  std::vector<std::uint8_t> bytes_;
+};
+
+}  // namespace ragfind::bm25

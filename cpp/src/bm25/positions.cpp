@@ -1,0 +1,106 @@
+// Term positions beside the postings (see positions.hpp).
+#include "ragfind/bm25/positions.hpp"
+
+#include <algorithm>
+
+namespace ragfind::bm25 {
+
+namespace {
+
+inline void put_varint(std::vector<std::uint8_t>& out, std::uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<std::uint8_t>(v | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<std::uint8_t>(v));
+}
+
+// Decodes one varint at p (< end); false when it is cut off or too long.
+inline bool get_varint(const std::uint8_t*& p, const std::uint8_t* end, std::uint64_t& v) {
+  v = 0;
+  for (int shift = 0; shift < 64 && p < end; shift += 7) {
+    const std::uint8_t b = *p++;
+    v |= static_cast<std::uint64_t>(b & 0x7F) << shift;
+    if (!(b & 0x80)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void PositionStore::append(const std::uint32_t* terms, const std::uint8_t* counted, const std::size_t* doc_offsets,
+                           std::size_t n) {
+  for (std::size_t d = 0; d < n; ++d) {
+    for (std::size_t i = doc_offsets[d]; i < doc_offsets[d + 1]; ++i) {
+      const std::uint64_t overlap = (counted && !counted[i]) ? 1 : 0;
+      put_varint(bytes_, (static_cast<std::uint64_t>(terms[i]) << 1) | overlap);
+    }
+    offsets_.push_back(bytes_.size());
+  }
+}
+
+void PositionStore::truncate(std::uint32_t slots) {
+  if (slots >= num_slots()) return;
+  offsets_.resize(static_cast<std::size_t>(slots) + 1);
+  bytes_.resize(offsets_.back());
+}
+
+void PositionStore::compact(const std::vector<std::uint32_t>& dropped) {
+  if (dropped.empty()) return;
+  std::vector<std::uint8_t> keep(num_slots(), 1);
+  for (std::uint32_t s : dropped)
+    if (s < keep.size()) keep[s] = 0;
+  *this = filtered(keep.data());
+}
+
+PositionStore PositionStore::filtered(const std::uint8_t* keep) const {
+  PositionStore out;
+  out.bytes_.reserve(bytes_.size());
+  out.offsets_.reserve(offsets_.size());
+  for (std::uint32_t s = 0; s < num_slots(); ++s) {
+    if (!keep[s]) continue;
+    out.bytes_.insert(out.bytes_.end(), bytes_.begin() + static_cast<std::ptrdiff_t>(offsets_[s]),
+                      bytes_.begin() + static_cast<std::ptrdiff_t>(offsets_[s + 1]));
+    out.offsets_.push_back(out.bytes_.size());
+  }
+  return out;
+}
+
+void PositionStore::positions(std::uint32_t slot, const std::uint32_t* terms, std::size_t n,
+                              std::vector<std::vector<std::int64_t>>& out) const {
+  out.resize(n);
+  for (auto& v : out) v.clear();
+  const std::uint8_t* p = bytes_.data() + offsets_[slot];
+  const std::uint8_t* end = bytes_.data() + offsets_[slot + 1];
+  std::int64_t pos = -1;
+  std::uint64_t v = 0;
+  while (p < end && get_varint(p, end, v)) {
+    if (!(v & 1) || pos < 0) ++pos;
+    const std::uint32_t t = static_cast<std::uint32_t>(v >> 1);
+    for (std::size_t i = 0; i < n; ++i)
+      if (terms[i] == t) {
+        // An overlap token may repeat its word's term at the same position: keep one.
+        if (out[i].empty() || out[i].back() != pos) out[i].push_back(pos);
+      }
+  }
+}
+
+bool PositionStore::assign(std::vector<std::uint64_t> offsets, std::vector<std::uint8_t> bytes,
+                           std::uint64_t num_terms) {
+  if (offsets.empty() || offsets.front() != 0 || offsets.back() != bytes.size()) return false;
+  for (std::size_t i = 1; i < offsets.size(); ++i)
+    if (offsets[i] < offsets[i - 1]) return false;
+  for (std::size_t s = 0; s + 1 < offsets.size(); ++s) {
+    const std::uint8_t* p = bytes.data() + offsets[s];
+    const std::uint8_t* end = bytes.data() + offsets[s + 1];
+    std::uint64_t v = 0;
+    while (p < end) {
+      if (!get_varint(p, end, v) || (v >> 1) >= num_terms) return false;
+    }
+  }
+  offsets_ = std::move(offsets);
+  bytes_ = std::move(bytes);
+  return true;
+}
+
+}  // namespace ragfind::bm25
