@@ -1022,6 +1022,30 @@ class BM25Core {
     return read_locked([&] { return positions_ ? positions_->memory_bytes() : std::size_t(0); });
   }
 
+  // (live ordinals, tfs) of an index term: ordinals count live documents in insertion order,
+  // as ids() and document_lengths() do.
+  py::tuple postings(const std::string& term) {
+    std::vector<std::int64_t> ord, tf;
+    read_locked([&] {
+      const std::uint32_t t = index_.vocab().find(term);
+      if (t == StringTable::kNotFound) return 0;
+      std::vector<std::uint32_t> slots, tfs;
+      term_postings(index_, t, slots, tfs);
+      std::vector<std::int64_t> rank;
+      const bool dense = index_.num_docs() == index_.num_slots();
+      if (!dense) {
+        rank.resize(index_.num_slots());
+        std::int64_t r = 0;
+        for (std::uint32_t d = 0; d < index_.num_slots(); ++d) rank[d] = index_.is_live(d) ? r++ : -1;
+      }
+      ord.reserve(slots.size());
+      for (std::uint32_t d : slots) ord.push_back(dense ? d : rank[d]);
+      tf.assign(tfs.begin(), tfs.end());
+      return 0;
+    });
+    return py::make_tuple(to_numpy(std::move(ord)), to_numpy(std::move(tf)));
+  }
+
   // Phrases as (analyzed terms, slop), read with the GIL held.
   struct PhraseText {
     std::vector<std::string> terms;
@@ -1175,6 +1199,7 @@ void bind_bm25(py::module_& m) {
       .def("stats", &BM25Core::stats)
       .def("save", &BM25Core::save, py::arg("path"), py::arg("analyzer_json"))
       .def("enable_positions", &BM25Core::enable_positions)
+      .def("postings", &BM25Core::postings, py::arg("term"))
       .def_property_readonly("has_positions", &BM25Core::has_positions)
       .def("positions_bytes", &BM25Core::positions_bytes)
       .def("search_phrases", &BM25Core::search_phrases, py::arg("query"), py::arg("phrases"), py::arg("k"),

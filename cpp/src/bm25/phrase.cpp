@@ -20,6 +20,23 @@ void term_slots(const InvertedIndex& index, std::uint32_t term, std::vector<std:
   }
 }
 
+void term_postings(const InvertedIndex& index, std::uint32_t term, std::vector<std::uint32_t>& slots,
+                   std::vector<std::uint32_t>& tfs) {
+  slots.clear();
+  tfs.clear();
+  for (const auto& seg : index.segments()) {
+    const std::int64_t slot = seg->slot_of(term);
+    if (slot < 0) continue;
+    for (std::uint64_t j = seg->offsets[static_cast<std::size_t>(slot)];
+         j < seg->offsets[static_cast<std::size_t>(slot) + 1]; ++j) {
+      const std::uint32_t d = seg->base + seg->docs[j];
+      if (!index.is_live(d)) continue;
+      slots.push_back(d);
+      tfs.push_back(seg->tfs[j]);
+    }
+  }
+}
+
 double phrase_frequency(const std::vector<const std::vector<std::int64_t>*>& lists,
                         const std::vector<std::uint32_t>& terms, std::int64_t slop, std::vector<std::int64_t>& cands) {
   const std::size_t n = lists.size();

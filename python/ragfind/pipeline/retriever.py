@@ -156,6 +156,7 @@ class Retriever:
         show_progress: bool = False,
     ) -> None:
         from ragfind.sparse.bm25 import BM25Index
+        from ragfind.sparse.fields import BM25FIndex
 
         enc = self._load_encoder(encoder)
         encoder_ref = encoder if isinstance(encoder, (str, os.PathLike)) or encoder is None else _path_of(enc)
@@ -171,9 +172,13 @@ class Retriever:
             reranker_ref = os.fspath(reranker_ref)
         if isinstance(bm25, str) and bm25 == "default":
             bm25 = BM25Index()
-        if bm25 is not None and not isinstance(bm25, BM25Index):
+        if bm25 is not None and not isinstance(bm25, (BM25Index, BM25FIndex)):
             raise TypeError(
                 f"bm25 is a {type(bm25).__name__}; expected a ragfind.BM25Index, 'default' or None"
+            )
+        if isinstance(bm25, BM25FIndex) and not set(bm25.fields) <= {"title", "text"}:
+            raise ValueError(
+                f"bm25 fields {list(bm25.fields)}: a Retriever indexes the fields 'title' and 'text'"
             )
         if bm25 is not None and len(bm25) > 0:
             raise ValueError(
@@ -491,6 +496,8 @@ class Retriever:
                     for s in self.first_stages + [s for s in self.rerank_stages if hasattr(s, "add")]:
                         if id(s) in prepared:
                             s.add(chunk_ids, indexed, prepared[id(s)])
+                        elif isinstance(s, BM25Stage) and s.fields:
+                            s.add(chunk_ids, s.field_docs(chunks, indexed))
                         else:
                             s.add(chunk_ids, indexed)
                         done.append(s)

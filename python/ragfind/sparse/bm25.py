@@ -94,9 +94,27 @@ class BM25Index:
             the index (varint term ids per token, kept per document beside the postings:
             1.3x the file size on SciFact, bench/lexical.md).
 
+        fields: ``{"title": 2.0, "body": 1.0}`` makes a BM25F index over documents given as
+            dicts (a :class:`~ragfind.sparse.fields.BM25FIndex`; Lucene idf and one ``k1``,
+            ``method`` must be ``"lucene"``); ``field_b`` gives each field's ``b``.
+
     Raises:
         ValueError: unknown method or parameters out of range.
     """
+
+    def __new__(cls, *args: Any, fields: Any = None, field_b: Any = None, **kwargs: Any) -> Any:
+        if fields is None:
+            if field_b is not None:
+                raise ValueError("field_b: only with fields=")
+            return super().__new__(cls)
+        from ragfind.sparse.fields import BM25FIndex
+
+        if args:
+            raise TypeError("BM25Index(fields=...): pass k1, b and analyzer by keyword")
+        method = kwargs.pop("method", "lucene")
+        if method != "lucene" or kwargs.pop("delta", None) is not None or kwargs.pop("positions", False):
+            raise ValueError("fields: BM25F supports method='lucene' only, without delta or positions")
+        return BM25FIndex(fields, field_b, **kwargs)
 
     def __init__(
         self,
@@ -106,6 +124,8 @@ class BM25Index:
         delta: float | None = None,
         analyzer: Analyzer | str | None = None,
         positions: bool = False,
+        fields: Any = None,
+        field_b: Any = None,
     ) -> None:
         if method not in METHODS and method != "bm25plus":
             raise ValueError(f"method: unknown BM25 variant {method!r}; expected one of {METHODS}")
@@ -398,6 +418,14 @@ class BM25Index:
         path = os.fspath(path)
         if analyzer is not None:
             analyzer = resolve_analyzer(analyzer)
+        from ragfind.sparse.fields import FIELDS_MAGIC, BM25FIndex
+
+        try:
+            with open(path, "rb") as f:
+                if f.read(8) == FIELDS_MAGIC:
+                    return BM25FIndex.load(path, analyzer=analyzer)  # type: ignore[return-value]
+        except OSError:
+            pass  # the C++ loader reports it
         meta_text = _core.BM25Core.read_analyzer_json(path)
         try:
             meta = json.loads(meta_text)

@@ -35,6 +35,9 @@ double phrase_frequency(const std::vector<const std::vector<std::int64_t>*>& lis
 /// Slots (ascending) of the live documents whose postings hold `term` (the posting-access
 /// point: the only code here that reads the posting layout).
 void term_slots(const InvertedIndex& index, std::uint32_t term, std::vector<std::uint32_t>& out);
+/// The same with each posting's term frequency (BM25F reads per-field postings this way).
+void term_postings(const InvertedIndex& index, std::uint32_t term, std::vector<std::uint32_t>& slots,
+                   std::vector<std::uint32_t>& tfs);
 
 /// Exact top-k of plain terms OR phrases (see above); `allowed` as in InvertedIndex::search.
 void search_phrases(const InvertedIndex& index, const PositionStore& positions, const std::vector<QueryTerm>& plain,
