@@ -139,20 +139,48 @@ std::vector<PreparedPhrase> prepare_phrases(const InvertedIndex& index, const st
   return out;
 }
 
-// Intersection of sorted slot lists, smallest first.
-void intersect(std::vector<std::vector<std::uint32_t>>& lists, std::vector<std::uint32_t>& out) {
-  std::sort(lists.begin(), lists.end(), [](const auto& x, const auto& y) { return x.size() < y.size(); });
-  out = lists[0];
-  for (std::size_t i = 1; i < lists.size() && !out.empty(); ++i) {
-    const auto& l = lists[i];
-    std::size_t w = 0;
-    auto it = l.begin();
-    for (std::uint32_t d : out) {
-      it = std::lower_bound(it, l.end(), d);
-      if (it == l.end()) break;
-      if (*it == d) out[w++] = d;
+// Slots holding every distinct term of p, each with its entry index in every term's list
+// (idx[c * nd + j] for candidate c and term j), smallest list first with galloping.
+void intersect(const PositionStore& ps, const PreparedPhrase& p, std::vector<std::uint32_t>& cand,
+               std::vector<std::size_t>& idx) {
+  const std::size_t nd = p.distinct.size();
+  std::vector<const TermPositions*> tp(nd);
+  for (std::size_t j = 0; j < nd; ++j) tp[j] = ps.term(p.distinct[j]);
+  cand.clear();
+  idx.clear();
+  for (const auto* t : tp)
+    if (!t || t->slots.empty()) return;
+  std::size_t first = 0;
+  for (std::size_t j = 1; j < nd; ++j)
+    if (tp[j]->slots.size() < tp[first]->slots.size()) first = j;
+  std::vector<std::size_t> at(nd, 0), here(nd);
+  const auto& base = tp[first]->slots;
+  for (std::size_t i = 0; i < base.size(); ++i) {
+    const std::uint32_t d = base[i];
+    bool ok = true;
+    for (std::size_t j = 0; j < nd && ok; ++j) {
+      if (j == first) {
+        here[j] = i;
+        continue;
+      }
+      const auto& l = tp[j]->slots;
+      // Gallop from the last position, then binary search.
+      std::size_t lo = at[j], step = 1;
+      while (lo + step < l.size() && l[lo + step] < d) {
+        lo += step;
+        step *= 2;
+      }
+      auto it = std::lower_bound(l.begin() + static_cast<std::ptrdiff_t>(lo),
+                                 l.begin() + static_cast<std::ptrdiff_t>(std::min(l.size(), lo + step + 1)), d);
+      at[j] = static_cast<std::size_t>(it - l.begin());
+      if (at[j] == l.size()) return;  // no later candidate can match either
+      ok = *it == d;
+      here[j] = at[j];
     }
-    out.resize(w);
+    if (ok) {
+      cand.push_back(d);
+      idx.insert(idx.end(), here.begin(), here.end());
+    }
   }
 }
 
@@ -173,8 +201,18 @@ struct PhraseScorer {
         absent(tf_component_absent(ix.params())),
         method(ix.params().method) {}
 
+  // Phrase frequency of candidate c (entry indexes idx[c * nd ..]).
+  double freq_at(const PreparedPhrase& p, const std::size_t* entry) {
+    pos.resize(p.distinct.size());
+    for (std::size_t j = 0; j < p.distinct.size(); ++j) positions.term(p.distinct[j])->positions(entry[j], pos[j]);
+    return from_pos(p);
+  }
+  // Phrase frequency of any slot (decodes the document; for explain).
   double freq(const PreparedPhrase& p, std::uint32_t doc) {
     positions.positions(doc, p.distinct.data(), p.distinct.size(), pos);
+    return from_pos(p);
+  }
+  double from_pos(const PreparedPhrase& p) {
     lists.clear();
     for (std::size_t li : p.list_of) lists.push_back(&pos[li]);
     return phrase_frequency(lists, p.terms, p.slop, scratch);
@@ -197,18 +235,18 @@ void search_phrases(const InvertedIndex& index, const PositionStore& positions, 
   PhraseScorer scorer(index, positions);
   TopKQueue heap(k);
   auto ok = [&](std::uint32_t d) { return !allowed || allowed->mask[d]; };
-  std::vector<std::vector<std::uint32_t>> lists;
   std::vector<std::uint32_t> cand;
+  std::vector<std::size_t> idx;
   if (q.terms.empty() && prepared.size() == 1) {
     // One phrase alone: score candidates straight into the heap.
     const auto& p = prepared[0];
     if (p.possible) {
-      lists.resize(p.distinct.size());
-      for (std::size_t i = 0; i < p.distinct.size(); ++i) term_slots(index, p.distinct[i], lists[i]);
-      intersect(lists, cand);
-      for (std::uint32_t d : cand) {
-        if (!ok(d)) continue;
-        const double pf = scorer.freq(p, d);
+      intersect(positions, p, cand, idx);
+      const std::size_t nd = p.distinct.size();
+      for (std::size_t c = 0; c < cand.size(); ++c) {
+        const std::uint32_t d = cand[c];
+        if (!index.is_live(d) || !ok(d)) continue;
+        const double pf = scorer.freq_at(p, &idx[c * nd]);
         if (pf > 0) heap.insert(static_cast<float>(scorer.part(p, pf, d)), d);
       }
     }
@@ -247,12 +285,12 @@ void search_phrases(const InvertedIndex& index, const PositionStore& positions, 
   }
   for (const auto& p : prepared) {
     if (!p.possible) continue;
-    lists.assign(p.distinct.size(), {});
-    for (std::size_t i = 0; i < p.distinct.size(); ++i) term_slots(index, p.distinct[i], lists[i]);
-    intersect(lists, cand);
-    for (std::uint32_t d : cand) {
-      if (!ok(d)) continue;
-      const double pf = scorer.freq(p, d);
+    intersect(positions, p, cand, idx);
+    const std::size_t nd = p.distinct.size();
+    for (std::size_t c = 0; c < cand.size(); ++c) {
+      const std::uint32_t d = cand[c];
+      if (!index.is_live(d) || !ok(d)) continue;
+      const double pf = scorer.freq_at(p, &idx[c * nd]);
       if (pf > 0) {
         acc[d] += scorer.part(p, pf, d);
         touch(d);

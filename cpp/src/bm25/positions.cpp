@@ -28,6 +28,69 @@ inline bool get_varint(const std::uint8_t*& p, const std::uint8_t* end, std::uin
 
 }  // namespace
 
+void TermPositions::positions(std::size_t i, std::vector<std::int64_t>& out) const {
+  out.clear();
+  const std::uint8_t* p = bytes.data() + block_offsets[i / kBlock];
+  const std::uint8_t* end = bytes.data() + bytes.size();
+  std::uint64_t len = 0;
+  for (std::size_t skip = i % kBlock; skip > 0; --skip) {
+    get_varint(p, end, len);
+    p += len;
+  }
+  get_varint(p, end, len);
+  const std::uint8_t* stop = p + len;
+  std::int64_t pos = 0;
+  std::uint64_t delta = 0;
+  while (p < stop && get_varint(p, stop, delta)) {
+    pos += static_cast<std::int64_t>(delta);
+    out.push_back(pos);
+  }
+}
+
+std::size_t PositionStore::memory_bytes() const {
+  std::size_t n = offsets_.size() * sizeof(std::uint64_t) + bytes_.size() + by_term_.size() * sizeof(TermPositions);
+  for (const auto& t : by_term_) n += t.slots.size() * 4 + t.bytes.size() + t.block_offsets.size() * 8;
+  return n;
+}
+
+void PositionStore::index_slots(std::uint32_t from) {
+  std::vector<std::pair<std::uint32_t, std::int64_t>> occ;  // (term, position)
+  std::vector<std::uint8_t> entry;
+  for (std::uint32_t s = from; s < num_slots(); ++s) {
+    occ.clear();
+    const std::uint8_t* p = bytes_.data() + offsets_[s];
+    const std::uint8_t* end = bytes_.data() + offsets_[s + 1];
+    std::int64_t pos = -1;
+    std::uint64_t v = 0;
+    while (p < end && get_varint(p, end, v)) {
+      if (!(v & 1) || pos < 0) ++pos;
+      occ.emplace_back(static_cast<std::uint32_t>(v >> 1), pos);
+    }
+    std::sort(occ.begin(), occ.end());
+    occ.erase(std::unique(occ.begin(), occ.end()), occ.end());
+    for (std::size_t i = 0; i < occ.size();) {
+      const std::uint32_t t = occ[i].first;
+      entry.clear();
+      std::int64_t prev = 0;
+      for (; i < occ.size() && occ[i].first == t; ++i) {
+        put_varint(entry, static_cast<std::uint64_t>(occ[i].second - prev));
+        prev = occ[i].second;
+      }
+      if (t >= by_term_.size()) by_term_.resize(static_cast<std::size_t>(t) + 1);
+      TermPositions& tp = by_term_[t];
+      if (tp.slots.size() % TermPositions::kBlock == 0) tp.block_offsets.push_back(tp.bytes.size());
+      tp.slots.push_back(s);
+      put_varint(tp.bytes, entry.size());
+      tp.bytes.insert(tp.bytes.end(), entry.begin(), entry.end());
+    }
+  }
+}
+
+void PositionStore::rebuild() {
+  by_term_.clear();
+  index_slots(0);
+}
+
 void PositionStore::append(const std::uint32_t* terms, const std::uint8_t* counted, const std::size_t* doc_offsets,
                            std::size_t n) {
   for (std::size_t d = 0; d < n; ++d) {
@@ -37,12 +100,14 @@ void PositionStore::append(const std::uint32_t* terms, const std::uint8_t* count
     }
     offsets_.push_back(bytes_.size());
   }
+  index_slots(static_cast<std::uint32_t>(num_slots() - n));
 }
 
 void PositionStore::truncate(std::uint32_t slots) {
   if (slots >= num_slots()) return;
   offsets_.resize(static_cast<std::size_t>(slots) + 1);
   bytes_.resize(offsets_.back());
+  rebuild();
 }
 
 void PositionStore::compact(const std::vector<std::uint32_t>& dropped) {
@@ -50,7 +115,10 @@ void PositionStore::compact(const std::vector<std::uint32_t>& dropped) {
   std::vector<std::uint8_t> keep(num_slots(), 1);
   for (std::uint32_t s : dropped)
     if (s < keep.size()) keep[s] = 0;
-  *this = filtered(keep.data());
+  PositionStore kept = filtered(keep.data());
+  offsets_ = std::move(kept.offsets_);
+  bytes_ = std::move(kept.bytes_);
+  rebuild();
 }
 
 PositionStore PositionStore::filtered(const std::uint8_t* keep) const {
@@ -100,6 +168,7 @@ bool PositionStore::assign(std::vector<std::uint64_t> offsets, std::vector<std::
   }
   offsets_ = std::move(offsets);
   bytes_ = std::move(bytes);
+  rebuild();
   return true;
 }
 
