@@ -207,6 +207,24 @@ struct PhraseScorer {
     for (std::size_t j = 0; j < p.distinct.size(); ++j) positions.term(p.distinct[j])->positions(entry[j], pos[j]);
     return from_pos(p);
   }
+  // freq_at() unless an upper bound of the score cannot beat `threshold` (then -1): the phrase
+  // frequency is at most the first word's position count (each of its positions anchors at
+  // most one match), and for an exact phrase at most every word's count; byte counts bound
+  // those counts.
+  double freq_above(const PreparedPhrase& p, const std::size_t* entry, std::uint32_t doc, float threshold) {
+    pos.resize(p.distinct.size());
+    std::uint64_t bound = ~std::uint64_t(0);
+    for (std::size_t j = 0; j < p.distinct.size(); ++j) {
+      const TermPositions* tp = positions.term(p.distinct[j]);
+      entries[j] = tp->entry(entry[j], lens[j]);
+      if (p.slop == 0 || j == p.list_of[0]) bound = std::min(bound, lens[j]);
+    }
+    if (static_cast<float>(part(p, static_cast<double>(bound), doc)) <= threshold) return -1.0;
+    for (std::size_t j = 0; j < p.distinct.size(); ++j) TermPositions::decode(entries[j], lens[j], pos[j]);
+    return from_pos(p);
+  }
+  std::vector<const std::uint8_t*> entries;
+  std::vector<std::uint64_t> lens;
   // Phrase frequency of any slot (decodes the document; for explain).
   double freq(const PreparedPhrase& p, std::uint32_t doc) {
     positions.positions(doc, p.distinct.data(), p.distinct.size(), pos);
@@ -243,10 +261,15 @@ void search_phrases(const InvertedIndex& index, const PositionStore& positions, 
     if (p.possible) {
       intersect(positions, p, cand, idx);
       const std::size_t nd = p.distinct.size();
+      scorer.entries.resize(nd);
+      scorer.lens.resize(nd);
       for (std::size_t c = 0; c < cand.size(); ++c) {
         const std::uint32_t d = cand[c];
         if (!index.is_live(d) || !ok(d)) continue;
-        const double pf = scorer.freq_at(p, &idx[c * nd]);
+        // Candidates come in slot order, so one that only ties the k-th score loses the tie
+        // (TopKQueue breaks ties by slot): skipping it when its bound <= the threshold is exact.
+        const double pf =
+            heap.full() ? scorer.freq_above(p, &idx[c * nd], d, heap.threshold()) : scorer.freq_at(p, &idx[c * nd]);
         if (pf > 0) heap.insert(static_cast<float>(scorer.part(p, pf, d)), d);
       }
     }

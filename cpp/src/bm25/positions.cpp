@@ -28,16 +28,19 @@ inline bool get_varint(const std::uint8_t*& p, const std::uint8_t* end, std::uin
 
 }  // namespace
 
-void TermPositions::positions(std::size_t i, std::vector<std::int64_t>& out) const {
-  out.clear();
+const std::uint8_t* TermPositions::entry(std::size_t i, std::uint64_t& len) const {
   const std::uint8_t* p = bytes.data() + block_offsets[i / kBlock];
   const std::uint8_t* end = bytes.data() + bytes.size();
-  std::uint64_t len = 0;
   for (std::size_t skip = i % kBlock; skip > 0; --skip) {
     get_varint(p, end, len);
     p += len;
   }
   get_varint(p, end, len);
+  return p;
+}
+
+void TermPositions::decode(const std::uint8_t* p, std::uint64_t len, std::vector<std::int64_t>& out) {
+  out.clear();
   const std::uint8_t* stop = p + len;
   std::int64_t pos = 0;
   std::uint64_t delta = 0;
@@ -45,6 +48,12 @@ void TermPositions::positions(std::size_t i, std::vector<std::int64_t>& out) con
     pos += static_cast<std::int64_t>(delta);
     out.push_back(pos);
   }
+}
+
+void TermPositions::positions(std::size_t i, std::vector<std::int64_t>& out) const {
+  std::uint64_t len = 0;
+  const std::uint8_t* p = entry(i, len);
+  decode(p, len, out);
 }
 
 std::size_t PositionStore::memory_bytes() const {

@@ -334,6 +334,7 @@ class BM25Index:
         ``query`` is a string (analyzed) or a list of tokens (used as index terms). Documents
         with no query term get 0 (or, for bm25l / bm25+, the score of absent terms).
         Computed exhaustively in double precision; returns a float64 array of ``len(self)``.
+        Quoted phrases are not evaluated here: their words count as plain terms.
         """
         if not isinstance(query, (str, bytes)):
             query = _check_texts(query, "query")

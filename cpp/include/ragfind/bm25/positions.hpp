@@ -28,6 +28,10 @@ struct TermPositions {
   std::vector<std::uint64_t> block_offsets;  // byte offset of entry kBlock * i
   /// Positions (ascending) of entry i.
   void positions(std::size_t i, std::vector<std::int64_t>& out) const;
+  /// Entry i's encoded positions: returns their first byte, len receives their byte count
+  /// (an upper bound of how many positions there are: every varint takes a byte or more).
+  const std::uint8_t* entry(std::size_t i, std::uint64_t& len) const;
+  static void decode(const std::uint8_t* p, std::uint64_t len, std::vector<std::int64_t>& out);
 };
 
 class PositionStore {
