@@ -113,7 +113,7 @@ def bench_corpus(name: str, texts: list[str], n_phrases: int, repeats: int, tmp:
         index = tantivy.Index(schema, path=str(d))
         t = time.perf_counter()
         w = index.writer(heap_size=512_000_000, num_threads=1)
-        for doc_id, text in enumerate(texts):
+        for text in texts:
             w.add_document(tantivy.Document(body=[text]))
         w.commit()
         w.wait_merging_threads()
@@ -156,10 +156,16 @@ def bench_corpus(name: str, texts: list[str], n_phrases: int, repeats: int, tmp:
             "ratio": r_qps / t_qps,
             "match_counts_agree": f"{agree}/{len(checked)}",
         }
-        print(f"{name} {label}: ragfind {r_qps:,.0f} q/s, tantivy {t_qps:,.0f} q/s, x{r_qps / t_qps:.2f}; "
-              f"counts agree {agree}/{len(checked)}", flush=True)
-    print(f"{name} sizes: {sizes}; ragfind positions x{res['ragfind_positions_ratio']:.2f}, "
-          f"tantivy x{res['tantivy_positions_ratio']:.2f}", flush=True)
+        print(
+            f"{name} {label}: ragfind {r_qps:,.0f} q/s, tantivy {t_qps:,.0f} q/s, x{r_qps / t_qps:.2f}; "
+            f"counts agree {agree}/{len(checked)}",
+            flush=True,
+        )
+    print(
+        f"{name} sizes: {sizes}; ragfind positions x{res['ragfind_positions_ratio']:.2f}, "
+        f"tantivy x{res['tantivy_positions_ratio']:.2f}",
+        flush=True,
+    )
     return res
 
 
