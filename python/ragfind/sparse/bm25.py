@@ -90,9 +90,10 @@ class BM25Index:
             ``"whitespace"``; see :meth:`Analyzer.named`). Default: ``Analyzer()``: English
             stopwords, English Snowball stemming, identifier splitting.
         positions: also store every term's positions, for phrase queries (``"new york"``,
-            ``"new york"~2``; see :meth:`search`). Off by default: they add about a third to
-            the index (varint term ids per token, kept per document beside the postings:
-            1.3x the file size on SciFact, bench/lexical.md).
+            ``"new york"~2``; see :meth:`search`). Off by default: saved, they are a varint
+            term id per token, kept per document beside the postings (the file grows 1.37x
+            on SciFact, 1.29x on the 1M synthetic corpus: bench/lexical.md); in memory a
+            term-major copy for search about doubles that.
 
         fields: ``{"title": 2.0, "body": 1.0}`` makes a BM25F index over documents given as
             dicts (a :class:`~ragfind.sparse.fields.BM25FIndex`; Lucene idf and one ``k1``,
