@@ -139,15 +139,15 @@ std::vector<PreparedPhrase> prepare_phrases(const InvertedIndex& index, const st
   return out;
 }
 
-// Slots holding every distinct term of p, each with its entry index in every term's list
-// (idx[c * nd + j] for candidate c and term j), smallest list first with galloping.
-void intersect(const PositionStore& ps, const PreparedPhrase& p, std::vector<std::uint32_t>& cand,
-               std::vector<std::size_t>& idx) {
+// Calls emit(slot, entry indexes) for each slot holding every distinct term of p (entry
+// index j: into term j's list), in slot order, walking the shortest list and galloping in the
+// others; pre(slot, shortest term, its entry index) may veto a slot before the others are
+// searched (a vetoed slot is never emitted).
+template <class Pre, class Emit>
+void intersect_each(const PositionStore& ps, const PreparedPhrase& p, Pre&& pre, Emit&& emit) {
   const std::size_t nd = p.distinct.size();
   std::vector<const TermPositions*> tp(nd);
   for (std::size_t j = 0; j < nd; ++j) tp[j] = ps.term(p.distinct[j]);
-  cand.clear();
-  idx.clear();
   for (const auto* t : tp)
     if (!t || t->slots.empty()) return;
   std::size_t first = 0;
@@ -157,6 +157,7 @@ void intersect(const PositionStore& ps, const PreparedPhrase& p, std::vector<std
   const auto& base = tp[first]->slots;
   for (std::size_t i = 0; i < base.size(); ++i) {
     const std::uint32_t d = base[i];
+    if (!pre(d, first, i)) continue;
     bool ok = true;
     for (std::size_t j = 0; j < nd && ok; ++j) {
       if (j == first) {
@@ -173,14 +174,11 @@ void intersect(const PositionStore& ps, const PreparedPhrase& p, std::vector<std
       auto it = std::lower_bound(l.begin() + static_cast<std::ptrdiff_t>(lo),
                                  l.begin() + static_cast<std::ptrdiff_t>(std::min(l.size(), lo + step + 1)), d);
       at[j] = static_cast<std::size_t>(it - l.begin());
-      if (at[j] == l.size()) return;  // no later candidate can match either
+      if (at[j] == l.size()) return;  // no later slot can match either
       ok = *it == d;
       here[j] = at[j];
     }
-    if (ok) {
-      cand.push_back(d);
-      idx.insert(idx.end(), here.begin(), here.end());
-    }
+    if (ok) emit(d, here.data());
   }
 }
 
@@ -259,19 +257,25 @@ void search_phrases(const InvertedIndex& index, const PositionStore& positions, 
     // One phrase alone: score candidates straight into the heap.
     const auto& p = prepared[0];
     if (p.possible) {
-      intersect(positions, p, cand, idx);
       const std::size_t nd = p.distinct.size();
       scorer.entries.resize(nd);
       scorer.lens.resize(nd);
-      for (std::size_t c = 0; c < cand.size(); ++c) {
-        const std::uint32_t d = cand[c];
-        if (!index.is_live(d) || !ok(d)) continue;
-        // Candidates come in slot order, so one that only ties the k-th score loses the tie
-        // (TopKQueue breaks ties by slot): skipping it when its bound <= the threshold is exact.
-        const double pf =
-            heap.full() ? scorer.freq_above(p, &idx[c * nd], d, heap.threshold()) : scorer.freq_at(p, &idx[c * nd]);
+      // Slots come in order, so one that only ties the k-th score loses the tie (TopKQueue
+      // breaks ties by slot): skipping it when a bound of its score <= the threshold is exact.
+      // Before the other lists are searched, the shortest list's position count bounds the
+      // phrase frequency (any word's does for an exact phrase, the first word's for a slop).
+      const bool base_bound_any = p.slop == 0;
+      auto pre = [&](std::uint32_t d, std::size_t first, std::size_t i) {
+        if (!index.is_live(d) || !ok(d)) return false;
+        if (!heap.full() || !(base_bound_any || first == p.list_of[0])) return true;
+        std::uint64_t len = 0;
+        positions.term(p.distinct[first])->entry(i, len);
+        return static_cast<float>(scorer.part(p, static_cast<double>(len), d)) > heap.threshold();
+      };
+      intersect_each(positions, p, pre, [&](std::uint32_t d, const std::size_t* entry) {
+        const double pf = heap.full() ? scorer.freq_above(p, entry, d, heap.threshold()) : scorer.freq_at(p, entry);
         if (pf > 0) heap.insert(static_cast<float>(scorer.part(p, pf, d)), d);
-      }
+      });
     }
     heap.finalize(out);
     return;
@@ -308,11 +312,17 @@ void search_phrases(const InvertedIndex& index, const PositionStore& positions, 
   }
   for (const auto& p : prepared) {
     if (!p.possible) continue;
-    intersect(positions, p, cand, idx);
+    cand.clear();
+    idx.clear();
     const std::size_t nd = p.distinct.size();
+    intersect_each(
+        positions, p, [&](std::uint32_t d, std::size_t, std::size_t) { return index.is_live(d) && ok(d); },
+        [&](std::uint32_t d, const std::size_t* entry) {
+          cand.push_back(d);
+          idx.insert(idx.end(), entry, entry + nd);
+        });
     for (std::size_t c = 0; c < cand.size(); ++c) {
       const std::uint32_t d = cand[c];
-      if (!index.is_live(d) || !ok(d)) continue;
       const double pf = scorer.freq_at(p, &idx[c * nd]);
       if (pf > 0) {
         acc[d] += scorer.part(p, pf, d);
