@@ -20,7 +20,6 @@ documents, ids and deletes), combined at query time over the postings of the que
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import tempfile
@@ -364,6 +363,3 @@ class BM25FIndex:
 
     def __repr__(self) -> str:
         return f"BM25FIndex(fields={self._weights}, field_b={self._b}, k1={self._k1}, num_docs={len(self)})"
-
-    def to_json(self) -> str:  # pragma: no cover - debugging aid
-        return json.dumps({"fields": self._weights, "field_b": self._b, "k1": self._k1})
