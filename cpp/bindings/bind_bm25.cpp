@@ -19,6 +19,7 @@
 #include "bindings.hpp"
 #include "ragfind/bm25/index.hpp"
 #include "ragfind/bm25/index_io.hpp"
+#include "ragfind/bm25/phrase.hpp"
 #include "ragfind/common/parallel.hpp"
 #include "ragfind/common/rw_mutex.hpp"
 #include "ragfind/inverted/doc_ids.hpp"
@@ -106,7 +107,7 @@ py::str to_pystr(std::string_view s) {
 class PyAnalyzer {
  public:
   PyAnalyzer(bool lowercase, const std::vector<std::string>& stopwords, py::object stem_words, bool split_identifiers,
-             py::object tokenizer)
+             py::object tokenizer, bool cjk_bigrams)
       : tokenizer_(tokenizer.is_none() ? nullptr : std::make_shared<GilHeld>(tokenizer)) {
     if (!tokenizer.is_none() && !PyCallable_Check(tokenizer.ptr()))
       throw py::type_error("tokenizer: expected a callable str -> list[str] or None, got " + type_name(tokenizer));
@@ -129,6 +130,7 @@ class PyAnalyzer {
     TokenizerOptions opt;
     opt.lowercase = lowercase;
     opt.split_identifiers = split_identifiers;
+    opt.cjk_bigrams = cjk_bigrams;
     core_ = std::make_shared<Analyzer>(opt, stopwords, std::move(stem));
   }
 
@@ -211,6 +213,22 @@ class PyAnalyzer {
     }
     py::list out(stems.size());
     for (std::size_t i = 0; i < stems.size(); ++i) out[i] = to_pystr(stems[i]);
+    return out;
+  }
+
+  // (stem, begin, end, counted) per analyzed token, offsets in code points of text.
+  py::list analyze_offsets(py::handle text) {
+    if (has_tokenizer()) throw py::value_error("analyze_offsets: not available with a custom tokenizer");
+    std::string spill;
+    std::string_view view = text_view(text, spill, "text");
+    std::vector<Analyzer::Located> located;
+    {
+      py::gil_scoped_release release;
+      core_->analyze_with_offsets(view, located);
+    }
+    py::list out(located.size());
+    for (std::size_t i = 0; i < located.size(); ++i)
+      out[i] = py::make_tuple(to_pystr(located[i].stem), located[i].begin, located[i].end, located[i].counted);
     return out;
   }
 
@@ -418,6 +436,7 @@ class BM25Core {
     check_ids(ids, n);
     if (n == 0) return;
     TokenStream stream;
+    const std::uint32_t slots_before = index_.num_slots();
     try {
       constexpr std::size_t kChunkBytes = std::size_t(32) << 20;
       std::size_t begin = 0;
@@ -431,10 +450,13 @@ class BM25Core {
         analyzer_->analyze_docs(in, begin, end, stream);
         map_stems(stream);
         index_.add_chunk(stream.stem_ids.data(), stream.counted.data(), stream.doc_offsets.data(), end - begin);
+        if (positions_)
+          positions_->append(stream.stem_ids.data(), stream.counted.data(), stream.doc_offsets.data(), end - begin);
         begin = end;
       }
     } catch (...) {
       index_.abort_chunks();
+      if (positions_) positions_->truncate(slots_before);
       throw;
     }
     index_.commit_chunks();
@@ -491,6 +513,7 @@ class BM25Core {
       offsets.push_back(terms.size());
     }
     index_.add_documents(terms.data(), nullptr, offsets.data(), n);
+    if (positions_) positions_->append(terms.data(), nullptr, offsets.data(), n);
     commit_ids(ids, n);
     after_write();
   }
@@ -500,6 +523,7 @@ class BM25Core {
   void after_write() {
     const std::vector<std::uint32_t> dropped = index_.compact();
     ids_.compact(dropped);
+    if (positions_) positions_->compact(dropped);
     generation_.fetch_add(1, std::memory_order_release);
   }
 
@@ -1080,7 +1104,7 @@ class BM25Core {
   void save(const std::string& path, const std::string& analyzer_json) {
     py::gil_scoped_release release;
     std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
-    save_index(path, index_, ids_, analyzer_json);
+    save_index(path, index_, ids_, analyzer_json, positions_.get());
   }
 
   static std::string read_analyzer_json(const std::string& path) {
@@ -1091,14 +1115,139 @@ class BM25Core {
   static std::shared_ptr<BM25Core> load(const std::string& path, bool mmap, std::shared_ptr<PyAnalyzer> analyzer) {
     auto core = std::make_shared<BM25Core>("lucene", 1.2, 0.75, 0.0, std::move(analyzer));
     py::gil_scoped_release release;
-    load_index(path, mmap, core->index_, core->ids_);
+    load_index(path, mmap, core->index_, core->ids_, &core->positions_);
     return core;
+  }
+
+  // ----- positions and phrases
+
+  void enable_positions() {
+    py::gil_scoped_release release;
+    std::unique_lock<WriterPreferringSharedMutex> lock(mu_);
+    if (positions_) return;
+    if (index_.num_slots() > 0) throw py::value_error("positions: can only be enabled on an empty index");
+    positions_ = std::make_unique<PositionStore>();
+  }
+
+  bool has_positions() const {
+    return read_locked([&] { return positions_ != nullptr; });
+  }
+
+  std::size_t positions_bytes() const {
+    return read_locked([&] { return positions_ ? positions_->memory_bytes() : std::size_t(0); });
+  }
+
+  // (live ordinals, tfs) of an index term: ordinals count live documents in insertion order,
+  // as ids() and document_lengths() do.
+  py::tuple postings(const std::string& term) {
+    std::vector<std::int64_t> ord, tf;
+    read_locked([&] {
+      const std::uint32_t t = index_.vocab().find(term);
+      if (t == StringTable::kNotFound) return 0;
+      std::vector<std::uint32_t> slots, tfs;
+      term_postings(index_, t, slots, tfs);
+      std::vector<std::int64_t> rank;
+      const bool dense = index_.num_docs() == index_.num_slots();
+      if (!dense) {
+        rank.resize(index_.num_slots());
+        std::int64_t r = 0;
+        for (std::uint32_t d = 0; d < index_.num_slots(); ++d) rank[d] = index_.is_live(d) ? r++ : -1;
+      }
+      ord.reserve(slots.size());
+      for (std::uint32_t d : slots) ord.push_back(dense ? d : rank[d]);
+      tf.assign(tfs.begin(), tfs.end());
+      return 0;
+    });
+    return py::make_tuple(to_numpy(std::move(ord)), to_numpy(std::move(tf)));
+  }
+
+  // Phrases as (analyzed terms, slop), read with the GIL held.
+  struct PhraseText {
+    std::vector<std::string> terms;
+    std::int64_t slop;
+  };
+  static std::vector<PhraseText> phrase_texts(const py::list& phrases) {
+    std::vector<PhraseText> out;
+    for (py::handle h : phrases) {
+      auto t = h.cast<py::tuple>();
+      PhraseText p;
+      for (py::handle w : t[0].cast<py::list>()) p.terms.push_back(to_utf8(w, "phrase term"));
+      p.slop = t[1].cast<std::int64_t>();
+      if (p.slop < 0) throw py::value_error("slop: expected >= 0, got " + std::to_string(p.slop));
+      out.push_back(std::move(p));
+    }
+    return out;
+  }
+
+  // Lock held. Terms unknown to the index make a phrase match nothing (kNotFound has df 0).
+  std::vector<PhraseQuery> phrase_queries(const std::vector<PhraseText>& texts) const {
+    if (!positions_) throw std::invalid_argument("phrase queries need an index built with positions=True");
+    std::vector<PhraseQuery> out;
+    for (const auto& p : texts) {
+      PhraseQuery q;
+      for (const auto& w : p.terms) q.terms.push_back(index_.vocab().find(w));
+      q.slop = p.slop;
+      out.push_back(std::move(q));
+    }
+    return out;
+  }
+
+  py::tuple search_phrases(py::handle query, const py::list& phrases, long long k, const py::object& allowed) {
+    const std::shared_ptr<CompiledFilter> filter = as_filter(allowed);
+    const std::size_t kk = check_k(k);
+    const std::vector<std::string> stems = stems_of(query);
+    const std::vector<PhraseText> texts = phrase_texts(phrases);
+    Hits hits;
+    bool ok = true;
+    {
+      py::gil_scoped_release release;
+      std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
+      if (!positions_) {
+        ok = false;
+      } else {
+        CompiledFilter scratch;
+        AllowedSet view;
+        ragfind::bm25::search_phrases(index_, *positions_, query_terms(stems), phrase_queries(texts), kk,
+                                      allowed_view(filter, scratch, view), hits.docs);
+        hits.resolve_ids(ids_);
+      }
+    }
+    if (!ok) throw py::value_error("phrase queries need an index built with positions=True");
+    return hits.to_python();
+  }
+
+  // (score, phrase frequencies) of one document, in double precision.
+  py::tuple phrase_score(py::handle query, const py::list& phrases, py::handle doc_id) {
+    const std::vector<std::string> stems = stems_of(query);
+    const std::vector<PhraseText> texts = phrase_texts(phrases);
+    py::list one;
+    one.append(doc_id);
+    ParsedIds pid = parse_ids(one, 1, "doc_id");
+    std::int64_t doc = -1;
+    double sc = 0.0;
+    std::vector<double> pf;
+    bool ok = true;
+    {
+      py::gil_scoped_release release;
+      std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
+      doc = pid.is_str ? ids_.find(pid.strs[0]) : ids_.find(pid.ints[0]);
+      if (!positions_) {
+        ok = false;
+      } else if (doc >= 0) {
+        sc = score_phrases(index_, *positions_, query_terms(stems), phrase_queries(texts),
+                           static_cast<std::uint32_t>(doc), &pf);
+      }
+    }
+    if (!ok) throw py::value_error("phrase queries need an index built with positions=True");
+    if (doc < 0) unknown_id("doc_id: [" + std::string(py::repr(doc_id)) + "] not in the index");
+    return py::make_tuple(sc, pf);
   }
 
  private:
   InvertedIndex index_;
   std::shared_ptr<PyAnalyzer> analyzer_;
   DocIds ids_;
+  std::unique_ptr<PositionStore> positions_;  // only with positions=True
   std::atomic<std::uint64_t> generation_{1};
   std::vector<std::int64_t> stem_to_term_;
   mutable WriterPreferringSharedMutex mu_;
@@ -1130,9 +1279,11 @@ void bind_bm25(py::module_& m) {
       });
 
   py::class_<PyAnalyzer, std::shared_ptr<PyAnalyzer>>(m, "Analyzer")
-      .def(py::init<bool, const std::vector<std::string>&, py::object, bool, py::object>(), py::arg("lowercase"),
-           py::arg("stopwords"), py::arg("stem_words"), py::arg("split_identifiers"), py::arg("tokenizer"))
+      .def(py::init<bool, const std::vector<std::string>&, py::object, bool, py::object, bool>(), py::arg("lowercase"),
+           py::arg("stopwords"), py::arg("stem_words"), py::arg("split_identifiers"), py::arg("tokenizer"),
+           py::arg("cjk_bigrams") = false)
       .def("analyze", &PyAnalyzer::analyze, py::arg("text"))
+      .def("analyze_offsets", &PyAnalyzer::analyze_offsets, py::arg("text"))
       .def_property_readonly("num_surfaces", [](PyAnalyzer& a) { return a.core().num_surfaces(); });
 
   py::class_<BM25Core, std::shared_ptr<BM25Core>>(m, "BM25Core")
@@ -1166,6 +1317,13 @@ void bind_bm25(py::module_& m) {
       .def("set_params", &BM25Core::set_params, py::arg("method"), py::arg("k1"), py::arg("b"), py::arg("delta"))
       .def("stats", &BM25Core::stats)
       .def("save", &BM25Core::save, py::arg("path"), py::arg("analyzer_json"))
+      .def("enable_positions", &BM25Core::enable_positions)
+      .def("postings", &BM25Core::postings, py::arg("term"))
+      .def_property_readonly("has_positions", &BM25Core::has_positions)
+      .def("positions_bytes", &BM25Core::positions_bytes)
+      .def("search_phrases", &BM25Core::search_phrases, py::arg("query"), py::arg("phrases"), py::arg("k"),
+           py::arg("allowed") = py::none())
+      .def("phrase_score", &BM25Core::phrase_score, py::arg("query"), py::arg("phrases"), py::arg("doc_id"))
       .def_static("read_analyzer_json", &BM25Core::read_analyzer_json, py::arg("path"))
       .def_static("load", &BM25Core::load, py::arg("path"), py::arg("mmap"), py::arg("analyzer"))
       .def_property_readonly("analyzer", &BM25Core::analyzer);

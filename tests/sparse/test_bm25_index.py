@@ -213,7 +213,9 @@ def test_parameter_validation():
     with pytest.raises(ValueError, match="delta"):
         BM25Index(method="bm25l", delta=float("nan"))
     with pytest.raises(TypeError, match="analyzer"):
-        BM25Index(analyzer="english")
+        BM25Index(analyzer=object())
+    with pytest.raises(ValueError, match="analyzer: unknown name"):
+        BM25Index(analyzer="english")  # names: default, cjk, whitespace
     assert BM25Index(method="bm25l").delta == 0.5 and BM25Index(method="bm25+").delta == 1.0
 
 

@@ -413,3 +413,48 @@ def _exercise_retriever(r, tmp: Path) -> None:
         again.close()
     assert r.delete_documents(["fuzz-new"]) == added
     assert len(r) == n
+
+
+# ---------------------------------------------------------------------------- query_parser
+#
+# Query strings with phrases: quotes, slop (huge too), escapes, unbalanced quotes. The input
+# is "docs\n\nquery..." (no blank line: fixed documents); parsing never raises, a positional
+# index answers every query with finite, sorted scores, and the highlights are sorted,
+# non-overlapping offsets inside the text.
+
+PHRASE_DOCS = [
+    "new york new york",
+    "new big york",
+    "york new",
+    'say "hi" to the \\ backslash',
+    "東京都に住む 北京大学",
+    "getUserById function XJ-2000",
+]
+
+
+def check_query_parser(data: bytes) -> None:
+    from ragfind import BM25Index
+    from ragfind.pipeline.highlights import highlight
+    from ragfind.sparse.query import MAX_SLOP, parse_query
+
+    text = data.decode("utf-8", "replace")
+    head, sep, tail = text.partition("\n\n")
+    docs, queries = (head.split("\n")[:16], tail.split("\n")[:8]) if sep else (PHRASE_DOCS, [text])
+    for q in queries:
+        parsed = parse_query(q)
+        assert isinstance(parsed.text, str)
+        for ph in parsed.phrases:
+            assert 0 <= ph.slop <= MAX_SLOP
+        if '"' not in q:
+            assert parsed.text == q and not parsed.phrases
+    for analyzer in ("default", "cjk"):
+        index = BM25Index(analyzer=analyzer, positions=True)
+        index.add(docs)
+        for q in queries:
+            ids, scores = index.search(q, k=5)
+            assert len(ids) == len(scores) <= 5
+            assert np.all(np.isfinite(scores)) and np.all(np.diff(scores) <= 0)
+            for d in docs[:4]:
+                spans = highlight(d, q, index.analyzer)
+                assert all(0 <= b < e <= len(d) for b, e in spans)
+                assert all(e1 < b2 for (_, e1), (b2, _) in zip(spans, spans[1:]))

@@ -37,6 +37,8 @@ enum SectionId : std::uint32_t {
   kIdsInt = 9,
   kIdsStrOffsets = 10,
   kIdsStrBytes = 11,
+  kPosOffsets = 12,  // optional: positions.hpp, per live document
+  kPosBytes = 13,
 };
 
 struct Meta {
@@ -81,7 +83,7 @@ std::uint64_t align_up(std::uint64_t x) { return (x + kAlign - 1) / kAlign * kAl
 }  // namespace
 
 void save_index(const std::string& path, const InvertedIndex& index, const DocIds& ids,
-                const std::string& analyzer_json) {
+                const std::string& analyzer_json, const PositionStore* positions) {
   // Only live documents are written, renumbered in order (the file has no tombstones).
   const std::uint64_t num_docs = index.num_docs();
   const std::uint64_t num_terms = index.num_terms();
@@ -135,6 +137,12 @@ void save_index(const std::string& path, const InvertedIndex& index, const DocId
     add(kIdsStrBytes, 1, id_bytes);
   } else {
     add(kIdsInt, 8, num_docs);
+  }
+  PositionStore live_positions;
+  if (positions) {
+    live_positions = positions->filtered(index.live_mask());
+    add(kPosOffsets, 8, live_positions.offsets().size());
+    add(kPosBytes, 1, live_positions.bytes().size());
   }
   const std::uint64_t header_bytes = kHeaderBytes + kEntryBytes * entries.size();
   std::uint64_t off = align_up(header_bytes);
@@ -226,6 +234,8 @@ void save_index(const std::string& path, const InvertedIndex& index, const DocId
           for (std::uint32_t d = 0; d < slots; ++d)
             if (index.is_live(d)) w.write(ids.strs()[d].data(), ids.strs()[d].size());
           break;
+        case kPosOffsets: w.write(live_positions.offsets().data(), 8 * live_positions.offsets().size()); break;
+        case kPosBytes: w.write(live_positions.bytes().data(), live_positions.bytes().size()); break;
       }
     }
     w.pad_to(file_size);
@@ -424,7 +434,8 @@ std::string read_index_metadata(const std::string& path) {
   return std::string(p.ptr<char>(kAnalyzer), p.count(kAnalyzer));
 }
 
-void load_index(const std::string& path, bool mmap, InvertedIndex& index, DocIds& ids) {
+void load_index(const std::string& path, bool mmap, InvertedIndex& index, DocIds& ids,
+                std::unique_ptr<PositionStore>* positions) {
   Parsed p = parse(path, mmap);
   const Meta& m = p.meta;
   auto need = [&](std::uint32_t id, std::uint32_t elem, std::uint64_t count) {
@@ -512,6 +523,20 @@ void load_index(const std::string& path, bool mmap, InvertedIndex& index, DocIds
                std::move(str_ids));
   } catch (const std::invalid_argument&) { bad(path, "duplicate document ids"); }
 
+  std::unique_ptr<PositionStore> loaded_positions;
+  if (positions && p.sections.count(kPosOffsets)) {
+    need(kPosOffsets, 8, m.num_docs + 1);
+    if (!p.sections.count(kPosBytes)) bad(path, "position bytes are missing");
+    const Entry& pb = p.sections.at(kPosBytes);
+    if (pb.elem_size != 1) bad(path, "section 13 has the wrong element size");
+    const auto* po = p.ptr<std::uint64_t>(kPosOffsets);
+    const auto* pbytes = p.ptr<std::uint8_t>(kPosBytes);
+    loaded_positions = std::make_unique<PositionStore>();
+    if (!loaded_positions->assign(std::vector<std::uint64_t>(po, po + m.num_docs + 1),
+                                  std::vector<std::uint8_t>(pbytes, pbytes + pb.count), m.num_terms))
+      bad(path, "bad positions");
+  }
+
   Params params;
   params.method = static_cast<Method>(m.method);
   params.k1 = m.k1;
@@ -526,6 +551,7 @@ void load_index(const std::string& path, bool mmap, InvertedIndex& index, DocIds
   seg->tfs = Buffer<std::uint32_t>::borrow(tfs, m.num_postings);
   seg->keepalive = p.bytes;
   index.install(Buffer<std::uint32_t>::borrow(dl, m.num_docs), std::move(seg), p.bytes);
+  if (positions) *positions = std::move(loaded_positions);
 }
 
 }  // namespace ragfind::bm25

@@ -191,4 +191,32 @@ void Analyzer::analyze_query_tokens(const std::vector<std::string_view>& tokens,
   stem_unknown(stems, unknown_at);
 }
 
+void Analyzer::analyze_with_offsets(std::string_view text, std::vector<Located>& out) const {
+  out.clear();
+  std::vector<std::string> stems;
+  std::vector<std::size_t> unknown_at;
+  {
+    std::shared_lock<std::shared_mutex> lock(mutex_);
+    tokenizer_.tokenize_with_offsets(text, [&](std::string_view tok, bool c, std::size_t b, std::size_t e) {
+      const std::uint32_t sid = surfaces_.find(tok);
+      if (sid != StringTable::kNotFound) {
+        const std::uint32_t stem = surface_stem_[sid];
+        if (stem == kStop) return;
+        if (stem != kPending) {
+          stems.emplace_back(stems_.get(stem));
+          out.push_back({std::string(), static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(e), c});
+          return;
+        }
+      } else if (stopwords_.find(tok) != StringTable::kNotFound) {
+        return;
+      }
+      unknown_at.push_back(stems.size());
+      stems.emplace_back(tok);
+      out.push_back({std::string(), static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(e), c});
+    });
+  }
+  stem_unknown(stems, unknown_at);
+  for (std::size_t i = 0; i < out.size(); ++i) out[i].stem = std::move(stems[i]);
+}
+
 }  // namespace ragfind::bm25

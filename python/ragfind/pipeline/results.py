@@ -34,6 +34,10 @@ class Passage:
         scores: ``{first-stage name: that stage's score}`` at that rank, ``"fused"``: the RRF
             score, and when re-ranked each re-ranker's score under its name
             (``"cross_encoder"`` for the cross-encoder).
+        highlights: ``[(start, end), ...]`` character offsets into ``text`` where an analyzed
+            query term or phrase matched (sorted, non-overlapping; the surface form, so
+            "Defibrillators" for the query "defibrillator"); see
+            :func:`ragfind.pipeline.highlights.snippet`.
     """
 
     id: int
@@ -48,6 +52,7 @@ class Passage:
     context: str = ""
     ranks: Mapping[str, int] = field(default_factory=lambda: _EMPTY, compare=False)
     scores: Mapping[str, float] = field(default_factory=lambda: _EMPTY, compare=False)
+    highlights: list = field(default_factory=list, compare=False)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, Callable
 
@@ -155,6 +156,7 @@ class Retriever:
         show_progress: bool = False,
     ) -> None:
         from ragfind.sparse.bm25 import BM25Index
+        from ragfind.sparse.fields import BM25FIndex
 
         enc = self._load_encoder(encoder)
         encoder_ref = encoder if isinstance(encoder, (str, os.PathLike)) or encoder is None else _path_of(enc)
@@ -170,9 +172,13 @@ class Retriever:
             reranker_ref = os.fspath(reranker_ref)
         if isinstance(bm25, str) and bm25 == "default":
             bm25 = BM25Index()
-        if bm25 is not None and not isinstance(bm25, BM25Index):
+        if bm25 is not None and not isinstance(bm25, (BM25Index, BM25FIndex)):
             raise TypeError(
                 f"bm25 is a {type(bm25).__name__}; expected a ragfind.BM25Index, 'default' or None"
+            )
+        if isinstance(bm25, BM25FIndex) and not set(bm25.fields) <= {"title", "text"}:
+            raise ValueError(
+                f"bm25 fields {list(bm25.fields)}: a Retriever indexes the fields 'title' and 'text'"
             )
         if bm25 is not None and len(bm25) > 0:
             raise ValueError(
@@ -484,6 +490,8 @@ class Retriever:
                     for s in self.first_stages + [s for s in self.rerank_stages if hasattr(s, "add")]:
                         if id(s) in prepared:
                             s.add(chunk_ids, indexed, prepared[id(s)])
+                        elif isinstance(s, BM25Stage) and s.fields:
+                            s.add(chunk_ids, s.field_docs(chunks, indexed))
                         else:
                             s.add(chunk_ids, indexed)
                         done.append(s)
@@ -704,7 +712,7 @@ class Retriever:
             t = _now()
             passages = self._rerank(queries[0], passages, timings)
             timings["rerank"] = _now() - t
-        passages = tuple(passages[:k])
+        passages = tuple(self._highlighted(passages[:k], queries))
         timings["total"] = _now() - t0
         result = SearchResult(passages, timings, False, queries, concurrent)
         if key is not None and generation == self.store.generation:
@@ -764,6 +772,17 @@ class Retriever:
             head = [_with_score(head[r["corpus_id"]], float(r["score"]), "cross_encoder") for r in ranked]
             timings["cross_encoder"] = _now() - t
         return head
+
+    def _highlighted(self, passages: list, queries: tuple) -> list:
+        """The passages with their highlights, by the BM25 stage's analyzer (default one else)."""
+        from ragfind.pipeline.highlights import highlight
+        from ragfind.sparse.analyzer import Analyzer
+
+        bm25 = self.bm25
+        analyzer = bm25.analyzer if bm25 is not None else getattr(self, "_default_analyzer", None)
+        if analyzer is None:
+            analyzer = self._default_analyzer = Analyzer()
+        return [replace(p, highlights=highlight(p.text, queries, analyzer)) for p in passages]
 
     @staticmethod
     def _indexed_text(p: Passage) -> str:
@@ -903,4 +922,5 @@ def _with_score(p: Passage, score: float, by: str) -> Passage:
         p.context,
         p.ranks,
         MappingProxyType(scores),
+        p.highlights,
     )

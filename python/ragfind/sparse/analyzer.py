@@ -7,7 +7,7 @@ from typing import Any
 
 from ragfind import _core
 
-__all__ = ["ENGLISH_STOPWORDS", "Analyzer"]
+__all__ = ["ANALYZER_NAMES", "ENGLISH_STOPWORDS", "Analyzer", "resolve_analyzer"]
 
 #: Lucene's English stop set (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET), the list bm25s uses.
 ENGLISH_STOPWORDS: tuple[str, ...] = (
@@ -52,8 +52,18 @@ class Analyzer:
             ``Stemmer.algorithms()``) or ``None`` to disable stemming.
         split_identifiers: also emit identifier parts and compounds (see above).
         tokenizer: optional Python callable ``str -> list[str]`` replacing the built-in
-            tokenizer (e.g. for CJK text); its tokens are lower-cased, filtered and stemmed
-            as configured and all count towards the length.
+            tokenizer; its tokens are lower-cased, filtered and stemmed as configured and all
+            count towards the length.
+        cjk: index Han, Hiragana, Katakana and Hangul as overlapping character bigrams, as
+            Lucene's CJKAnalyzer does (``東京都`` -> ``東京 京都``; a lone character stays a
+            unigram); a run of word characters is cut where it changes between CJK and other
+            scripts, and the other pieces get the analysis above. Unsegmented Chinese or
+            Japanese text then finds a two-character word anywhere in a sentence.
+
+    Named analyzers (``Analyzer.named(name)``, or the name itself wherever an analyzer is
+    accepted): ``"default"`` (``Analyzer()``), ``"cjk"`` (``Analyzer(cjk=True)``) and
+    ``"whitespace"`` (split on whitespace only: no lower-casing, stopwords or stemming, as
+    Lucene's WhitespaceAnalyzer).
 
     Raises:
         ValueError: unknown stopword list or stemmer language.
@@ -67,6 +77,7 @@ class Analyzer:
         stemmer: str | None = "english",
         split_identifiers: bool = True,
         tokenizer: Callable[[str], list[str]] | None = None,
+        cjk: bool = False,
     ) -> None:
         if isinstance(stopwords, str):
             if stopwords not in ("english", "en"):
@@ -99,8 +110,65 @@ class Analyzer:
             "split_identifiers": bool(split_identifiers),
             "custom_tokenizer": tokenizer is not None,
         }
+        if cjk:
+            self._config["cjk"] = True  # absent for the others: older files read the same
+        self._name: str | None = None
         self._tokenizer = tokenizer
-        self._core = _core.Analyzer(bool(lowercase), words, stem_words, bool(split_identifiers), tokenizer)
+        self._core = _core.Analyzer(
+            bool(lowercase), words, stem_words, bool(split_identifiers), tokenizer, bool(cjk)
+        )
+
+    @classmethod
+    def named(cls, name: str) -> Analyzer:
+        """The analyzer called ``name``: ``"default"``, ``"cjk"`` or ``"whitespace"``.
+
+        Raises:
+            ValueError: unknown name.
+        """
+        if name == "default":
+            a = cls()
+        elif name == "cjk":
+            a = cls(cjk=True)
+        elif name == "whitespace":
+            a = cls(
+                lowercase=False, stopwords=None, stemmer=None, split_identifiers=False, tokenizer=str.split
+            )
+            a._config["custom_tokenizer"] = False
+        else:
+            raise ValueError(f"analyzer: unknown name {name!r}; expected one of {ANALYZER_NAMES}")
+        a._name = name
+        a._config["name"] = name
+        return a
+
+    @property
+    def name(self) -> str | None:
+        """The name it was made by (:meth:`named`), else None."""
+        return self._name
+
+    def analyze_with_offsets(self, text: str) -> list[tuple[str, int, int]]:
+        """``(term, start, end)`` for every index term of ``text`` in order: ``text[start:end]``
+        is the surface the term came from (a word, an identifier part, a CJK bigram), so the
+        offsets mark where a query term occurs. With a custom tokenizer each token is located
+        by searching for it after the previous one (tokens not found verbatim are skipped).
+
+        Raises:
+            TypeError: ``text`` is not str.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"text: expected str, got {type(text).__name__}")
+        if self._tokenizer is None:
+            return [(t, b, e) for t, b, e, _ in self._core.analyze_offsets(text)]
+        out: list[tuple[str, int, int]] = []
+        pos = 0
+        for tok in self._tokenizer(text):
+            at = text.find(tok, pos) if tok else -1
+            if at < 0:
+                continue
+            pos = at + len(tok)
+            # The tokenizer applied to its own token gives that token back for any sane one.
+            for term in self._core.analyze(tok):
+                out.append((term, at, pos))
+        return out
 
     def analyze(self, text: str | bytes) -> list[str]:
         """Returns the index terms of ``text`` in order (overlapping identifier tokens included).
@@ -119,17 +187,45 @@ class Analyzer:
     @classmethod
     def from_config(cls, config: dict, tokenizer: Callable[[str], list[str]] | None = None) -> Analyzer:
         """Rebuilds an analyzer from :meth:`config` (pass the tokenizer if one was used)."""
+        if config.get("name") in ANALYZER_NAMES and tokenizer is None:
+            return cls.named(config["name"])
         return cls(
             lowercase=config["lowercase"],
             stopwords=config["stopwords"],
             stemmer=config["stemmer"],
             split_identifiers=config["split_identifiers"],
             tokenizer=tokenizer,
+            cjk=bool(config.get("cjk", False)),
         )
 
     def __repr__(self) -> str:
         c = self._config
+        if self._name is not None:
+            return f"Analyzer.named({self._name!r})"
         return (
             f"Analyzer(lowercase={c['lowercase']}, stopwords={c['stopwords']!r}, stemmer={c['stemmer']!r}, "
             f"split_identifiers={c['split_identifiers']}, tokenizer={self._tokenizer!r})"
         )
+
+
+#: The names :meth:`Analyzer.named` (and every ``analyzer=`` argument) accepts.
+ANALYZER_NAMES: tuple[str, ...] = ("default", "cjk", "whitespace")
+
+
+def resolve_analyzer(analyzer: Analyzer | str | None, default: str = "default") -> Analyzer:
+    """``analyzer`` as an :class:`Analyzer`: an analyzer as is, a name through
+    :meth:`Analyzer.named`, None as the ``default`` name.
+
+    Raises:
+        ValueError: unknown name.  TypeError: neither an Analyzer, a str nor None.
+    """
+    if analyzer is None:
+        return Analyzer.named(default)
+    if isinstance(analyzer, Analyzer):
+        return analyzer
+    if isinstance(analyzer, str):
+        return Analyzer.named(analyzer)
+    raise TypeError(
+        f"analyzer: expected a ragfind.Analyzer, one of {ANALYZER_NAMES} or None, "
+        f"got {type(analyzer).__name__}"
+    )

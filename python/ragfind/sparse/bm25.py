@@ -32,7 +32,7 @@ IndexFileError = _core.IndexFileError
 IdList = Union[Sequence[str], Sequence[int], np.ndarray]
 
 
-from ragfind.sparse.analyzer import ENGLISH_STOPWORDS, Analyzer  # noqa: E402,F401
+from ragfind.sparse.analyzer import ENGLISH_STOPWORDS, Analyzer, resolve_analyzer  # noqa: E402,F401
 
 
 def _compile_filter(index: BM25Index, flt: Any) -> Any:
@@ -86,12 +86,36 @@ class BM25Index:
         b: length normalisation in [0, 1].
         delta: the lower bound of bm25l / bm25+ (``None``: the variant's default; ignored by
             the others).
-        analyzer: an :class:`Analyzer` (default: ``Analyzer()``: English stopwords, English
-            Snowball stemming, identifier splitting).
+        analyzer: an :class:`Analyzer` or the name of one (``"default"``, ``"cjk"``,
+            ``"whitespace"``; see :meth:`Analyzer.named`). Default: ``Analyzer()``: English
+            stopwords, English Snowball stemming, identifier splitting.
+        positions: also store every term's positions, for phrase queries (``"new york"``,
+            ``"new york"~2``; see :meth:`search`). Off by default: saved, they are a varint
+            term id per token, kept per document beside the postings (the file grows 1.37x
+            on SciFact, 1.29x on the 1M synthetic corpus: bench/lexical.md); in memory a
+            term-major copy for search about doubles that.
+
+        fields: ``{"title": 2.0, "body": 1.0}`` makes a BM25F index over documents given as
+            dicts (a :class:`~ragfind.sparse.fields.BM25FIndex`; Lucene idf and one ``k1``,
+            ``method`` must be ``"lucene"``); ``field_b`` gives each field's ``b``.
 
     Raises:
         ValueError: unknown method or parameters out of range.
     """
+
+    def __new__(cls, *args: Any, fields: Any = None, field_b: Any = None, **kwargs: Any) -> Any:
+        if fields is None:
+            if field_b is not None:
+                raise ValueError("field_b: only with fields=")
+            return super().__new__(cls)
+        from ragfind.sparse.fields import BM25FIndex
+
+        if args:
+            raise TypeError("BM25Index(fields=...): pass k1, b and analyzer by keyword")
+        method = kwargs.pop("method", "lucene")
+        if method != "lucene" or kwargs.pop("delta", None) is not None or kwargs.pop("positions", False):
+            raise ValueError("fields: BM25F supports method='lucene' only, without delta or positions")
+        return BM25FIndex(fields, field_b, **kwargs)
 
     def __init__(
         self,
@@ -99,17 +123,43 @@ class BM25Index:
         k1: float = 1.2,
         b: float = 0.75,
         delta: float | None = None,
-        analyzer: Analyzer | None = None,
+        analyzer: Analyzer | str | None = None,
+        positions: bool = False,
+        fields: Any = None,
+        field_b: Any = None,
     ) -> None:
         if method not in METHODS and method != "bm25plus":
             raise ValueError(f"method: unknown BM25 variant {method!r}; expected one of {METHODS}")
-        if analyzer is not None and not isinstance(analyzer, Analyzer):
-            raise TypeError(f"analyzer: expected a ragfind.Analyzer or None, got {type(analyzer).__name__}")
-        self._analyzer = analyzer if analyzer is not None else Analyzer()
+        self._analyzer = Analyzer() if analyzer is None else resolve_analyzer(analyzer)
         self._delta_given = delta is not None
         if delta is None:
             delta = DEFAULT_DELTA.get("bm25+" if method == "bm25plus" else method, 0.0)
         self._core = _core.BM25Core(method, float(k1), float(b), float(delta), self._analyzer._core)
+        if positions:
+            self._core.enable_positions()
+
+    @property
+    def positions(self) -> bool:
+        """Whether term positions are stored (phrase queries work)."""
+        return bool(self._core.has_positions)
+
+    def _phrases(self, query: str) -> tuple[str, list] | None:
+        """``(plain text, [(terms, slop), ...])`` when ``query`` holds phrases and this index
+        has positions, else None (the query is searched as plain text)."""
+        if '"' not in query or not self._core.has_positions:
+            return None
+        from ragfind.pipeline.highlights import phrase_terms
+        from ragfind.sparse.query import parse_query
+
+        parsed = parse_query(query)
+        if not parsed.phrases:
+            return None
+        phrases = []
+        for ph in parsed.phrases:
+            terms = phrase_terms(self._analyzer, ph.text)
+            if terms:
+                phrases.append((terms, ph.slop))
+        return parsed.text, phrases
 
     @classmethod
     def _wrap(cls, core, analyzer: Analyzer) -> BM25Index:
@@ -195,6 +245,19 @@ class BM25Index:
             ``(ids, scores)``: ids as int64 (or an object array of str for str ids) and
             float32 scores, sorted by score descending, ties by insertion order.
 
+        Phrases (with ``positions=True``; the syntax is in :mod:`ragfind.sparse.query`):
+        ``"new york"`` matches the two words at adjacent positions, ``"new york"~1`` also
+        "new big york", ``~2`` also "york new" (Lucene's slop: a swap costs 2). A phrase's
+        words are analyzed like the rest (so stemmed; a removed stopword leaves no gap:
+        ``"bank of america"`` is the phrase ``bank america``). Plain words and phrases mix
+        as Lucene's OR: a document needs one of them and scores the sum of their parts. A
+        phrase scores as one term with idf = the sum of its words' idfs and tf = its phrase
+        frequency (exact matches, or for a slop the sum of 1 / (1 + match cost); the matching
+        is defined in ``cpp/include/ragfind/bm25/phrase.hpp``); for bm25l / bm25+ a document
+        without the phrase gets no part for it. Phrase queries are evaluated exactly over the
+        intersection of the phrase words' postings (``algorithm`` does not apply). Without
+        positions, quotes are ignored (the words are searched as plain terms).
+
         Raises:
             ValueError: ``k <= 0``, an unknown algorithm, ``stats`` without a query term's df.
             TypeError: ``query`` is not str.
@@ -202,12 +265,19 @@ class BM25Index:
         k = check_k(k)
         if not isinstance(query, str):
             raise TypeError(f"query: expected str, got {type(query).__name__}")
+        algo = _algorithm(algorithm)
+        split = self._phrases(query)
         if stats is not None:
+            if split is not None:
+                raise ValueError(_PHRASE_STATS)
             n, total, df = _check_stats(stats)
             return self._core.search_batch_with_stats(
-                [query], k, 1, False, _algorithm(algorithm), _compile_filter(self, filter), n, total, [df]
+                [query], k, 1, False, algo, _compile_filter(self, filter), n, total, [df]
             )[0]
-        return self._core.search(query, k, _algorithm(algorithm), _compile_filter(self, filter))
+        if split is not None:
+            text, phrases = split
+            return self._core.search_phrases(text, phrases, k, _compile_filter(self, filter))
+        return self._core.search(query, k, algo, _compile_filter(self, filter))
 
     def analyze_query(self, query: str) -> list:
         """The index terms of ``query`` as a search looks them up (repeats kept, in order)."""
@@ -254,10 +324,14 @@ class BM25Index:
         Raises:
             ValueError: ``k <= 0`` or ``threads < 0``.  TypeError: a query is not str.
         """
+        queries = _check_texts(queries, "queries")
+        has_phrases = self._core.has_positions and any(isinstance(q, str) and '"' in q for q in queries)
         if stats is not None:
+            if has_phrases and any(self._phrases(q) is not None for q in queries):
+                raise ValueError(_PHRASE_STATS)
             n, total, dfs = _check_stats(stats, batch=True)
             return self._core.search_batch_with_stats(
-                _check_texts(queries, "queries"),
+                queries,
                 check_k(k),
                 _check_threads(threads),
                 False,
@@ -267,8 +341,12 @@ class BM25Index:
                 total,
                 dfs,
             )
+        if has_phrases:
+            check_k(k)
+            _check_threads(threads)
+            return [self.search(q, k, filter, algorithm=algorithm) for q in queries]
         return self._core.search_batch(
-            _check_texts(queries, "queries"),
+            queries,
             check_k(k),
             _check_threads(threads),
             False,
@@ -301,6 +379,7 @@ class BM25Index:
         ``query`` is a string (analyzed) or a list of tokens (used as index terms). Documents
         with no query term get 0 (or, for bm25l / bm25+, the score of absent terms).
         Computed exhaustively in double precision; returns a float64 array of ``len(self)``.
+        Quoted phrases are not evaluated here: their words count as plain terms.
         """
         if not isinstance(query, (str, bytes)):
             query = _check_texts(query, "query")
@@ -320,7 +399,17 @@ class BM25Index:
         """
         if not isinstance(query, (str, bytes)):
             query = _check_texts(query, "query")
-        return self._core.explain(query, doc_id)
+        split = self._phrases(query) if isinstance(query, str) else None
+        if split is None:
+            return self._core.explain(query, doc_id)
+        text, phrases = split
+        out = self._core.explain(text, doc_id)
+        out["phrases"] = []
+        for terms, slop in phrases:
+            part, (pf,) = self._core.phrase_score("", [(terms, slop)], doc_id)
+            out["phrases"].append({"terms": terms, "slop": slop, "phrase_freq": pf, "contribution": part})
+        out["score"] = self._core.phrase_score(text, phrases, doc_id)[0]
+        return out
 
     def set_params(
         self,
@@ -349,10 +438,15 @@ class BM25Index:
         Raises:
             OSError: the file cannot be written (a previous file at ``path`` is left untouched).
         """
-        self._core.save(os.fspath(path), json.dumps({"analyzer": self._analyzer.config()}))
+        meta: dict = {"analyzer": self._analyzer.config()}
+        if self._core.has_positions:
+            meta["positions"] = True
+        self._core.save(os.fspath(path), json.dumps(meta))
 
     @classmethod
-    def load(cls, path: str | os.PathLike, mmap: bool = True, analyzer: Analyzer | None = None) -> BM25Index:
+    def load(
+        cls, path: str | os.PathLike, mmap: bool = True, analyzer: Analyzer | str | None = None
+    ) -> BM25Index:
         """Loads an index written by :meth:`save`.
 
         Args:
@@ -368,8 +462,16 @@ class BM25Index:
                 (magic, version, sizes, CRC-32 checksums and every offset are checked).
         """
         path = os.fspath(path)
-        if analyzer is not None and not isinstance(analyzer, Analyzer):
-            raise TypeError(f"analyzer: expected a ragfind.Analyzer or None, got {type(analyzer).__name__}")
+        if analyzer is not None:
+            analyzer = resolve_analyzer(analyzer)
+        from ragfind.sparse.fields import FIELDS_MAGIC, BM25FIndex
+
+        try:
+            with open(path, "rb") as f:
+                if f.read(8) == FIELDS_MAGIC:
+                    return BM25FIndex.load(path, analyzer=analyzer)  # type: ignore[return-value]
+        except OSError:
+            pass  # the C++ loader reports it
         meta_text = _core.BM25Core.read_analyzer_json(path)
         try:
             meta = json.loads(meta_text)
@@ -390,6 +492,8 @@ class BM25Index:
                     f"{path!r} is not a valid ragfind BM25 index: bad analyzer settings"
                 ) from exc
         core = _core.BM25Core.load(path, bool(mmap), analyzer._core)
+        if meta.get("positions") and not core.has_positions:
+            raise IndexFileError(f"{path!r} is not a valid ragfind BM25 index: its positions are missing")
         return cls._wrap(core, analyzer)
 
     # ----- introspection
@@ -428,8 +532,11 @@ class BM25Index:
         return self._core.stats()["delta"]
 
     def stats(self) -> dict:
-        """Sizes and parameters: num_docs, num_terms, num_postings, num_segments, avgdl, memory_bytes, ..."""
-        return self._core.stats()
+        """Sizes and parameters: num_docs, num_terms, num_postings, num_segments, avgdl, memory_bytes,
+        positions_bytes (0 without positions), ..."""
+        s = self._core.stats()
+        s["positions_bytes"] = self._core.positions_bytes()
+        return s
 
     def __repr__(self) -> str:
         s = self._core.stats()
@@ -440,6 +547,12 @@ class BM25Index:
 
 
 _ALGORITHMS = {"auto": 0, "maxscore": 1, "exhaustive": 2, "direct": 3}
+
+
+_PHRASE_STATS = (
+    "phrase queries cannot be scored with external collection statistics (stats=) yet; "
+    "search the phrase without stats, or its words without quotes"
+)
 
 
 def _check_stats(stats: Any, batch: bool = False) -> tuple:

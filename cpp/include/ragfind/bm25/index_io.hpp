@@ -17,7 +17,10 @@
 #include <stdexcept>
 #include <string>
 
+#include <memory>
+
 #include "ragfind/bm25/index.hpp"
+#include "ragfind/bm25/positions.hpp"
 #include "ragfind/inverted/doc_ids.hpp"
 
 namespace ragfind::bm25 {
@@ -37,11 +40,14 @@ class IndexWriteError : public std::runtime_error {
 inline constexpr std::uint32_t kIndexFormatVersion = 1;
 
 /// Writes the index atomically. Throws IndexWriteError (with errno text) on I/O failure.
+/// With positions, two optional sections (12, 13) hold them; readers without them ignore them.
 void save_index(const std::string& path, const InvertedIndex& index, const DocIds& ids,
-                const std::string& analyzer_json);
+                const std::string& analyzer_json, const PositionStore* positions = nullptr);
 
 /// Loads into an empty index and id map; throws IndexFileError.
-void load_index(const std::string& path, bool mmap, InvertedIndex& index, DocIds& ids);
+/// positions (optional) receives the file's positions when it has them (else stays null).
+void load_index(const std::string& path, bool mmap, InvertedIndex& index, DocIds& ids,
+                std::unique_ptr<PositionStore>* positions = nullptr);
 
 /// Only the analyzer JSON of a file (validated like load_index).
 std::string read_index_metadata(const std::string& path);

@@ -57,6 +57,15 @@ class Analyzer {
                      std::vector<std::uint8_t>* counted = nullptr) const;
   void analyze_query_tokens(const std::vector<std::string_view>& tokens, std::vector<std::string>& stems) const;
 
+  /// analyze_query() that also gives each stem's [begin, end) in code points of the text (the
+  /// surface the stem came from) and its counts-for-length flag.
+  struct Located {
+    std::string stem;
+    std::uint32_t begin, end;
+    bool counted;
+  };
+  void analyze_with_offsets(std::string_view text, std::vector<Located>& out) const;
+
   /// Runs fn(const StringTable& stems) under the shared lock (to read stem strings by id).
   template <class Fn>
   void with_stems(Fn&& fn) const {

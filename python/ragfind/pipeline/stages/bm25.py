@@ -20,10 +20,11 @@ class BM25Stage:
 
     def __init__(self, index: Any = None, name: str = "bm25") -> None:
         from ragfind.sparse.bm25 import BM25Index
+        from ragfind.sparse.fields import BM25FIndex
 
         if index is None:
             index = BM25Index()
-        if not isinstance(index, BM25Index):
+        if not isinstance(index, (BM25Index, BM25FIndex)):
             raise TypeError(
                 f"bm25 is a {type(index).__name__}; expected a ragfind.BM25Index, 'default' or None"
             )
@@ -36,6 +37,19 @@ class BM25Stage:
     @property
     def ids(self) -> np.ndarray:
         return np.asarray(self.index.ids)
+
+    @property
+    def fields(self) -> tuple:
+        """The BM25F fields of the index ("title", "text"), or () for plain BM25."""
+        return tuple(getattr(self.index, "fields", None) or ())
+
+    def field_docs(self, chunks: list, texts: list) -> list:
+        """The documents a fielded index takes: the chunk's title and indexed text."""
+        names = self.fields
+        return [
+            {k: v for k, v in (("title", c.title or ""), ("text", t)) if k in names}
+            for c, t in zip(chunks, texts)
+        ]
 
     def add(self, ids: np.ndarray, texts: list) -> None:
         self.index.add(texts, ids)

@@ -1,0 +1,184 @@
+// Term positions beside the postings (see positions.hpp).
+#include "ragfind/bm25/positions.hpp"
+
+#include <algorithm>
+
+namespace ragfind::bm25 {
+
+namespace {
+
+inline void put_varint(std::vector<std::uint8_t>& out, std::uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<std::uint8_t>(v | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<std::uint8_t>(v));
+}
+
+// Decodes one varint at p (< end); false when it is cut off or too long.
+inline bool get_varint(const std::uint8_t*& p, const std::uint8_t* end, std::uint64_t& v) {
+  v = 0;
+  for (int shift = 0; shift < 64 && p < end; shift += 7) {
+    const std::uint8_t b = *p++;
+    v |= static_cast<std::uint64_t>(b & 0x7F) << shift;
+    if (!(b & 0x80)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+const std::uint8_t* TermPositions::entry(std::size_t i, std::uint64_t& len) const {
+  const std::uint8_t* p = bytes.data() + block_offsets[i / kBlock];
+  const std::uint8_t* end = bytes.data() + bytes.size();
+  for (std::size_t skip = i % kBlock; skip > 0; --skip) {
+    get_varint(p, end, len);
+    p += len;
+  }
+  get_varint(p, end, len);
+  return p;
+}
+
+void TermPositions::decode(const std::uint8_t* p, std::uint64_t len, std::vector<std::int64_t>& out) {
+  out.clear();
+  const std::uint8_t* stop = p + len;
+  std::int64_t pos = 0;
+  std::uint64_t delta = 0;
+  while (p < stop && get_varint(p, stop, delta)) {
+    pos += static_cast<std::int64_t>(delta);
+    out.push_back(pos);
+  }
+}
+
+void TermPositions::positions(std::size_t i, std::vector<std::int64_t>& out) const {
+  std::uint64_t len = 0;
+  const std::uint8_t* p = entry(i, len);
+  decode(p, len, out);
+}
+
+std::size_t PositionStore::memory_bytes() const {
+  std::size_t n = offsets_.size() * sizeof(std::uint64_t) + bytes_.size() + by_term_.size() * sizeof(TermPositions);
+  for (const auto& t : by_term_) n += t.slots.size() * 4 + t.bytes.size() + t.block_offsets.size() * 8;
+  return n;
+}
+
+void PositionStore::index_slots(std::uint32_t from) {
+  std::vector<std::pair<std::uint32_t, std::int64_t>> occ;  // (term, position)
+  std::vector<std::uint8_t> entry;
+  for (std::uint32_t s = from; s < num_slots(); ++s) {
+    occ.clear();
+    const std::uint8_t* p = bytes_.data() + offsets_[s];
+    const std::uint8_t* end = bytes_.data() + offsets_[s + 1];
+    std::int64_t pos = -1;
+    std::uint64_t v = 0;
+    while (p < end && get_varint(p, end, v)) {
+      if (!(v & 1) || pos < 0) ++pos;
+      occ.emplace_back(static_cast<std::uint32_t>(v >> 1), pos);
+    }
+    std::sort(occ.begin(), occ.end());
+    occ.erase(std::unique(occ.begin(), occ.end()), occ.end());
+    for (std::size_t i = 0; i < occ.size();) {
+      const std::uint32_t t = occ[i].first;
+      entry.clear();
+      std::int64_t prev = 0;
+      for (; i < occ.size() && occ[i].first == t; ++i) {
+        put_varint(entry, static_cast<std::uint64_t>(occ[i].second - prev));
+        prev = occ[i].second;
+      }
+      if (t >= by_term_.size()) by_term_.resize(static_cast<std::size_t>(t) + 1);
+      TermPositions& tp = by_term_[t];
+      if (tp.slots.size() % TermPositions::kBlock == 0) tp.block_offsets.push_back(tp.bytes.size());
+      tp.slots.push_back(s);
+      put_varint(tp.bytes, entry.size());
+      tp.bytes.insert(tp.bytes.end(), entry.begin(), entry.end());
+    }
+  }
+}
+
+void PositionStore::rebuild() {
+  by_term_.clear();
+  index_slots(0);
+}
+
+void PositionStore::append(const std::uint32_t* terms, const std::uint8_t* counted, const std::size_t* doc_offsets,
+                           std::size_t n) {
+  for (std::size_t d = 0; d < n; ++d) {
+    for (std::size_t i = doc_offsets[d]; i < doc_offsets[d + 1]; ++i) {
+      const std::uint64_t overlap = (counted && !counted[i]) ? 1 : 0;
+      put_varint(bytes_, (static_cast<std::uint64_t>(terms[i]) << 1) | overlap);
+    }
+    offsets_.push_back(bytes_.size());
+  }
+  index_slots(static_cast<std::uint32_t>(num_slots() - n));
+}
+
+void PositionStore::truncate(std::uint32_t slots) {
+  if (slots >= num_slots()) return;
+  offsets_.resize(static_cast<std::size_t>(slots) + 1);
+  bytes_.resize(offsets_.back());
+  rebuild();
+}
+
+void PositionStore::compact(const std::vector<std::uint32_t>& dropped) {
+  if (dropped.empty()) return;
+  std::vector<std::uint8_t> keep(num_slots(), 1);
+  for (std::uint32_t s : dropped)
+    if (s < keep.size()) keep[s] = 0;
+  PositionStore kept = filtered(keep.data());
+  offsets_ = std::move(kept.offsets_);
+  bytes_ = std::move(kept.bytes_);
+  rebuild();
+}
+
+PositionStore PositionStore::filtered(const std::uint8_t* keep) const {
+  PositionStore out;
+  out.bytes_.reserve(bytes_.size());
+  out.offsets_.reserve(offsets_.size());
+  for (std::uint32_t s = 0; s < num_slots(); ++s) {
+    if (!keep[s]) continue;
+    out.bytes_.insert(out.bytes_.end(), bytes_.begin() + static_cast<std::ptrdiff_t>(offsets_[s]),
+                      bytes_.begin() + static_cast<std::ptrdiff_t>(offsets_[s + 1]));
+    out.offsets_.push_back(out.bytes_.size());
+  }
+  return out;
+}
+
+void PositionStore::positions(std::uint32_t slot, const std::uint32_t* terms, std::size_t n,
+                              std::vector<std::vector<std::int64_t>>& out) const {
+  out.resize(n);
+  for (auto& v : out) v.clear();
+  const std::uint8_t* p = bytes_.data() + offsets_[slot];
+  const std::uint8_t* end = bytes_.data() + offsets_[slot + 1];
+  std::int64_t pos = -1;
+  std::uint64_t v = 0;
+  while (p < end && get_varint(p, end, v)) {
+    if (!(v & 1) || pos < 0) ++pos;
+    const std::uint32_t t = static_cast<std::uint32_t>(v >> 1);
+    for (std::size_t i = 0; i < n; ++i)
+      if (terms[i] == t) {
+        // An overlap token may repeat its word's term at the same position: keep one.
+        if (out[i].empty() || out[i].back() != pos) out[i].push_back(pos);
+      }
+  }
+}
+
+bool PositionStore::assign(std::vector<std::uint64_t> offsets, std::vector<std::uint8_t> bytes,
+                           std::uint64_t num_terms) {
+  if (offsets.empty() || offsets.front() != 0 || offsets.back() != bytes.size()) return false;
+  for (std::size_t i = 1; i < offsets.size(); ++i)
+    if (offsets[i] < offsets[i - 1]) return false;
+  for (std::size_t s = 0; s + 1 < offsets.size(); ++s) {
+    const std::uint8_t* p = bytes.data() + offsets[s];
+    const std::uint8_t* end = bytes.data() + offsets[s + 1];
+    std::uint64_t v = 0;
+    while (p < end) {
+      if (!get_varint(p, end, v) || (v >> 1) >= num_terms) return false;
+    }
+  }
+  offsets_ = std::move(offsets);
+  bytes_ = std::move(bytes);
+  rebuild();
+  return true;
+}
+
+}  // namespace ragfind::bm25

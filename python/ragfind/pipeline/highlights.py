@@ -1,0 +1,198 @@
+"""Why a passage matched: character offsets of the query's terms and phrases in its text, and a
+:func:`snippet` that marks them.
+
+A token of the text is highlighted when its analyzed form (the index term it becomes) equals an
+analyzed query term, so the surface form is marked ("Defibrillators" for the query
+"defibrillator"; the ``user`` of ``getUserById`` for "user"). A quoted phrase marks the span
+from its first to its last word for each place it matches (with its slop, the same matching as
+:meth:`ragfind.BM25Index.search`); its words elsewhere are not marked.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from typing import Any
+
+from ragfind.sparse.query import parse_query
+
+__all__ = ["highlight", "phrase_matches", "positioned_terms", "snippet"]
+
+
+def positioned_terms(analyzer: Any, text: str) -> list[tuple[str, int, int, int]]:
+    """``(term, start, end, position)`` per index term of ``text``: positions count the words
+    (stopwords removed leave no gap); identifier parts and compounds share the position of the
+    word they come from."""
+    core = analyzer._core
+    if getattr(analyzer, "_tokenizer", None) is None:
+        located = core.analyze_offsets(text)
+    else:
+        located = [(t, b, e, True) for t, b, e in analyzer.analyze_with_offsets(text)]
+    out = []
+    pos = -1
+    for term, b, e, counted in located:
+        if counted or pos < 0:
+            pos += 1
+        out.append((term, b, e, pos))
+    return out
+
+
+def phrase_terms(analyzer: Any, text: str) -> list[str]:
+    """The words of a phrase as index terms, one per position (identifier parts dropped: the
+    document side keeps them at their word's position, so they still match there)."""
+    seen: dict[int, str] = {}
+    for term, _, _, pos in positioned_terms(analyzer, text):
+        seen.setdefault(pos, term)
+    return [seen[p] for p in sorted(seen)]
+
+
+def phrase_matches(terms: Sequence[str], positions: dict, slop: int) -> list[tuple[int, list[int]]]:
+    """The matches of a phrase in one text: per position ``a`` of its first term with a match,
+    ``(cost, chosen positions)`` of the cheapest one.
+
+    ``positions`` maps a term to its sorted positions. A match picks a distinct position
+    ``p_i`` per phrase word ``i`` (the first at ``a``); its cost is
+    ``max(p_i - i) - min(p_i - i)`` (Lucene's sloppy match length: a gap of one word costs 1,
+    a swap of two words 2) and it counts when the cost is at most ``slop``.
+    """
+    n = len(terms)
+    lists = [positions.get(t, []) for t in terms]
+    if n == 0 or any(not lst for lst in lists):
+        return []
+    out = []
+    for a in lists[0]:
+        cands = {a}
+        for i in range(1, n):
+            lst = lists[i]
+            for p in lst[bisect.bisect_left(lst, a - slop + i) : bisect.bisect_right(lst, a + i)]:
+                cands.add(p - i)
+        best = None
+        for lo in sorted(cands):
+            used: dict[str, set] = {terms[0]: {a}}
+            chosen = [a]
+            hi = a
+            ok = True
+            for i in range(1, n):
+                lst = lists[i]
+                taken = used.setdefault(terms[i], set())
+                j = bisect.bisect_left(lst, lo + i)
+                while j < len(lst) and lst[j] in taken:
+                    j += 1
+                if j == len(lst) or lst[j] - i > lo + slop:
+                    ok = False
+                    break
+                taken.add(lst[j])
+                chosen.append(lst[j])
+                hi = max(hi, lst[j] - i)
+            if ok and hi - lo <= slop and (best is None or hi - lo < best[0]):
+                best = (hi - lo, chosen)
+        if best is not None:
+            out.append(best)
+    return out
+
+
+def highlight(text: str, query: str | Sequence[str], analyzer: Any = None) -> list[tuple[int, int]]:
+    """Sorted, non-overlapping ``(start, end)`` character offsets in ``text`` where ``query``
+    (a query string, or several phrasings) matched, by ``analyzer`` (default: ``Analyzer()``)."""
+    from ragfind.sparse.analyzer import resolve_analyzer
+
+    analyzer = resolve_analyzer(analyzer)
+    queries = [query] if isinstance(query, str) else list(query)
+    words: set[str] = set()
+    phrases: list[tuple[list[str], int]] = []
+    for q in queries:
+        parsed = parse_query(q)
+        words.update(analyzer.analyze(parsed.text))
+        for ph in parsed.phrases:
+            terms = phrase_terms(analyzer, ph.text)
+            if len(terms) == 1:
+                words.add(terms[0])
+            elif terms:
+                phrases.append((terms, ph.slop))
+    if not words and not phrases:
+        return []
+    toks = positioned_terms(analyzer, text)
+    spans = [(b, e) for t, b, e, _ in toks if t in words]
+    if phrases:
+        positions: dict[str, list[int]] = {}
+        where: dict[tuple[str, int], tuple[int, int]] = {}
+        for t, b, e, p in toks:
+            if (t, p) not in where:
+                positions.setdefault(t, []).append(p)
+                where[(t, p)] = (b, e)
+        for terms, slop in phrases:
+            for _, chosen in phrase_matches(terms, positions, slop):
+                locs = [where[(t, p)] for t, p in zip(terms, chosen)]
+                spans.append((min(b for b, _ in locs), max(e for _, e in locs)))
+    return _merge(spans)
+
+
+def _merge(spans: list) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for b, e in sorted(spans):
+        if out and b <= out[-1][1]:
+            if e > out[-1][1]:
+                out[-1] = (out[-1][0], e)
+        else:
+            out.append((b, e))
+    return out
+
+
+def snippet(
+    passage: Any,
+    width: int = 200,
+    *,
+    before: str = "**",
+    after: str = "**",
+    ellipsis: str = "…",
+) -> str:
+    """A window of about ``width`` characters of ``passage.text`` around its densest run of
+    ``passage.highlights``, each highlight wrapped in ``before`` / ``after``; ``ellipsis``
+    marks a cut. The window starts at a word boundary where it can and never cuts a highlight
+    (a highlight longer than ``width`` is shown whole). ``passage`` is a
+    :class:`~ragfind.pipeline.results.Passage` or any object with ``text`` and ``highlights``.
+
+    Raises:
+        ValueError: ``width`` < 1.
+    """
+    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+        raise ValueError(f"width: expected an int >= 1, got {width!r}")
+    text: str = passage.text
+    spans = sorted((int(b), int(e)) for b, e in getattr(passage, "highlights", ()) or ())
+    spans = [(b, e) for b, e in spans if 0 <= b < e <= len(text)]
+    if len(text) <= width:
+        lo, hi = 0, len(text)
+    elif not spans:
+        lo, hi = 0, width
+    else:
+        # The window [s, s + width) starting at a highlight that holds the most highlights.
+        best_i, best_n = 0, 0
+        for i, (b, _) in enumerate(spans):
+            n = bisect.bisect_right([e for _, e in spans], b + width) - i
+            if n > best_n:
+                best_i, best_n = i, n
+        first = spans[best_i][0]
+        last = max(e for b, e in spans[best_i : best_i + best_n])
+        slack = max(0, width - (last - first))
+        lo = max(0, first - slack // 2)
+        hi = min(len(text), max(last, lo + width))
+        lo = max(0, min(lo, hi - width)) if hi - lo < width else lo
+        # Move the start back to a word boundary (not past the first highlight).
+        while 0 < lo < first and not text[lo - 1].isspace():
+            lo -= 1
+            if first - lo > width:
+                break
+    parts = [ellipsis] if lo > 0 else []
+    cur = lo
+    for b, e in spans:
+        if e <= lo or b >= hi:
+            continue
+        b, e = max(b, lo), min(e, hi)
+        if b < cur:
+            continue
+        parts += [text[cur:b], before, text[b:e], after]
+        cur = e
+    parts.append(text[cur:hi])
+    if hi < len(text):
+        parts.append(ellipsis)
+    return "".join(parts)

@@ -1,0 +1,91 @@
+"""The BM25 query string: plain words and quoted phrases, with Lucene's slop.
+
+Grammar (never raises; every string is a query):
+
+- ``"new york"`` is a phrase: its words must occur at adjacent positions, in order;
+- ``"new york"~N`` (``N`` decimal digits right after the closing quote) is a sloppy phrase
+  (Lucene's slop: a match may need up to ``N`` position moves; a swap of two words costs 2);
+  slop is capped at :data:`MAX_SLOP`; a ``~`` not followed by digits is an ordinary character;
+- everything outside quotes is plain text, analyzed as usual; phrases and plain words mix
+  (``"new york" pizza``: documents with the phrase or the word, both scoring);
+- ``\\"`` is a literal quote and ``\\\\`` a literal backslash (inside or outside phrases);
+- an opening quote with no closing quote is literal: the rest of the string is plain text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["MAX_SLOP", "ParsedQuery", "Phrase", "parse_query"]
+
+#: Slops above this are read as this (no document is longer than 2^31 positions).
+MAX_SLOP = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """A quoted phrase: its raw text (escapes resolved) and its slop."""
+
+    text: str
+    slop: int = 0
+
+
+@dataclass(frozen=True)
+class ParsedQuery:
+    """Plain text (everything outside phrases, escapes resolved) and the phrases in order."""
+
+    text: str
+    phrases: tuple[Phrase, ...] = ()
+
+
+def parse_query(query: str) -> ParsedQuery:
+    """Splits ``query`` into plain text and phrases (see the module docstring).
+
+    Raises:
+        TypeError: ``query`` is not str.
+    """
+    if not isinstance(query, str):
+        raise TypeError(f"query: expected str, got {type(query).__name__}")
+    if '"' not in query:
+        return ParsedQuery(query)
+    plain: list[str] = []
+    phrases: list[Phrase] = []
+    n = len(query)
+    i = 0
+    while i < n:
+        c = query[i]
+        if c == "\\" and i + 1 < n and query[i + 1] in '"\\':
+            plain.append(query[i + 1])
+            i += 2
+            continue
+        if c != '"':
+            plain.append(c)
+            i += 1
+            continue
+        # A phrase: find the closing quote (skipping escapes).
+        j = i + 1
+        buf: list[str] = []
+        while j < n and query[j] != '"':
+            if query[j] == "\\" and j + 1 < n and query[j + 1] in '"\\':
+                buf.append(query[j + 1])
+                j += 2
+            else:
+                buf.append(query[j])
+                j += 1
+        if j >= n:  # unbalanced: the quote and the rest are plain text
+            plain.append(" ")
+            plain.extend(buf)
+            break
+        j += 1
+        slop = 0
+        if j + 1 < n and query[j] == "~" and query[j + 1].isascii() and query[j + 1].isdigit():
+            k = j + 1
+            while k < n and query[k].isascii() and query[k].isdigit():
+                k += 1
+            digits = query[j + 1 : k]
+            slop = MAX_SLOP if len(digits) > 10 else min(int(digits), MAX_SLOP)
+            j = k
+        phrases.append(Phrase("".join(buf), slop))
+        plain.append(" ")  # a phrase separates the words around it
+        i = j
+    return ParsedQuery("".join(plain), tuple(phrases))
