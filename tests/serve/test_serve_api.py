@@ -271,3 +271,11 @@ def test_static_page_ships_in_the_package_and_loads_nothing_remote(client):
         assert resp.status_code == 200 and resp.text == text
     page = client.get("/")
     assert page.headers["content-type"].startswith("text/html") and 'id="search-form"' in page.text
+
+
+def test_search_results_carry_the_highlights(client):
+    res = client.post("/search", json={"query": "cats hunting mice", "k": 3}).json()["results"]
+    top = res[0]
+    assert top["doc_id"] == "mice"
+    marked = [top["text"][a:b].lower() for a, b in top["highlights"]]
+    assert "cats" in marked and "mice" in marked and "hunt" in marked  # surface forms of the stems

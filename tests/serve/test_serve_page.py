@@ -129,6 +129,10 @@ def test_page_results_explanation_and_sliders(server, browser, tmp_path):
     chips = [c.text for c in items[0].find_elements(By.CSS_SELECTOR, ".chip")]
     assert chips[0].startswith(f"bm25 #{ref[0]['ranks']['bm25']}") and chips[1].startswith("dense #")
     assert "1/(60+1)" in items[0].find_element(By.CSS_SELECTOR, ".fusion-line").text
+    # the matched words are marked in the passage text, at the offsets the server sent
+    marks = [m.text for m in items[0].find_elements(By.CSS_SELECTOR, ".text mark")]
+    text0 = ref[0]["text"]
+    assert marks == [text0[a:b] for a, b in ref[0]["highlights"]] and marks
     shot1 = tmp_path / "results.png"
     browser.save_screenshot(str(shot1))
 

@@ -113,6 +113,8 @@ def passage_json(p: Any) -> dict:
         "source": p.source,
         "start": p.start,
         "end": p.end,
+        # character (code point) offsets into text where an analyzed query term or phrase matched
+        "highlights": [[int(a), int(b)] for a, b in getattr(p, "highlights", ())],
     }
 
 

@@ -24,6 +24,23 @@ async function api(path, body) {
   return data;
 }
 
+// The text with its highlights ([start, end) offsets in code points, as Python counts them)
+// wrapped in <mark>; built from text nodes, never from HTML.
+function markText(el, text, highlights) {
+  el.textContent = "";
+  const chars = Array.from(text);
+  let at = 0;
+  for (const [start, end] of highlights || []) {
+    if (start < at || end <= start || end > chars.length) continue;
+    if (start > at) el.append(chars.slice(at, start).join(""));
+    const m = document.createElement("mark");
+    m.textContent = chars.slice(start, end).join("");
+    el.append(m);
+    at = end;
+  }
+  if (at < chars.length) el.append(chars.slice(at).join(""));
+}
+
 function setStatus(text, isError) {
   const s = $("status");
   s.textContent = text;
@@ -125,7 +142,7 @@ function renderResults(data) {
     const why = document.createElement("button"); why.type = "button"; why.className = "why"; why.textContent = "Why?";
     why.addEventListener("click", () => explain(r, li));
     head.append(doc, id, score, why);
-    const text = document.createElement("div"); text.className = "text"; text.textContent = r.text;
+    const text = document.createElement("div"); text.className = "text"; markText(text, r.text, r.highlights);
     const chips = document.createElement("div"); chips.className = "chips";
     for (const [s, rank] of Object.entries(r.ranks)) {
       const c = document.createElement("span"); c.className = "chip stage-" + s; c.dataset.stage = s;
