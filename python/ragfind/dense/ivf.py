@@ -274,7 +274,7 @@ class IvfBackend:
 
     def _iv_maybe_repack(self) -> None:
         live_rows = self._state[11]
-        if self._iv_used > 2 * live_rows + 4096:
+        if self._iv_used > 2 * live_rows + 1024:
             self._compact_ivf()
 
     def _compact_ivf(self) -> None:
@@ -314,12 +314,6 @@ class IvfBackend:
         self._iv_publish(None)
 
     # ----------------------------------------------------------------- search
-
-    def _ivf_untrained(self) -> ValueError:
-        return ValueError(
-            "this kind='ivf' index is not trained yet: add vectors (the first add trains it) "
-            "or call train(sample) before searching"
-        )
 
     def _compile_ivf(self, flt: IdFilter, state: tuple) -> tuple:
         """(mask, subset or None, allowed count) of ``flt`` over ``state``'s list positions."""
@@ -375,9 +369,9 @@ class IvfBackend:
     ) -> tuple:
         state = self._state
         C = state[0]
-        if C is None:
-            raise self._ivf_untrained()
         npb = self.nprobe if nprobe is None else self._check_nprobe(nprobe)
+        if C is None:  # untrained means empty: no results, as from any empty index
+            return empty_ids(self._id_kind), np.empty(0, np.float32)
         if filter is None:
             allowed, count = state[8], state[11]
         else:
@@ -407,9 +401,10 @@ class IvfBackend:
     ) -> tuple:
         state = self._state
         C = state[0]
-        if C is None:
-            raise self._ivf_untrained()
         npb = self.nprobe if nprobe is None else self._check_nprobe(nprobe)
+        if C is None:
+            nq = Qm.shape[0]
+            return self._pad_ids(state[5], np.full((nq, k), -1, np.int64)), np.full((nq, k), np.nan, np.float32)
         if filter is None:
             allowed, count = state[8], state[11]
         else:
