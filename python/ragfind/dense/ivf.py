@@ -403,8 +403,8 @@ class IvfBackend:
         C = state[0]
         npb = self.nprobe if nprobe is None else self._check_nprobe(nprobe)
         if C is None:
-            nq = Qm.shape[0]
-            return self._pad_ids(state[5], np.full((nq, k), -1, np.int64)), np.full((nq, k), np.nan, np.float32)
+            shape = (Qm.shape[0], k)
+            return self._pad_ids(state[5], np.full(shape, -1, np.int64)), np.full(shape, np.nan, np.float32)
         if filter is None:
             allowed, count = state[8], state[11]
         else:
