@@ -89,7 +89,7 @@ class RagfindIvf:
 
 
 class FaissIvf:
-    def __init__(self, kind: str, nlist: int, d: int) -> None:
+    def __init__(self, kind: str, nlist: int, d: int, like_ragfind: bool = False) -> None:
         import faiss
 
         self.faiss = faiss
@@ -101,6 +101,9 @@ class FaissIvf:
             self.index = faiss.IndexIVFScalarQuantizer(
                 q, d, nlist, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
             )
+        if like_ragfind:  # ragfind's training budget: 64 rows per list, 10 iterations
+            self.index.cp.max_points_per_centroid = 64
+            self.index.cp.niter = 10
         self.quantizer = q
 
     def build(self, X: np.ndarray) -> None:
@@ -161,6 +164,11 @@ def main() -> None:
         "--engines",
         default="ragfind-f32,ragfind-f16,ragfind-i8,faiss-flat,faiss-sq8,ragfind-exact,ragfind-hnsw",
     )
+    ap.add_argument(
+        "--faiss-train-like-ragfind",
+        action="store_true",
+        help="train faiss on 64 rows per list for 10 iterations (ragfind's budget) instead of its defaults",
+    )
     ap.add_argument("--probes", default="1,2,4,8,12,16,24,32,48,64,96,128")
     ap.add_argument("--efs", default="16,24,32,48,64,96,128,192,256")
     a = ap.parse_args()
@@ -189,7 +197,7 @@ def main() -> None:
             e: object = RagfindIvf(eng.split("-")[1], a.nlist, a.dim)
             sweep = probes
         elif eng.startswith("faiss-"):
-            e = FaissIvf(eng.split("-")[1], a.nlist, a.dim)
+            e = FaissIvf(eng.split("-")[1], a.nlist, a.dim, a.faiss_train_like_ragfind)
             sweep = probes
         else:
             e = RagfindHnsw(a.dim)
