@@ -231,8 +231,8 @@ class IvfBackend:
             self._iv_used += int(new_room.sum())
         else:
             self._iv_reserve(self._iv_used)
-        if live is not None and live.shape[0] < self._iv_used:
-            live = np.concatenate([live, np.zeros(self._iv_used - live.shape[0], np.uint8)])
+        if live is not None:  # a new mask: the published one stays as searches saw it
+            live = np.concatenate([live, np.zeros(max(0, self._iv_used - live.shape[0]), np.uint8)])
         order = np.argsort(lists, kind="stable")
         ls = lists[order]
         first = np.cumsum(counts) - counts
