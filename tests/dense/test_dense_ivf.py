@@ -166,7 +166,7 @@ def test_string_ids_and_defaults():
     ivf = DenseIndex(DIM, kind="ivf")
     assert ivf.nlist is None and ivf.nprobe is None and not ivf.is_trained
     ivf.add(X, ids=[f"d{i}" for i in range(3000)])
-    assert ivf.nlist == 3000 // 39 and ivf.nprobe == 8
+    assert ivf.nlist == 3000 // 39 and ivf.nprobe == 16
     ids, _ = ivf.search(X[7], 1)
     assert ids.tolist() == ["d7"]
     ivf.nprobe = 3

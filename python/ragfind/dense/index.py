@@ -175,7 +175,7 @@ class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
         nlist: IVF lists (default: about 4 * sqrt(n) of the first add). The index trains
             (k-means) on its first add, which must hold at least nlist vectors, or on
             ``train(sample)``; later adds go to their nearest list.
-        nprobe: IVF lists scanned per query (default max(8, nlist / 32)); settable, and per
+        nprobe: IVF lists scanned per query (default max(16, nlist / 32)); settable, and per
             call through ``search(..., nprobe=)``. nprobe >= nlist is an exact search.
         rerank: IVF with dtype "f16"/"i8": the k * rerank best quantised candidates are
             re-scored exactly from a float32 copy of the vectors (kept beside the lists; a
