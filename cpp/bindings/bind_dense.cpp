@@ -14,6 +14,8 @@
 
 #include "bindings.hpp"
 #include "ragfind/dense/exact_search.hpp"
+#include "ragfind/dense/ivf.hpp"
+#include "ragfind/dense/kmeans.hpp"
 #include "ragfind/dense/similarity.hpp"
 
 namespace py = pybind11;
@@ -129,6 +131,157 @@ const float* query_ptr(const py::array& q, size_t d, const char* name, int ndim)
     fail_value(std::string(name) + " has dimension " + std::to_string(q.shape(ndim - 1)) + ", the rows have " +
                std::to_string(d));
   return static_cast<const float*>(q.data());
+}
+
+// The IVF lists: centroids, per-list start/length over the row array, optional float32 copies.
+dense::IvfView make_ivf(const py::array& centroids, const py::array& starts, const py::array& lens,
+                        const RowsView& rows, const py::object& exact) {
+  dense::IvfView v;
+  v.rows = rows;
+  check_array(centroids, "centroids", 'f', 4, 2);
+  if (static_cast<size_t>(centroids.shape(1)) != rows.d) fail_value("centroids must have the rows' dimension");
+  v.nlist = static_cast<size_t>(centroids.shape(0));
+  v.centroids = static_cast<const float*>(centroids.data());
+  for (const auto* a : {&starts, &lens}) {
+    if (a->dtype().kind() != 'i' || a->itemsize() != 8) fail_type("list starts and lengths must have dtype int64");
+    if (a->ndim() != 1 || !c_contig(*a) || static_cast<size_t>(a->shape(0)) != v.nlist)
+      fail_value("list starts and lengths must be 1-D C-contiguous with one entry per centroid");
+  }
+  v.list_start = static_cast<const int64_t*>(starts.data());
+  v.list_len = static_cast<const int64_t*>(lens.data());
+  for (size_t l = 0; l < v.nlist; ++l) {
+    const int64_t s = v.list_start[l], n = v.list_len[l];
+    if (s < 0 || n < 0 || static_cast<size_t>(s) > rows.n || static_cast<size_t>(n) > rows.n - static_cast<size_t>(s))
+      fail_value("list " + std::to_string(l) + " lies outside the rows");
+  }
+  if (!exact.is_none()) {
+    auto e = exact.cast<py::array>();
+    check_array(e, "exact", 'f', 4, 2);
+    if (static_cast<size_t>(e.shape(0)) < rows.n || static_cast<size_t>(e.shape(1)) != rows.d)
+      fail_value("exact must hold a float32 copy of every row");
+    v.exact = static_cast<const float*>(e.data());
+  }
+  return v;
+}
+
+void bind_ivf_functions(py::module_& m) {
+  m.def(
+      "ivf_train",
+      [](py::array X, size_t nlist, const std::string& metric, int iters, uint64_t seed, int threads) {
+        const Metric mt = parse_metric(metric);
+        check_array(X, "X", 'f', 4, 2);
+        const size_t n = static_cast<size_t>(X.shape(0)), d = static_cast<size_t>(X.shape(1));
+        if (d == 0) fail_value("X must have at least one column");
+        if (nlist == 0 || nlist > n)
+          fail_value("nlist must be in [1, " + std::to_string(n) + "] (the training rows), got " +
+                     std::to_string(nlist));
+        if (threads < 0) fail_value("threads must be >= 0 (0 = automatic)");
+        py::array_t<float> C({nlist, d});
+        float* pc = C.mutable_data();
+        const float* px = static_cast<const float*>(X.data());
+        dense::KmeansResult r;
+        {
+          py::gil_scoped_release release;
+          r = dense::train_kmeans(px, n, d, nlist, mt, iters, seed, threads, pc);
+        }
+        return py::make_tuple(C, r.imbalance, r.splits);
+      },
+      py::arg("X"), py::arg("nlist"), py::arg("metric"), py::arg("iters") = 10, py::arg("seed") = 1234,
+      py::arg("threads") = 0,
+      "k-means centroids of the rows of X (IP: spherical). Returns (centroids (nlist, d), imbalance, splits).");
+
+  m.def(
+      "ivf_assign",
+      [](py::array X, py::array centroids, const std::string& metric, int threads) {
+        const Metric mt = parse_metric(metric);
+        check_array(X, "X", 'f', 4, 2);
+        check_array(centroids, "centroids", 'f', 4, 2);
+        if (X.shape(1) != centroids.shape(1)) fail_value("X and centroids must have the same number of columns");
+        if (centroids.shape(0) == 0) fail_value("centroids is empty");
+        if (threads < 0) fail_value("threads must be >= 0 (0 = automatic)");
+        const size_t n = static_cast<size_t>(X.shape(0)), d = static_cast<size_t>(X.shape(1)),
+                     nc = static_cast<size_t>(centroids.shape(0));
+        py::array_t<int64_t> out(n);
+        int64_t* po = out.mutable_data();
+        const float* px = static_cast<const float*>(X.data());
+        const float* pc = static_cast<const float*>(centroids.data());
+        {
+          py::gil_scoped_release release;
+          dense::assign_nearest(px, n, d, pc, nc, mt, threads, po);
+        }
+        return out;
+      },
+      py::arg("X"), py::arg("centroids"), py::arg("metric"), py::arg("threads") = 0,
+      "The nearest centroid of each row of X (IP: largest dot; L2: smallest distance).");
+
+  m.def(
+      "ivf_search",
+      [](py::array centroids, py::array starts, py::array lens, py::array data, const std::string& storage,
+         py::object scales, py::object sqnorms, py::object exact, py::array q, size_t k, size_t nprobe, size_t rerank,
+         const std::string& metric, py::object allowed, py::object threshold, int threads) {
+        const Metric mt = parse_metric(metric);
+        const RowsView rows = make_rows(data, storage, scales, sqnorms, mt);
+        const dense::IvfView v = make_ivf(centroids, starts, lens, rows, exact);
+        const float* qp = query_ptr(q, rows.d, "q", 1);
+        if (nprobe == 0) fail_value("nprobe must be >= 1");
+        dense::IvfOptions opt;
+        opt.search = make_options(k, mt, allowed, threshold, threads, rows.n);
+        opt.nprobe = nprobe;
+        opt.rerank = rerank;
+        const size_t cap = std::min(k, rows.n);
+        py::array_t<int64_t> out_rows(cap);
+        py::array_t<float> out_scores(cap);
+        int64_t* pr = out_rows.mutable_data();
+        float* ps = out_scores.mutable_data();
+        size_t cnt;
+        {
+          py::gil_scoped_release release;
+          cnt = dense::ivf_search_one(v, qp, opt, pr, ps);
+        }
+        if (cnt < cap) {
+          out_rows.resize({static_cast<py::ssize_t>(cnt)});
+          out_scores.resize({static_cast<py::ssize_t>(cnt)});
+        }
+        return py::make_tuple(out_rows, out_scores);
+      },
+      py::arg("centroids"), py::arg("starts"), py::arg("lens"), py::arg("data"), py::arg("storage"), py::arg("scales"),
+      py::arg("sqnorms"), py::arg("exact"), py::arg("q"), py::arg("k"), py::arg("nprobe"), py::arg("rerank"),
+      py::arg("metric"), py::arg("allowed") = py::none(), py::arg("threshold") = py::none(), py::arg("threads") = 0,
+      "IVF top-k of one float32 query: the nprobe best lists scanned (more while fewer than k admitted rows were "
+      "seen), f16/i8 pools of k * rerank re-scored from `exact`. Returns (positions int64, scores float32).");
+
+  m.def(
+      "ivf_search_batch",
+      [](py::array centroids, py::array starts, py::array lens, py::array data, const std::string& storage,
+         py::object scales, py::object sqnorms, py::object exact, py::array Q, size_t k, size_t nprobe, size_t rerank,
+         const std::string& metric, py::object allowed, py::object threshold, int threads) {
+        const Metric mt = parse_metric(metric);
+        const RowsView rows = make_rows(data, storage, scales, sqnorms, mt);
+        const dense::IvfView v = make_ivf(centroids, starts, lens, rows, exact);
+        const float* qp = query_ptr(Q, rows.d, "Q", 2);
+        if (nprobe == 0) fail_value("nprobe must be >= 1");
+        const size_t nq = static_cast<size_t>(Q.shape(0));
+        dense::IvfOptions opt;
+        opt.search = make_options(k, mt, allowed, threshold, threads, rows.n);
+        opt.nprobe = nprobe;
+        opt.rerank = rerank;
+        py::array_t<int64_t> out_rows({nq, k});
+        py::array_t<float> out_scores({nq, k});
+        py::array_t<int64_t> out_counts(nq);
+        int64_t* pr = out_rows.mutable_data();
+        float* ps = out_scores.mutable_data();
+        int64_t* pc = out_counts.mutable_data();
+        {
+          py::gil_scoped_release release;
+          dense::ivf_search_batch(v, qp, nq, opt, pr, ps, pc);
+        }
+        return py::make_tuple(out_rows, out_scores, out_counts);
+      },
+      py::arg("centroids"), py::arg("starts"), py::arg("lens"), py::arg("data"), py::arg("storage"), py::arg("scales"),
+      py::arg("sqnorms"), py::arg("exact"), py::arg("Q"), py::arg("k"), py::arg("nprobe"), py::arg("rerank"),
+      py::arg("metric"), py::arg("allowed") = py::none(), py::arg("threshold") = py::none(), py::arg("threads") = 0,
+      "ivf_search for each row of Q (threads split the queries). Returns (positions (nq,k), scores (nq,k), counts "
+      "(nq,)); missing entries are -1 / NaN.");
 }
 
 }  // namespace
@@ -265,6 +418,8 @@ void bind_dense(py::module_& m) {
   m.def(
       "dense_kernel_name", [] { return std::string(similarity_kernels().name); },
       "Name of the similarity kernel table the active SIMD level dispatches to.");
+
+  bind_ivf_functions(m);
 }
 
 }  // namespace ragfind::bindings

@@ -173,6 +173,51 @@ def dense_pairwise(A: _NDArray[_f32], B: _NDArray[_f32], op: str) -> _NDArray[_f
 def dense_rowwise(A: _NDArray[_f32], B: _NDArray[_f32], op: str) -> _NDArray[_f32]: ...
 def dense_kernel_name() -> str: ...
 
+# --- dense: IVF ---
+
+def ivf_train(
+    X: _NDArray[_f32], nlist: int, metric: str, iters: int = 10, seed: int = 1234, threads: int = 0
+) -> tuple[_NDArray[_f32], float, int]: ...
+def ivf_assign(
+    X: _NDArray[_f32], centroids: _NDArray[_f32], metric: str, threads: int = 0
+) -> _NDArray[_i64]: ...
+def ivf_search(
+    centroids: _NDArray[_f32],
+    starts: _NDArray[_i64],
+    lens: _NDArray[_i64],
+    data: _NDArray,
+    storage: str,
+    scales: _NDArray[_f32] | None,
+    sqnorms: _NDArray[_f32] | None,
+    exact: _NDArray[_f32] | None,
+    q: _NDArray[_f32],
+    k: int,
+    nprobe: int,
+    rerank: int,
+    metric: str,
+    allowed: _NDArray[_u8] | None = None,
+    threshold: float | None = None,
+    threads: int = 0,
+) -> tuple[_NDArray[_i64], _NDArray[_f32]]: ...
+def ivf_search_batch(
+    centroids: _NDArray[_f32],
+    starts: _NDArray[_i64],
+    lens: _NDArray[_i64],
+    data: _NDArray,
+    storage: str,
+    scales: _NDArray[_f32] | None,
+    sqnorms: _NDArray[_f32] | None,
+    exact: _NDArray[_f32] | None,
+    Q: _NDArray[_f32],
+    k: int,
+    nprobe: int,
+    rerank: int,
+    metric: str,
+    allowed: _NDArray[_u8] | None = None,
+    threshold: float | None = None,
+    threads: int = 0,
+) -> tuple[_NDArray[_i64], _NDArray[_f32], _NDArray[_i64]]: ...
+
 # --- dense: HNSW ---
 
 class ReaderWriterLock(metaclass=_Pybind11Type):

@@ -252,7 +252,7 @@ def test_constructor_validation_and_f16_range():
     with pytest.raises(ValueError, match="dtype"):
         DenseIndex(4, dtype="f64")
     with pytest.raises(ValueError, match="kind"):
-        DenseIndex(4, kind="ivf")
+        DenseIndex(4, kind="annoy")
     with pytest.raises(ValueError, match="hnsw"):
         DenseIndex(4, kind="hnsw", dtype="i8")
     idx = DenseIndex(2, metric="ip", dtype="f16")

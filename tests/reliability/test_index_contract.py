@@ -11,7 +11,7 @@ import ragfind
 from ragfind import BM25Index, DenseIndex, LateInteractionIndex, SparseVectorIndex
 from ragfind.errors import DuplicateIdError, IdKindError, IndexFileError, UnknownIdError
 
-KINDS = ["bm25", "sparse", "dense-exact", "dense-hnsw", "late"]
+KINDS = ["bm25", "sparse", "dense-exact", "dense-hnsw", "dense-ivf", "late"]
 
 
 def make(kind: str, n: int = 6):

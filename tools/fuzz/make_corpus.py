@@ -35,6 +35,7 @@ def loader_seeds() -> dict[str, list[bytes]]:
         "load_bm25": [],
         "load_dense_exact": [],
         "load_dense_hnsw": [],
+        "load_dense_ivf": [],
         "load_late": [],
     }
     a = BM25Index()
@@ -61,6 +62,15 @@ def loader_seeds() -> dict[str, list[bytes]]:
             )
             d.delete(d.ids[:1])
             out[key].append(saved_bytes(d))
+    for metric, dtype, str_ids in (("cosine", "f32", False), ("l2", "i8", True), ("ip", "f16", False)):
+        d = DenseIndex(4, metric=metric, dtype=dtype, kind="ivf", nlist=2)
+        d.add(
+            rng.standard_normal((6, 4)).astype(np.float32),
+            ids=[f"s{i}" for i in range(6)] if str_ids else None,
+        )
+        d.delete(d.ids[:1])
+        out["load_dense_ivf"].append(saved_bytes(d))
+    out["load_dense_ivf"].append(saved_bytes(DenseIndex(4, kind="ivf", nlist=3)))
     li = LateInteractionIndex(4)
     li.add([rng.standard_normal((int(n), 4)).astype(np.float32) for n in (1, 3, 2, 4)])
     out["load_late"].append(saved_bytes(li))
@@ -82,7 +92,7 @@ def loader_seeds() -> dict[str, list[bytes]]:
     # Every mode byte once per seed: raw / fixed checksums x mmap x verify; dense files also
     # with their section checksums fixed (mode 9), so mutated graphs reach the graph check.
     seeds = {k: [bytes([mode]) + s for s in v for mode in (0, 1, 3, 5, 7)] for k, v in out.items()}
-    for k in ("load_dense_exact", "load_dense_hnsw"):
+    for k in ("load_dense_exact", "load_dense_hnsw", "load_dense_ivf"):
         seeds[k] += [b"\x09" + s for s in out[k]]
     return seeds
 

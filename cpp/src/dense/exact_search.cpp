@@ -1,7 +1,5 @@
-// Exact dense search: fused scan + top-k, blocked batches, threads.
-//
-// Internally every score is "higher is better" (L2 distances are negated) so one heap type
-// serves both metrics; results are converted back on output.
+// Exact dense search: fused scan + top-k, blocked batches, threads (the heap and the block
+// scoring are in scan.hpp, shared with the IVF scan).
 #include "ragfind/dense/exact_search.hpp"
 
 #include <algorithm>
@@ -14,148 +12,19 @@
 
 #include "ragfind/common/parallel.hpp"
 #include "ragfind/dense/similarity.hpp"
+#include "scan.hpp"
 
 namespace ragfind::dense {
 namespace {
 
-constexpr size_t kScanBlock = 1024;  // rows scored per kernel call on the single-query path
-
-size_t elem_bytes(Storage s) { return s == Storage::F32 ? 4 : s == Storage::F16 ? 2 : 1; }
-
-/// Bounded top-k: a heap whose front is the worst kept entry.
-class TopK {
- public:
-  TopK(size_t k, bool has_floor, float floor) : k_(k), has_floor_(has_floor), floor_(floor) { heap_.reserve(k); }
-
-  // The score a candidate must reach to be considered (ties are resolved in push).
-  float admit() const {
-    if (heap_.size() < k_) return has_floor_ ? floor_ : -std::numeric_limits<float>::infinity();
-    return heap_.front().first;
-  }
-
-  void push(float s, int64_t row) {
-    if (k_ == 0) return;
-    if (heap_.size() < k_) {
-      if (has_floor_ && s < floor_) return;
-      heap_.emplace_back(s, row);
-      std::push_heap(heap_.begin(), heap_.end(), better);
-    } else if (better({s, row}, heap_.front())) {
-      std::pop_heap(heap_.begin(), heap_.end(), better);
-      heap_.back() = {s, row};
-      std::push_heap(heap_.begin(), heap_.end(), better);
-    }
-  }
-
-  void merge(const TopK& o) {
-    for (const auto& e : o.heap_) push(e.first, e.second);
-  }
-
-  // Sorted best first.
-  std::vector<std::pair<float, int64_t>> sorted() const {
-    std::vector<std::pair<float, int64_t>> v = heap_;
-    std::sort(v.begin(), v.end(), better);
-    return v;
-  }
-
-  // Pushes a block of scores for rows row0..row0+cnt, honouring the admission mask.
-  void push_block(const float* s, size_t cnt, int64_t row0, const uint8_t* allowed) {
-    float a = admit();
-    for (size_t i = 0; i < cnt; ++i) {
-      if (s[i] < a) continue;
-      if (allowed && !allowed[row0 + static_cast<int64_t>(i)]) continue;
-      push(s[i], row0 + static_cast<int64_t>(i));
-      a = admit();
-    }
-  }
-
- private:
-  static bool better(const std::pair<float, int64_t>& x, const std::pair<float, int64_t>& y) {
-    return x.first > y.first || (x.first == y.first && x.second < y.second);
-  }
-  size_t k_;
-  bool has_floor_;
-  float floor_;
-  std::vector<std::pair<float, int64_t>> heap_;
-};
-
-/// A query prepared for one storage format.
-struct PreparedQuery {
-  const float* q = nullptr;
-  float sqnorm = 0.f;        // |q|^2 (I8 + L2)
-  std::vector<int16_t> q16;  // I8: int16 quantised query
-  float qscale = 0.f;        // I8: q ~= qscale * q16
-};
-
-PreparedQuery prepare(const RowsView& rows, const float* q, Metric metric) {
-  PreparedQuery p;
-  p.q = q;
-  if (rows.storage == Storage::I8) {
-    float mx = 0.f;
-    double sq = 0.0;
-    for (size_t j = 0; j < rows.d; ++j) {
-      mx = std::max(mx, std::fabs(q[j]));
-      sq += double(q[j]) * q[j];
-    }
-    p.sqnorm = static_cast<float>(sq);
-    p.q16.assign(rows.d, 0);
-    p.qscale = mx > 0.f ? mx / 16383.f : 1.f;
-    const float inv = mx > 0.f ? 16383.f / mx : 0.f;
-    for (size_t j = 0; j < rows.d; ++j) p.q16[j] = static_cast<int16_t>(std::lrint(q[j] * inv));
-  }
-  return p;
-}
-
-/// Internal ("higher is better") scores of rows [r0, r0 + cnt) into out.
-void score_block(const SimilarityKernels& K, const RowsView& rows, const PreparedQuery& p, Metric metric, size_t r0,
-                 size_t cnt, float* out) {
-  const size_t d = rows.d;
-  switch (rows.storage) {
-    case Storage::F32: {
-      const float* X = static_cast<const float*>(rows.data) + r0 * d;
-      if (metric == Metric::IP) {
-        K.dot_rows_f32(p.q, X, cnt, d, out);
-      } else {
-        K.l2_rows_f32(p.q, X, cnt, d, out);
-        for (size_t i = 0; i < cnt; ++i) out[i] = -out[i];
-      }
-      break;
-    }
-    case Storage::F16: {
-      const uint16_t* X = static_cast<const uint16_t*>(rows.data) + r0 * d;
-      if (metric == Metric::IP) {
-        K.dot_rows_f16(p.q, X, cnt, d, out);
-      } else {
-        K.l2_rows_f16(p.q, X, cnt, d, out);
-        for (size_t i = 0; i < cnt; ++i) out[i] = -out[i];
-      }
-      break;
-    }
-    case Storage::I8: {
-      const int8_t* X = static_cast<const int8_t*>(rows.data) + r0 * d;
-      K.dot_rows_i8(p.q16.data(), X, cnt, d, out);
-      const float* sc = rows.scales + r0;
-      if (metric == Metric::IP) {
-        for (size_t i = 0; i < cnt; ++i) out[i] *= p.qscale * sc[i];
-      } else {
-        const float* sn = rows.sqnorms + r0;
-        for (size_t i = 0; i < cnt; ++i) out[i] = -(p.sqnorm + sn[i] - 2.f * out[i] * p.qscale * sc[i]);
-      }
-      break;
-    }
-  }
-}
-
-float floor_of(const SearchOptions& opt) { return opt.metric == Metric::L2 ? -opt.threshold : opt.threshold; }
-
-size_t write_results(const TopK& top, Metric metric, size_t k, int64_t* out_rows, float* out_scores) {
-  const auto v = top.sorted();
-  const size_t cnt = std::min(k, v.size());
-  for (size_t i = 0; i < cnt; ++i) {
-    out_rows[i] = v[i].second;
-    out_scores[i] = metric == Metric::L2 ? -v[i].first : v[i].first;
-  }
-  return cnt;
-}
+using detail::elem_bytes;
+using detail::floor_of;
+using detail::kScanBlock;
+using detail::prepare;
+using detail::PreparedQuery;
+using detail::score_block;
+using detail::TopK;
+using detail::write_results;
 
 // Calls fn(t) for t in [0, nthreads) on the core's pool, one chunk per worker.
 template <typename Fn>

@@ -39,6 +39,7 @@ import numpy as np
 from ragfind import _core
 from ragfind.dense.exact import _CORRUPT_GRAPH, _DTYPES, ExactBackend, _quantise_i8  # noqa: F401
 from ragfind.dense.hnsw import HnswBackend, _scratch_file, _write_all  # noqa: F401
+from ragfind.dense.ivf import IvfBackend
 from ragfind.errors import (
     IndexFileError,
     check_k,
@@ -56,7 +57,7 @@ __all__ = ["DenseIndex", "dot", "cosine", "l2sq"]
 Id = Union[int, str]
 
 _METRICS = ("cosine", "ip", "l2")
-_KINDS = ("exact", "hnsw")
+_KINDS = ("exact", "hnsw", "ivf")
 _F16_MAX = 65504.0
 _F32 = np.dtype(np.float32)
 _I64 = np.dtype(np.int64)
@@ -155,7 +156,7 @@ def _byte_view(arr: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------- index
 
 
-class DenseIndex(ExactBackend, HnswBackend):
+class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
     """Top-k search over embedding vectors with integer or string ids.
 
     Args:
@@ -165,17 +166,27 @@ class DenseIndex(ExactBackend, HnswBackend):
         dtype: storage of an exact index: "f32", "f16" (half the memory; values must fit
             float16) or "i8" (a quarter; symmetric per-vector scale max|x|/127; the query is
             quantised to int16, so scores are approximate to about 1e-2 relative).
-            HNSW always stores float32.
-        kind: "exact" (SIMD brute force; exact for f32) or "hnsw" (approximate graph).
+            HNSW always stores float32; IVF lists may be any of the three (f16/i8 lists are
+            re-scored in float32, see ``rerank``).
+        kind: "exact" (SIMD brute force; exact for f32), "hnsw" (approximate graph) or "ivf"
+            (k-means inverted lists: the ``nprobe`` lists nearest the query are scanned).
         M, ef_construction: HNSW graph parameters (hnswlib's meaning).
         ef: HNSW search breadth (default 64; raised to k per query); settable later.
+        nlist: IVF lists (default: about 4 * sqrt(n) of the first add). The index trains
+            (k-means) on its first add, which must hold at least nlist vectors, or on
+            ``train(sample)``; later adds go to their nearest list.
+        nprobe: IVF lists scanned per query (default max(16, nlist / 32)); settable, and per
+            call through ``search(..., nprobe=)``. nprobe >= nlist is an exact search.
+        rerank: IVF with dtype "f16"/"i8": the k * rerank best quantised candidates are
+            re-scored exactly from a float32 copy of the vectors (kept beside the lists; a
+            loaded index maps it); 0 keeps no copy and returns quantised scores.
         fingerprint: optional name of the embedding model that produced the vectors; stored
             and saved so queries from another model can be refused (``check_fingerprint``).
         threads: default worker threads for searches (0 = automatic).
 
     Raises:
         ValueError: for an unknown metric/dtype/kind, a non-positive dim or an HNSW index
-            with a dtype other than "f32".
+            with a dtype other than "f32", IVF options out of range.
 
     Thread safety: searches may run from many threads at once and concurrently with adds
     and deletes (HNSW serialises writers against readers internally).
@@ -192,6 +203,9 @@ class DenseIndex(ExactBackend, HnswBackend):
         ef: int | None = None,
         fingerprint: str | None = None,
         threads: int = 0,
+        nlist: int | None = None,
+        nprobe: int | None = None,
+        rerank: int = 4,
     ) -> None:
         if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim <= 0:
             raise ValueError(f"dim must be a positive integer, got {dim!r}")
@@ -212,6 +226,14 @@ class DenseIndex(ExactBackend, HnswBackend):
         for name, val in (("M", M), ("ef_construction", ef_construction)):
             if not isinstance(val, (int, np.integer)) or not 2 <= val <= _MAX_HNSW_PARAM[name]:
                 raise ValueError(f"{name} must be an integer in [2, {_MAX_HNSW_PARAM[name]}], got {val!r}")
+        if nlist is not None and (
+            isinstance(nlist, bool) or not isinstance(nlist, (int, np.integer)) or nlist < 1
+        ):
+            raise ValueError(f"nlist must be a positive integer or None (automatic), got {nlist!r}")
+        if nprobe is not None:
+            self._check_nprobe(nprobe)
+        if isinstance(rerank, bool) or not isinstance(rerank, (int, np.integer)) or not 0 <= rerank <= 1024:
+            raise ValueError(f"rerank must be an integer in [0, 1024], got {rerank!r}")
         self._dim = int(dim)
         self._metric = metric
         self._dtype = dtype
@@ -249,6 +271,10 @@ class DenseIndex(ExactBackend, HnswBackend):
         self._rw = _core.ReaderWriterLock()
         if kind == "hnsw":
             self._init_hnsw(1024)
+        elif kind == "ivf":
+            self._init_ivf(
+                None if nlist is None else int(nlist), None if nprobe is None else int(nprobe), int(rerank)
+            )
 
     # --------------------------------------------------------------- properties
 
@@ -269,7 +295,7 @@ class DenseIndex(ExactBackend, HnswBackend):
 
     @property
     def kind(self) -> str:
-        """ "exact" or "hnsw"."""
+        """ "exact", "hnsw" or "ivf"."""
         return self._kind
 
     @property
@@ -388,6 +414,8 @@ class DenseIndex(ExactBackend, HnswBackend):
                 raise present_ids(present)
             if self._kind == "exact":
                 self._add_exact(X, id_list, kind)
+            elif self._kind == "ivf":
+                self._add_ivf(X, id_list, kind)
             else:
                 self._add_hnsw(X, id_list, kind)
             self._id_kind = kind
@@ -418,8 +446,35 @@ class DenseIndex(ExactBackend, HnswBackend):
             slots = [self._id_to_slot.pop(x) for x in id_list]
             if self._kind == "exact":
                 self._delete_exact(slots)
+            elif self._kind == "ivf":
+                self._delete_ivf(slots)
             else:
                 self._delete_hnsw(slots)
+
+    def train(self, sample: Any) -> None:
+        """Trains an IVF index's lists (k-means) on ``sample``, which is not stored.
+
+        Without it, the first ``add`` trains on its own vectors. Training again is refused once
+        vectors are stored (they would all have to move); build a new index instead.
+
+        Raises:
+            ValueError: not an IVF index, fewer sample rows than nlist, vectors already
+                stored, NaN/inf or a zero vector with cosine (as ``add``).
+            TypeError: non-floating sample.
+        """
+        if self._kind != "ivf":
+            raise ValueError(f"train() applies to kind='ivf'; this index is kind={self._kind!r}")
+        X = _check_vectors(sample, self._dim, "sample")
+        if X.shape[0] == 0:
+            raise ValueError("sample is empty: nothing to train on")
+        if self._metric == "cosine":
+            X = _normalise_rows(X, "sample")
+        with self._write_lock:
+            if len(self._id_to_slot):
+                raise ValueError("train() needs an empty index: this one already holds vectors")
+            self._train_ivf(X)
+            self._generation += 1
+            self._iv_publish(None)
 
     # --------------------------------------------------------------- search
 
@@ -433,6 +488,7 @@ class DenseIndex(ExactBackend, HnswBackend):
         max_distance: float | None = None,
         threads: int | None = None,
         fingerprint: str | None = None,
+        nprobe: int | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Top-k ids for one query vector, best first.
 
@@ -449,6 +505,7 @@ class DenseIndex(ExactBackend, HnswBackend):
             max_distance: drop results farther than it (metric "l2" only; squared distance).
             threads: worker threads for this call (exact; default: the index's setting).
             fingerprint: the query's model fingerprint, checked with ``check_fingerprint``.
+            nprobe: IVF lists to scan for this call (default: the index's ``nprobe``).
 
         Returns:
             (ids, scores): ids as an int64 array (integer ids) or an object array of str;
@@ -456,7 +513,8 @@ class DenseIndex(ExactBackend, HnswBackend):
 
         Raises:
             ValueError: wrong dimension, NaN/inf, zero query with cosine, k < 1, a
-                threshold for the other metric family, a fingerprint mismatch.
+                threshold for the other metric family, a fingerprint mismatch, nprobe < 1,
+                an IVF index not trained yet.
             TypeError: non-floating query.
         """
         if type(k) is not int or k < 1 or min_score is not None or max_distance is not None or fingerprint:
@@ -483,6 +541,8 @@ class DenseIndex(ExactBackend, HnswBackend):
                 raise ValueError("q is a zero vector; cosine is undefined")
             qnorm = math.sqrt(sq)
         threshold = min_score if self._metric != "l2" else max_distance
+        if self._kind == "ivf":
+            return self._search_ivf(qv, int(k), threshold, filter, threads, qnorm, nprobe)
         return self._search_exact(qv, int(k), threshold, filter, threads, qnorm)
 
     def search_batch(
@@ -495,6 +555,7 @@ class DenseIndex(ExactBackend, HnswBackend):
         *,
         max_distance: float | None = None,
         fingerprint: str | None = None,
+        nprobe: int | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Top-k for every row of Q (same arguments as ``search``).
 
@@ -524,6 +585,10 @@ class DenseIndex(ExactBackend, HnswBackend):
         threshold = min_score if self._metric != "l2" else max_distance
         if self._kind == "exact":
             return self._search_batch_exact(Qm, int(k), threshold, filter, int(threads) or self._threads)
+        if self._kind == "ivf":
+            return self._search_batch_ivf(
+                Qm, int(k), threshold, filter, int(threads) or self._threads, nprobe
+            )
         return self._search_batch_hnsw(Qm, int(k), threshold, filter, int(threads))
 
     def _check_search_args(self, k: Any, min_score: Any, max_distance: Any, fingerprint: Any) -> None:
@@ -559,6 +624,9 @@ class DenseIndex(ExactBackend, HnswBackend):
                     sections.append(("sqnorms", np.ascontiguousarray(sqnorms[keep])))
                 ids_in_order = slot_ids[keep].tolist()
                 extra: dict = {}
+            elif self._kind == "ivf":
+                ivf_sections, ids_in_order, extra = self._ivf_sections()
+                sections.extend(ivf_sections)
             else:
                 self._rw.acquire_read()
                 try:
@@ -745,6 +813,7 @@ class DenseIndex(ExactBackend, HnswBackend):
             ef_construction=h["ef_construction"],
             ef=h["ef"],
             fingerprint=h["fingerprint"],
+            **cls._ivf_args(h),
         )
         if h["id_kind"] == "str":
             blob, offs = secs["ids_utf8"].tobytes(), secs["ids_offsets"]
@@ -764,7 +833,9 @@ class DenseIndex(ExactBackend, HnswBackend):
             raise bad("duplicate ids")
         idx._id_kind = h["id_kind"]
         idx._next_auto_id = int(h["next_auto_id"])
-        if h["kind"] == "exact":
+        if h["kind"] == "ivf":
+            idx._load_ivf(h, secs, ids, bad)
+        elif h["kind"] == "exact":
             vec = secs["vectors"]
             if vec.shape != (count, dim) or vec.dtype != np.dtype(_DTYPES[h["dtype"]]):
                 raise bad("vectors section has the wrong shape or dtype")

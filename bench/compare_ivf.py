@@ -1,0 +1,288 @@
+"""IVF side by side: ragfind ``DenseIndex(kind="ivf")`` (f32, f16, i8 lists) against faiss
+``IndexIVFFlat`` and ``IndexIVFScalarQuantizer`` (SQ8), and ragfind's exact and HNSW paths.
+
+Data: embedding-like vectors, not i.i.d. noise: ``--latent`` Gaussian factors mixed into
+``--dim`` dimensions plus isotropic noise, unit-normalised (cosine); queries are fresh draws
+from the same law. Ground truth is an exact float32 search.
+
+For every engine the script sweeps nprobe (ef for HNSW) and measures recall@10 and single-thread
+q/s (one query per call, threads=1 / faiss.omp_set_num_threads(1)), then batched q/s (all
+queries in one call, every core) at the smallest setting reaching each recall target. Every
+engine runs in this process, one after another, on the same data; each timing is the median of
+``--rounds`` passes over the queries.
+
+    PYTHONPATH=python python bench/compare_ivf.py --n 200000 --nlist 1024
+    PYTHONPATH=python python bench/compare_ivf.py --n 1000000 --nlist 2048 \\
+        --engines ragfind-f32,ragfind-i8,faiss-flat,faiss-sq8
+
+Prints one JSON line per measurement and a summary table (markdown).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import time
+
+import numpy as np
+
+from ragfind import DenseIndex
+
+TARGETS = (0.9, 0.95, 0.99)
+
+
+def make_data(
+    n: int, nq: int, dim: int, latent: int, noise: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    W = rng.standard_normal((latent, dim)).astype(np.float32)
+    # Factors of decreasing strength, as an embedding's leading directions are.
+    scale = (1.0 / np.sqrt(1.0 + np.arange(latent))).astype(np.float32)
+
+    def draw(m: int) -> np.ndarray:
+        out = np.empty((m, dim), np.float32)
+        for s in range(0, m, 100_000):
+            e = min(m, s + 100_000)
+            Z = rng.standard_normal((e - s, latent)).astype(np.float32) * scale
+            B = Z @ W + noise * rng.standard_normal((e - s, dim)).astype(np.float32)
+            out[s:e] = B / np.linalg.norm(B, axis=1, keepdims=True)
+        return out
+
+    return draw(n), draw(nq)
+
+
+def recall(found: np.ndarray, truth: np.ndarray) -> float:
+    k = truth.shape[1]
+    return float(np.mean([len(set(f[:k].tolist()) & set(t.tolist())) / k for f, t in zip(found, truth)]))
+
+
+def timed(fn, rounds: int) -> float:
+    """Median seconds of fn() over rounds."""
+    ts = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+class RagfindIvf:
+    def __init__(self, dtype: str, nlist: int, d: int) -> None:
+        self.name = f"ragfind-ivf-{dtype}"
+        self.index = DenseIndex(d, metric="cosine", kind="ivf", dtype=dtype, nlist=nlist)
+
+    def build(self, X: np.ndarray) -> None:
+        self.index.add(X)
+
+    def nbytes(self) -> int:
+        st = self.index._state
+        return sum(a.nbytes for a in (st[0], st[1], st[2], st[3], st[4], st[5]) if a is not None)
+
+    def single(self, Q: np.ndarray, k: int, p: int) -> np.ndarray:
+        s = self.index.search
+        return np.stack([s(q, k, nprobe=p, threads=1)[0] for q in Q])
+
+    def batch(self, Q: np.ndarray, k: int, p: int, threads: int) -> np.ndarray:
+        return self.index.search_batch(Q, k, threads=threads, nprobe=p)[0]
+
+
+class FaissIvf:
+    def __init__(self, kind: str, nlist: int, d: int, like_ragfind: bool = False) -> None:
+        import faiss
+
+        self.faiss = faiss
+        self.name = f"faiss-{kind}"
+        q = faiss.IndexFlatIP(d)
+        if kind == "flat":
+            self.index = faiss.IndexIVFFlat(q, d, nlist, faiss.METRIC_INNER_PRODUCT)
+        else:
+            self.index = faiss.IndexIVFScalarQuantizer(
+                q, d, nlist, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
+            )
+        if like_ragfind:  # ragfind's training budget: 64 rows per list, 10 iterations
+            self.index.cp.max_points_per_centroid = 64
+            self.index.cp.niter = 10
+        self.quantizer = q
+
+    def build(self, X: np.ndarray) -> None:
+        self.index.train(X)
+        self.index.add(X)
+
+    def nbytes(self) -> int:
+        ix = self.index
+        return ix.ntotal * (ix.code_size + 8) + ix.nlist * ix.d * 4
+
+    def single(self, Q: np.ndarray, k: int, p: int) -> np.ndarray:
+        self.index.nprobe = p
+        self.faiss.omp_set_num_threads(1)
+        s = self.index.search
+        return np.stack([s(q[None, :], k)[1][0] for q in Q])
+
+    def batch(self, Q: np.ndarray, k: int, p: int, threads: int) -> np.ndarray:
+        self.index.nprobe = p
+        self.faiss.omp_set_num_threads(threads)
+        return self.index.search(Q, k)[1]
+
+
+class RagfindHnsw:
+    name = "ragfind-hnsw"
+
+    def __init__(self, d: int) -> None:
+        self.index = DenseIndex(d, metric="cosine", kind="hnsw", M=16, ef_construction=200)
+
+    def build(self, X: np.ndarray) -> None:
+        self.index.add(X)
+
+    def nbytes(self) -> int:
+        n = len(self.index)
+        return n * (self.index.dim * 4 + 16 * 2 * 4 + 16)  # vectors + level-0 links, about
+
+    def single(self, Q: np.ndarray, k: int, p: int) -> np.ndarray:
+        self.index.ef = p
+        s = self.index.search
+        return np.stack([s(q, k)[0] for q in Q])
+
+    def batch(self, Q: np.ndarray, k: int, p: int, threads: int) -> np.ndarray:
+        self.index.ef = p
+        return self.index.search_batch(Q, k, threads=threads)[0]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=200_000)
+    ap.add_argument("--nq", type=int, default=1000)
+    ap.add_argument("--dim", type=int, default=384)
+    ap.add_argument("--latent", type=int, default=12)
+    ap.add_argument("--noise", type=float, default=0.25)
+    ap.add_argument("--nlist", type=int, default=1024)
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=0, help="batched searches (0: every core)")
+    ap.add_argument(
+        "--engines",
+        default="ragfind-f32,ragfind-f16,ragfind-i8,faiss-flat,faiss-sq8,ragfind-exact,ragfind-hnsw",
+    )
+    ap.add_argument(
+        "--faiss-train-like-ragfind",
+        action="store_true",
+        help="train faiss on 64 rows per list for 10 iterations (ragfind's budget) instead of its defaults",
+    )
+    ap.add_argument("--probes", default="1,2,4,8,12,16,24,32,48,64,96,128")
+    ap.add_argument("--efs", default="16,24,32,48,64,96,128,192,256")
+    a = ap.parse_args()
+    import os
+
+    threads = a.threads or (os.cpu_count() or 1)
+    X, Q = make_data(a.n, a.nq, a.dim, a.latent, a.noise, 7)
+    print(
+        json.dumps(
+            {"n": a.n, "dim": a.dim, "latent": a.latent, "noise": a.noise, "nlist": a.nlist, "nq": a.nq}
+        )
+    )
+    exact = DenseIndex(a.dim, metric="cosine")
+    exact.add(X)
+    truth = exact.search_batch(Q, a.k)[0]
+    k = a.k
+    probes = [int(x) for x in a.probes.split(",") if int(x) <= a.nlist]
+    engines: list[tuple[str, object, list[int], float]] = []
+    import faiss
+
+    for eng in a.engines.split(","):
+        gc.collect()
+        if eng == "ragfind-exact":
+            continue
+        if eng.startswith("ragfind-") and eng != "ragfind-hnsw":
+            e: object = RagfindIvf(eng.split("-")[1], a.nlist, a.dim)
+            sweep = probes
+        elif eng.startswith("faiss-"):
+            e = FaissIvf(eng.split("-")[1], a.nlist, a.dim, a.faiss_train_like_ragfind)
+            sweep = probes
+        else:
+            e = RagfindHnsw(a.dim)
+            sweep = [int(x) for x in a.efs.split(",")]
+        faiss.omp_set_num_threads(threads)
+        t = time.perf_counter()
+        e.build(X)  # type: ignore[attr-defined]
+        build = time.perf_counter() - t
+        print(json.dumps({"engine": eng, "build_s": build, "mb": e.nbytes() / 2**20}), flush=True)  # type: ignore[attr-defined]
+        engines.append((eng, e, sweep, build))
+    # Recall sweep (untimed), then the smallest setting reaching each target.
+    rows: list[dict] = []
+    plan: list[tuple[dict, dict, object]] = []
+    for eng, e, sweep, build in engines:
+        settings = []
+        for p in sweep:
+            r = recall(e.single(Q, k, p), truth)  # type: ignore[attr-defined]
+            settings.append({"p": p, "recall": r})
+            print(json.dumps({"engine": eng, **settings[-1]}), flush=True)
+            if r >= 0.995:
+                break
+        row = {"engine": eng, "build_s": build, "mb": e.nbytes() / 2**20, "settings": settings}  # type: ignore[attr-defined]
+        rows.append(row)
+        chosen = {id(s): s for s in (_first(settings, tg) for tg in TARGETS) if s is not None}
+        plan += [(row, s, e) for s in chosen.values()]
+    if "ragfind-exact" in a.engines.split(","):
+        s0 = {"p": 0, "recall": 1.0}
+        row = {"engine": "ragfind-exact", "build_s": 0.0, "mb": X.nbytes / 2**20, "settings": [s0]}
+        rows.append(row)
+        plan.append((row, s0, None))
+    # Timings interleaved: every round times every (engine, setting) once, in a shuffled
+    # order, so load from other processes hits every engine alike; medians over rounds.
+    nq1 = min(a.nq, 300)
+    t1s: dict[int, list[float]] = {id(s): [] for _, s, _ in plan}
+    tbs: dict[int, list[float]] = {id(s): [] for _, s, _ in plan}
+    rng = np.random.default_rng(1)
+    for rnd in range(a.rounds):
+        for i in rng.permutation(len(plan)).tolist():
+            row, s, e = plan[i]
+            if e is None:
+                f1 = lambda: [exact.search(q, k, threads=1) for q in Q[:nq1]]  # noqa: E731
+                fb = lambda: exact.search_batch(Q, k, threads=threads)  # noqa: E731
+            else:
+                f1 = lambda e=e, p=s["p"]: e.single(Q[:nq1], k, p)  # noqa: E731
+                fb = lambda e=e, p=s["p"]: e.batch(Q, k, p, threads)  # noqa: E731
+            t1s[id(s)].append(timed(f1, 1))
+            tbs[id(s)].append(timed(fb, 1))
+        print(f"round {rnd + 1}/{a.rounds} done", flush=True)
+    for row, s, _ in plan:
+        s["qps1"] = nq1 / statistics.median(t1s[id(s)])
+        s["qpsb"] = a.nq / statistics.median(tbs[id(s)])
+        print(json.dumps({"engine": row["engine"], **s}), flush=True)
+    print_table(rows)
+
+
+def _first(settings: list, target: float) -> dict | None:
+    return next((s for s in settings if s["recall"] >= target), None)
+
+
+def print_table(rows: list) -> None:
+    base = next((r for r in rows if r["engine"] == "faiss-flat"), None)
+    base = base if base is not None else {"settings": []}
+    print()
+    print(
+        "| engine | build s | MB | "
+        + " | ".join(f"@{t}: p, recall, q/s 1T (x IVFFlat), q/s batch" for t in TARGETS)
+        + " |"
+    )
+    print("|---|---|---|" + "---|" * len(TARGETS))
+    for r in rows:
+        cells = []
+        for t in TARGETS:
+            s = r["settings"][0] if r["engine"] == "ragfind-exact" else _first(r["settings"], t)
+            if s is None or "qps1" not in s:
+                cells.append("not reached")
+                continue
+            ratio = ""
+            b = _first(base["settings"], t)
+            if b is not None and "qps1" in b:
+                ratio = f" ({s['qps1'] / b['qps1']:.2f}x)"
+            cells.append(
+                f"{s['p']}, {s['recall']:.3f}, {s['qps1']:,.0f}{ratio}, {s.get('qpsb', float('nan')):,.0f}"
+            )
+        print(f"| {r['engine']} | {r['build_s']:.1f} | {r['mb']:.0f} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()

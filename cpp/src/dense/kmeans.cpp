@@ -1,0 +1,143 @@
+// k-means for the IVF coarse quantiser.
+//
+// Assignment is the cost: n x nc dot products. Rows are taken in blocks that stay in L1/L2 while
+// tiles of centroids stream through dot_tile_f32 (register-blocked 4 x 2); L2 uses
+// argmax(x.c - |c|^2 / 2), the same ranking as the smallest distance, so one kernel serves both.
+#include "ragfind/dense/kmeans.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "ragfind/common/parallel.hpp"
+#include "ragfind/dense/similarity.hpp"
+
+namespace ragfind::dense {
+namespace {
+
+constexpr size_t kRowBlock = 64;
+
+void normalise(float* c, size_t d) {
+  double s = 0.0;
+  for (size_t j = 0; j < d; ++j) s += double(c[j]) * c[j];
+  if (s > 0) {
+    const float inv = static_cast<float>(1.0 / std::sqrt(s));
+    for (size_t j = 0; j < d; ++j) c[j] *= inv;
+  }
+}
+
+// faiss's imbalance factor of the cluster sizes.
+double imbalance(const std::vector<size_t>& counts, size_t n) {
+  double sq = 0.0;
+  for (size_t c : counts) sq += double(c) * double(c);
+  return sq * static_cast<double>(counts.size()) / (double(n) * double(n));
+}
+
+}  // namespace
+
+void assign_nearest(const float* X, size_t n, size_t d, const float* C, size_t nc, Metric metric, int threads,
+                    int64_t* out_list) {
+  if (n == 0) return;
+  if (nc == 0) throw std::invalid_argument("assign_nearest: no centroids");
+  const SimilarityKernels& K = similarity_kernels();
+  std::vector<float> bias(nc, 0.f);  // L2: -|c|^2 / 2
+  if (metric == Metric::L2)
+    for (size_t c = 0; c < nc; ++c) bias[c] = -0.5f * K.dot_f32(C + c * d, C + c * d, d);
+  // Centroid tiles of about 128 KB.
+  const size_t cb = std::max<size_t>(16, std::min<size_t>(nc, (128u << 10) / (d * sizeof(float))));
+  const size_t nblocks = (n + kRowBlock - 1) / kRowBlock;
+  const int nt = resolve_threads(threads, nblocks);
+  std::vector<std::vector<float>> scratch(static_cast<size_t>(nt), std::vector<float>(kRowBlock * cb));
+  std::vector<std::vector<float>> best(static_cast<size_t>(nt), std::vector<float>(kRowBlock));
+  parallel_for(nblocks, nt, [&](size_t b, int w) {
+    const size_t r0 = b * kRowBlock, nr = std::min(kRowBlock, n - r0);
+    float* tile = scratch[static_cast<size_t>(w)].data();
+    float* bs = best[static_cast<size_t>(w)].data();
+    int64_t* bl = out_list + r0;
+    std::fill(bs, bs + nr, -std::numeric_limits<float>::infinity());
+    std::fill(bl, bl + nr, int64_t(0));
+    for (size_t c0 = 0; c0 < nc; c0 += cb) {
+      const size_t ncc = std::min(cb, nc - c0);
+      K.dot_tile_f32(X + r0 * d, nr, C + c0 * d, ncc, d, tile, cb);
+      for (size_t i = 0; i < nr; ++i) {
+        const float* s = tile + i * cb;
+        for (size_t j = 0; j < ncc; ++j) {
+          const float v = s[j] + bias[c0 + j];
+          if (v > bs[i]) {  // strict: ties keep the lower centroid
+            bs[i] = v;
+            bl[i] = static_cast<int64_t>(c0 + j);
+          }
+        }
+      }
+    }
+  });
+}
+
+KmeansResult train_kmeans(const float* X, size_t n, size_t d, size_t nc, Metric metric, int iters, uint64_t seed,
+                          int threads, float* out_centroids) {
+  if (nc == 0 || n < nc) throw std::invalid_argument("train_kmeans: need n >= nc >= 1");
+  KmeansResult res;
+  // Init: nc distinct rows (a partial Fisher-Yates shuffle with a fixed generator).
+  std::mt19937_64 rng(seed);
+  std::vector<size_t> perm(n);
+  for (size_t i = 0; i < n; ++i) perm[i] = i;
+  for (size_t i = 0; i < nc; ++i) {
+    std::uniform_int_distribution<size_t> pick(i, n - 1);
+    std::swap(perm[i], perm[pick(rng)]);
+  }
+  float* C = out_centroids;
+  for (size_t c = 0; c < nc; ++c) std::copy(X + perm[c] * d, X + perm[c] * d + d, C + c * d);
+  if (metric == Metric::IP)
+    for (size_t c = 0; c < nc; ++c) normalise(C + c * d, d);
+  std::vector<int64_t> assign(n);
+  std::vector<double> sums(nc * d);
+  std::vector<size_t> counts(nc);
+  for (int it = 0; it < iters; ++it) {
+    assign_nearest(X, n, d, C, nc, metric, threads, assign.data());
+    std::fill(sums.begin(), sums.end(), 0.0);
+    std::fill(counts.begin(), counts.end(), size_t(0));
+    for (size_t i = 0; i < n; ++i) {
+      const size_t c = static_cast<size_t>(assign[i]);
+      ++counts[c];
+      double* s = sums.data() + c * d;
+      const float* x = X + i * d;
+      for (size_t j = 0; j < d; ++j) s[j] += x[j];
+    }
+    for (size_t c = 0; c < nc; ++c) {
+      if (counts[c] == 0) continue;
+      const double inv = 1.0 / static_cast<double>(counts[c]);
+      for (size_t j = 0; j < d; ++j) C[c * d + j] = static_cast<float>(sums[c * d + j] * inv);
+    }
+    res.imbalance = imbalance(counts, n);
+    // Empty clusters: split the largest in two (faiss's repair), a symmetric nudge apart.
+    for (size_t c = 0; c < nc; ++c) {
+      if (counts[c] != 0) continue;
+      const size_t big = static_cast<size_t>(std::max_element(counts.begin(), counts.end()) - counts.begin());
+      if (counts[big] < 2) break;
+      constexpr float kEps = 1.f / 1024;
+      for (size_t j = 0; j < d; ++j) {
+        const float v = C[big * d + j];
+        const float up = v * (1 + kEps), down = v * (1 - kEps);
+        C[c * d + j] = j % 2 ? up : down;
+        C[big * d + j] = j % 2 ? down : up;
+      }
+      counts[c] = counts[big] / 2;
+      counts[big] -= counts[c];
+      ++res.splits;
+    }
+    if (metric == Metric::IP)
+      for (size_t c = 0; c < nc; ++c) normalise(C + c * d, d);
+  }
+  if (iters <= 0) {
+    assign_nearest(X, n, d, C, nc, metric, threads, assign.data());
+    std::fill(counts.begin(), counts.end(), size_t(0));
+    for (size_t i = 0; i < n; ++i) ++counts[static_cast<size_t>(assign[i])];
+  }
+  res.imbalance = imbalance(counts, n);
+  return res;
+}
+
+}  // namespace ragfind::dense

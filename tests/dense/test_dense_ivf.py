@@ -1,0 +1,253 @@
+"""DenseIndex(kind="ivf") against the exact index: recall rising with nprobe, nprobe >= nlist
+equal to exact search (filters and deletes included), f16/i8 lists re-scored to exact float32
+scores, every SIMD level, growth and repacking, save/load, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ragfind import DenseIndex, IdFilter
+from ragfind.errors import IndexFileError
+
+DIM = 32
+
+
+def structured(n: int, seed: int = 0, latent: int = 6) -> np.ndarray:
+    """Embedding-like vectors: a few latent factors plus noise (not i.i.d. noise)."""
+    rng = np.random.default_rng(seed)
+    W = np.random.default_rng(99).standard_normal((latent, DIM))
+    return (rng.standard_normal((n, latent)) @ W + 0.3 * rng.standard_normal((n, DIM))).astype(np.float32)
+
+
+X = structured(3000)
+Q = structured(40, seed=1)
+
+
+def pair(metric="cosine", dtype="f32", nlist=32, X=X, **kw):
+    exact = DenseIndex(DIM, metric=metric)
+    exact.add(X)
+    ivf = DenseIndex(DIM, metric=metric, kind="ivf", dtype=dtype, nlist=nlist, **kw)
+    ivf.add(X)
+    return exact, ivf
+
+
+def recall(exact, ivf, nprobe, k=10):
+    hits = 0
+    for q in Q:
+        hits += len(set(exact.search(q, k)[0].tolist()) & set(ivf.search(q, k, nprobe=nprobe)[0].tolist()))
+    return hits / (k * len(Q))
+
+
+@pytest.mark.parametrize("metric", ["cosine", "ip", "l2"])
+def test_recall_rises_with_nprobe_and_reaches_one(metric):
+    exact, ivf = pair(metric)
+    r = [recall(exact, ivf, p) for p in (1, 2, 4, 8, 32)]
+    assert r == sorted(r), r
+    assert r[0] < 0.9 and r[-1] == 1.0, r
+    assert r[3] >= 0.9, r  # structured data: a quarter of the lists hold nearly every neighbour
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "i8"])
+@pytest.mark.parametrize("metric", ["cosine", "ip", "l2"])
+def test_nprobe_nlist_equals_exact(metric, dtype):
+    exact, ivf = pair(metric, dtype)
+    for q in Q:
+        a, sa = exact.search(q, 10)
+        b, sb = ivf.search(q, 10, nprobe=32)
+        np.testing.assert_array_equal(a, b)
+        # f32 lists score with the exact scan's kernel; f16/i8 are re-scored with it
+        np.testing.assert_array_equal(sa, sb)
+    ra, sa = exact.search_batch(Q, 10)
+    rb, sb = ivf.search_batch(Q, 10, nprobe=1000)
+    np.testing.assert_array_equal(ra, rb)
+    np.testing.assert_allclose(sa, sb, rtol=1e-5, atol=1e-5)
+
+
+def test_quantised_lists_without_rerank_keep_quantised_scores():
+    exact, ivf = pair("ip", "i8", rerank=0)
+    a, sa = exact.search(Q[0], 10)
+    b, sb = ivf.search(Q[0], 10, nprobe=32)
+    assert len(set(a.tolist()) & set(b.tolist())) >= 8
+    assert not np.array_equal(sa, sb)
+    np.testing.assert_allclose(sa, sb, rtol=0.05, atol=0.05)
+    assert ivf._state[4] is None  # no float32 copy kept
+
+
+def test_every_simd_level_gives_the_exact_results(simd_level):
+    exact, ivf = pair("cosine", "i8")
+    _, f32 = pair("l2", "f16")
+    for q in Q[:10]:
+        np.testing.assert_array_equal(exact.search(q, 10)[0], ivf.search(q, 10, nprobe=32)[0])
+    exact_l2 = DenseIndex(DIM, metric="l2")
+    exact_l2.add(X)
+    np.testing.assert_array_equal(exact_l2.search_batch(Q, 5)[0], f32.search_batch(Q, 5, nprobe=32)[0])
+    # Approximate results are deterministic per level and recall stays high.
+    assert recall(exact, ivf, 4) >= 0.8
+
+
+def test_training_is_deterministic_and_balanced():
+    a = DenseIndex(DIM, kind="ivf", nlist=32)
+    b = DenseIndex(DIM, kind="ivf", nlist=32)
+    a.add(X)
+    b.add(X)
+    np.testing.assert_array_equal(a._centroids, b._centroids)
+    assert a._imbalance < 2.0, a._imbalance
+    sizes = a._state[7]
+    assert sizes.sum() == len(X) and sizes.min() > 0 and sizes.max() < 8 * len(X) / 32
+
+
+def test_adds_after_training_go_to_the_nearest_list():
+    ivf = DenseIndex(DIM, metric="l2", kind="ivf", nlist=16)
+    ivf.train(X[:1000])
+    assert len(ivf) == 0 and ivf.is_trained
+    for s in range(0, 3000, 250):  # many small adds: lists grow and move
+        ivf.add(X[s : s + 250], ids=list(range(s, s + 250)))
+    C = ivf._centroids
+    st = ivf._state
+    for lst in range(16):
+        rows = st[5][st[6][lst] : st[6][lst] + st[7][lst]]
+        d = ((X[rows][:, None, :] - C[None, :, :]) ** 2).sum(-1)
+        assert (d.argmin(1) == lst).mean() > 0.99  # float ties aside
+    exact = DenseIndex(DIM, metric="l2")
+    exact.add(X)
+    np.testing.assert_array_equal(exact.search_batch(Q, 10)[0], ivf.search_batch(Q, 10, nprobe=16)[0])
+    assert ivf.ids.tolist() == list(range(3000))  # insertion order
+
+
+def test_filters_and_deletes_at_full_probe_equal_exact():
+    exact, ivf = pair("cosine", "f16")
+    rng = np.random.default_rng(3)
+    gone = rng.choice(3000, 2200, replace=False).tolist()  # mostly dead: the lists are repacked
+    exact.delete(gone)
+    ivf.delete(gone)
+    assert ivf._iv_used == len(ivf)  # repacked
+    allowed = IdFilter(rng.choice(3000, 900, replace=False).tolist())
+    for q in Q[:10]:
+        for flt in (None, allowed, [5, 17, 2999, 1234]):
+            a, sa = exact.search(q, 10, filter=flt)
+            b, sb = ivf.search(q, 10, filter=flt, nprobe=32)
+            np.testing.assert_array_equal(a, b)
+            np.testing.assert_array_equal(sa, sb)
+    ra, _ = exact.search_batch(Q, 10, filter=allowed)
+    rb, _ = ivf.search_batch(Q, 10, filter=allowed, nprobe=32)
+    np.testing.assert_array_equal(ra, rb)
+    # Re-adding deleted ids works and they are found again.
+    ivf.add(X[gone[:5]], ids=gone[:5])
+    assert ivf.search(X[gone[0]], 1, nprobe=32)[0][0] == gone[0]
+
+
+def test_a_selective_filter_never_leaves_a_query_short():
+    _, ivf = pair("cosine", "f32")
+    few = [3, 400, 1600, 2500, 2999]
+    for q in Q[:5]:
+        ids, _ = ivf.search(q, 10, filter=few, nprobe=1)
+        assert sorted(ids.tolist()) == few
+        ids, _ = ivf.search(q, 3, filter=IdFilter(list(range(0, 3000, 3))), nprobe=1)
+        assert len(ids) == 3
+    ivf.delete(list(range(0, 2990)))
+    ids, _ = ivf.search(Q[0], 10, nprobe=1)
+    assert sorted(ids.tolist()) == list(range(2990, 3000))
+
+
+def test_thresholds_threads_and_batches_agree():
+    exact, ivf = pair("cosine", "i8")
+    a, sa = exact.search(Q[0], 50, min_score=0.5)
+    b, sb = ivf.search(Q[0], 50, min_score=0.5, nprobe=32, threads=2)
+    np.testing.assert_array_equal(a, b)
+    assert (sb >= 0.5).all()
+    for p in (1, 4):
+        ids1 = np.stack([ivf.search(q, 10, nprobe=p, threads=1)[0] for q in Q])
+        np.testing.assert_array_equal(ids1, ivf.search_batch(Q, 10, nprobe=p, threads=2)[0])
+        np.testing.assert_array_equal(ids1, np.stack([ivf.search(q, 10, nprobe=p, threads=3)[0] for q in Q]))
+
+
+def test_string_ids_and_defaults():
+    ivf = DenseIndex(DIM, kind="ivf")
+    assert ivf.nlist is None and ivf.nprobe is None and not ivf.is_trained
+    ivf.add(X, ids=[f"d{i}" for i in range(3000)])
+    assert ivf.nlist == 3000 // 39 and ivf.nprobe == 16
+    ids, _ = ivf.search(X[7], 1)
+    assert ids.tolist() == ["d7"]
+    ivf.nprobe = 3
+    assert ivf.nprobe == 3
+    r, _ = ivf.search_batch(Q[:2], 5000)
+    assert r.shape == (2, 5000) and r[0, -1] is None
+
+
+@pytest.mark.parametrize("mmap", [True, False])
+@pytest.mark.parametrize("dtype", ["f32", "i8"])
+def test_save_load_round_trip(tmp_path, mmap, dtype):
+    exact, ivf = pair("l2", dtype, nlist=20, nprobe=5, fingerprint="m1")
+    ivf.delete([1, 2, 3])
+    ivf.add(structured(50, seed=5), ids=list(range(5000, 5050)))
+    before = ivf.search_batch(Q, 10)
+    ivf.save(tmp_path / "i.rfd")
+    back = DenseIndex.load(tmp_path / "i.rfd", mmap=mmap)
+    assert (back.kind, back.nlist, back.nprobe, back.fingerprint, back.dtype) == ("ivf", 20, 5, "m1", dtype)
+    assert back.ids.tolist() == ivf.ids.tolist()
+    after = back.search_batch(Q, 10)
+    np.testing.assert_array_equal(before[0], after[0])
+    np.testing.assert_allclose(before[1], after[1], rtol=1e-6)
+    back.add(X[:3], ids=[1, 2, 3])  # writes after a mapped load copy first
+    back.delete([5000])
+    assert 5000 not in back and len(back) == len(ivf) + 2 and 1 in back
+    with pytest.raises(ValueError, match="from model 'm2'"):
+        back.search(Q[0], 3, fingerprint="m2")
+    untrained = DenseIndex(DIM, kind="ivf", nlist=4)
+    untrained.save(tmp_path / "u.rfd")
+    u = DenseIndex.load(tmp_path / "u.rfd")
+    assert not u.is_trained and u.nlist == 4
+    u.add(X[:100])
+    assert len(u.search(Q[0], 3)[0]) == 3
+
+
+def test_corrupt_ivf_file_is_refused(tmp_path):
+    _, ivf = pair("cosine", "f32", nlist=8)
+    p = tmp_path / "i.rfd"
+    ivf.save(p)
+    raw = bytearray(p.read_bytes())
+    raw[-100] ^= 0xFF
+    p.write_bytes(bytes(raw))
+    with pytest.raises(IndexFileError):
+        DenseIndex.load(p)
+
+
+def test_bad_input():
+    ivf = DenseIndex(DIM, kind="ivf", nlist=64)
+    # Untrained means empty: no results, as from every empty index (the index contract).
+    ids, scores = ivf.search(Q[0], 5)
+    assert ids.shape == (0,) and ids.dtype == np.int64 and scores.shape == (0,)
+    ids, scores = ivf.search_batch(Q[:2], 5)
+    assert (ids == -1).all() and ids.shape == (2, 5) and np.isnan(scores).all()
+    with pytest.raises(ValueError, match="nprobe must be a positive integer"):
+        ivf.search(Q[0], 5, nprobe=0)
+    with pytest.raises(ValueError, match="needs at least 64 vectors"):
+        ivf.add(X[:10])
+    assert len(ivf) == 0 and not ivf.is_trained  # nothing was stored
+    with pytest.raises(ValueError, match="needs at least 64 vectors"):
+        ivf.train(X[:10])
+    with pytest.raises(ValueError, match="NaN"):
+        ivf.add(np.full((100, DIM), np.nan, np.float32))
+    ivf.add(X)
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(ValueError, match="nprobe must be a positive integer"):
+            ivf.search(Q[0], 5, nprobe=bad)
+        with pytest.raises(ValueError, match="nprobe must be a positive integer"):
+            ivf.nprobe = bad
+    with pytest.raises(ValueError, match="nprobe must be a positive integer"):
+        DenseIndex(DIM, kind="ivf", nprobe=0)
+    with pytest.raises(ValueError, match="nlist must be a positive integer"):
+        DenseIndex(DIM, kind="ivf", nlist=0)
+    with pytest.raises(ValueError, match="rerank must be"):
+        DenseIndex(DIM, kind="ivf", rerank=-1)
+    q = Q[0].copy()
+    q[3] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        ivf.search(q, 5)
+    with pytest.raises(ValueError, match="needs an empty index"):
+        ivf.train(X)
+    with pytest.raises(ValueError, match="applies to kind='ivf'"):
+        DenseIndex(DIM).train(X)
+    with pytest.raises(ValueError, match="zero vector"):
+        DenseIndex(DIM, kind="ivf", nlist=2).add(np.zeros((4, DIM), np.float32))
