@@ -63,6 +63,8 @@ class BM25Stage:
         n = len(self.index)
         if n == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        if stats is None:  # BM25F indexes take no external statistics
+            return self.index.search(query, min(k, n), filter=filter)
         return self.index.search(query, min(k, n), filter=filter, stats=stats)
 
     def save(self, path: Any) -> None:
