@@ -43,12 +43,16 @@ namespace ragfind::bm25 {
 /// accumulator for segments up to kSmallSegmentDocs documents or queries of more than
 /// kMaxScoreMaxTerms terms, MaxScore otherwise); the others force one algorithm (tests compare
 /// them).
-enum class Algorithm { Auto = 0, MaxScore = 1, Exhaustive = 2, Direct = 3 };
+enum class Algorithm { Auto = 0, MaxScore = 1, Exhaustive = 2, Direct = 3, BlockMax = 4 };
 inline constexpr std::uint32_t kSmallSegmentDocs = 1u << 16;
 /// MaxScore scans every essential cursor for each candidate document, so its cost grows with
 /// terms x documents; past this many terms term-at-a-time (linear in the postings) is cheaper
 /// and keeps pasted-document queries bounded (RELIABILITY.md, resource limits).
 inline constexpr std::size_t kMaxScoreMaxTerms = 64;
+/// Block maxima (BlockMax) cover posting lists of at least kBlockMinPostings postings, in
+/// blocks of kBlockSize postings.
+inline constexpr std::uint32_t kBlockSize = 64;
+inline constexpr std::uint64_t kBlockMinPostings = 256;
 /// compact() rewrites a segment once more than this fraction of its documents is dead.
 inline constexpr double kCompactDeadFraction = 0.25;
 
@@ -78,6 +82,16 @@ struct TermExplanation {
   double contribution;  // query_count * idf * tf_component
 };
 
+/// One block of a posting list: its last local doc id, the largest tf and the shortest document
+/// in it. The term-frequency component grows with tf and falls with the document length under
+/// every variant and any (k1, b >= 0, avgdl), so tfc(max_tf, L(min_len)) bounds every posting of
+/// the block whatever statistics a search uses; nothing here depends on avgdl or idf.
+struct BlockInfo {
+  std::uint32_t last_doc;
+  std::uint32_t max_tf;
+  std::uint32_t min_len;
+};
+
 struct Segment {
   std::uint32_t base = 0;
   std::uint32_t num_docs = 0;
@@ -97,12 +111,22 @@ struct Segment {
   std::shared_ptr<const void> keepalive;  // the mapped file the buffers may borrow from
   // Per directory entry: (epoch << 32) | bits of the max document-side weight at that epoch.
   mutable std::unique_ptr<std::atomic<std::uint64_t>[]> bound_cache;
+  // Block maxima, built per term on first use (block_state: 0 none, 1 being built, 2 ready):
+  // the blocks of directory slot s are blocks[block_first[s] .. block_first[s + 1]) (none for
+  // short lists). Allocated uninitialised, so only the blocks of queried terms cost memory.
+  std::vector<std::uint64_t> block_first;
+  mutable std::unique_ptr<BlockInfo[]> blocks;
+  mutable std::unique_ptr<std::atomic<std::uint8_t>[]> block_state;
 
   std::size_t num_postings() const { return docs.size(); }
   std::size_t directory_size() const { return offsets.empty() ? 0 : offsets.size() - 1; }
   /// Directory slot of a term, or -1 when the segment has no postings for it.
   std::int64_t slot_of(std::uint32_t term) const;
   void reset_bounds();
+  /// The blocks of a directory slot (count in *n), building them from the segment's document
+  /// lengths (seg_len: the length of local doc d) on first use; nullptr when the list is short
+  /// or another thread is building them (callers then bound by the whole list).
+  const BlockInfo* blocks_of(std::size_t slot, const std::uint32_t* seg_len, std::size_t* n) const;
   /// Builds the forward index from the postings if it is not there yet.
   void ensure_forward();
 };
@@ -168,6 +192,7 @@ class InvertedIndex {
     std::vector<float> weights;     // count * idf, for the float fast path
     std::vector<double> weights_d;  // the same in double
     double constant = 0.0;
+    double avgdl = 0.0;  // the average length the length norms use (block bounds follow it)
   };
   Prepared prepare(const std::vector<QueryTerm>& query) const;
 
@@ -202,6 +227,8 @@ class InvertedIndex {
   void maxscore_segment(const Prepared& q, const Segment& seg, const std::uint8_t* allow, TopKQueue& heap) const;
   template <Method M, bool Filtered>
   void exhaustive_segment(const Prepared& q, const Segment& seg, const std::uint8_t* allow, TopKQueue& heap) const;
+  template <Method M, bool Filtered>
+  void blockmax_segment(const Prepared& q, const Segment& seg, const std::uint8_t* allow, TopKQueue& heap) const;
   template <Method M>
   void direct_segment(const Prepared& q, const Segment& seg, const std::uint32_t* docs, std::size_t count,
                       TopKQueue& heap) const;
