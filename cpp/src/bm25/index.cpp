@@ -47,33 +47,8 @@ void Segment::reset_bounds() {
     block_first[i + 1] = block_first[i] + (len >= kBlockMinPostings ? (len + kBlockSize - 1) / kBlockSize : 0);
   }
   blocks.reset(new BlockInfo[block_first[n] > 0 ? block_first[n] : 1]);
-  block_state.reset(new std::atomic<std::uint8_t>[n > 0 ? n : 1]);
+  block_state.reset(new std::atomic<std::uint64_t>[n > 0 ? n : 1]);
   for (std::size_t i = 0; i < n; ++i) block_state[i].store(0, std::memory_order_relaxed);
-}
-
-const BlockInfo* Segment::blocks_of(std::size_t slot, const std::uint32_t* seg_len, std::size_t* n) const {
-  const std::uint64_t first = block_first[slot], count = block_first[slot + 1] - first;
-  *n = count;
-  if (count == 0) return nullptr;
-  BlockInfo* out = blocks.get() + first;
-  std::atomic<std::uint8_t>& state = block_state[slot];
-  std::uint8_t s = state.load(std::memory_order_acquire);
-  if (s == 2) return out;
-  if (s == 1 || !state.compare_exchange_strong(s, 1, std::memory_order_acq_rel)) {
-    return state.load(std::memory_order_acquire) == 2 ? out : nullptr;
-  }
-  const std::uint64_t begin = offsets[slot], end = offsets[slot + 1];
-  for (std::uint64_t b = 0; b < count; ++b) {
-    const std::uint64_t i0 = begin + b * kBlockSize, i1 = std::min<std::uint64_t>(end, i0 + kBlockSize);
-    std::uint32_t max_tf = 0, min_len = 0xFFFFFFFFu;
-    for (std::uint64_t i = i0; i < i1; ++i) {
-      max_tf = std::max(max_tf, tfs[i]);
-      min_len = std::min(min_len, seg_len[docs[i]]);
-    }
-    out[b] = {docs[i1 - 1], max_tf, min_len};
-  }
-  state.store(2, std::memory_order_release);
-  return out;
 }
 
 InvertedIndex::InvertedIndex(Params params) : params_(params) {}
@@ -96,7 +71,7 @@ std::size_t InvertedIndex::memory_bytes() const {
     if (s->docs.owned()) n += s->docs.size() * 8 + s->offsets.size() * 8 + s->term_ids.size() * 4;
     // block maxima: the directory of first blocks and state bytes; the blocks themselves only
     // once built (counted as if all were)
-    n += s->block_first.capacity() * 8 + s->directory_size() +
+    n += s->block_first.capacity() * 8 + s->directory_size() * 8 +
          (s->block_first.empty() ? 0 : s->block_first.back() * sizeof(BlockInfo));
     n += s->directory_size() * 8 + s->fwd_offsets.capacity() * 8 + s->fwd_terms.capacity() * 4;
   }

@@ -83,13 +83,16 @@ struct TermExplanation {
 };
 
 /// One block of a posting list: its last local doc id, the largest tf and the shortest document
-/// in it. The term-frequency component grows with tf and falls with the document length under
-/// every variant and any (k1, b >= 0, avgdl), so tfc(max_tf, L(min_len)) bounds every posting of
-/// the block whatever statistics a search uses; nothing here depends on avgdl or idf.
+/// in it, and the largest document-side weight of its postings under the index's own
+/// statistics at the epoch the blocks were built (the tight bound). The term-frequency
+/// component grows with tf and falls with the document length under every variant and any
+/// (k1, b >= 0, avgdl), so tfc(max_tf, L(min_len)) bounds every posting of the block whatever
+/// statistics a search uses (the bound for a search with other collection statistics).
 struct BlockInfo {
   std::uint32_t last_doc;
   std::uint32_t max_tf;
   std::uint32_t min_len;
+  float max_weight;
 };
 
 struct Segment {
@@ -111,22 +114,19 @@ struct Segment {
   std::shared_ptr<const void> keepalive;  // the mapped file the buffers may borrow from
   // Per directory entry: (epoch << 32) | bits of the max document-side weight at that epoch.
   mutable std::unique_ptr<std::atomic<std::uint64_t>[]> bound_cache;
-  // Block maxima, built per term on first use (block_state: 0 none, 1 being built, 2 ready):
-  // the blocks of directory slot s are blocks[block_first[s] .. block_first[s + 1]) (none for
-  // short lists). Allocated uninitialised, so only the blocks of queried terms cost memory.
+  // Block maxima, built per term on first use at each statistics epoch (block_state:
+  // (epoch << 2) | 0 none, 1 being built, 2 ready): the blocks of directory slot s are
+  // blocks[block_first[s] .. block_first[s + 1]) (none for short lists). Allocated
+  // uninitialised, so only the blocks of queried terms cost memory.
   std::vector<std::uint64_t> block_first;
   mutable std::unique_ptr<BlockInfo[]> blocks;
-  mutable std::unique_ptr<std::atomic<std::uint8_t>[]> block_state;
+  mutable std::unique_ptr<std::atomic<std::uint64_t>[]> block_state;
 
   std::size_t num_postings() const { return docs.size(); }
   std::size_t directory_size() const { return offsets.empty() ? 0 : offsets.size() - 1; }
   /// Directory slot of a term, or -1 when the segment has no postings for it.
   std::int64_t slot_of(std::uint32_t term) const;
   void reset_bounds();
-  /// The blocks of a directory slot (count in *n), building them from the segment's document
-  /// lengths (seg_len: the length of local doc d) on first use; nullptr when the list is short
-  /// or another thread is building them (callers then bound by the whole list).
-  const BlockInfo* blocks_of(std::size_t slot, const std::uint32_t* seg_len, std::size_t* n) const;
   /// Builds the forward index from the postings if it is not there yet.
   void ensure_forward();
 };
@@ -223,6 +223,11 @@ class InvertedIndex {
   std::size_t segment_index(std::uint32_t slot) const;
   std::unique_ptr<Segment> merge_segments(const std::vector<const Segment*>& segs, bool drop_dead) const;
   float term_bound(const Segment& seg, std::size_t slot) const;
+  /// The blocks of a directory slot at the current epoch (count in *n), built on first use;
+  /// nullptr when the list is short or another thread is building them (callers then bound by
+  /// the whole list).
+  template <Method M>
+  const BlockInfo* blocks_of(const Segment& seg, std::size_t slot, std::size_t* n) const;
   template <Method M, bool Filtered>
   void maxscore_segment(const Prepared& q, const Segment& seg, const std::uint8_t* allow, TopKQueue& heap) const;
   template <Method M, bool Filtered>
