@@ -42,7 +42,8 @@ namespace ragfind::bm25 {
 /// How search() finds the top-k: Auto picks per segment (term-at-a-time over a dense
 /// accumulator for segments up to kSmallSegmentDocs documents or queries of more than
 /// kMaxScoreMaxTerms terms, MaxScore otherwise); the others force one algorithm (tests compare
-/// them).
+/// them). BlockMax (block-max MaxScore) is not picked by Auto: on the corpora measured
+/// (bench/engines.md) its block bounds were too close to the list bounds to pay for themselves.
 enum class Algorithm { Auto = 0, MaxScore = 1, Exhaustive = 2, Direct = 3, BlockMax = 4 };
 inline constexpr std::uint32_t kSmallSegmentDocs = 1u << 16;
 /// MaxScore scans every essential cursor for each candidate document, so its cost grows with
