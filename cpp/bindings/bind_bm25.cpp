@@ -600,8 +600,8 @@ class BM25Core {
   }
 
   static Algorithm check_algorithm(int a) {
-    if (a < 0 || a > 3)
-      throw py::value_error("algorithm: expected 0 (auto), 1 (maxscore), 2 (exhaustive) or 3 (direct)");
+    if (a < 0 || a > 4)
+      throw py::value_error("algorithm: expected 0 (auto), 1 (maxscore), 2 (exhaustive), 3 (direct) or 4 (blockmax)");
     return static_cast<Algorithm>(a);
   }
 

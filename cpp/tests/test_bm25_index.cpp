@@ -118,7 +118,7 @@ void check_index(const Params& p, const Corpus& c, const InvertedIndex& index, s
       bad += !(std::fabs(all[d] - ref[d]) <= 1e-9 * (1 + std::fabs(ref[d])));
     CHECK_MSG(bad == 0,
               where + " query " + std::to_string(qi) + ": score_all differs on " + std::to_string(bad) + " documents");
-    for (Algorithm algo : {Algorithm::Auto, Algorithm::MaxScore, Algorithm::Exhaustive}) {
+    for (Algorithm algo : {Algorithm::Auto, Algorithm::MaxScore, Algorithm::BlockMax, Algorithm::Exhaustive}) {
       for (std::size_t k : {1, 3, 10, 1000}) {
         std::vector<ScoredDoc> got;
         index.search(q, k, got, algo);

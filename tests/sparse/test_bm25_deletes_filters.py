@@ -46,7 +46,7 @@ def test_tombstones_and_compaction_equal_rebuild(method):
         assert index.stats()["num_postings"] == fresh.stats()["num_postings"]
         assert index.stats()["total_len"] == fresh.stats()["total_len"]
         for q in queries:
-            for algorithm in ("auto", "maxscore", "exhaustive", "direct"):
+            for algorithm in ("auto", "maxscore", "blockmax", "exhaustive", "direct"):
                 a = index.search_tokenized(q, k=8, algorithm=algorithm)
                 b = fresh.search_tokenized(q, k=8, algorithm=algorithm)
                 np.testing.assert_array_equal(a[0], b[0])
@@ -159,7 +159,7 @@ def test_filter_matches_restricted_ranking_on_a_large_segment(method):
         query = vocab[:4]
         full_ids, full_scores = index.search_tokenized(query, k=len(index), algorithm="exhaustive")
         keep = np.isin(full_ids, list(allowed))
-        for algorithm in ("auto", "maxscore", "exhaustive", "direct"):
+        for algorithm in ("auto", "maxscore", "blockmax", "exhaustive", "direct"):
             ids, scores = index.search_tokenized(query, k=10, filter=flt, algorithm=algorithm)
             np.testing.assert_array_equal(ids, full_ids[keep][:10])
             np.testing.assert_allclose(scores, full_scores[keep][:10], rtol=1e-6)

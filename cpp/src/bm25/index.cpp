@@ -41,6 +41,14 @@ void Segment::reset_bounds() {
   const std::size_t n = directory_size();
   bound_cache.reset(new std::atomic<std::uint64_t>[n > 0 ? n : 1]);
   for (std::size_t i = 0; i < n; ++i) bound_cache[i].store(0, std::memory_order_relaxed);
+  block_first.assign(n + 1, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t len = offsets[i + 1] - offsets[i];
+    block_first[i + 1] = block_first[i] + (len >= kBlockMinPostings ? (len + kBlockSize - 1) / kBlockSize : 0);
+  }
+  blocks.reset(new BlockInfo[block_first[n] > 0 ? block_first[n] : 1]);
+  block_state.reset(new std::atomic<std::uint64_t>[n > 0 ? n : 1]);
+  for (std::size_t i = 0; i < n; ++i) block_state[i].store(0, std::memory_order_relaxed);
 }
 
 InvertedIndex::InvertedIndex(Params params) : params_(params) {}
@@ -61,6 +69,10 @@ std::size_t InvertedIndex::memory_bytes() const {
   if (doc_len_.owned()) n += doc_len_.size() * 4;
   for (const auto& s : segments_) {
     if (s->docs.owned()) n += s->docs.size() * 8 + s->offsets.size() * 8 + s->term_ids.size() * 4;
+    // block maxima: the directory of first blocks and state bytes; the blocks themselves only
+    // once built (counted as if all were)
+    n += s->block_first.capacity() * 8 + s->directory_size() * 8 +
+         (s->block_first.empty() ? 0 : s->block_first.back() * sizeof(BlockInfo));
     n += s->directory_size() * 8 + s->fwd_offsets.capacity() * 8 + s->fwd_terms.capacity() * 4;
   }
   return n;
@@ -430,6 +442,7 @@ void InvertedIndex::install(Buffer<std::uint32_t> doc_len, std::unique_ptr<Segme
 
 InvertedIndex::Prepared InvertedIndex::prepare(const std::vector<QueryTerm>& query) const {
   Prepared p;
+  p.avgdl = avgdl();
   const double n = num_docs();
   const double absent = tf_component_absent(params_);
   // Merge repeated terms, keeping the order of first occurrence (the summation order).
@@ -474,6 +487,7 @@ InvertedIndex::Prepared InvertedIndex::prepare(const std::vector<QueryTerm>& que
                                                const CollectionStats& stats) const {
   if (stats.df.size() != query.size()) throw std::invalid_argument("stats: one df per query term expected");
   Prepared p;
+  p.avgdl = stats.avgdl();
   const double n = static_cast<double>(stats.num_docs);
   const double absent = tf_component_absent(params_);
   for (std::size_t i = 0; i < query.size(); ++i) {

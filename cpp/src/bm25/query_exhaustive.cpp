@@ -9,6 +9,11 @@
 
 namespace ragfind::bm25 {
 
+namespace {
+// From this k on, the scan selects the best k before offering them to the queue.
+constexpr std::size_t kSelectMinK = 128;
+}  // namespace
+
 template <Method M, bool Filtered>
 void InvertedIndex::exhaustive_segment(const Prepared& q, const Segment& seg, const std::uint8_t* allow,
                                        TopKQueue& heap) const {
@@ -35,6 +40,20 @@ void InvertedIndex::exhaustive_segment(const Prepared& q, const Segment& seg, co
   // increasing id order, so an equal score never displaces an entry (queue contract).
   float th = heap.full() ? heap.threshold() : 0.0f;
   if (th < 0.0f) th = 0.0f;
+  if (heap.k() >= kSelectMinK) {
+    // Large k: most matching documents would pass through the heap; select the k best by the
+    // queue's own order (score, then lower id) and offer only those.
+    thread_local std::vector<ScoredDoc> cand;
+    cand.clear();
+    for (std::uint32_t d = 0; d < seg.num_docs; ++d)
+      if (acc[d] > th && (!Filtered || allow[d])) cand.push_back({acc[d], seg.base + d});
+    if (cand.size() > heap.k()) {
+      std::nth_element(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(heap.k()), cand.end(), RanksBefore{});
+      cand.resize(heap.k());
+    }
+    for (const ScoredDoc& e : cand) heap.insert(e.score, e.doc);
+    return;
+  }
   for (std::uint32_t d = 0; d < seg.num_docs; ++d) {
     const float s = acc[d];
     // Dead or filtered-out documents are checked only when they would enter the queue.

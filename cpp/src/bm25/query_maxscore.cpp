@@ -23,6 +23,9 @@ namespace ragfind::bm25 {
 
 namespace {
 
+// How many postings ahead a cursor prefetches the document norm it will need.
+constexpr std::uint64_t kPrefetch = 16;
+
 template <Method M>
 float compute_bound(const Segment& seg, std::size_t slot, const float* norm, const DocWeight<M>& dw) {
   float best = 0.0f;
@@ -125,6 +128,8 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
     for (std::size_t i = first_ess; i < n; ++i) {
       Cursor& c = cur[i];
       if (c.pos < c.end && c.docs[c.pos] == doc) {
+        // The norms are read in doc order but far apart: fetch the ones a few postings on.
+        if (c.pos + kPrefetch < c.end) __builtin_prefetch(norm + c.docs[c.pos + kPrefetch]);
         score += c.weight * dw(c.tfs[c.pos], norm[doc]);
         ++c.pos;
       }
@@ -138,6 +143,197 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
       Cursor& c = cur[i];
       c.pos = next_geq(c.docs, c.pos, c.end, doc);
       if (c.pos < c.end && c.docs[c.pos] == doc) score += c.weight * dw(c.tfs[c.pos], norm[doc]);
+    }
+    if (alive && heap.insert(score, seg.base + doc) && heap.full()) {
+      theta = heap.threshold();
+      while (first_ess < n && cum[first_ess] <= theta) ++first_ess;
+    }
+  }
+}
+
+// Block-max MaxScore (Ding and Suel, SIGIR 2011; as PISA's block_max_maxscore_query.hpp): MaxScore
+// as above, and before probing the non-essential lists for a candidate, their whole-list bounds
+// are replaced by the bounds of the blocks that may hold the candidate (found without touching
+// the postings), so most candidates are dropped after scoring the essential lists alone.
+template <Method M>
+const BlockInfo* InvertedIndex::blocks_of(const Segment& seg, std::size_t slot, std::size_t* n) const {
+  const std::uint64_t first = seg.block_first[slot], count = seg.block_first[slot + 1] - first;
+  *n = count;
+  if (count == 0) return nullptr;
+  BlockInfo* out = seg.blocks.get() + first;
+  std::atomic<std::uint64_t>& state = seg.block_state[slot];
+  const std::uint64_t ready = (static_cast<std::uint64_t>(epoch_) << 2) | 2;
+  std::uint64_t s = state.load(std::memory_order_acquire);
+  if (s == ready) return out;
+  // Within an epoch the blocks only go from absent to ready; a rebuild for a new epoch happens
+  // after a mutation, which has exclusive access, so readers never see them change.
+  if ((s & 3) == 1 || !state.compare_exchange_strong(s, ready - 1, std::memory_order_acq_rel)) {
+    return state.load(std::memory_order_acquire) == ready ? out : nullptr;
+  }
+  const DocWeight<M> dw(params_);
+  const float* norm = doc_norm_.data() + seg.base;
+  const std::uint32_t* len = doc_len_.data() + seg.base;
+  const std::uint32_t* docs = seg.docs.data();
+  const std::uint32_t* tfs = seg.tfs.data();
+  const std::uint64_t begin = seg.offsets[slot], end = seg.offsets[slot + 1];
+  for (std::uint64_t b = 0; b < count; ++b) {
+    const std::uint64_t i0 = begin + b * kBlockSize, i1 = std::min<std::uint64_t>(end, i0 + kBlockSize);
+    std::uint32_t max_tf = 0, min_len = 0xFFFFFFFFu;
+    float best = 0.0f;
+    for (std::uint64_t i = i0; i < i1; ++i) {
+      const std::uint32_t d = docs[i];
+      max_tf = std::max(max_tf, tfs[i]);
+      min_len = std::min(min_len, len[d]);
+      const float v = dw(tfs[i], norm[d]);
+      best = v > best ? v : best;
+    }
+    out[b] = {docs[i1 - 1], max_tf, min_len, best};
+  }
+  state.store(ready, std::memory_order_release);
+  return out;
+}
+
+template <Method M, bool Filtered>
+void InvertedIndex::blockmax_segment(const Prepared& q, const Segment& seg, const std::uint8_t* allow,
+                                     TopKQueue& heap) const {
+  struct BCursor {
+    std::uint64_t pos, end, begin;
+    float weight;
+    double bound;
+    const BlockInfo* blk;  // nullptr: bounded by the whole list
+    std::size_t nblk, bi, bound_bi;
+    double blk_bound;  // bound of block bound_bi
+    double cur_bb;     // the block bound for the current candidate
+  };
+  const DocWeight<M> dw(params_);
+  const double inflate = 1.0 + 1e-6 * static_cast<double>(q.terms.size() + 4);
+  const bool plain_l = params_.method == Method::BM25L;
+  // Searches with the index's own statistics use the exact block maxima; others (another
+  // avgdl) bound each block by its largest tf and shortest document.
+  const bool own_stats = q.avgdl == avgdl();
+  thread_local std::vector<BCursor> cur;
+  thread_local std::vector<double> cum;
+  cur.clear();
+  for (std::size_t i = 0; i < q.terms.size(); ++i) {
+    const std::int64_t slot = seg.slot_of(q.terms[i]);
+    if (slot < 0) continue;
+    const auto s = static_cast<std::size_t>(slot);
+    const double ub = static_cast<double>(q.weights[i]) * term_bound(seg, s, q) * inflate;
+    std::size_t nblk = 0;
+    const BlockInfo* blk = blocks_of<M>(seg, s, &nblk);
+    cur.push_back({seg.offsets[s], seg.offsets[s + 1], seg.offsets[s], q.weights[i], ub, blk, nblk, 0,
+                   static_cast<std::size_t>(-1), ub, ub});
+  }
+  if (cur.empty()) return;
+  std::sort(cur.begin(), cur.end(), [](const BCursor& a, const BCursor& b) { return a.bound < b.bound; });
+  const std::size_t n = cur.size();
+  cum.resize(n);
+  double acc = 0;
+  for (std::size_t i = 0; i < n; ++i) cum[i] = (acc += cur[i].bound);
+  const std::uint32_t* docs = seg.docs.data();
+  const std::uint32_t* tfs = seg.tfs.data();
+  const float* norm = q.norm + seg.base;
+  // The bound of block c.bi (cached per cursor).
+  auto current_bound = [&](BCursor& c) -> double {
+    if (c.bound_bi != c.bi) {
+      const BlockInfo& b = c.blk[c.bi];
+      double v;
+      if (own_stats) {
+        v = static_cast<double>(c.weight) * b.max_weight * inflate;
+      } else {
+        const double L = length_norm(params_, b.min_len, q.avgdl);
+        const float bnorm = static_cast<float>(plain_l ? L : params_.k1 * L);
+        v = static_cast<double>(c.weight) * dw(b.max_tf, bnorm) * inflate;
+      }
+      c.blk_bound = v < c.bound ? v : c.bound;
+      c.bound_bi = c.bi;
+    }
+    return c.blk_bound;
+  };
+  // The bound of the block of c that may hold doc (0 past its last block).
+  auto block_bound = [&](BCursor& c, std::uint32_t doc) -> double {
+    if (!c.blk) return c.bound;
+    while (c.bi < c.nblk && c.blk[c.bi].last_doc < doc) ++c.bi;
+    if (c.bi == c.nblk) return 0.0;
+    return current_bound(c);
+  };
+  float theta = heap.threshold();
+  std::size_t first_ess = 0;
+  while (first_ess < n && cum[first_ess] <= theta) ++first_ess;
+  std::uint32_t checked_to = 0;
+  bool first = true;
+  while (first_ess < n) {
+    std::uint32_t doc = 0xFFFFFFFFu;
+    for (std::size_t i = first_ess; i < n; ++i) {
+      const BCursor& c = cur[i];
+      if (c.pos < c.end && docs[c.pos] < doc) doc = docs[c.pos];
+    }
+    if (doc == 0xFFFFFFFFu) break;
+    if (doc > checked_to || first) {
+      first = false;
+      // Up to the end of the shortest current block of the essential lists, no document
+      // scores more than the sum of those blocks' bounds plus the non-essential lists' bounds:
+      // when that cannot beat the threshold, the whole range is skipped unscored.
+      double ub = first_ess > 0 ? cum[first_ess - 1] : 0.0;
+      std::uint32_t range_end = 0xFFFFFFFFu;
+      for (std::size_t i = first_ess; i < n; ++i) {
+        BCursor& c = cur[i];
+        if (c.pos >= c.end) continue;
+        if (!c.blk) {
+          ub += c.bound;
+          continue;
+        }
+        c.bi = static_cast<std::size_t>((c.pos - c.begin) / kBlockSize);
+        ub += current_bound(c);
+        range_end = std::min(range_end, c.blk[c.bi].last_doc);
+      }
+      if (ub <= theta) {
+        if (range_end == 0xFFFFFFFFu) break;  // no list can reach the threshold any more
+        for (std::size_t i = first_ess; i < n; ++i) {
+          BCursor& c = cur[i];
+          c.pos = next_geq(docs, c.pos, c.end, range_end + 1);
+        }
+        continue;
+      }
+      checked_to = range_end;  // checked once per range: the threshold only rises meanwhile
+    }
+    if constexpr (Filtered) {
+      if (!allow[doc]) {
+        for (std::size_t i = first_ess; i < n; ++i) {
+          BCursor& c = cur[i];
+          if (c.pos < c.end && docs[c.pos] == doc) ++c.pos;
+        }
+        continue;
+      }
+    }
+    float score = 0.0f;
+    for (std::size_t i = first_ess; i < n; ++i) {
+      BCursor& c = cur[i];
+      if (c.pos < c.end && docs[c.pos] == doc) {
+        if (c.pos + kPrefetch < c.end) __builtin_prefetch(norm + docs[c.pos + kPrefetch]);
+        score += c.weight * dw(tfs[c.pos], norm[doc]);
+        ++c.pos;
+      }
+    }
+    // Whole-list bounds of the non-essential lists swapped for block bounds, highest first.
+    double ub = static_cast<double>(score) + (first_ess > 0 ? cum[first_ess - 1] : 0.0);
+    bool alive = ub > theta;
+    for (std::size_t i = first_ess; alive && i-- > 0;) {
+      cur[i].cur_bb = block_bound(cur[i], doc);
+      ub -= cur[i].bound - cur[i].cur_bb;
+      alive = ub > theta;
+    }
+    if (!alive) continue;
+    double rest = ub - static_cast<double>(score);  // the block bounds of lists not probed yet
+    for (std::size_t i = first_ess; i-- > 0;) {
+      BCursor& c = cur[i];
+      rest -= c.cur_bb;
+      c.pos = next_geq(docs, c.pos, c.end, doc);
+      if (c.pos < c.end && docs[c.pos] == doc) score += c.weight * dw(tfs[c.pos], norm[doc]);
+      if (static_cast<double>(score) + rest <= theta) {
+        alive = false;
+        break;
+      }
     }
     if (alive && heap.insert(score, seg.base + doc) && heap.full()) {
       theta = heap.threshold();
@@ -227,6 +423,9 @@ void InvertedIndex::search_impl(const Prepared& q, std::size_t k, Algorithm algo
       if (exhaustive) {
         if (allow) exhaustive_segment<M, true>(q, *seg, allow, heap);
         else exhaustive_segment<M, false>(q, *seg, nullptr, heap);
+      } else if (algorithm == Algorithm::BlockMax) {
+        if (allow) blockmax_segment<M, true>(q, *seg, allow, heap);
+        else blockmax_segment<M, false>(q, *seg, nullptr, heap);
       } else {
         if (allow) maxscore_segment<M, true>(q, *seg, allow, heap);
         else maxscore_segment<M, false>(q, *seg, nullptr, heap);

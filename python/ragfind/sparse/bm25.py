@@ -232,7 +232,8 @@ class BM25Index:
 
         ``algorithm`` (all exact, same results): ``"auto"`` (term-at-a-time for segments of up
         to 65,536 documents, MaxScore above; with a small allowed set, ``"direct"``),
-        ``"maxscore"`` (document-at-a-time with MaxScore dynamic pruning), ``"exhaustive"``
+        ``"maxscore"`` (document-at-a-time with MaxScore dynamic pruning), ``"blockmax"``
+        (MaxScore with per-block bounds of 64 postings, block-max MaxScore), ``"exhaustive"``
         (scores every posting) or ``"direct"`` (scores each allowed document by a search of
         each query term's postings).
 
@@ -546,7 +547,7 @@ class BM25Index:
         )
 
 
-_ALGORITHMS = {"auto": 0, "maxscore": 1, "exhaustive": 2, "direct": 3}
+_ALGORITHMS = {"auto": 0, "maxscore": 1, "exhaustive": 2, "direct": 3, "blockmax": 4}
 
 
 _PHRASE_STATS = (

@@ -44,13 +44,18 @@ namespace ragfind::bm25 {
 /// How search() finds the top-k: Auto picks per segment (term-at-a-time over a dense
 /// accumulator for segments up to kSmallSegmentDocs documents or queries of more than
 /// kMaxScoreMaxTerms terms, MaxScore otherwise); the others force one algorithm (tests compare
-/// them).
-enum class Algorithm { Auto = 0, MaxScore = 1, Exhaustive = 2, Direct = 3 };
+/// them). BlockMax (block-max MaxScore) is not picked by Auto: on the corpora measured
+/// (bench/engines.md) its block bounds were too close to the list bounds to pay for themselves.
+enum class Algorithm { Auto = 0, MaxScore = 1, Exhaustive = 2, Direct = 3, BlockMax = 4 };
 inline constexpr std::uint32_t kSmallSegmentDocs = 1u << 16;
 /// MaxScore scans every essential cursor for each candidate document, so its cost grows with
 /// terms x documents; past this many terms term-at-a-time (linear in the postings) is cheaper
 /// and keeps pasted-document queries bounded (RELIABILITY.md, resource limits).
 inline constexpr std::size_t kMaxScoreMaxTerms = 64;
+/// Block maxima (BlockMax) cover posting lists of at least kBlockMinPostings postings, in
+/// blocks of kBlockSize postings.
+inline constexpr std::uint32_t kBlockSize = 64;
+inline constexpr std::uint64_t kBlockMinPostings = 256;
 /// compact() rewrites a segment once more than this fraction of its documents is dead.
 inline constexpr double kCompactDeadFraction = 0.25;
 
@@ -80,6 +85,19 @@ struct TermExplanation {
   double contribution;  // query_count * idf * tf_component
 };
 
+/// One block of a posting list: its last local doc id, the largest tf and the shortest document
+/// in it, and the largest document-side weight of its postings under the index's own
+/// statistics at the epoch the blocks were built (the tight bound). The term-frequency
+/// component grows with tf and falls with the document length under every variant and any
+/// (k1, b >= 0, avgdl), so tfc(max_tf, L(min_len)) bounds every posting of the block whatever
+/// statistics a search uses (the bound for a search with other collection statistics).
+struct BlockInfo {
+  std::uint32_t last_doc;
+  std::uint32_t max_tf;
+  std::uint32_t min_len;
+  float max_weight;
+};
+
 struct Segment {
   std::uint32_t base = 0;
   std::uint32_t num_docs = 0;
@@ -99,6 +117,13 @@ struct Segment {
   std::shared_ptr<const void> keepalive;  // the mapped file the buffers may borrow from
   // Per directory entry: (epoch << 32) | bits of the max document-side weight at that epoch.
   mutable std::unique_ptr<std::atomic<std::uint64_t>[]> bound_cache;
+  // Block maxima, built per term on first use at each statistics epoch (block_state:
+  // (epoch << 2) | 0 none, 1 being built, 2 ready): the blocks of directory slot s are
+  // blocks[block_first[s] .. block_first[s + 1]) (none for short lists). Allocated
+  // uninitialised, so only the blocks of queried terms cost memory.
+  std::vector<std::uint64_t> block_first;
+  mutable std::unique_ptr<BlockInfo[]> blocks;
+  mutable std::unique_ptr<std::atomic<std::uint64_t>[]> block_state;
 
   std::size_t num_postings() const { return docs.size(); }
   std::size_t directory_size() const { return offsets.empty() ? 0 : offsets.size() - 1; }
@@ -173,6 +198,7 @@ class InvertedIndex {
     const float* norm = nullptr;       // per-slot k1 * L (L for bm25l) the scores use
     std::uint32_t epoch = 0;           // the statistics epoch the bound cache is stamped with
     std::shared_ptr<const void> hold;  // keeps an override's norm array alive
+    double avgdl = 0.0;  // the average length the length norms use (block bounds follow it)
   };
   Prepared prepare(const std::vector<QueryTerm>& query) const;
   /// prepare() with the collection's statistics instead of this index's: query terms must be
@@ -210,10 +236,17 @@ class InvertedIndex {
   float term_bound(const Segment& seg, std::size_t slot, const Prepared& q) const;
   /// The per-slot norms for another avgdl, computed once per (avgdl, index epoch).
   std::shared_ptr<const std::vector<float>> norms_for(double avgdl, std::uint32_t& epoch) const;
+  /// The blocks of a directory slot at the current epoch (count in *n), built on first use;
+  /// nullptr when the list is short or another thread is building them (callers then bound by
+  /// the whole list).
+  template <Method M>
+  const BlockInfo* blocks_of(const Segment& seg, std::size_t slot, std::size_t* n) const;
   template <Method M, bool Filtered>
   void maxscore_segment(const Prepared& q, const Segment& seg, const std::uint8_t* allow, TopKQueue& heap) const;
   template <Method M, bool Filtered>
   void exhaustive_segment(const Prepared& q, const Segment& seg, const std::uint8_t* allow, TopKQueue& heap) const;
+  template <Method M, bool Filtered>
+  void blockmax_segment(const Prepared& q, const Segment& seg, const std::uint8_t* allow, TopKQueue& heap) const;
   template <Method M>
   void direct_segment(const Prepared& q, const Segment& seg, const std::uint32_t* docs, std::size_t count,
                       TopKQueue& heap) const;
