@@ -11,7 +11,7 @@ import pytest
 import ragfind
 
 WORDS = [f"w{i}" for i in range(60)]
-ALGORITHMS = ("auto", "maxscore", "exhaustive", "direct")
+ALGORITHMS = ("auto", "maxscore", "blockmax", "exhaustive", "direct")
 
 
 def _corpus(n: int, seed: int) -> list:
@@ -95,7 +95,8 @@ def test_large_segments_use_maxscore_with_global_bounds() -> None:
     small.add(texts[70_000:], ids=list(range(70_000, 140_000)))
     full = ragfind.BM25Index()
     full.add(texts)
-    _check_equal(full, [big, small], ["w1 w2 w3", "w29 w0", "w4"], 20, algorithm="maxscore")
+    for algorithm in ("maxscore", "blockmax"):  # block bounds must hold under the global avgdl
+        _check_equal(full, [big, small], ["w1 w2 w3", "w29 w0", "w4"], 20, algorithm=algorithm)
 
 
 def test_stats_are_cached_per_avgdl_and_follow_writes() -> None:
