@@ -198,7 +198,7 @@ class InvertedIndex {
     const float* norm = nullptr;       // per-slot k1 * L (L for bm25l) the scores use
     std::uint32_t epoch = 0;           // the statistics epoch the bound cache is stamped with
     std::shared_ptr<const void> hold;  // keeps an override's norm array alive
-    double avgdl = 0.0;  // the average length the length norms use (block bounds follow it)
+    double avgdl = 0.0;                // the average length the length norms use (block bounds follow it)
   };
   Prepared prepare(const std::vector<QueryTerm>& query) const;
   /// prepare() with the collection's statistics instead of this index's: query terms must be
