@@ -164,6 +164,43 @@ dense::IvfView make_ivf(const py::array& centroids, const py::array& starts, con
   return v;
 }
 
+// (rows, scores) of one query: search(rows, scores) fills at most cap entries without the GIL
+// and returns how many; the arrays are cut to that.
+template <typename Search>
+py::tuple top_k_one(size_t cap, Search&& search) {
+  py::array_t<int64_t> out_rows(cap);
+  py::array_t<float> out_scores(cap);
+  int64_t* pr = out_rows.mutable_data();
+  float* ps = out_scores.mutable_data();
+  size_t cnt;
+  {
+    py::gil_scoped_release release;
+    cnt = search(pr, ps);
+  }
+  if (cnt < cap) {
+    out_rows.resize({static_cast<py::ssize_t>(cnt)});
+    out_scores.resize({static_cast<py::ssize_t>(cnt)});
+  }
+  return py::make_tuple(out_rows, out_scores);
+}
+
+// (rows (nq,k), scores (nq,k), counts (nq,)) of a batch: search(rows, scores, counts) fills
+// them without the GIL.
+template <typename Search>
+py::tuple top_k_batch(size_t nq, size_t k, Search&& search) {
+  py::array_t<int64_t> out_rows({nq, k});
+  py::array_t<float> out_scores({nq, k});
+  py::array_t<int64_t> out_counts(nq);
+  int64_t* pr = out_rows.mutable_data();
+  float* ps = out_scores.mutable_data();
+  int64_t* pc = out_counts.mutable_data();
+  {
+    py::gil_scoped_release release;
+    search(pr, ps, pc);
+  }
+  return py::make_tuple(out_rows, out_scores, out_counts);
+}
+
 void bind_ivf_functions(py::module_& m) {
   m.def(
       "ivf_train",
@@ -229,20 +266,7 @@ void bind_ivf_functions(py::module_& m) {
         opt.nprobe = nprobe;
         opt.rerank = rerank;
         const size_t cap = std::min(k, rows.n);
-        py::array_t<int64_t> out_rows(cap);
-        py::array_t<float> out_scores(cap);
-        int64_t* pr = out_rows.mutable_data();
-        float* ps = out_scores.mutable_data();
-        size_t cnt;
-        {
-          py::gil_scoped_release release;
-          cnt = dense::ivf_search_one(v, qp, opt, pr, ps);
-        }
-        if (cnt < cap) {
-          out_rows.resize({static_cast<py::ssize_t>(cnt)});
-          out_scores.resize({static_cast<py::ssize_t>(cnt)});
-        }
-        return py::make_tuple(out_rows, out_scores);
+        return top_k_one(cap, [&](int64_t* pr, float* ps) { return dense::ivf_search_one(v, qp, opt, pr, ps); });
       },
       py::arg("centroids"), py::arg("starts"), py::arg("lens"), py::arg("data"), py::arg("storage"), py::arg("scales"),
       py::arg("sqnorms"), py::arg("exact"), py::arg("q"), py::arg("k"), py::arg("nprobe"), py::arg("rerank"),
@@ -265,17 +289,8 @@ void bind_ivf_functions(py::module_& m) {
         opt.search = make_options(k, mt, allowed, threshold, threads, rows.n);
         opt.nprobe = nprobe;
         opt.rerank = rerank;
-        py::array_t<int64_t> out_rows({nq, k});
-        py::array_t<float> out_scores({nq, k});
-        py::array_t<int64_t> out_counts(nq);
-        int64_t* pr = out_rows.mutable_data();
-        float* ps = out_scores.mutable_data();
-        int64_t* pc = out_counts.mutable_data();
-        {
-          py::gil_scoped_release release;
-          dense::ivf_search_batch(v, qp, nq, opt, pr, ps, pc);
-        }
-        return py::make_tuple(out_rows, out_scores, out_counts);
+        return top_k_batch(
+            nq, k, [&](int64_t* pr, float* ps, int64_t* pc) { dense::ivf_search_batch(v, qp, nq, opt, pr, ps, pc); });
       },
       py::arg("centroids"), py::arg("starts"), py::arg("lens"), py::arg("data"), py::arg("storage"), py::arg("scales"),
       py::arg("sqnorms"), py::arg("exact"), py::arg("Q"), py::arg("k"), py::arg("nprobe"), py::arg("rerank"),
@@ -296,20 +311,7 @@ void bind_dense(py::module_& m) {
         const float* qp = query_ptr(q, rows.d, "q", 1);
         const dense::SearchOptions opt = make_options(k, mt, allowed, threshold, threads, rows.n, subset);
         const size_t cap = std::min(k, rows.n);
-        py::array_t<int64_t> out_rows(cap);
-        py::array_t<float> out_scores(cap);
-        int64_t* pr = out_rows.mutable_data();
-        float* ps = out_scores.mutable_data();
-        size_t cnt;
-        {
-          py::gil_scoped_release release;
-          cnt = dense::search_one(rows, qp, opt, pr, ps);
-        }
-        if (cnt < cap) {
-          out_rows.resize({static_cast<py::ssize_t>(cnt)});
-          out_scores.resize({static_cast<py::ssize_t>(cnt)});
-        }
-        return py::make_tuple(out_rows, out_scores);
+        return top_k_one(cap, [&](int64_t* pr, float* ps) { return dense::search_one(rows, qp, opt, pr, ps); });
       },
       py::arg("data"), py::arg("storage"), py::arg("scales"), py::arg("sqnorms"), py::arg("q"), py::arg("k"),
       py::arg("metric"), py::arg("allowed") = py::none(), py::arg("threshold") = py::none(), py::arg("threads") = 0,
@@ -326,17 +328,8 @@ void bind_dense(py::module_& m) {
         const float* qp = query_ptr(Q, rows.d, "Q", 2);
         const size_t nq = static_cast<size_t>(Q.shape(0));
         const dense::SearchOptions opt = make_options(k, mt, allowed, threshold, threads, rows.n, subset);
-        py::array_t<int64_t> out_rows({nq, k});
-        py::array_t<float> out_scores({nq, k});
-        py::array_t<int64_t> out_counts(nq);
-        int64_t* pr = out_rows.mutable_data();
-        float* ps = out_scores.mutable_data();
-        int64_t* pc = out_counts.mutable_data();
-        {
-          py::gil_scoped_release release;
-          dense::search_batch(rows, qp, nq, opt, pr, ps, pc);
-        }
-        return py::make_tuple(out_rows, out_scores, out_counts);
+        return top_k_batch(
+            nq, k, [&](int64_t* pr, float* ps, int64_t* pc) { dense::search_batch(rows, qp, nq, opt, pr, ps, pc); });
       },
       py::arg("data"), py::arg("storage"), py::arg("scales"), py::arg("sqnorms"), py::arg("Q"), py::arg("k"),
       py::arg("metric"), py::arg("allowed") = py::none(), py::arg("threshold") = py::none(), py::arg("threads") = 0,
