@@ -725,32 +725,45 @@ class BM25Core {
     return out;
   }
 
+  // The analyzed terms of each query (given as token lists when tokenized); the analysis runs
+  // without the GIL.
+  std::vector<std::vector<std::string>> query_stems(const py::sequence& queries, bool tokenized) const {
+    const std::size_t nq = queries.size();
+    std::vector<std::vector<std::string>> stems(nq);
+    if (tokenized) {
+      for (std::size_t i = 0; i < nq; ++i)
+        stems[i] = token_strings(queries[i], ("queries[" + std::to_string(i) + "]").c_str());
+      return stems;
+    }
+    PyAnalyzer::Input in;
+    analyzer_->prepare(queries, in, "queries");
+    py::gil_scoped_release release;
+    for (std::size_t i = 0; i < nq; ++i) analyzer_->analyze_query(in, i, stems[i]);
+    return stems;
+  }
+
+  static int check_threads(long long threads) {
+    if (threads < 0) throw py::value_error("threads: expected >= 0 (0 = all cores), got " + std::to_string(threads));
+    return static_cast<int>(std::min<long long>(threads, 1 << 16));
+  }
+
   py::list search_batch(const py::sequence& queries, long long k, long long threads, bool tokenized, int algorithm,
                         const py::object& allowed) {
     const std::shared_ptr<CompiledFilter> filter = as_filter(allowed);
     const std::size_t kk = check_k(k);
     const Algorithm algo = check_algorithm(algorithm);
-    if (threads < 0) throw py::value_error("threads: expected >= 0 (0 = all cores), got " + std::to_string(threads));
+    const int nthreads = check_threads(threads);
     const std::size_t nq = queries.size();
-    std::vector<std::vector<std::string>> stems(nq);
-    PyAnalyzer::Input in;
-    if (tokenized) {
-      for (std::size_t i = 0; i < nq; ++i)
-        stems[i] = token_strings(queries[i], ("queries[" + std::to_string(i) + "]").c_str());
-    } else {
-      analyzer_->prepare(queries, in, "queries");
-    }
+    const std::vector<std::vector<std::string>> stems = query_stems(queries, tokenized);
     std::vector<Hits> hits(nq);
     py::list out(nq);
     {
       py::gil_scoped_release release;
-      if (!tokenized)
-        for (std::size_t i = 0; i < nq; ++i) analyzer_->analyze_query(in, i, stems[i]);
       std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
       CompiledFilter scratch;
       AllowedSet view;
       const AllowedSet* allowed = allowed_view(filter, scratch, view);
-      parallel_for(nq, static_cast<int>(std::min<long long>(threads, 1 << 16)), [&](std::size_t i, int) {
+      parallel_for(nq, nthreads, [&](std::size_t i, int) {
         index_.search(query_terms(stems[i]), kk, hits[i].docs, algo, allowed);
         hits[i].resolve_ids(ids_);
       });
@@ -834,26 +847,17 @@ class BM25Core {
     const std::shared_ptr<CompiledFilter> filter = as_filter(allowed);
     const std::size_t kk = check_k(k);
     const Algorithm algo = check_algorithm(algorithm);
-    if (threads < 0) throw py::value_error("threads: expected >= 0 (0 = all cores), got " + std::to_string(threads));
+    const int nthreads = check_threads(threads);
     const CollectionStats base = check_stats(num_docs, total_len);
     const std::size_t nq = queries.size();
     if (dfs.size() != nq) throw py::value_error("stats: one df dict per query expected");
     std::vector<DfMap> maps(nq);
     for (std::size_t i = 0; i < nq; ++i) maps[i] = df_map(dfs[i], "stats");
-    std::vector<std::vector<std::string>> stems(nq);
-    PyAnalyzer::Input in;
-    if (tokenized) {
-      for (std::size_t i = 0; i < nq; ++i)
-        stems[i] = token_strings(queries[i], ("queries[" + std::to_string(i) + "]").c_str());
-    } else {
-      analyzer_->prepare(queries, in, "queries");
-    }
+    const std::vector<std::vector<std::string>> stems = query_stems(queries, tokenized);
     std::vector<Hits> hits(nq);
     std::string missing;
     {
       py::gil_scoped_release release;
-      if (!tokenized)
-        for (std::size_t i = 0; i < nq; ++i) analyzer_->analyze_query(in, i, stems[i]);
       std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
       std::vector<std::vector<QueryTerm>> q(nq);
       std::vector<CollectionStats> cs(nq, base);
@@ -862,7 +866,7 @@ class BM25Core {
         CompiledFilter scratch;
         AllowedSet view;
         const AllowedSet* allowed_set = allowed_view(filter, scratch, view);
-        parallel_for(nq, static_cast<int>(std::min<long long>(threads, 1 << 16)), [&](std::size_t i, int) {
+        parallel_for(nq, nthreads, [&](std::size_t i, int) {
           index_.search(q[i], kk, hits[i].docs, algo, allowed_set, &cs[i]);
           hits[i].resolve_ids(ids_);
         });
