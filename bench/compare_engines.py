@@ -33,7 +33,6 @@ import json
 import os
 import platform
 import re
-import resource
 import shutil
 import statistics
 import subprocess
@@ -51,49 +50,9 @@ if not os.environ.get("PYTHONPATH"):
     sys.path.insert(0, str(REPO / "python"))
 
 
-def read_corpus(spec: dict, texts_too: bool = True) -> tuple[list[str], list[str]]:
-    path = Path(spec["path"])
-    texts: list[str] = []
-    if spec["kind"] == "beir":
-        if texts_too:
-            with open(path / "corpus.jsonl", encoding="utf-8") as f:
-                for line in f:
-                    d = json.loads(line)
-                    texts.append(f"{d.get('title') or ''} {d.get('text') or ''}".strip())
-        with open(path / "queries.jsonl", encoding="utf-8") as f:
-            queries = [json.loads(line)["text"] for line in f if line.strip()]
-    else:
-        if texts_too:
-            with open(path / "docs.txt", encoding="utf-8") as f:
-                texts = f.read().splitlines()
-        with open(path / "queries.txt", encoding="utf-8") as f:
-            queries = f.read().splitlines()
-    if spec.get("max_queries"):
-        queries = queries[: spec["max_queries"]]
-    return texts, queries
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def current_rss_mb() -> float:
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    return float("nan")
-
-
-def dir_size_mb(path: Path) -> float:
-    if path.is_file():
-        return path.stat().st_size / 2**20
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20
-
-
-# ----------------------------------------------------------------------------------------------
-# Engines: build(texts, out) and open(path) -> searcher with run(queries, k, threads)
-# ----------------------------------------------------------------------------------------------
+# Corpus reading and process measurements are compare_bm25.py's (both run each engine in its own
+# process the same way).
+from compare_bm25 import current_rss_mb, dir_size_mb, peak_rss_mb, read_corpus  # noqa: E402
 
 
 def _tantivy_schema():
