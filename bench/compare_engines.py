@@ -303,6 +303,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-all-threads", action="store_true")
     p.add_argument("--json", type=Path)
     p.add_argument("--workdir", type=Path, help="keep the indexes here (default: a temporary folder)")
+    p.add_argument(
+        "--reuse",
+        default="",
+        help="engines whose index in --workdir is queried as built by an earlier run (its build "
+        "figures come from the .build.json saved beside it); the others are rebuilt",
+    )
     args = p.parse_args(argv)
     if args.worker:
         task = json.loads(args.worker)
@@ -310,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(fn(task)))
         return 0
     engines = [e for e in args.engines.split(",") if e]
+    reuse = {e for e in args.reuse.split(",") if e}
+    if reuse and not args.workdir:
+        p.error("--reuse needs --workdir")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="ragfind-engines-"))
     workdir.mkdir(parents=True, exist_ok=True)
     report: dict = {
@@ -322,9 +331,16 @@ def main(argv: list[str] | None = None) -> int:
             res: dict = {"engines": {}}
             for engine in engines:
                 path = workdir / f"{name}-{engine}"
-                if path.exists():
-                    shutil.rmtree(path) if path.is_dir() else path.unlink()
-                b = run_worker({"op": "build", "engine": engine, "corpus": spec, "out": str(path)})
+                saved = workdir / f"{name}-{engine}.build.json"
+                if engine in reuse and path.exists() and saved.exists():
+                    b = json.loads(saved.read_text())
+                    print(f"  {name} build {engine}: reused from {saved}", file=sys.stderr, flush=True)
+                else:
+                    if path.exists():
+                        shutil.rmtree(path) if path.is_dir() else path.unlink()
+                    b = run_worker({"op": "build", "engine": engine, "corpus": spec, "out": str(path)})
+                    if "error" not in b:
+                        saved.write_text(json.dumps(b))
                 if "error" in b:
                     res["engines"][engine] = b
                     print(f"  {name} build {engine}: {b['error']}", file=sys.stderr, flush=True)

@@ -8,45 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import threading
 
 import numpy as np
 import pytest
 
 import ragfind
-from ragfind.pipeline.chunking import load_tokenizer
+from hash_encoders import HashEncoder
 from ragfind.pipeline.retriever import RetrieverFolderError
-
-
-class HashEncoder:
-    """Bag-of-words hashed into `dim` buckets, L2-normalised: similar words -> similar vectors."""
-
-    def __init__(self, dim=64, salt="a"):
-        self.dim = dim
-        self.salt = salt
-        self.fingerprint = f"hash-{dim}-{salt}"
-        self.max_length = 128
-        self.tokenizer = load_tokenizer()
-        self.calls = 0
-
-    def _vec(self, text):
-        v = np.zeros(self.dim, np.float32)
-        for w in re.findall(r"\w+", text.lower()):
-            h = int(hashlib.md5((self.salt + w).encode()).hexdigest(), 16)
-            v[h % self.dim] += 1.0 if (h >> 64) & 1 else -1.0
-        if not v.any():
-            v[0] = 1.0
-        return v / np.linalg.norm(v)
-
-    def encode(self, texts, batch_size=32, show_progress=False, normalize=True):
-        self.calls += len(texts)
-        return np.stack([self._vec(t) for t in texts])
-
-    def encode_query(self, text):
-        self.calls += 1
-        return self._vec(text)
-
 
 DOCS = [
     {

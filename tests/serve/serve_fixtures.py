@@ -7,9 +7,9 @@ Each test module imports them (a conftest.py here would shadow tests/conftest.py
 from __future__ import annotations
 
 import pytest
-from serve_hash_encoder import HashEncoder
 
 import ragfind
+from hash_encoders import HashEncoder
 
 DOCS = [
     {

@@ -7,12 +7,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent.parent))
 
 import uvicorn  # noqa: E402
-from serve_hash_encoder import HashEncoder, WordColbert  # noqa: E402
 
 import ragfind  # noqa: E402
+from hash_encoders import HashEncoder, WordColbert  # noqa: E402
 from ragfind.pipeline.stages.late import LateInteractionStage  # noqa: E402
 from ragfind.serve import ServeConfig, create_app  # noqa: E402
 

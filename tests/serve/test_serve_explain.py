@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from serve_fixtures import DOCS, bm25_folder_fixture, encoder_fixture, hybrid_folder_fixture  # noqa: F401
-from serve_hash_encoder import WordColbert
 
 import ragfind
+from hash_encoders import WordColbert
 from ragfind.pipeline.stages.late import LateInteractionStage
 from ragfind.serve import bm25_rescore, explain_passage
 
