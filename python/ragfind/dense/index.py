@@ -126,7 +126,11 @@ def _normalise_rows(X: np.ndarray, name: str) -> np.ndarray:
     zero = norms == 0
     if zero.any():
         raise ValueError(f"{name} row {int(np.flatnonzero(zero)[0])} is a zero vector; cosine is undefined")
-    return (X / norms[:, None]).astype(np.float32)
+    # Divided in float64 and rounded once to float32, in numpy's buffered chunks: the values of
+    # (X / norms).astype(np.float32) without its n x dim float64 temporary.
+    out = np.empty_like(X)
+    np.divide(X, norms[:, None], out=out, dtype=np.float64, casting="same_kind")
+    return out
 
 
 def _normalise_ids(ids: Any, n: int) -> list:
