@@ -20,6 +20,8 @@ namespace {
 
 // Rows per parallel work item (the kernel blocks further inside).
 constexpr size_t kRowBlock = 512;
+// Dimensions per worker's share of the centroid sums (two cache lines of each row).
+constexpr size_t kDimSlice = 32;
 
 void normalise(float* c, size_t d) {
   double s = 0.0;
@@ -79,17 +81,22 @@ KmeansResult train_kmeans(const float* X, size_t n, size_t d, size_t nc, Metric 
   std::vector<int64_t> assign(n);
   std::vector<double> sums(nc * d);
   std::vector<size_t> counts(nc);
+  const size_t nslices = (d + kDimSlice - 1) / kDimSlice;
   for (int it = 0; it < iters; ++it) {
     assign_nearest(X, n, d, C, nc, metric, threads, assign.data());
-    std::fill(sums.begin(), sums.end(), 0.0);
     std::fill(counts.begin(), counts.end(), size_t(0));
-    for (size_t i = 0; i < n; ++i) {
-      const size_t c = static_cast<size_t>(assign[i]);
-      ++counts[c];
-      double* s = sums.data() + c * d;
-      const float* x = X + i * d;
-      for (size_t j = 0; j < d; ++j) s[j] += x[j];
-    }
+    for (size_t i = 0; i < n; ++i) ++counts[static_cast<size_t>(assign[i])];
+    // Centroid sums split by dimension across the workers: each sum still adds its rows in
+    // row order, so the result does not depend on the thread count.
+    parallel_for(nslices, resolve_threads(threads, nslices), [&](size_t b, int) {
+      const size_t j0 = b * kDimSlice, j1 = std::min(d, j0 + kDimSlice);
+      for (size_t c = 0; c < nc; ++c) std::fill(sums.data() + c * d + j0, sums.data() + c * d + j1, 0.0);
+      for (size_t i = 0; i < n; ++i) {
+        double* s = sums.data() + static_cast<size_t>(assign[i]) * d;
+        const float* x = X + i * d;
+        for (size_t j = j0; j < j1; ++j) s[j] += x[j];
+      }
+    });
     for (size_t c = 0; c < nc; ++c) {
       if (counts[c] == 0) continue;
       const double inv = 1.0 / static_cast<double>(counts[c]);

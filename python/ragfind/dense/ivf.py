@@ -29,6 +29,8 @@ from ragfind.ids import IdFilter, as_id_filter, empty_ids
 _TRAIN_PER_LIST = 64
 _TRAIN_ITERS = 10
 _SEED = 1234
+# Rows converted and written per step of an add (a few MB of temporaries at dim 384).
+_WRITE_BLOCK = 4096
 
 
 def _ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
@@ -239,19 +241,23 @@ class IvfBackend:
         first = np.cumsum(counts) - counts
         pos = np.empty(n, np.int64)
         pos[order] = start[ls] + ln[ls] + (np.arange(n, dtype=np.int64) - first[ls])
-        if self._dtype == "f32":
-            self._iv_data[pos] = X
-        elif self._dtype == "f16":
-            self._iv_data[pos] = X.astype(np.float16)
-        else:
-            q, scales = _quantise_i8(X)
-            self._iv_data[pos] = q
-            self._iv_scales[pos] = scales
-            if self._metric == "l2":
-                deq = q.astype(np.float32) * scales[:, None]
-                self._iv_sqnorms[pos] = np.einsum("ij,ij->i", deq, deq)
-        if self._iv_exact is not None:
-            self._iv_exact[pos] = X
+        # Converted and scattered in blocks of rows: the temporaries stay in cache instead of
+        # being n x dim arrays written once and read once.
+        for b in range(0, n, _WRITE_BLOCK):
+            xb, pb = X[b : b + _WRITE_BLOCK], pos[b : b + _WRITE_BLOCK]
+            if self._dtype == "f32":
+                self._iv_data[pb] = xb
+            elif self._dtype == "f16":
+                self._iv_data[pb] = xb.astype(np.float16)
+            else:
+                q, scales = _quantise_i8(xb)
+                self._iv_data[pb] = q
+                self._iv_scales[pb] = scales
+                if self._metric == "l2":
+                    deq = q.astype(np.float32) * scales[:, None]
+                    self._iv_sqnorms[pb] = np.einsum("ij,ij->i", deq, deq)
+            if self._iv_exact is not None:
+                self._iv_exact[pb] = xb
         self._iv_ids[pos] = np.asarray(id_list, dtype=self._iv_ids.dtype)
         if live is not None:
             live[pos] = 1
