@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Cross-compiles the NEON kernels (similarity, nearest centroid, MaxSim, impact columns; with the
 # scalar references, the dispatch and cpu.cpp) and the kernel checker cpp/tests/check_kernels.cpp
-# (also a ctest test of the native build) for AArch64, then runs it under user-mode QEMU: the scalar and NEON levels against a
-# float64 reference, and NEON against scalar. Exits non-zero on any mismatch (1) or a setup
-# problem (2).
+# (also a ctest test of the native build) for AArch64, then runs it under user-mode QEMU: the
+# scalar and NEON levels against a float64 reference, and NEON against scalar. Exits non-zero on
+# any mismatch (1) or a setup problem (2).
 #
 # Needs (Debian/Ubuntu; this script installs nothing):
 #   sudo apt-get install g++-aarch64-linux-gnu qemu-user
