@@ -84,6 +84,8 @@ from ragfind.dense.kernels import cosine, dot, l2sq  # noqa: E402,F401  (re-expo
 
 # search_batch pads every row to k; past this many entries a k above the index size is an error.
 _MAX_PADDED_ENTRIES = 1 << 24
+# Rows checked for NaN/inf per step.
+_CHECK_BLOCK = 8192
 
 
 def _check_vectors(vectors: Any, dim: int, name: str = "vectors") -> np.ndarray:
@@ -100,10 +102,12 @@ def _check_vectors(vectors: Any, dim: int, name: str = "vectors") -> np.ndarray:
     if arr.shape[1] != dim:
         raise ValueError(f"{name} must have dimension {dim}, got shape {arr.shape}")
     arr = np.ascontiguousarray(arr, dtype=np.float32)
-    finite = np.isfinite(arr).all(axis=1)
-    if not finite.all():
-        bad = int(np.flatnonzero(~finite)[0])
-        raise ValueError(f"{name} row {bad} contains NaN or infinity")
+    # In blocks of rows: no n x dim boolean temporary.
+    for b in range(0, arr.shape[0], _CHECK_BLOCK):
+        finite = np.isfinite(arr[b : b + _CHECK_BLOCK]).all(axis=1)
+        if not finite.all():
+            bad = b + int(np.flatnonzero(~finite)[0])
+            raise ValueError(f"{name} row {bad} contains NaN or infinity")
     return arr
 
 
