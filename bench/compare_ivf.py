@@ -79,9 +79,9 @@ class RagfindIvf:
         split: dict = {}
         train = ix._train_ivf
 
-        def timed_train(Xs: np.ndarray) -> None:
+        def timed_train(*args: object) -> None:
             w, c = time.perf_counter(), time.process_time()
-            train(Xs)
+            train(*args)
             split.update(train_s=time.perf_counter() - w, train_cpu_s=time.process_time() - c)
 
         ix._train_ivf = timed_train

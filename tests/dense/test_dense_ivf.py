@@ -298,3 +298,30 @@ def test_bad_input():
         DenseIndex(DIM).train(X)
     with pytest.raises(ValueError, match="zero vector"):
         DenseIndex(DIM, kind="ivf", nlist=2).add(np.zeros((4, DIM), np.float32))
+
+
+@pytest.mark.parametrize("dtype", ["f32", "i8"])
+def test_cosine_add_normalising_block_by_block_stores_the_normalised_rows(monkeypatch, dtype):
+    import ragfind.dense.ivf as ivf_module
+
+    Xb = structured(20_000, seed=11)  # more rows than the training sample (10,000)
+    a = DenseIndex(DIM, kind="ivf", nlist=32, dtype=dtype)
+    a.add(Xb)
+    monkeypatch.setattr(ivf_module, "_ASSIGN_BLOCK", 700)
+    monkeypatch.setattr(ivf_module, "_WRITE_BLOCK", 300)
+    b = DenseIndex(DIM, kind="ivf", nlist=32, dtype=dtype)
+    b.add(Xb)
+    for i in (0, 1, 2, 4, 5, 6, 7):
+        np.testing.assert_array_equal(a._state[i], b._state[i])
+    # The stored rows are X's rows divided by their norms (float64, rounded once).
+    norms = np.sqrt(np.einsum("ij,ij->i", Xb, Xb, dtype=np.float64))
+    unit = (Xb / norms[:, None]).astype(np.float32)
+    rows = b._state[4] if dtype == "i8" else b._state[1]
+    np.testing.assert_array_equal(rows[np.argsort(b._state[5])], unit)
+    # And every row sits in the list of its nearest centroid.
+    from ragfind import _core
+
+    lists = np.repeat(np.arange(32), b._state[7])
+    np.testing.assert_array_equal(
+        lists[np.argsort(b._state[5])], _core.ivf_assign(unit, b._centroids, "ip", 1)
+    )

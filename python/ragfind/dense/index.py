@@ -37,7 +37,14 @@ from typing import Any, Union
 import numpy as np
 
 from ragfind import _core
-from ragfind.dense.exact import _CORRUPT_GRAPH, _DTYPES, ExactBackend, _quantise_i8  # noqa: F401
+from ragfind.dense.exact import (  # noqa: F401
+    _CORRUPT_GRAPH,
+    _DTYPES,
+    ExactBackend,
+    _divide_rows,
+    _quantise_i8,
+    _row_norms,
+)
 from ragfind.dense.hnsw import HnswBackend, _scratch_file, _write_all  # noqa: F401
 from ragfind.dense.ivf import IvfBackend
 from ragfind.errors import (
@@ -126,15 +133,7 @@ def _check_query(q: Any, dim: int, name: str = "q") -> np.ndarray:
 
 
 def _normalise_rows(X: np.ndarray, name: str) -> np.ndarray:
-    norms = np.sqrt(np.einsum("ij,ij->i", X, X, dtype=np.float64))
-    zero = norms == 0
-    if zero.any():
-        raise ValueError(f"{name} row {int(np.flatnonzero(zero)[0])} is a zero vector; cosine is undefined")
-    # Divided in float64 and rounded once to float32, in numpy's buffered chunks: the values of
-    # (X / norms).astype(np.float32) without its n x dim float64 temporary.
-    out = np.empty_like(X)
-    np.divide(X, norms[:, None], out=out, dtype=np.float64, casting="same_kind")
-    return out
+    return _divide_rows(X, _row_norms(X, name))
 
 
 def _normalise_ids(ids: Any, n: int) -> list:
@@ -391,10 +390,14 @@ class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
         n = X.shape[0]
         if n == 0:
             raise ValueError("vectors is empty: nothing to add")
+        norms = None
         if self._metric == "cosine":
-            X = _normalise_rows(X, "vectors")
-        if self._dtype == "f16":
-            over = np.abs(X).max(axis=1) > _F16_MAX
+            if self._kind == "ivf":
+                norms = _row_norms(X, "vectors")  # the IVF add divides rows block by block
+            else:
+                X = _normalise_rows(X, "vectors")
+        if self._dtype == "f16" and self._metric != "cosine":  # unit rows fit float16 anyway
+            over = np.maximum(X.max(axis=1), -X.min(axis=1)) > _F16_MAX
             if over.any():
                 raise ValueError(
                     f"vectors row {int(np.flatnonzero(over)[0])} exceeds the float16 range (|x| <= 65504); "
@@ -423,7 +426,7 @@ class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
             if self._kind == "exact":
                 self._add_exact(X, id_list, kind)
             elif self._kind == "ivf":
-                self._add_ivf(X, id_list, kind)
+                self._add_ivf(X, id_list, kind, norms)
             else:
                 self._add_hnsw(X, id_list, kind)
             self._id_kind = kind
