@@ -305,8 +305,10 @@ def test_cosine_add_normalising_block_by_block_stores_the_normalised_rows(monkey
     import ragfind.dense.ivf as ivf_module
 
     Xb = structured(20_000, seed=11)  # more rows than the training sample (10,000)
+    before = Xb.copy()
     a = DenseIndex(DIM, kind="ivf", nlist=32, dtype=dtype)
     a.add(Xb)
+    np.testing.assert_array_equal(Xb, before)  # the caller's array is never divided in place
     monkeypatch.setattr(ivf_module, "_ASSIGN_BLOCK", 700)
     monkeypatch.setattr(ivf_module, "_WRITE_BLOCK", 300)
     b = DenseIndex(DIM, kind="ivf", nlist=32, dtype=dtype)

@@ -103,7 +103,11 @@ void nearest_blocked(const float* X, size_t n, const CentroidPanels& P, int64_t*
   if (n == 0 || nc == 0) return;
   if (P.width != W || P.lanes != L) throw std::logic_error("nearest_f32: centroids packed for another level");
   const size_t kc = d <= 512 ? d : 256;
-  const size_t mc = std::max(MR, std::min<size_t>(256, (65536 / std::max<size_t>(d, 1)) / MR * MR));
+  // Row blocks of at most ~256 KB, evened out so the last is not a sliver that reloads every
+  // panel for a few rows.
+  const size_t mc_max = std::max(MR, std::min<size_t>(256, (65536 / std::max<size_t>(d, 1)) / MR * MR));
+  const size_t nblk = (n + mc_max - 1) / mc_max;
+  const size_t mc = std::min(mc_max, ((n + nblk - 1) / nblk + MR - 1) / MR * MR);
   std::vector<float> bv(mc * L), part(kc < d ? mc * W : 0);
   std::vector<int32_t> bi(mc * L);
   for (size_t r0 = 0; r0 < n; r0 += mc) {
