@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "ragfind/common/cpu.hpp"
+#include "ragfind/dense/nearest.hpp"
 #include "ragfind/dense/similarity.hpp"
 #include "ragfind/late/maxsim.hpp"
 #include "ragfind/splade/impact_columns.hpp"
@@ -351,6 +352,91 @@ void check_tile(const SimilarityKernels& K) {
   }
 }
 
+// ---- nearest centroid ---------------------------------------------------------------------
+
+// N's nearest_f32 on n rows against nc centroids (bias: nullptr or nc values).
+std::vector<int64_t> nearest(const NearestKernels& N, const float* X, size_t n, const float* C, size_t nc, size_t d,
+                             const float* bias) {
+  const CentroidPanels P = pack_centroids(N, C, nc, d, bias);
+  std::vector<int64_t> out(n, -7);
+  N.nearest_f32(X, n, P, out.data());
+  return out;
+}
+
+// Levels above scalar must pick exactly the scalar level's centroids (the scores are the same
+// fma chains); scalar's pick must score within float32 rounding of the float64 best.
+void check_nearest(const NearestKernels& N, const NearestKernels& S) {
+  const std::string lv = N.name;
+  const bool ref = &N == &S;
+  std::normal_distribution<float> nd(0.f, 1.f);
+  struct Shape {
+    size_t d, nc, n;
+  };
+  std::vector<Shape> shapes;
+  for (size_t d : {1, 3, 4, 5, 8, 16, 17, 100, 384})
+    for (size_t nc : {1, 2, 3, 7, 15, 16, 17, 31, 33, 47, 48, 49, 97})
+      for (size_t n : {1, 7, 13, 64}) shapes.push_back({d, nc, n});
+  // Several row blocks, and d past the kernels' dimension slice (partial sums parked and resumed).
+  shapes.push_back({384, 100, 300});
+  shapes.push_back({513, 50, 90});
+  shapes.push_back({1536, 49, 100});
+  for (const Shape& sh : shapes) {
+    const size_t d = sh.d, nc = sh.nc, n = sh.n;
+    Guarded<float> X(n * d), C(nc * d);
+    fill_normal(X.data(), n * d);
+    fill_normal(C.data(), nc * d);
+    std::vector<float> bias(nc);
+    for (float& b : bias) b = nd(g_rng) * static_cast<float>(std::sqrt(double(d)));
+    for (int with_bias = 0; with_bias < 2; ++with_bias) {
+      const float* bp = with_bias ? bias.data() : nullptr;
+      const std::vector<int64_t> got = nearest(N, X.data(), n, C.data(), nc, d, bp);
+      const std::vector<int64_t> want = ref ? got : nearest(S, X.data(), n, C.data(), nc, d, bp);
+      for (size_t i = 0; i < n; ++i) {
+        const std::string w = ctx("d=%ld nc=%ld row=%ld", d, nc, i) + (with_bias ? " bias" : "");
+        if (!ref) {
+          check(lv + " nearest_f32 == scalar", w, double(got[i]), double(want[i]), 0);
+          continue;
+        }
+        check_true(lv + " nearest_f32 in range", w, got[i] >= 0 && got[i] < static_cast<int64_t>(nc));
+        if (got[i] < 0 || got[i] >= static_cast<int64_t>(nc)) continue;
+        double best = -1e300;
+        size_t at = 0;
+        for (size_t c = 0; c < nc; ++c) {
+          double sc = bp ? bp[c] : 0.0;
+          for (size_t k = 0; k < d; ++k) sc += double(X[i * d + k]) * C[c * d + k];
+          if (sc > best) best = sc, at = c;
+        }
+        const size_t g = static_cast<size_t>(got[i]);
+        double sg = bp ? bp[g] : 0.0;
+        for (size_t k = 0; k < d; ++k) sg += double(X[i * d + k]) * C[g * d + k];
+        const double tol = tol_dot(X.data() + i * d, C.data() + at * d, d) +
+                           tol_dot(X.data() + i * d, C.data() + g * d, d) + 1e-6 * std::fabs(best) + 1e-7;
+        check(lv + " nearest_f32 scores the float64 best", w, sg, best, tol);
+      }
+    }
+  }
+  // Ties: centroid c copies centroid c % m, so every best score is tied m apart, across lanes
+  // and panels: the lowest copy must win. A NaN centroid never wins; a NaN row gets 0.
+  for (size_t d : {3, 16, 384}) {
+    const size_t m = 17, nc = 3 * m + 5, n = 40;
+    Guarded<float> X(n * d), C(nc * d);
+    fill_normal(X.data(), n * d);
+    fill_normal(C.data(), m * d);
+    for (size_t c = m; c < nc; ++c) std::memcpy(C.data() + c * d, C.data() + (c % m) * d, d * sizeof(float));
+    const std::vector<int64_t> got = nearest(N, X.data(), n, C.data(), nc, d, nullptr);
+    for (size_t i = 0; i < n; ++i)
+      check_true(lv + " nearest_f32 ties go to the lowest centroid", ctx("d=%ld row=%ld", d, i),
+                 got[i] >= 0 && got[i] < static_cast<int64_t>(m));
+    for (size_t k = 0; k < d; ++k) C[k] = std::nanf("");
+    for (size_t k = 0; k < d; ++k) X[k] = std::nanf("");
+    const std::vector<int64_t> nan = nearest(N, X.data(), n, C.data(), nc, d, nullptr);
+    check(lv + " nearest_f32 NaN row gets centroid 0", ctx("d=%ld", d), double(nan[0]), 0, 0);
+    for (size_t i = 1; i < n; ++i)
+      check_true(lv + " nearest_f32 NaN centroid never wins", ctx("d=%ld row=%ld", d, i),
+                 nan[i] > 0 && nan[i] < static_cast<int64_t>(nc));
+  }
+}
+
 // ---- MaxSim -------------------------------------------------------------------------------
 
 const int64_t kLengths[] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,  12, 13,
@@ -606,6 +692,7 @@ int main() {
     check_f16(K, S);
     check_i8(K, S);
     check_tile(K);
+    check_nearest(nearest_kernels_at(level), nearest_kernels_at(SimdLevel::Scalar));
     check_maxsim(level);
     if (level != SimdLevel::Scalar) {  // both against the scalar level
       check_maxsim_batch(level);

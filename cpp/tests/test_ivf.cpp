@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "check.hpp"
+#include "ragfind/common/cpu.hpp"
 #include "ragfind/dense/exact_search.hpp"
 #include "ragfind/dense/ivf.hpp"
 #include "ragfind/dense/kmeans.hpp"
@@ -93,6 +94,34 @@ TEST(assign_nearest_matches_a_loop_over_every_centroid) {
     }
     CHECK(agree >= n - 2);  // float rounding may flip a near tie
   }
+}
+
+TEST(assignment_and_training_are_the_same_at_every_simd_level_and_thread_count) {
+  // The nearest-centroid kernel forms every score as the same fma chain at every level, so
+  // assignments and trained centroids must match bit for bit (d = 24 leaves lane tails).
+  const size_t n = 1500, nc = 53;
+  const auto X = clustered(n, 5);
+  const auto C = clustered(nc, 6);
+  const ragfind::SimdLevel before = ragfind::active_simd_level();
+  for (Metric m : {Metric::IP, Metric::L2}) {
+    std::vector<int64_t> want(n);
+    std::vector<float> cw(nc * kD);
+    ragfind::set_simd_level(ragfind::SimdLevel::Scalar);
+    assign_nearest(X.data(), n, kD, C.data(), nc, m, 1, want.data());
+    train_kmeans(X.data(), n, kD, nc, m, 4, 9, 1, cw.data());
+    for (ragfind::SimdLevel level : ragfind::supported_simd_levels()) {
+      ragfind::set_simd_level(level);
+      for (int threads : {1, 2, 5}) {
+        std::vector<int64_t> got(n);
+        std::vector<float> cg(nc * kD);
+        assign_nearest(X.data(), n, kD, C.data(), nc, m, threads, got.data());
+        train_kmeans(X.data(), n, kD, nc, m, 4, 9, threads, cg.data());
+        CHECK(got == want);
+        CHECK(cg == cw);
+      }
+    }
+  }
+  ragfind::set_simd_level(before);
 }
 
 TEST(kmeans_is_deterministic_repairs_empty_clusters_and_balances) {

@@ -86,6 +86,53 @@ def test_every_simd_level_gives_the_exact_results(simd_level):
     assert recall(exact, ivf, 4) >= 0.8
 
 
+def _numpy_nearest(Xa, C, metric):
+    """Nearest centroid in float64, ties to the lower centroid (np.argmax keeps the first)."""
+    S = Xa.astype(np.float64) @ C.astype(np.float64).T
+    if metric == "l2":
+        S -= 0.5 * (C.astype(np.float64) ** 2).sum(1)
+    return S.argmax(1), np.sort(S, 1)
+
+
+@pytest.mark.parametrize("metric", ["ip", "l2"])
+@pytest.mark.parametrize("dim", [3, 24, 384])
+def test_assignment_matches_numpy_at_every_simd_level(simd_level, metric, dim):
+    from ragfind import _core
+
+    rng = np.random.default_rng(dim)
+    Xa = rng.standard_normal((517, dim)).astype(np.float32)
+    C = rng.standard_normal((101, dim)).astype(np.float32)
+    want, S = _numpy_nearest(Xa, C, metric)
+    got = _core.ivf_assign(Xa, C, metric, 2)
+    # Agreement wherever the float64 margin is beyond float32 rounding of the scores.
+    clear = S[:, -1] - S[:, -2] > 1e-4 * np.abs(S[:, -1]) + 1e-4
+    assert clear.mean() > 0.9
+    np.testing.assert_array_equal(got[clear], want[clear])
+    # Every level and thread count picks the same centroids, bit-identical scores.
+    for t in (1, 3):
+        np.testing.assert_array_equal(_core.ivf_assign(Xa, C, metric, t), got)
+    # Ties: centroid c copies centroid c % 13, so the lowest copy wins.
+    Cd = np.concatenate([C[:13]] * 8)
+    assert _core.ivf_assign(Xa, Cd, metric, 2).max() < 13
+
+
+def test_training_is_the_same_at_every_simd_level_and_thread_count():
+    import ragfind
+    from ragfind import _core
+
+    before = _core.get_simd_level()
+    try:
+        got = []
+        for level in _core.supported_simd_levels():
+            ragfind.set_simd_level(level)
+            got += [_core.ivf_train(X[:2000], 40, m, 5, 3, t)[0] for m in ("ip", "l2") for t in (1, 2)]
+    finally:
+        ragfind.set_simd_level(before)
+    # got[level * 4 + metric * 2 + thread case]: each equals scalar's single-thread run.
+    for i, C in enumerate(got):
+        np.testing.assert_array_equal(C, got[i % 4 // 2 * 2])
+
+
 def test_training_is_deterministic_and_balanced():
     a = DenseIndex(DIM, kind="ivf", nlist=32)
     b = DenseIndex(DIM, kind="ivf", nlist=32)
@@ -251,3 +298,32 @@ def test_bad_input():
         DenseIndex(DIM).train(X)
     with pytest.raises(ValueError, match="zero vector"):
         DenseIndex(DIM, kind="ivf", nlist=2).add(np.zeros((4, DIM), np.float32))
+
+
+@pytest.mark.parametrize("dtype", ["f32", "i8"])
+def test_cosine_add_normalising_block_by_block_stores_the_normalised_rows(monkeypatch, dtype):
+    import ragfind.dense.ivf as ivf_module
+
+    Xb = structured(20_000, seed=11)  # more rows than the training sample (10,000)
+    before = Xb.copy()
+    a = DenseIndex(DIM, kind="ivf", nlist=32, dtype=dtype)
+    a.add(Xb)
+    np.testing.assert_array_equal(Xb, before)  # the caller's array is never divided in place
+    monkeypatch.setattr(ivf_module, "_ASSIGN_BLOCK", 700)
+    monkeypatch.setattr(ivf_module, "_WRITE_BLOCK", 300)
+    b = DenseIndex(DIM, kind="ivf", nlist=32, dtype=dtype)
+    b.add(Xb)
+    for i in (0, 1, 2, 4, 5, 6, 7):
+        np.testing.assert_array_equal(a._state[i], b._state[i])
+    # The stored rows are X's rows divided by their norms (float64, rounded once).
+    norms = np.sqrt(np.einsum("ij,ij->i", Xb, Xb, dtype=np.float64))
+    unit = (Xb / norms[:, None]).astype(np.float32)
+    rows = b._state[4] if dtype == "i8" else b._state[1]
+    np.testing.assert_array_equal(rows[np.argsort(b._state[5])], unit)
+    # And every row sits in the list of its nearest centroid.
+    from ragfind import _core
+
+    lists = np.repeat(np.arange(32), b._state[7])
+    np.testing.assert_array_equal(
+        lists[np.argsort(b._state[5])], _core.ivf_assign(unit, b._centroids, "ip", 1)
+    )

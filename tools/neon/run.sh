@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Cross-compiles the NEON kernels (similarity, MaxSim, impact columns; with the scalar reference, the dispatch
-# and cpu.cpp) and the kernel checker cpp/tests/check_kernels.cpp (also a ctest test of the native
-# build) for AArch64, then runs it under user-mode QEMU: the scalar and NEON levels against a
-# float64 reference, and NEON against scalar. Exits non-zero on any mismatch (1) or a setup
-# problem (2).
+# Cross-compiles the NEON kernels (similarity, nearest centroid, MaxSim, impact columns; with the
+# scalar references, the dispatch and cpu.cpp) and the kernel checker cpp/tests/check_kernels.cpp
+# (also a ctest test of the native build) for AArch64, then runs it under user-mode QEMU: the
+# scalar and NEON levels against a float64 reference, and NEON against scalar. Exits non-zero on
+# any mismatch (1) or a setup problem (2).
 #
 # Needs (Debian/Ubuntu; this script installs nothing):
 #   sudo apt-get install g++-aarch64-linux-gnu qemu-user
@@ -42,6 +42,9 @@ sources=(
   cpp/src/kernels/similarity/scalar.cpp
   cpp/src/kernels/similarity/neon.cpp
   cpp/src/kernels/similarity/dispatch.cpp
+  cpp/src/kernels/nearest/scalar.cpp
+  cpp/src/kernels/nearest/neon.cpp
+  cpp/src/kernels/nearest/dispatch.cpp
   cpp/src/kernels/maxsim/scalar.cpp
   cpp/src/kernels/maxsim/neon.cpp
   cpp/src/kernels/impact_column/scalar.cpp

@@ -1,7 +1,7 @@
 // k-means for the IVF coarse quantiser.
 //
-// Assignment is the cost: n x nc dot products. Rows are taken in blocks that stay in L1/L2 while
-// tiles of centroids stream through dot_tile_f32 (register-blocked 4 x 2); L2 uses
+// Assignment is the cost: n x nc dot products, done by the nearest-centroid kernel (a blocked
+// multiply-add tile with a fused running argmax, ragfind/dense/nearest.hpp); L2 uses
 // argmax(x.c - |c|^2 / 2), the same ranking as the smallest distance, so one kernel serves both.
 #include "ragfind/dense/kmeans.hpp"
 
@@ -13,12 +13,15 @@
 #include <vector>
 
 #include "ragfind/common/parallel.hpp"
-#include "ragfind/dense/similarity.hpp"
+#include "ragfind/dense/nearest.hpp"
 
 namespace ragfind::dense {
 namespace {
 
-constexpr size_t kRowBlock = 64;
+// Rows per parallel work item (the kernel blocks further inside).
+constexpr size_t kRowBlock = 512;
+// Dimensions per worker's share of the centroid sums (two cache lines of each row).
+constexpr size_t kDimSlice = 32;
 
 void normalise(float* c, size_t d) {
   double s = 0.0;
@@ -42,37 +45,20 @@ void assign_nearest(const float* X, size_t n, size_t d, const float* C, size_t n
                     int64_t* out_list) {
   if (n == 0) return;
   if (nc == 0) throw std::invalid_argument("assign_nearest: no centroids");
-  const SimilarityKernels& K = similarity_kernels();
-  std::vector<float> bias(nc, 0.f);  // L2: -|c|^2 / 2
+  const NearestKernels& K = nearest_kernels();
+  std::vector<float> bias(nc, 0.f);  // L2: -|c|^2 / 2, summed in double: the same at every level
   if (metric == Metric::L2)
-    for (size_t c = 0; c < nc; ++c) bias[c] = -0.5f * K.dot_f32(C + c * d, C + c * d, d);
-  // Centroid tiles of about 128 KB.
-  const size_t cb = std::max<size_t>(16, std::min<size_t>(nc, (128u << 10) / (d * sizeof(float))));
+    for (size_t c = 0; c < nc; ++c) {
+      double s = 0.0;
+      for (size_t j = 0; j < d; ++j) s += double(C[c * d + j]) * C[c * d + j];
+      bias[c] = static_cast<float>(-0.5 * s);
+    }
+  const CentroidPanels P = pack_centroids(K, C, nc, d, bias.data());
   const size_t nblocks = (n + kRowBlock - 1) / kRowBlock;
   const int nt = resolve_threads(threads, nblocks);
-  std::vector<std::vector<float>> scratch(static_cast<size_t>(nt), std::vector<float>(kRowBlock * cb));
-  std::vector<std::vector<float>> best(static_cast<size_t>(nt), std::vector<float>(kRowBlock));
-  parallel_for(nblocks, nt, [&](size_t b, int w) {
-    const size_t r0 = b * kRowBlock, nr = std::min(kRowBlock, n - r0);
-    float* tile = scratch[static_cast<size_t>(w)].data();
-    float* bs = best[static_cast<size_t>(w)].data();
-    int64_t* bl = out_list + r0;
-    std::fill(bs, bs + nr, -std::numeric_limits<float>::infinity());
-    std::fill(bl, bl + nr, int64_t(0));
-    for (size_t c0 = 0; c0 < nc; c0 += cb) {
-      const size_t ncc = std::min(cb, nc - c0);
-      K.dot_tile_f32(X + r0 * d, nr, C + c0 * d, ncc, d, tile, cb);
-      for (size_t i = 0; i < nr; ++i) {
-        const float* s = tile + i * cb;
-        for (size_t j = 0; j < ncc; ++j) {
-          const float v = s[j] + bias[c0 + j];
-          if (v > bs[i]) {  // strict: ties keep the lower centroid
-            bs[i] = v;
-            bl[i] = static_cast<int64_t>(c0 + j);
-          }
-        }
-      }
-    }
+  parallel_for(nblocks, nt, [&](size_t b, int) {
+    const size_t r0 = b * kRowBlock;
+    K.nearest_f32(X + r0 * d, std::min(kRowBlock, n - r0), P, out_list + r0);
   });
 }
 
@@ -95,17 +81,22 @@ KmeansResult train_kmeans(const float* X, size_t n, size_t d, size_t nc, Metric 
   std::vector<int64_t> assign(n);
   std::vector<double> sums(nc * d);
   std::vector<size_t> counts(nc);
+  const size_t nslices = (d + kDimSlice - 1) / kDimSlice;
   for (int it = 0; it < iters; ++it) {
     assign_nearest(X, n, d, C, nc, metric, threads, assign.data());
-    std::fill(sums.begin(), sums.end(), 0.0);
     std::fill(counts.begin(), counts.end(), size_t(0));
-    for (size_t i = 0; i < n; ++i) {
-      const size_t c = static_cast<size_t>(assign[i]);
-      ++counts[c];
-      double* s = sums.data() + c * d;
-      const float* x = X + i * d;
-      for (size_t j = 0; j < d; ++j) s[j] += x[j];
-    }
+    for (size_t i = 0; i < n; ++i) ++counts[static_cast<size_t>(assign[i])];
+    // Centroid sums split by dimension across the workers: each sum still adds its rows in
+    // row order, so the result does not depend on the thread count.
+    parallel_for(nslices, resolve_threads(threads, nslices), [&](size_t b, int) {
+      const size_t j0 = b * kDimSlice, j1 = std::min(d, j0 + kDimSlice);
+      for (size_t c = 0; c < nc; ++c) std::fill(sums.data() + c * d + j0, sums.data() + c * d + j1, 0.0);
+      for (size_t i = 0; i < n; ++i) {
+        double* s = sums.data() + static_cast<size_t>(assign[i]) * d;
+        const float* x = X + i * d;
+        for (size_t j = j0; j < j1; ++j) s[j] += x[j];
+      }
+    });
     for (size_t c = 0; c < nc; ++c) {
       if (counts[c] == 0) continue;
       const double inv = 1.0 / static_cast<double>(counts[c]);

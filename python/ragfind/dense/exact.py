@@ -27,6 +27,23 @@ _CORRUPT_GRAPH = "the HNSW graph returned a label this index never assigned (cor
 _GATHER_RATIO = {"f32": 2, "f16": 4, "i8": 4}
 
 
+def _row_norms(X: np.ndarray, name: str) -> np.ndarray:
+    """Float64 L2 norms of X's rows; a zero row is an error (cosine is undefined for it)."""
+    norms = np.sqrt(np.einsum("ij,ij->i", X, X, dtype=np.float64))
+    zero = norms == 0
+    if zero.any():
+        raise ValueError(f"{name} row {int(np.flatnonzero(zero)[0])} is a zero vector; cosine is undefined")
+    return norms
+
+
+def _divide_rows(X: np.ndarray, norms: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """X / norms[:, None] divided in float64 and rounded once to float32, in numpy's buffered
+    chunks: the values of (X / norms).astype(np.float32) without its float64 temporary."""
+    out = np.empty_like(X) if out is None else out
+    np.divide(X, norms[:, None], out=out, dtype=np.float64, casting="same_kind")
+    return out
+
+
 def _quantise_i8(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Symmetric per-row int8: scale = max|x| / 127, q = round(x / scale)."""
     amax = np.abs(X).max(axis=1)

@@ -37,7 +37,14 @@ from typing import Any, Union
 import numpy as np
 
 from ragfind import _core
-from ragfind.dense.exact import _CORRUPT_GRAPH, _DTYPES, ExactBackend, _quantise_i8  # noqa: F401
+from ragfind.dense.exact import (  # noqa: F401
+    _CORRUPT_GRAPH,
+    _DTYPES,
+    ExactBackend,
+    _divide_rows,
+    _quantise_i8,
+    _row_norms,
+)
 from ragfind.dense.hnsw import HnswBackend, _scratch_file, _write_all  # noqa: F401
 from ragfind.dense.ivf import IvfBackend
 from ragfind.errors import (
@@ -84,6 +91,8 @@ from ragfind.dense.kernels import cosine, dot, l2sq  # noqa: E402,F401  (re-expo
 
 # search_batch pads every row to k; past this many entries a k above the index size is an error.
 _MAX_PADDED_ENTRIES = 1 << 24
+# Rows checked for NaN/inf per step.
+_CHECK_BLOCK = 8192
 
 
 def _check_vectors(vectors: Any, dim: int, name: str = "vectors") -> np.ndarray:
@@ -100,10 +109,12 @@ def _check_vectors(vectors: Any, dim: int, name: str = "vectors") -> np.ndarray:
     if arr.shape[1] != dim:
         raise ValueError(f"{name} must have dimension {dim}, got shape {arr.shape}")
     arr = np.ascontiguousarray(arr, dtype=np.float32)
-    finite = np.isfinite(arr).all(axis=1)
-    if not finite.all():
-        bad = int(np.flatnonzero(~finite)[0])
-        raise ValueError(f"{name} row {bad} contains NaN or infinity")
+    # In blocks of rows: no n x dim boolean temporary.
+    for b in range(0, arr.shape[0], _CHECK_BLOCK):
+        finite = np.isfinite(arr[b : b + _CHECK_BLOCK]).all(axis=1)
+        if not finite.all():
+            bad = b + int(np.flatnonzero(~finite)[0])
+            raise ValueError(f"{name} row {bad} contains NaN or infinity")
     return arr
 
 
@@ -122,11 +133,7 @@ def _check_query(q: Any, dim: int, name: str = "q") -> np.ndarray:
 
 
 def _normalise_rows(X: np.ndarray, name: str) -> np.ndarray:
-    norms = np.sqrt(np.einsum("ij,ij->i", X, X, dtype=np.float64))
-    zero = norms == 0
-    if zero.any():
-        raise ValueError(f"{name} row {int(np.flatnonzero(zero)[0])} is a zero vector; cosine is undefined")
-    return (X / norms[:, None]).astype(np.float32)
+    return _divide_rows(X, _row_norms(X, name))
 
 
 def _normalise_ids(ids: Any, n: int) -> list:
@@ -383,10 +390,14 @@ class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
         n = X.shape[0]
         if n == 0:
             raise ValueError("vectors is empty: nothing to add")
+        norms = None
         if self._metric == "cosine":
-            X = _normalise_rows(X, "vectors")
-        if self._dtype == "f16":
-            over = np.abs(X).max(axis=1) > _F16_MAX
+            if self._kind == "ivf":
+                norms = _row_norms(X, "vectors")  # the IVF add divides rows block by block
+            else:
+                X = _normalise_rows(X, "vectors")
+        if self._dtype == "f16" and self._metric != "cosine":  # unit rows fit float16 anyway
+            over = np.maximum(X.max(axis=1), -X.min(axis=1)) > _F16_MAX
             if over.any():
                 raise ValueError(
                     f"vectors row {int(np.flatnonzero(over)[0])} exceeds the float16 range (|x| <= 65504); "
@@ -415,7 +426,7 @@ class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
             if self._kind == "exact":
                 self._add_exact(X, id_list, kind)
             elif self._kind == "ivf":
-                self._add_ivf(X, id_list, kind)
+                self._add_ivf(X, id_list, kind, norms)
             else:
                 self._add_hnsw(X, id_list, kind)
             self._id_kind = kind

@@ -22,13 +22,17 @@ from typing import Any
 import numpy as np
 
 from ragfind import _core
-from ragfind.dense.exact import _DTYPES, _quantise_i8, _SortedKeys
+from ragfind.dense.exact import _DTYPES, _divide_rows, _quantise_i8, _SortedKeys
 from ragfind.ids import IdFilter, as_id_filter, empty_ids
 
 # Training rows per centroid at most (faiss uses up to 256; 64 keeps k-means to seconds).
 _TRAIN_PER_LIST = 64
 _TRAIN_ITERS = 10
 _SEED = 1234
+# Rows converted and written per step of an add (a few MB of temporaries at dim 384).
+_WRITE_BLOCK = 4096
+# Rows normalised and assigned per call when an add divides cosine rows itself (25 MB at dim 384).
+_ASSIGN_BLOCK = 16384
 
 
 def _ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
@@ -133,8 +137,9 @@ class IvfBackend:
 
     # ----------------------------------------------------------------- training
 
-    def _train_ivf(self, X: np.ndarray) -> None:
-        """k-means on (a sample of) X; X is checked and normalised (cosine) already."""
+    def _train_ivf(self, X: np.ndarray, norms: np.ndarray | None = None) -> None:
+        """k-means on (a sample of) X; X is checked and normalised (cosine) already, or with
+        ``norms`` its rows are divided by them (only the sample's rows are)."""
         n = X.shape[0]
         nlist = self._ivf_nlist_arg if self._ivf_nlist_arg is not None else auto_nlist(n)
         if n < nlist:
@@ -145,7 +150,12 @@ class IvfBackend:
         m = min(n, max(_TRAIN_PER_LIST * nlist, 10_000))
         if m < n:
             rng = np.random.default_rng(_SEED)
-            X = X[np.sort(rng.choice(n, m, replace=False))]
+            pick = np.sort(rng.choice(n, m, replace=False))
+            X = X[pick]
+            if norms is not None:
+                X = _divide_rows(X, norms[pick], out=X)  # X is a fresh copy here
+        elif norms is not None:
+            X = _divide_rows(X, norms)
         metric = "l2" if self._metric == "l2" else "ip"
         C, imbalance, _splits = _core.ivf_train(
             np.ascontiguousarray(X), nlist, metric, _TRAIN_ITERS, _SEED, self._threads
@@ -193,15 +203,25 @@ class IvfBackend:
             self._iv_exact[dst] = self._iv_exact[src]
         self._iv_ids[dst] = self._iv_ids[src]
 
-    def _add_ivf(self, X: np.ndarray, id_list: list, kind: str) -> None:
+    def _add_ivf(self, X: np.ndarray, id_list: list, kind: str, norms: np.ndarray | None = None) -> None:
+        """Adds X's rows; with ``norms`` (cosine) row i is X[i] / norms[i], divided a block at a
+        time as it is read, so no normalised copy of X is ever allocated."""
         if self._centroids is None:
-            self._train_ivf(X)
+            self._train_ivf(X, norms)
         if kind == "str" and self._iv_ids.dtype != object:
             self._iv_ids = self._iv_ids.astype(object)
         n = X.shape[0]
         nlist = self._centroids.shape[0]
         metric = "l2" if self._metric == "l2" else "ip"
-        lists = _core.ivf_assign(X, self._centroids, metric, self._threads)
+        if norms is None:
+            lists = _core.ivf_assign(X, self._centroids, metric, self._threads)
+        else:
+            lists = np.empty(n, np.int64)
+            buf = np.empty((min(n, _ASSIGN_BLOCK), X.shape[1]), np.float32)
+            for b in range(0, n, _ASSIGN_BLOCK):
+                e = min(n, b + _ASSIGN_BLOCK)
+                xb = _divide_rows(X[b:e], norms[b:e], out=buf[: e - b])
+                lists[b:e] = _core.ivf_assign(xb, self._centroids, metric, self._threads)
         counts = np.bincount(lists, minlength=nlist).astype(np.int64)
         start, ln, room = self._iv_start.copy(), self._iv_len.copy(), self._iv_room.copy()
         live = self._state[8]
@@ -239,19 +259,26 @@ class IvfBackend:
         first = np.cumsum(counts) - counts
         pos = np.empty(n, np.int64)
         pos[order] = start[ls] + ln[ls] + (np.arange(n, dtype=np.int64) - first[ls])
-        if self._dtype == "f32":
-            self._iv_data[pos] = X
-        elif self._dtype == "f16":
-            self._iv_data[pos] = X.astype(np.float16)
-        else:
-            q, scales = _quantise_i8(X)
-            self._iv_data[pos] = q
-            self._iv_scales[pos] = scales
-            if self._metric == "l2":
-                deq = q.astype(np.float32) * scales[:, None]
-                self._iv_sqnorms[pos] = np.einsum("ij,ij->i", deq, deq)
-        if self._iv_exact is not None:
-            self._iv_exact[pos] = X
+        # Converted and scattered in blocks of rows: the temporaries stay in cache instead of
+        # being n x dim arrays written once and read once.
+        wbuf = None if norms is None else np.empty((min(n, _WRITE_BLOCK), X.shape[1]), np.float32)
+        for b in range(0, n, _WRITE_BLOCK):
+            xb, pb = X[b : b + _WRITE_BLOCK], pos[b : b + _WRITE_BLOCK]
+            if norms is not None:
+                xb = _divide_rows(xb, norms[b : b + _WRITE_BLOCK], out=wbuf[: xb.shape[0]])
+            if self._dtype == "f32":
+                self._iv_data[pb] = xb
+            elif self._dtype == "f16":
+                self._iv_data[pb] = xb.astype(np.float16)
+            else:
+                q, scales = _quantise_i8(xb)
+                self._iv_data[pb] = q
+                self._iv_scales[pb] = scales
+                if self._metric == "l2":
+                    deq = q.astype(np.float32) * scales[:, None]
+                    self._iv_sqnorms[pb] = np.einsum("ij,ij->i", deq, deq)
+            if self._iv_exact is not None:
+                self._iv_exact[pb] = xb
         self._iv_ids[pos] = np.asarray(id_list, dtype=self._iv_ids.dtype)
         if live is not None:
             live[pos] = 1

@@ -1,6 +1,7 @@
 // k-means for the IVF coarse quantiser: sampled init, Lloyd iterations whose assignment step is
-// a blocked dot-product tile (the similarity kernels' dot_tile_f32), empty-cluster repair by
-// splitting the largest cluster. Deterministic for a given seed and thread count. Plain C++.
+// the nearest-centroid kernel (ragfind/dense/nearest.hpp), empty-cluster repair by splitting the
+// largest cluster. Deterministic for a given seed: the same centroids for every thread count and
+// SIMD level (the kernel's scores are bit-identical across levels). Plain C++.
 #pragma once
 
 #include <cstddef>
