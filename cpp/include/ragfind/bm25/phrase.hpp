@@ -10,8 +10,9 @@
 // Scoring (Lucene's PhraseWeight): a phrase is a pseudo-term with idf = the sum of its words'
 // idfs (repeats count) and tf = its phrase frequency, saturated and length-normalised by the
 // index's variant like any term. A query scores the sum of its plain terms' and phrases'
-// parts (a boolean OR: a document needs one of them). Evaluation is exact and exhaustive over
-// the intersection of the phrase words' postings (no pruning, so no approximation).
+// parts (a boolean OR: a document needs one of them). Evaluation is exact: over the
+// intersection of the phrase words' position lists, and for a phrase alone with score bounds
+// that skip only documents (and blocks of them) that provably cannot enter the top k.
 #pragma once
 
 #include <cstdint>
