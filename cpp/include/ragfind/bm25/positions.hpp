@@ -80,6 +80,31 @@ struct TermPositions {
   /// Positions (ascending) of entry i.
   void positions(std::size_t i, std::vector<std::int64_t>& out) const;
   static void decode(const std::uint8_t* p, std::uint32_t len, std::vector<std::int64_t>& out);
+
+  /// Reads one entry's positions in order without storing them (what decode() gives).
+  class Reader {
+   public:
+    Reader(const std::uint8_t* p, std::uint32_t len) : p_(p), end_(p + len) {}
+    /// The next position into out; false at the end (or at a cut-off varint, as decode()).
+    bool next(std::int64_t& out) {
+      if (p_ >= end_) return false;
+      std::uint64_t v = 0;
+      for (int shift = 0;; shift += 7) {
+        if (shift >= 64 || p_ >= end_) return false;
+        const std::uint8_t b = *p_++;
+        v |= static_cast<std::uint64_t>(b & 0x7F) << shift;
+        if (!(b & 0x80)) break;
+      }
+      pos_ += static_cast<std::int64_t>(v);
+      out = pos_;
+      return true;
+    }
+
+   private:
+    const std::uint8_t* p_;
+    const std::uint8_t* end_;
+    std::int64_t pos_ = 0;
+  };
   /// Appends the entry of `slot` (after every slot already held): positions ascending, >= 0,
   /// in a document of `len` counted tokens.
   void push(std::uint32_t slot, const std::int64_t* pos, std::size_t n, std::uint32_t len);
