@@ -267,7 +267,8 @@ class BM25Index:
         frequency (exact matches, or for a slop the sum of 1 / (1 + match cost); the matching
         is defined in ``cpp/include/ragfind/bm25/phrase.hpp``); for bm25l / bm25+ a document
         without the phrase gets no part for it. Phrase queries are evaluated exactly over the
-        intersection of the phrase words' postings (``algorithm`` does not apply). Without
+        intersection of the phrase words' position lists; a phrase alone skips only documents
+        whose score bound cannot enter the top k (``algorithm`` does not apply). Without
         positions, quotes are ignored (the words are searched as plain terms).
 
         Raises:
