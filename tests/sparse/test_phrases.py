@@ -363,3 +363,12 @@ def test_parse_query_fast_path_agrees_with_the_loop():
     for q in cases:
         if '"' in q:
             assert parse_query(q) == _parse(q), q
+
+
+@pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
+def test_pruned_phrase_every_variant(method):
+    docs = skewed_corpus(8, n=1500)
+    idx = BM25Index(method=method, analyzer=Analyzer(**PLAIN), positions=True)
+    idx.add(docs)
+    for q in ['"aa bb"', '"cc aa"~2', '"aa bb cc"~1', '"aa aa"']:
+        assert_prefix(idx, q, [1, 10, 60])

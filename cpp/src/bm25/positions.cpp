@@ -99,11 +99,29 @@ void PositionStore::index_slots(std::uint32_t from) {
     }
     std::sort(occ.begin(), occ.end());
     occ.erase(std::unique(occ.begin(), occ.end()), occ.end());
+    if (occ.empty()) continue;
+    const std::uint32_t max_t = std::max_element(occ.begin(), occ.end())->first;
+    if (max_t >= by_term_.size()) by_term_.resize(static_cast<std::size_t>(max_t) + 1);
+    // The pushes land in one scattered TermPositions per term (cache misses, the bulk of a
+    // rebuild): fetch their headers, then the ends of their arrays, before pushing.
+    for (std::size_t i = 0; i < occ.size(); ++i)
+      if (i == 0 || occ[i].first != occ[i - 1].first) {
+        const char* h = reinterpret_cast<const char*>(&by_term_[occ[i].first]);
+        for (std::size_t off = 0; off < sizeof(TermPositions); off += 64) __builtin_prefetch(h + off);
+      }
+    for (std::size_t i = 0; i < occ.size(); ++i)
+      if (i == 0 || occ[i].first != occ[i - 1].first) {
+        const TermPositions& tp = by_term_[occ[i].first];
+        __builtin_prefetch(tp.slots.data() + tp.slots.size());
+        __builtin_prefetch(tp.impact.data() + tp.impact.size());
+        __builtin_prefetch(tp.ends.data() + tp.ends.size());
+        __builtin_prefetch(tp.bytes.data() + tp.bytes.size());
+        if (!tp.blocks.empty()) __builtin_prefetch(&tp.blocks.back());
+      }
     for (std::size_t i = 0; i < occ.size();) {
       const std::uint32_t t = occ[i].first;
       pos.clear();
       for (; i < occ.size() && occ[i].first == t; ++i) pos.push_back(occ[i].second);
-      if (t >= by_term_.size()) by_term_.resize(static_cast<std::size_t>(t) + 1);
       by_term_[t].push(s, pos.data(), pos.size(), len);
     }
   }
