@@ -9,7 +9,8 @@ For each corpus: build ragfind without and with positions and tantivy with ``fre
 them and report the on-disk sizes. Phrases are adjacent word pairs drawn (fixed seed) from the
 documents' texts, so every phrase matches at least one document; the same phrase strings go to
 both engines (``"w1 w2"`` and, for the sloppy run, ``"w1 w2"~2``), one query per call, top-10,
-parsing included, single-threaded. q/s is the median over ``--repeats`` passes.
+parsing included, single-threaded. q/s is the median over ``--repeats`` passes, by wall clock
+and by CPU time (process time: the steadier figure on a shared machine).
 
 Both sides tokenize alike: ragfind's analyzer without stopwords, stemming or identifier
 splitting (lower-cased runs of word characters), tantivy's ``default`` tokenizer (lower-cased
@@ -74,14 +75,17 @@ def dir_size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def time_queries(run, queries: list[str], repeats: int) -> float:
+def time_queries(run, queries: list[str], repeats: int) -> tuple[float, float]:
+    """(wall-clock q/s, CPU-time q/s): medians over ``repeats`` passes after a warm-up. The
+    CPU-time rate (process time, all threads) is the steadier one on a shared machine."""
     run(queries[: min(20, len(queries))])  # warm-up
-    times = []
+    walls, cpus = [], []
     for _ in range(repeats):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         run(queries)
-        times.append(time.perf_counter() - t)
-    return len(queries) / statistics.median(times)
+        walls.append(time.perf_counter() - t)
+        cpus.append(time.process_time() - c)
+    return len(queries) / statistics.median(walls), len(queries) / statistics.median(cpus)
 
 
 def bench_corpus(name: str, texts: list[str], n_phrases: int, repeats: int, tmp: Path) -> dict:
@@ -140,8 +144,8 @@ def bench_corpus(name: str, texts: list[str], n_phrases: int, repeats: int, tmp:
             for q in batch:
                 searcher.search(index.parse_query(q, ["body"]), 10)
 
-        r_qps = time_queries(run_ragfind, qs, repeats)
-        t_qps = time_queries(run_tantivy, qs, repeats)
+        r_qps, r_cpu = time_queries(run_ragfind, qs, repeats)
+        t_qps, t_cpu = time_queries(run_tantivy, qs, repeats)
         # Same matches? Compare the number of documents each finds, per phrase (a sample).
         agree = 0
         checked = qs[: min(200, len(qs))]
@@ -154,10 +158,14 @@ def bench_corpus(name: str, texts: list[str], n_phrases: int, repeats: int, tmp:
             "ragfind_qps": r_qps,
             "tantivy_qps": t_qps,
             "ratio": r_qps / t_qps,
+            "ragfind_cpu_qps": r_cpu,
+            "tantivy_cpu_qps": t_cpu,
+            "cpu_ratio": r_cpu / t_cpu,
             "match_counts_agree": f"{agree}/{len(checked)}",
         }
         print(
             f"{name} {label}: ragfind {r_qps:,.0f} q/s, tantivy {t_qps:,.0f} q/s, x{r_qps / t_qps:.2f}; "
+            f"CPU time: ragfind {r_cpu:,.0f} q/s, tantivy {t_cpu:,.0f} q/s, x{r_cpu / t_cpu:.2f}; "
             f"counts agree {agree}/{len(checked)}",
             flush=True,
         )

@@ -232,3 +232,143 @@ def test_explain_errors(hand):
         hand.explain('"new york"', 12345)
     with pytest.raises(ValueError, match="k"):
         hand.search('"new york"', k=0)
+
+
+# ----- the score-bounded search of a phrase alone: its top k must be the first k of the full
+# ranking (k at least the number of matches: nothing is skipped), ids and scores alike.
+
+
+def assert_prefix(idx, q, ks, **kw):
+    full_ids, full_scores = idx.search(q, k=10**6, **kw)
+    for k in ks:
+        ids, scores = idx.search(q, k=k, **kw)
+        n = min(k, len(full_ids))
+        assert ids.tolist() == full_ids[:n].tolist(), (q, k)
+        assert scores.tolist() == full_scores[:n].tolist(), (q, k)
+    return full_ids, full_scores
+
+
+def skewed_corpus(seed, n=3000):
+    """Documents of very different lengths (1 to ~2000 words: exact and rounded length codes)
+    where "aa" is common, "bb" rarer and "cc" rare, with repeats, so that top-k thresholds
+    rise and whole blocks are skipped."""
+    rng = random.Random(seed)
+    words = ["aa"] * 6 + ["bb"] * 3 + ["cc"] + ["dd", "ee", "ff", "gg", "hh"] * 4
+    docs = []
+    for _ in range(n):
+        short = rng.random() < 0.95
+        length = rng.choice([1, 2, 3, 5, 8, 13, 30, 60, 200]) if short else rng.randint(500, 2000)
+        docs.append(" ".join(rng.choice(words) for _ in range(length)))
+    return docs
+
+
+PRUNE_QUERIES = [
+    '"aa bb"',
+    '"bb aa"',
+    '"aa cc"',
+    '"cc aa"',
+    '"aa aa"',
+    '"aa bb aa"',
+    '"aa bb cc"',
+    '"aa bb"~1',
+    '"aa bb"~2',
+    '"bb aa"~2',
+    '"cc aa"~3',
+    '"aa cc"~2',
+    '"aa aa"~2',
+    '"aa bb cc"~4',
+    '"aa bb"~2147483647',
+]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_pruned_phrase_top_k_is_the_full_rankings_prefix(seed):
+    docs = skewed_corpus(seed)
+    idx = BM25Index(analyzer=Analyzer(**PLAIN), positions=True)
+    for start in range(0, len(docs), 700):  # several adds (segments)
+        idx.add(docs[start : start + 700])
+    for q in PRUNE_QUERIES:
+        full_ids, _ = assert_prefix(idx, q, [1, 2, 7, 10, 33, 100, 1000])
+        assert len(full_ids) > 0, q
+
+
+def test_pruned_phrase_against_brute_force():
+    docs = skewed_corpus(11, n=800)
+    docs = [d for d in docs if len(d.split()) < 100]  # keeps the reference cheap
+    idx = BM25Index(analyzer=Analyzer(**PLAIN), positions=True)
+    idx.add(docs)
+    for ph, slop in [(["aa", "bb"], 0), (["cc", "aa"], 2), (["aa", "bb", "aa"], 1), (["bb", "aa"], 3)]:
+        for k in [1, 5, 20]:
+            check(idx, docs, [], [(ph, slop)], k=k)
+
+
+def test_pruned_phrase_ties_keep_insertion_order():
+    # Identical documents score alike: the top k are the earliest, also after a block skip.
+    docs = ["zz yy"] * 40 + ["aa bb xx"] * 100 + ["aa bb"] * 200 + ["aa bb xx"] * 100
+    idx = BM25Index(analyzer=Analyzer(**PLAIN), positions=True)
+    idx.add(docs)
+    for k in [1, 5, 64, 199, 200, 201, 250, 1000]:
+        ids, scores = idx.search('"aa bb"', k=k)
+        want = list(range(140, 340))[:k]
+        if k > 200:
+            want += [*range(40, 140), *range(340, 440)][: k - 200]
+        assert ids.tolist() == want
+        assert len(set(scores[: min(k, 200)].tolist())) == 1
+    assert_prefix(idx, '"aa bb"~1', [1, 5, 64, 200, 250])
+
+
+def test_pruned_phrase_with_deletes_filters_and_ids():
+    docs = skewed_corpus(4, n=2000)
+    idx = BM25Index(analyzer=Analyzer(**PLAIN), positions=True)
+    idx.add(docs, ids=[f"d{i}" for i in range(len(docs))])
+    full_ids, _ = idx.search('"aa bb"', k=10**6)
+    # delete the best documents (few: no compaction, the lists keep dead entries), then more
+    gone: set = set()
+    for batch in [full_ids[:5].tolist(), full_ids[5:50:3].tolist(), [f"d{i}" for i in range(0, 2000, 3)]]:
+        fresh = [d for d in batch if d not in gone]
+        idx.delete(fresh)
+        gone.update(fresh)
+        for q in PRUNE_QUERIES[:10]:
+            assert_prefix(idx, q, [1, 3, 10, 100])
+    allowed = [f"d{i}" for i in range(1, 2000, 7)]
+    for q in PRUNE_QUERIES[:10]:
+        ids, _ = assert_prefix(idx, q, [1, 3, 10, 100], filter=allowed)
+        assert set(ids.tolist()) <= set(allowed)
+
+
+def test_pruned_phrase_with_overlap_tokens_and_tokenized():
+    # Identifier parts do not count towards the length: the bounds' lengths must agree.
+    rng = random.Random(3)
+    parts = ["getUser", "user", "id", "fetch", "userId", "loadUserById", "name"]
+    docs = [" ".join(rng.choice(parts) for _ in range(rng.randint(1, 40))) for _ in range(1500)]
+    idx = BM25Index(positions=True)
+    idx.add(docs)
+    for q in ['"user id"', '"get user"', '"user"', '"fetch user"~2', '"load user"']:
+        assert_prefix(idx, q, [1, 4, 10, 50])
+    t = BM25Index(positions=True)
+    toks = [d.lower().split() for d in docs]
+    t.add_tokenized(toks)
+    assert_prefix(t, '"getuser userid"', [1, 4, 10, 50])
+    assert_prefix(t, '"getuser userid"~2', [1, 4, 10, 50])
+
+
+def test_parse_query_fast_path_agrees_with_the_loop():
+    from ragfind.sparse.query import _parse, parse_query
+
+    rng = random.Random(0)
+    alphabet = ['"', '"', "\\", "~", "1", "2", "0", " ", "a", "b", "\u0663", "\n"]
+    cases = ['"a b"', '"a b"~2', '"a b"~', '"a b"~x', '"a b"~12345678901', '"a b"~0123456789']
+    cases += ['""', '"a\\"b"', ' "a b"', '"a b" ']
+    cases += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12))) for _ in range(20000)]
+    for q in cases:
+        if '"' in q:
+            assert parse_query(q) == _parse(q), q
+
+
+@pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
+def test_pruned_phrase_every_variant(method):
+    docs = skewed_corpus(8, n=1500)
+    idx = BM25Index(method=method, analyzer=Analyzer(**PLAIN), positions=True)
+    idx.add(docs)
+    for q in ['"aa bb"', '"cc aa"~2', '"aa bb cc"~1', '"aa aa"']:
+        assert_prefix(idx, q, [1, 10, 60])

@@ -2,56 +2,77 @@
 #include "ragfind/bm25/phrase.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <stdexcept>
 
 namespace ragfind::bm25 {
 
-void term_slots(const InvertedIndex& index, std::uint32_t term, std::vector<std::uint32_t>& out) {
-  out.clear();
+namespace {
+
+// Calls f(slot, tf) for every posting of `term` (dead documents included), segment by segment:
+// the only code here that reads the posting layout.
+template <class F>
+void for_each_posting(const InvertedIndex& index, std::uint32_t term, F&& f) {
   for (const auto& seg : index.segments()) {
     const std::int64_t slot = seg->slot_of(term);
     if (slot < 0) continue;
     const std::uint64_t b = seg->offsets[static_cast<std::size_t>(slot)];
     const std::uint64_t e = seg->offsets[static_cast<std::size_t>(slot) + 1];
-    for (std::uint64_t j = b; j < e; ++j) {
-      const std::uint32_t d = seg->base + seg->docs[j];
-      if (index.is_live(d)) out.push_back(d);
-    }
+    for (std::uint64_t j = b; j < e; ++j) f(seg->base + seg->docs[j], seg->tfs[j]);
   }
 }
 
-void term_postings(const InvertedIndex& index, std::uint32_t term, std::vector<std::uint32_t>& slots,
-                   std::vector<std::uint32_t>& tfs) {
-  slots.clear();
-  tfs.clear();
-  for (const auto& seg : index.segments()) {
-    const std::int64_t slot = seg->slot_of(term);
-    if (slot < 0) continue;
-    for (std::uint64_t j = seg->offsets[static_cast<std::size_t>(slot)];
-         j < seg->offsets[static_cast<std::size_t>(slot) + 1]; ++j) {
-      const std::uint32_t d = seg->base + seg->docs[j];
-      if (!index.is_live(d)) continue;
-      slots.push_back(d);
-      tfs.push_back(seg->tfs[j]);
-    }
-  }
+bool has_repeats(const std::vector<std::uint32_t>& terms) {
+  for (std::size_t i = 0; i < terms.size(); ++i)
+    for (std::size_t j = i + 1; j < terms.size(); ++j)
+      if (terms[i] == terms[j]) return true;
+  return false;
 }
 
-double phrase_frequency(const std::vector<const std::vector<std::int64_t>*>& lists,
-                        const std::vector<std::uint32_t>& terms, std::int64_t slop, std::vector<std::int64_t>& cands) {
+double frequency(const std::vector<const std::vector<std::int64_t>*>& lists, const std::vector<std::uint32_t>& terms,
+                 std::int64_t slop, bool repeated, std::vector<std::int64_t>& cands) {
   const std::size_t n = lists.size();
   for (const auto* l : lists)
     if (l->empty()) return 0.0;
-  bool repeated = false;
-  for (std::size_t i = 0; i < n && !repeated; ++i)
-    for (std::size_t j = i + 1; j < n; ++j) repeated = repeated || terms[i] == terms[j];
   double freq = 0.0;
   if (slop == 0 && !repeated) {
+    // Exact: anchors a with a + i in list i, merged (positions ascend in every list).
+    constexpr std::size_t kMax = 16;
+    std::size_t at_small[kMax];
+    std::vector<std::size_t> at_big;
+    std::size_t* at = at_small;
+    if (n > kMax) {
+      at_big.assign(n, 0);
+      at = at_big.data();
+    } else {
+      std::fill(at, at + n, std::size_t(0));
+    }
     for (std::int64_t a : *lists[0]) {
       bool ok = true;
-      for (std::size_t i = 1; i < n && ok; ++i)
-        ok = std::binary_search(lists[i]->begin(), lists[i]->end(), a + static_cast<std::int64_t>(i));
+      for (std::size_t i = 1; i < n && ok; ++i) {
+        const auto& l = *lists[i];
+        const std::int64_t want = a + static_cast<std::int64_t>(i);
+        std::size_t j = at[i];
+        while (j < l.size() && l[j] < want) ++j;
+        at[i] = j;
+        if (j == l.size()) return freq;  // no later anchor can match either
+        ok = l[j] == want;
+      }
       if (ok) freq += 1.0;
+    }
+    return freq;
+  }
+  if (n == 2 && !repeated) {
+    // Two words: an anchor's cost is its distance to the nearest (position - 1) of word 1.
+    const auto& l = *lists[1];
+    std::size_t j = 0;
+    for (std::int64_t a : *lists[0]) {
+      while (j < l.size() && l[j] - 1 < a) ++j;
+      std::int64_t best = std::numeric_limits<std::int64_t>::max();
+      if (j < l.size()) best = l[j] - 1 - a;
+      if (j > 0) best = std::min(best, a - (l[j - 1] - 1));
+      if (best <= slop) freq += 1.0 / (1.0 + static_cast<double>(best));
     }
     return freq;
   }
@@ -106,6 +127,31 @@ double phrase_frequency(const std::vector<const std::vector<std::int64_t>*>& lis
   return freq;
 }
 
+}  // namespace
+
+void term_slots(const InvertedIndex& index, std::uint32_t term, std::vector<std::uint32_t>& out) {
+  out.clear();
+  for_each_posting(index, term, [&](std::uint32_t d, std::uint32_t) {
+    if (index.is_live(d)) out.push_back(d);
+  });
+}
+
+void term_postings(const InvertedIndex& index, std::uint32_t term, std::vector<std::uint32_t>& slots,
+                   std::vector<std::uint32_t>& tfs) {
+  slots.clear();
+  tfs.clear();
+  for_each_posting(index, term, [&](std::uint32_t d, std::uint32_t tf) {
+    if (!index.is_live(d)) return;
+    slots.push_back(d);
+    tfs.push_back(tf);
+  });
+}
+
+double phrase_frequency(const std::vector<const std::vector<std::int64_t>*>& lists,
+                        const std::vector<std::uint32_t>& terms, std::int64_t slop, std::vector<std::int64_t>& cands) {
+  return frequency(lists, terms, slop, has_repeats(terms), cands);
+}
+
 namespace {
 
 struct PreparedPhrase {
@@ -115,6 +161,7 @@ struct PreparedPhrase {
   std::int64_t slop;
   double idf;
   bool possible;
+  bool repeated;
 };
 
 std::vector<PreparedPhrase> prepare_phrases(const InvertedIndex& index, const std::vector<PhraseQuery>& phrases) {
@@ -134,17 +181,31 @@ std::vector<PreparedPhrase> prepare_phrases(const InvertedIndex& index, const st
       p.list_of.push_back(static_cast<std::size_t>(it - p.distinct.begin()));
       if (it == p.distinct.end()) p.distinct.push_back(t);
     }
+    p.repeated = p.distinct.size() < p.terms.size();
     out.push_back(std::move(p));
   }
   return out;
 }
 
-// Calls emit(slot, entry indexes) for each slot holding every distinct term of p (entry
-// index j: into term j's list), in slot order, walking the shortest list and galloping in the
-// others; pre(slot, shortest term, its entry index) may veto a slot before the others are
-// searched (a vetoed slot is never emitted).
-template <class Pre, class Emit>
-void intersect_each(const PositionStore& ps, const PreparedPhrase& p, Pre&& pre, Emit&& emit) {
+// The index into l (from `at` on) of the first slot >= d: gallops, then binary searches.
+inline std::size_t seek(const std::vector<std::uint32_t>& l, std::size_t at, std::uint32_t d) {
+  if (at >= l.size() || l[at] >= d) return at;
+  std::size_t lo = at, step = 1;
+  while (lo + step < l.size() && l[lo + step] < d) {
+    lo += step;
+    step *= 2;
+  }
+  auto it = std::lower_bound(l.begin() + static_cast<std::ptrdiff_t>(lo),
+                             l.begin() + static_cast<std::ptrdiff_t>(std::min(l.size(), lo + step + 1)), d);
+  return static_cast<std::size_t>(it - l.begin());
+}
+
+// Calls emit(slot, entry indexes) for each live, allowed slot holding every distinct term of p
+// (entry index j: into term j's list), in slot order, walking the shortest list and galloping
+// in the others.
+template <class Emit>
+void intersect_each(const InvertedIndex& index, const PositionStore& ps, const PreparedPhrase& p,
+                    const AllowedSet* allowed, Emit&& emit) {
   const std::size_t nd = p.distinct.size();
   std::vector<const TermPositions*> tp(nd);
   for (std::size_t j = 0; j < nd; ++j) tp[j] = ps.term(p.distinct[j]);
@@ -152,36 +213,26 @@ void intersect_each(const PositionStore& ps, const PreparedPhrase& p, Pre&& pre,
     if (!t || t->slots.empty()) return;
   std::size_t first = 0;
   for (std::size_t j = 1; j < nd; ++j)
-    if (tp[j]->slots.size() < tp[first]->slots.size()) first = j;
-  std::vector<std::size_t> at(nd, 0), here(nd);
+    if (tp[j]->size() < tp[first]->size()) first = j;
+  std::vector<std::size_t> at(nd, 0);
   const auto& base = tp[first]->slots;
   for (std::size_t i = 0; i < base.size(); ++i) {
     const std::uint32_t d = base[i];
-    if (!pre(d, first, i)) continue;
+    if (!index.is_live(d) || (allowed && !allowed->mask[d])) continue;
+    at[first] = i;
     bool ok = true;
     for (std::size_t j = 0; j < nd && ok; ++j) {
-      if (j == first) {
-        here[j] = i;
-        continue;
-      }
+      if (j == first) continue;
       const auto& l = tp[j]->slots;
-      // Gallop from the last position, then binary search.
-      std::size_t lo = at[j], step = 1;
-      while (lo + step < l.size() && l[lo + step] < d) {
-        lo += step;
-        step *= 2;
-      }
-      auto it = std::lower_bound(l.begin() + static_cast<std::ptrdiff_t>(lo),
-                                 l.begin() + static_cast<std::ptrdiff_t>(std::min(l.size(), lo + step + 1)), d);
-      at[j] = static_cast<std::size_t>(it - l.begin());
+      at[j] = seek(l, at[j], d);
       if (at[j] == l.size()) return;  // no later slot can match either
-      ok = *it == d;
-      here[j] = at[j];
+      ok = l[at[j]] == d;
     }
-    if (ok) emit(d, here.data());
+    if (ok) emit(d, at.data());
   }
 }
 
+// Reads positions and scores phrases.
 struct PhraseScorer {
   const InvertedIndex& index;
   const PositionStore& positions;
@@ -199,30 +250,45 @@ struct PhraseScorer {
         absent(tf_component_absent(ix.params())),
         method(ix.params().method) {}
 
-  // Phrase frequency of candidate c (entry indexes idx[c * nd ..]).
+  // Phrase frequency from each distinct term's entry (entry[j]: index into term j's list).
   double freq_at(const PreparedPhrase& p, const std::size_t* entry) {
+    if (p.terms.size() == 2 && !p.repeated) return freq_two(p, entry);
     pos.resize(p.distinct.size());
     for (std::size_t j = 0; j < p.distinct.size(); ++j) positions.term(p.distinct[j])->positions(entry[j], pos[j]);
     return from_pos(p);
   }
-  // freq_at() unless an upper bound of the score cannot beat `threshold` (then -1): the phrase
-  // frequency is at most the first word's position count (each of its positions anchors at
-  // most one match), and for an exact phrase at most every word's count; byte counts bound
-  // those counts.
-  double freq_above(const PreparedPhrase& p, const std::size_t* entry, std::uint32_t doc, float threshold) {
-    pos.resize(p.distinct.size());
-    std::uint64_t bound = ~std::uint64_t(0);
-    for (std::size_t j = 0; j < p.distinct.size(); ++j) {
-      const TermPositions* tp = positions.term(p.distinct[j]);
-      entries[j] = tp->entry(entry[j], lens[j]);
-      if (p.slop == 0 || j == p.list_of[0]) bound = std::min(bound, lens[j]);
+  // freq_at() of two distinct words, reading their positions as it merges them: the same
+  // merges as frequency()'s (the same sums in the same order).
+  double freq_two(const PreparedPhrase& p, const std::size_t* entry) const {
+    std::uint32_t n0 = 0, n1 = 0;
+    const std::uint8_t* b0 = positions.term(p.distinct[0])->entry(entry[0], n0);
+    const std::uint8_t* b1 = positions.term(p.distinct[1])->entry(entry[1], n1);
+    TermPositions::Reader r0(b0, n0), r1(b1, n1);
+    std::int64_t a = 0, cur = 0, prev = 0;
+    bool have = r1.next(cur), had = false;
+    if (!have) return 0.0;
+    double freq = 0.0;
+    if (p.slop == 0) {
+      while (r0.next(a)) {
+        while (have && cur < a + 1) have = r1.next(cur);
+        if (!have) break;
+        if (cur == a + 1) freq += 1.0;
+      }
+      return freq;
     }
-    if (static_cast<float>(part(p, static_cast<double>(bound), doc)) <= threshold) return -1.0;
-    for (std::size_t j = 0; j < p.distinct.size(); ++j) TermPositions::decode(entries[j], lens[j], pos[j]);
-    return from_pos(p);
+    while (r0.next(a)) {
+      while (have && cur - 1 < a) {
+        prev = cur;
+        had = true;
+        have = r1.next(cur);
+      }
+      std::int64_t best = std::numeric_limits<std::int64_t>::max();
+      if (have) best = cur - 1 - a;
+      if (had) best = std::min(best, a - (prev - 1));
+      if (best <= p.slop) freq += 1.0 / (1.0 + static_cast<double>(best));
+    }
+    return freq;
   }
-  std::vector<const std::uint8_t*> entries;
-  std::vector<std::uint64_t> lens;
   // Phrase frequency of any slot (decodes the document; for explain).
   double freq(const PreparedPhrase& p, std::uint32_t doc) {
     positions.positions(doc, p.distinct.data(), p.distinct.size(), pos);
@@ -231,13 +297,176 @@ struct PhraseScorer {
   double from_pos(const PreparedPhrase& p) {
     lists.clear();
     for (std::size_t li : p.list_of) lists.push_back(&pos[li]);
-    return phrase_frequency(lists, p.terms, p.slop, scratch);
+    return frequency(lists, p.terms, p.slop, p.repeated, scratch);
   }
-  double part(const PreparedPhrase& p, double pf, std::uint32_t doc) const {
-    const double L = length_norm(index.params(), index.doc_len(doc), index.avgdl());
+  double part_len(const PreparedPhrase& p, double pf, std::uint32_t len) const {
+    const double L = length_norm(index.params(), len, index.avgdl());
     return p.idf * (tf_component<double>(method, k1, delta, pf, L) - absent);
   }
+  double part(const PreparedPhrase& p, double pf, std::uint32_t doc) const {
+    return part_len(p, pf, index.doc_len(doc));
+  }
 };
+
+// How many times the phrase frequency may exceed a word's position count. Word 0: once (each
+// of its positions anchors at most one match). Word i > 0 with slop s: the anchors whose match
+// takes a given position q of word i have distinct positions a and cost >= |q - i - a|, so they
+// add at most 1 + 2 * (1/2 + ... + 1/(1 + s)) (1 for an exact phrase).
+double slop_factor(std::int64_t s) {
+  if (s <= 0) return 1.0;
+  double h = 0.0;
+  if (s > 4096) {
+    h = std::log(static_cast<double>(s) + 1.0);  // >= H(s + 1) - 1
+  } else {
+    for (std::int64_t d = 1; d <= s; ++d) h += 1.0 / (1.0 + static_cast<double>(d));
+  }
+  return (1.0 + 2.0 * h) * (1.0 + 1e-12);  // rounded up past the sum's rounding
+}
+
+// Upper bounds of one phrase's score from position counts and document lengths, in double,
+// padded past rounding so that bound <= threshold proves a document's float score <= threshold
+// (the score formula is exact maths up to a few ulps, monotone in pf and the length).
+struct ScoreBound {
+  const PhraseScorer& scorer;
+  const PreparedPhrase& p;
+  double pad_abs;
+
+  ScoreBound(const PhraseScorer& s, const PreparedPhrase& ph)
+      : scorer(s), p(ph), pad_abs(1e-9 * std::fabs(ph.idf) * (2.0 + s.k1 + std::fabs(s.delta) + s.absent)) {}
+
+  double operator()(double pf, std::uint32_t len) const {
+    const double v = scorer.part_len(p, pf, len);
+    return v + 1e-9 * std::fabs(v) + pad_abs;
+  }
+};
+
+// For one list (its position counts bound pf times `factor`) and the current threshold: per
+// position count, the largest length code whose bound beats the threshold, kept until the
+// threshold changes.
+class LengthCuts {
+ public:
+  static constexpr std::uint32_t kTf = 16;
+  LengthCuts(const ScoreBound& bound, double factor) : bound_(bound), factor_(factor) {
+    std::fill(theta_, theta_ + kTf, -std::numeric_limits<float>::infinity());
+    std::fill(cut_, cut_ + kTf, 255);
+  }
+  /// Whether a document of length code `len` (rounded down, see length_code) whose entry
+  /// has at most `tf` positions may beat theta.
+  bool pass(std::uint32_t tf, std::uint8_t len, float theta) {
+    if (tf >= kTf) return bound_(static_cast<double>(tf) * factor_, code_length(len)) > theta;
+    if (theta_[tf] != theta) {
+      theta_[tf] = theta;
+      cut_[tf] = longest(static_cast<double>(tf) * factor_, theta, cut_[tf]);
+    }
+    return len <= cut_[tf];
+  }
+
+ private:
+  // The largest code <= upto with bound(pf, code_length(code)) > theta (-1 if none): bounds
+  // fall as documents grow, and the threshold only rises, so the cut only falls. (A bound at
+  // or below theta at some length proves it for every longer document, the bound's padding
+  // covering rounding.)
+  int longest(double pf, float theta, int upto) const {
+    int lo = -1, hi = upto + 1;  // bound(lo) > theta (lo = -1: none), bound(hi) <= theta
+    while (hi - lo > 1) {
+      const int mid = lo + (hi - lo) / 2;
+      if (bound_(pf, code_length(static_cast<std::uint8_t>(mid))) > theta) lo = mid;
+      else hi = mid;
+    }
+    return lo;
+  }
+  const ScoreBound& bound_;
+  double factor_;
+  float theta_[kTf];
+  int cut_[kTf];
+};
+
+// Top-k of one phrase alone, with score bounds: documents come in slot order, so one that
+// only ties the k-th score loses the tie (TopKQueue breaks ties by slot) and skipping it when
+// a bound of its score is <= the threshold is exact. One list drives (the shortest, or for a
+// sloppy phrase word 0's when not much longer: its counts bound pf once, the others' only
+// with the slop factor), a block at a time: a block whose shortest document and most
+// positions cannot beat the threshold is skipped whole, and one whose single-position entries
+// cannot is read at its entries with 2+ positions only; then each entry by its length code
+// and position count, and by the other lists' once found, before any position is decoded.
+void search_one_phrase(const InvertedIndex& index, const PositionStore& positions, const PreparedPhrase& p,
+                       const AllowedSet* allowed, PhraseScorer& scorer, TopKQueue& heap) {
+  const std::size_t nd = p.distinct.size();
+  std::vector<const TermPositions*> tp(nd);
+  for (std::size_t j = 0; j < nd; ++j) {
+    tp[j] = positions.term(p.distinct[j]);
+    if (!tp[j] || tp[j]->slots.empty()) return;
+  }
+  // Per distinct term: pf <= its position count * factor (the smallest of its words' factors).
+  std::vector<double> factor(nd, std::numeric_limits<double>::infinity());
+  const double fs = slop_factor(p.slop);
+  for (std::size_t w = 0; w < p.terms.size(); ++w)
+    factor[p.list_of[w]] = std::min(factor[p.list_of[w]], w == 0 ? 1.0 : fs);
+  std::size_t first = 0;
+  for (std::size_t j = 1; j < nd; ++j)
+    if (tp[j]->size() < tp[first]->size()) first = j;
+  const std::size_t w0 = p.list_of[0];
+  if (factor[first] > 1.0 && tp[w0]->size() <= 3 * tp[first]->size()) first = w0;
+  // The other lists: those with factor 1 first (their counts bound tighter), then shorter first.
+  std::vector<std::size_t> order;
+  for (std::size_t j = 0; j < nd; ++j)
+    if (j != first) order.push_back(j);
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    if ((factor[a] == 1.0) != (factor[b] == 1.0)) return factor[a] == 1.0;
+    return tp[a]->size() < tp[b]->size();
+  });
+  const ScoreBound bound(scorer, p);
+  std::vector<LengthCuts> cuts;
+  cuts.reserve(nd);
+  for (std::size_t j = 0; j < nd; ++j) cuts.emplace_back(bound, factor[j]);
+  LengthCuts& lead = cuts[first];
+  std::vector<std::size_t> at(nd, 0);
+  const TermPositions& S = *tp[first];
+  // Entry i of the driving list: bounds, then the other lists, then the positions. False once
+  // another list is exhausted (nothing later can match).
+  auto visit = [&](std::size_t i) {
+    const std::uint32_t d = S.slots[i];
+    const bool full = heap.full();
+    const float theta = heap.threshold();
+    const std::uint8_t code = static_cast<std::uint8_t>(S.impact[i] >> 8);
+    if (full && !lead.pass(S.tf_bound(i), code, theta)) return true;
+    at[first] = i;
+    for (std::size_t j : order) {
+      const TermPositions& T = *tp[j];
+      at[j] = seek(T.slots, at[j], d);
+      if (at[j] == T.size()) return false;
+      if (T.slots[at[j]] != d) return true;
+      if (full && !cuts[j].pass(T.tf_bound(at[j]), code, theta)) return true;
+    }
+    if (!index.is_live(d) || (allowed && !allowed->mask[d])) return true;
+    const std::uint32_t len = index.doc_len(d);
+    if (length_code(len) != code) throw std::logic_error("positions out of step with the index (document lengths)");
+    const double pf = scorer.freq_at(p, at.data());
+    if (pf > 0) heap.insert(static_cast<float>(scorer.part_len(p, pf, len)), d);
+    return true;
+  };
+  const std::size_t nblocks = S.blocks.size();
+  for (std::size_t blk = 0; blk < nblocks; ++blk) {
+    const TermPositions::Block& b = S.blocks[blk];
+    const std::size_t i0 = blk * TermPositions::kBlock;
+    bool all = true;
+    if (heap.full()) {
+      const float theta = heap.threshold();
+      all = lead.pass(1, b.min_len, theta);
+      if (!all && !(b.max_tf > 1 && lead.pass(b.max_tf, b.min_len_multi, theta))) continue;
+    }
+    if (all) {
+      const std::size_t i1 = std::min(S.size(), i0 + TermPositions::kBlock);
+      for (std::size_t i = i0; i < i1; ++i)
+        if (!visit(i)) return;
+    } else {
+      const std::uint8_t *m, *me;
+      S.multi_range(blk, m, me);
+      for (; m < me; ++m)
+        if (!visit(i0 + *m)) return;
+    }
+  }
+}
 
 }  // namespace
 
@@ -251,32 +480,8 @@ void search_phrases(const InvertedIndex& index, const PositionStore& positions, 
   PhraseScorer scorer(index, positions);
   TopKQueue heap(k);
   auto ok = [&](std::uint32_t d) { return !allowed || allowed->mask[d]; };
-  std::vector<std::uint32_t> cand;
-  std::vector<std::size_t> idx;
   if (q.terms.empty() && prepared.size() == 1) {
-    // One phrase alone: score candidates straight into the heap.
-    const auto& p = prepared[0];
-    if (p.possible) {
-      const std::size_t nd = p.distinct.size();
-      scorer.entries.resize(nd);
-      scorer.lens.resize(nd);
-      // Slots come in order, so one that only ties the k-th score loses the tie (TopKQueue
-      // breaks ties by slot): skipping it when a bound of its score <= the threshold is exact.
-      // Before the other lists are searched, the shortest list's position count bounds the
-      // phrase frequency (any word's does for an exact phrase, the first word's for a slop).
-      const bool base_bound_any = p.slop == 0;
-      auto pre = [&](std::uint32_t d, std::size_t first, std::size_t i) {
-        if (!index.is_live(d) || !ok(d)) return false;
-        if (!heap.full() || !(base_bound_any || first == p.list_of[0])) return true;
-        std::uint64_t len = 0;
-        positions.term(p.distinct[first])->entry(i, len);
-        return static_cast<float>(scorer.part(p, static_cast<double>(len), d)) > heap.threshold();
-      };
-      intersect_each(positions, p, pre, [&](std::uint32_t d, const std::size_t* entry) {
-        const double pf = heap.full() ? scorer.freq_above(p, entry, d, heap.threshold()) : scorer.freq_at(p, entry);
-        if (pf > 0) heap.insert(static_cast<float>(scorer.part(p, pf, d)), d);
-      });
-    }
+    if (prepared[0].possible) search_one_phrase(index, positions, prepared[0], allowed, scorer, heap);
     heap.finalize(out);
     return;
   }
@@ -290,45 +495,26 @@ void search_phrases(const InvertedIndex& index, const PositionStore& positions, 
     }
   };
   if (!q.terms.empty()) {
-    const double absent = tf_component_absent(index.params());
-    std::vector<std::uint32_t> slots;
+    const Params& prm = index.params();
+    const double absent = tf_component_absent(prm);
     for (std::size_t i = 0; i < q.terms.size(); ++i) {
-      const std::uint32_t t = q.terms[i];
-      for (const auto& seg : index.segments()) {
-        const std::int64_t s = seg->slot_of(t);
-        if (s < 0) continue;
-        for (std::uint64_t j = seg->offsets[static_cast<std::size_t>(s)];
-             j < seg->offsets[static_cast<std::size_t>(s) + 1]; ++j) {
-          const std::uint32_t d = seg->base + seg->docs[j];
-          if (!index.is_live(d) || !ok(d)) continue;
-          const double L = length_norm(index.params(), index.doc_len(d), index.avgdl());
-          acc[d] += q.weights_d[i] * (tf_component<double>(index.params().method, index.params().k1,
-                                                           index.params().delta, double(seg->tfs[j]), L) -
-                                      absent);
-          touch(d);
-        }
-      }
+      for_each_posting(index, q.terms[i], [&](std::uint32_t d, std::uint32_t tf) {
+        if (!index.is_live(d) || !ok(d)) return;
+        const double L = length_norm(prm, index.doc_len(d), index.avgdl());
+        acc[d] += q.weights_d[i] * (tf_component<double>(prm.method, prm.k1, prm.delta, double(tf), L) - absent);
+        touch(d);
+      });
     }
   }
   for (const auto& p : prepared) {
     if (!p.possible) continue;
-    cand.clear();
-    idx.clear();
-    const std::size_t nd = p.distinct.size();
-    intersect_each(
-        positions, p, [&](std::uint32_t d, std::size_t, std::size_t) { return index.is_live(d) && ok(d); },
-        [&](std::uint32_t d, const std::size_t* entry) {
-          cand.push_back(d);
-          idx.insert(idx.end(), entry, entry + nd);
-        });
-    for (std::size_t c = 0; c < cand.size(); ++c) {
-      const std::uint32_t d = cand[c];
-      const double pf = scorer.freq_at(p, &idx[c * nd]);
+    intersect_each(index, positions, p, allowed, [&](std::uint32_t d, const std::size_t* entry) {
+      const double pf = scorer.freq_at(p, entry);
       if (pf > 0) {
         acc[d] += scorer.part(p, pf, d);
         touch(d);
       }
-    }
+    });
   }
   for (std::uint32_t d : touched) heap.insert(static_cast<float>(acc[d] + q.constant), d);
   heap.finalize(out);

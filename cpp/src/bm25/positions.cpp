@@ -2,6 +2,7 @@
 #include "ragfind/bm25/positions.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace ragfind::bm25 {
 
@@ -28,18 +29,7 @@ inline bool get_varint(const std::uint8_t*& p, const std::uint8_t* end, std::uin
 
 }  // namespace
 
-const std::uint8_t* TermPositions::entry(std::size_t i, std::uint64_t& len) const {
-  const std::uint8_t* p = bytes.data() + block_offsets[i / kBlock];
-  const std::uint8_t* end = bytes.data() + bytes.size();
-  for (std::size_t skip = i % kBlock; skip > 0; --skip) {
-    get_varint(p, end, len);
-    p += len;
-  }
-  get_varint(p, end, len);
-  return p;
-}
-
-void TermPositions::decode(const std::uint8_t* p, std::uint64_t len, std::vector<std::int64_t>& out) {
+void TermPositions::decode(const std::uint8_t* p, std::uint32_t len, std::vector<std::int64_t>& out) {
   out.clear();
   const std::uint8_t* stop = p + len;
   std::int64_t pos = 0;
@@ -51,46 +41,88 @@ void TermPositions::decode(const std::uint8_t* p, std::uint64_t len, std::vector
 }
 
 void TermPositions::positions(std::size_t i, std::vector<std::int64_t>& out) const {
-  std::uint64_t len = 0;
+  std::uint32_t len = 0;
   const std::uint8_t* p = entry(i, len);
   decode(p, len, out);
 }
 
+void TermPositions::push(std::uint32_t slot, const std::int64_t* pos, std::size_t n, std::uint32_t len) {
+  static_assert(kBlock <= 256, "multi keeps offsets in a block as bytes");
+  constexpr std::uint64_t kMax = ~std::uint32_t(0);
+  if (slots.size() % kBlock == 0) {
+    if (multi.size() > kMax) throw std::length_error("positions: over 2^32 repeated entries of one term");
+    blocks.push_back(Block{bytes.size(), static_cast<std::uint32_t>(multi.size()), 0, 255, 255});
+  }
+  Block& b = blocks.back();
+  std::int64_t prev = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    put_varint(bytes, static_cast<std::uint64_t>(pos[i] - prev));
+    prev = pos[i];
+  }
+  const std::uint64_t end = bytes.size() - b.base;
+  if (end > kMax) throw std::length_error("positions: over 4 GiB of one term's positions in one block");
+  const std::uint8_t code = length_code(len);
+  const std::uint32_t tf = static_cast<std::uint32_t>(std::min<std::size_t>(n, kMax));
+  slots.push_back(slot);
+  ends.push_back(static_cast<std::uint32_t>(end));
+  impact.push_back(static_cast<std::uint16_t>(code << 8 | std::min<std::uint32_t>(tf, 255)));
+  b.min_len = std::min(b.min_len, code);
+  b.max_tf = std::max(b.max_tf, tf);
+  if (tf > 1) {
+    b.min_len_multi = std::min(b.min_len_multi, code);
+    multi.push_back(static_cast<std::uint8_t>((slots.size() - 1) % kBlock));
+  }
+}
+
 std::size_t PositionStore::memory_bytes() const {
   std::size_t n = offsets_.size() * sizeof(std::uint64_t) + bytes_.size() + by_term_.size() * sizeof(TermPositions);
-  for (const auto& t : by_term_) n += t.slots.size() * 4 + t.bytes.size() + t.block_offsets.size() * 8;
+  for (const auto& t : by_term_)
+    n += t.slots.size() * 4 + t.impact.size() * 2 + t.ends.size() * 4 + t.bytes.size() + t.multi.size() +
+         t.blocks.size() * sizeof(TermPositions::Block);
   return n;
 }
 
 void PositionStore::index_slots(std::uint32_t from) {
   std::vector<std::pair<std::uint32_t, std::int64_t>> occ;  // (term, position)
-  std::vector<std::uint8_t> entry;
+  std::vector<std::int64_t> pos;
   for (std::uint32_t s = from; s < num_slots(); ++s) {
     occ.clear();
     const std::uint8_t* p = bytes_.data() + offsets_[s];
     const std::uint8_t* end = bytes_.data() + offsets_[s + 1];
-    std::int64_t pos = -1;
+    std::int64_t at = -1;
+    std::uint32_t len = 0;  // counted tokens, as the index counts the document's length
     std::uint64_t v = 0;
     while (p < end && get_varint(p, end, v)) {
-      if (!(v & 1) || pos < 0) ++pos;
-      occ.emplace_back(static_cast<std::uint32_t>(v >> 1), pos);
+      if (!(v & 1) || at < 0) ++at;
+      len += !(v & 1);
+      occ.emplace_back(static_cast<std::uint32_t>(v >> 1), at);
     }
     std::sort(occ.begin(), occ.end());
     occ.erase(std::unique(occ.begin(), occ.end()), occ.end());
+    if (occ.empty()) continue;
+    const std::uint32_t max_t = std::max_element(occ.begin(), occ.end())->first;
+    if (max_t >= by_term_.size()) by_term_.resize(static_cast<std::size_t>(max_t) + 1);
+    // The pushes land in one scattered TermPositions per term (cache misses, the bulk of a
+    // rebuild): fetch their headers, then the ends of their arrays, before pushing.
+    for (std::size_t i = 0; i < occ.size(); ++i)
+      if (i == 0 || occ[i].first != occ[i - 1].first) {
+        const char* h = reinterpret_cast<const char*>(&by_term_[occ[i].first]);
+        for (std::size_t off = 0; off < sizeof(TermPositions); off += 64) __builtin_prefetch(h + off);
+      }
+    for (std::size_t i = 0; i < occ.size(); ++i)
+      if (i == 0 || occ[i].first != occ[i - 1].first) {
+        const TermPositions& tp = by_term_[occ[i].first];
+        __builtin_prefetch(tp.slots.data() + tp.slots.size());
+        __builtin_prefetch(tp.impact.data() + tp.impact.size());
+        __builtin_prefetch(tp.ends.data() + tp.ends.size());
+        __builtin_prefetch(tp.bytes.data() + tp.bytes.size());
+        if (!tp.blocks.empty()) __builtin_prefetch(&tp.blocks.back());
+      }
     for (std::size_t i = 0; i < occ.size();) {
       const std::uint32_t t = occ[i].first;
-      entry.clear();
-      std::int64_t prev = 0;
-      for (; i < occ.size() && occ[i].first == t; ++i) {
-        put_varint(entry, static_cast<std::uint64_t>(occ[i].second - prev));
-        prev = occ[i].second;
-      }
-      if (t >= by_term_.size()) by_term_.resize(static_cast<std::size_t>(t) + 1);
-      TermPositions& tp = by_term_[t];
-      if (tp.slots.size() % TermPositions::kBlock == 0) tp.block_offsets.push_back(tp.bytes.size());
-      tp.slots.push_back(s);
-      put_varint(tp.bytes, entry.size());
-      tp.bytes.insert(tp.bytes.end(), entry.begin(), entry.end());
+      pos.clear();
+      for (; i < occ.size() && occ[i].first == t; ++i) pos.push_back(occ[i].second);
+      by_term_[t].push(s, pos.data(), pos.size(), len);
     }
   }
 }

@@ -40,6 +40,10 @@ def positioned_terms(analyzer: Any, text: str) -> list[tuple[str, int, int, int]
 def phrase_terms(analyzer: Any, text: str) -> list[str]:
     """The words of a phrase as index terms, one per position (identifier parts dropped: the
     document side keeps them at their word's position, so they still match there)."""
+    if getattr(analyzer, "_tokenizer", None) is None:
+        located = analyzer._core.analyze_offsets(text)
+        if all(counted for *_, counted in located):  # one position per term: all of them
+            return [term for term, *_ in located]
     seen: dict[int, str] = {}
     for term, _, _, pos in positioned_terms(analyzer, text):
         seen.setdefault(pos, term)

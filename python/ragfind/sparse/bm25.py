@@ -17,6 +17,7 @@ import numpy as np
 from ragfind import _core
 from ragfind.errors import check_k
 from ragfind.ids import as_id_filter
+from ragfind.sparse.query import parse_query
 
 __all__ = ["ENGLISH_STOPWORDS", "Analyzer", "BM25Index", "IndexFileError", "METHODS"]
 
@@ -33,6 +34,18 @@ IdList = Union[Sequence[str], Sequence[int], np.ndarray]
 
 
 from ragfind.sparse.analyzer import ENGLISH_STOPWORDS, Analyzer, resolve_analyzer  # noqa: E402,F401
+
+_PHRASE_TERMS: list = []
+
+
+def _phrase_terms() -> Any:
+    """ragfind.pipeline.highlights.phrase_terms, imported once on first use (not at import
+    time: ragfind.pipeline imports this module)."""
+    if not _PHRASE_TERMS:
+        from ragfind.pipeline.highlights import phrase_terms
+
+        _PHRASE_TERMS.append(phrase_terms)
+    return _PHRASE_TERMS[0]
 
 
 def _compile_filter(index: BM25Index, flt: Any) -> Any:
@@ -148,13 +161,11 @@ class BM25Index:
         has positions, else None (the query is searched as plain text)."""
         if '"' not in query or not self._core.has_positions:
             return None
-        from ragfind.pipeline.highlights import phrase_terms
-        from ragfind.sparse.query import parse_query
-
         parsed = parse_query(query)
         if not parsed.phrases:
             return None
         phrases = []
+        phrase_terms = _phrase_terms()
         for ph in parsed.phrases:
             terms = phrase_terms(self._analyzer, ph.text)
             if terms:
@@ -256,7 +267,8 @@ class BM25Index:
         frequency (exact matches, or for a slop the sum of 1 / (1 + match cost); the matching
         is defined in ``cpp/include/ragfind/bm25/phrase.hpp``); for bm25l / bm25+ a document
         without the phrase gets no part for it. Phrase queries are evaluated exactly over the
-        intersection of the phrase words' postings (``algorithm`` does not apply). Without
+        intersection of the phrase words' position lists; a phrase alone skips only documents
+        whose score bound cannot enter the top k (``algorithm`` does not apply). Without
         positions, quotes are ignored (the words are searched as plain terms).
 
         Raises:

@@ -14,6 +14,7 @@ Grammar (never raises; every string is a query):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 __all__ = ["MAX_SLOP", "ParsedQuery", "Phrase", "parse_query"]
@@ -38,6 +39,10 @@ class ParsedQuery:
     phrases: tuple[Phrase, ...] = ()
 
 
+# The commonest query with a phrase: the phrase alone, no escapes, at most 10 slop digits.
+_ONE_PHRASE = re.compile(r'"([^"\\]*)"(?:~([0-9]{1,10}))?')
+
+
 def parse_query(query: str) -> ParsedQuery:
     """Splits ``query`` into plain text and phrases (see the module docstring).
 
@@ -48,6 +53,15 @@ def parse_query(query: str) -> ParsedQuery:
         raise TypeError(f"query: expected str, got {type(query).__name__}")
     if '"' not in query:
         return ParsedQuery(query)
+    m = _ONE_PHRASE.fullmatch(query)
+    if m is not None:  # what _parse gives for it, without the loop
+        digits = m.group(2)
+        return ParsedQuery(" ", (Phrase(m.group(1), min(int(digits), MAX_SLOP) if digits else 0),))
+    return _parse(query)
+
+
+def _parse(query: str) -> ParsedQuery:
+    """parse_query of a str holding a quote: the general loop."""
     plain: list[str] = []
     phrases: list[Phrase] = []
     n = len(query)

@@ -10,8 +10,13 @@
 // Scoring (Lucene's PhraseWeight): a phrase is a pseudo-term with idf = the sum of its words'
 // idfs (repeats count) and tf = its phrase frequency, saturated and length-normalised by the
 // index's variant like any term. A query scores the sum of its plain terms' and phrases'
-// parts (a boolean OR: a document needs one of them). Evaluation is exact and exhaustive over
-// the intersection of the phrase words' postings (no pruning, so no approximation).
+// parts (a boolean OR: a document needs one of them). Evaluation is exact: over the
+// intersection of the phrase words' position lists, and for a phrase alone with score bounds
+// that skip only documents (and blocks of them) that provably cannot enter the top k. The
+// bounds: pf <= tf(t_0) (one match per anchor), and pf <= tf(t_i) * (1 + 2 * sum over
+// d = 1..s of 1 / (1 + d)) for i > 0 (the anchors sharing one position of t_i have distinct
+// costs on either side; the factor is 1 for an exact phrase); the score grows with pf and
+// falls with the document's length, rounded down to its one-byte code for the bound.
 #pragma once
 
 #include <cstdint>

@@ -9,9 +9,15 @@
 // drop the slots compact() drops, truncate when an add is aborted.
 //
 // For search, a term-major copy is kept in memory beside it (built as documents are added,
-// rebuilt after a compaction or load; never saved): per term the slots holding it and their
-// positions (per slot: varint byte length, then delta-coded varint positions), with the byte
-// offset of every 8th entry, so a phrase reads only its own words' positions.
+// rebuilt after a compaction or load; never saved, so its layout is free to change): per term
+// the slots holding it, and per slot its positions as delta-coded varints, found in O(1) from
+// the end offsets kept per entry (relative to the entry's block of kBlock entries, which holds
+// the absolute offset). Each block also keeps what bounds a score before any position is read:
+// the shortest document of the block, the most positions of an entry, the shortest document
+// holding the term more than once, and which of its entries those are (a search whose
+// threshold only documents with 2+ positions can beat reads just those); each entry keeps its
+// position count and its document's length in a byte (rounded down), so that bounds read no
+// per-document array.
 #pragma once
 
 #include <cstddef>
@@ -20,18 +26,88 @@
 
 namespace ragfind::bm25 {
 
+/// A document length in one byte, rounded down (so a score bound computed from it is still
+/// a bound): exact below 32, then 16 steps per power of two; 255 holds every length >= 507904.
+inline std::uint8_t length_code(std::uint32_t len) {
+  if (len < 32) return static_cast<std::uint8_t>(len);
+  int e = 31;
+  while (!(len >> e)) --e;  // e >= 5
+  if (e > 18) return 255;
+  return static_cast<std::uint8_t>(32 + (e - 5) * 16 + ((len >> (e - 4)) & 15));
+}
+/// The smallest length with a code (code_length(length_code(n)) <= n).
+inline std::uint32_t code_length(std::uint8_t code) {
+  if (code < 32) return code;
+  const int e = 5 + (code - 32) / 16;
+  return (16u + static_cast<std::uint32_t>((code - 32) % 16)) << (e - 4);
+}
+
 /// One term's slots and positions (the search-side copy).
 struct TermPositions {
-  static constexpr std::size_t kBlock = 8;
-  std::vector<std::uint32_t> slots;          // ascending
-  std::vector<std::uint8_t> bytes;           // per slot: varint length, then delta varints
-  std::vector<std::uint64_t> block_offsets;  // byte offset of entry kBlock * i
+  static constexpr std::size_t kBlock = 32;  // <= 256: multi holds offsets in a block as bytes
+  struct Block {
+    std::uint64_t base;          // byte offset of the block's first entry
+    std::uint32_t multi_begin;   // its entries with 2+ positions: multi[multi_begin .. next block's)
+    std::uint32_t max_tf;        // most positions of one entry
+    std::uint8_t min_len;        // length code of its shortest document
+    std::uint8_t min_len_multi;  // length code of its shortest document with 2+ positions
+  };
+  std::vector<std::uint32_t> slots;   // ascending
+  std::vector<std::uint16_t> impact;  // per entry: length code << 8 | min(positions, 255)
+  std::vector<std::uint32_t> ends;    // per entry: end of its bytes, relative to its block's base
+  std::vector<std::uint8_t> bytes;    // per entry: its positions, delta-coded varints
+  std::vector<Block> blocks;          // per kBlock entries
+  std::vector<std::uint8_t> multi;    // per block, the offsets in it of the entries with 2+ positions
+
+  std::size_t size() const { return slots.size(); }
+  /// Entry i's encoded positions: returns their first byte, len receives their byte count.
+  const std::uint8_t* entry(std::size_t i, std::uint32_t& len) const {
+    const std::uint32_t begin = i % kBlock ? ends[i - 1] : 0;
+    len = ends[i] - begin;
+    return bytes.data() + blocks[i / kBlock].base + begin;
+  }
+  /// An upper bound of entry i's position count (exact below 255; beyond, its byte count:
+  /// every varint takes a byte or more).
+  std::uint32_t tf_bound(std::size_t i) const {
+    const std::uint32_t tf = impact[i] & 255u;
+    return tf < 255 ? tf : ends[i] - (i % kBlock ? ends[i - 1] : 0);
+  }
+  /// The block's entries with 2+ positions: offsets (from the block's first entry) in [*b, *e).
+  void multi_range(std::size_t block, const std::uint8_t*& b, const std::uint8_t*& e) const {
+    b = multi.data() + blocks[block].multi_begin;
+    e = multi.data() + (block + 1 < blocks.size() ? blocks[block + 1].multi_begin : multi.size());
+  }
   /// Positions (ascending) of entry i.
   void positions(std::size_t i, std::vector<std::int64_t>& out) const;
-  /// Entry i's encoded positions: returns their first byte, len receives their byte count
-  /// (an upper bound of how many positions there are: every varint takes a byte or more).
-  const std::uint8_t* entry(std::size_t i, std::uint64_t& len) const;
-  static void decode(const std::uint8_t* p, std::uint64_t len, std::vector<std::int64_t>& out);
+  static void decode(const std::uint8_t* p, std::uint32_t len, std::vector<std::int64_t>& out);
+
+  /// Reads one entry's positions in order without storing them (what decode() gives).
+  class Reader {
+   public:
+    Reader(const std::uint8_t* p, std::uint32_t len) : p_(p), end_(p + len) {}
+    /// The next position into out; false at the end (or at a cut-off varint, as decode()).
+    bool next(std::int64_t& out) {
+      if (p_ >= end_) return false;
+      std::uint64_t v = 0;
+      for (int shift = 0;; shift += 7) {
+        if (shift >= 64 || p_ >= end_) return false;
+        const std::uint8_t b = *p_++;
+        v |= static_cast<std::uint64_t>(b & 0x7F) << shift;
+        if (!(b & 0x80)) break;
+      }
+      pos_ += static_cast<std::int64_t>(v);
+      out = pos_;
+      return true;
+    }
+
+   private:
+    const std::uint8_t* p_;
+    const std::uint8_t* end_;
+    std::int64_t pos_ = 0;
+  };
+  /// Appends the entry of `slot` (after every slot already held): positions ascending, >= 0,
+  /// in a document of `len` counted tokens.
+  void push(std::uint32_t slot, const std::int64_t* pos, std::size_t n, std::uint32_t len);
 };
 
 class PositionStore {
