@@ -11,12 +11,10 @@ void term_slots(const InvertedIndex& index, std::uint32_t term, std::vector<std:
   for (const auto& seg : index.segments()) {
     const std::int64_t slot = seg->slot_of(term);
     if (slot < 0) continue;
-    const std::uint64_t b = seg->offsets[static_cast<std::size_t>(slot)];
-    const std::uint64_t e = seg->offsets[static_cast<std::size_t>(slot) + 1];
-    for (std::uint64_t j = b; j < e; ++j) {
-      const std::uint32_t d = seg->base + seg->docs[j];
+    for_each_posting(*seg, static_cast<std::size_t>(slot), [&](std::uint32_t local, std::uint32_t) {
+      const std::uint32_t d = seg->base + local;
       if (index.is_live(d)) out.push_back(d);
-    }
+    });
   }
 }
 
@@ -27,13 +25,12 @@ void term_postings(const InvertedIndex& index, std::uint32_t term, std::vector<s
   for (const auto& seg : index.segments()) {
     const std::int64_t slot = seg->slot_of(term);
     if (slot < 0) continue;
-    for (std::uint64_t j = seg->offsets[static_cast<std::size_t>(slot)];
-         j < seg->offsets[static_cast<std::size_t>(slot) + 1]; ++j) {
-      const std::uint32_t d = seg->base + seg->docs[j];
-      if (!index.is_live(d)) continue;
+    for_each_posting(*seg, static_cast<std::size_t>(slot), [&](std::uint32_t local, std::uint32_t tf) {
+      const std::uint32_t d = seg->base + local;
+      if (!index.is_live(d)) return;
       slots.push_back(d);
-      tfs.push_back(seg->tfs[j]);
-    }
+      tfs.push_back(tf);
+    });
   }
 }
 
@@ -297,16 +294,15 @@ void search_phrases(const InvertedIndex& index, const PositionStore& positions, 
       for (const auto& seg : index.segments()) {
         const std::int64_t s = seg->slot_of(t);
         if (s < 0) continue;
-        for (std::uint64_t j = seg->offsets[static_cast<std::size_t>(s)];
-             j < seg->offsets[static_cast<std::size_t>(s) + 1]; ++j) {
-          const std::uint32_t d = seg->base + seg->docs[j];
-          if (!index.is_live(d) || !ok(d)) continue;
+        for_each_posting(*seg, static_cast<std::size_t>(s), [&](std::uint32_t local, std::uint32_t tf) {
+          const std::uint32_t d = seg->base + local;
+          if (!index.is_live(d) || !ok(d)) return;
           const double L = length_norm(index.params(), index.doc_len(d), index.avgdl());
           acc[d] += q.weights_d[i] * (tf_component<double>(index.params().method, index.params().k1,
-                                                           index.params().delta, double(seg->tfs[j]), L) -
+                                                           index.params().delta, double(tf), L) -
                                       absent);
           touch(d);
-        }
+        });
       }
     }
   }

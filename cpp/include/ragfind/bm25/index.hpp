@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "ragfind/bm25/collection_stats.hpp"
+#include "ragfind/bm25/postings.hpp"
 #include "ragfind/bm25/scoring.hpp"
 #include "ragfind/common/buffer.hpp"
 #include "ragfind/common/topk_queue.hpp"
@@ -52,9 +53,9 @@ inline constexpr std::uint32_t kSmallSegmentDocs = 1u << 16;
 /// terms x documents; past this many terms term-at-a-time (linear in the postings) is cheaper
 /// and keeps pasted-document queries bounded (RELIABILITY.md, resource limits).
 inline constexpr std::size_t kMaxScoreMaxTerms = 64;
-/// Block maxima (BlockMax) cover posting lists of at least kBlockMinPostings postings, in
-/// blocks of kBlockSize postings.
-inline constexpr std::uint32_t kBlockSize = 64;
+/// Block maxima (BlockMax) cover posting lists of at least kBlockMinPostings postings, one per
+/// compression block (postings.hpp) of kBlockSize postings.
+inline constexpr std::uint32_t kBlockSize = kPostingBlock;
 inline constexpr std::uint64_t kBlockMinPostings = 256;
 /// compact() rewrites a segment once more than this fraction of its documents is dead.
 inline constexpr double kCompactDeadFraction = 0.25;
@@ -105,8 +106,18 @@ struct Segment {
   // empty, else sparse (term_ids sorted, offsets[i] for term_ids[i], size term_ids.size() + 1).
   Buffer<std::uint32_t> term_ids;
   Buffer<std::uint64_t> offsets;
+  // Postings, either flat (the learned sparse index: docs and tfs per posting) or, when
+  // `compressed` (BM25), in blocks (postings.hpp): the blocks of directory slot s are
+  // list_block[s] .. list_block[s + 1], block b's packed words start at blk_word[b] (one more
+  // entry than blocks), its gap and tf bit widths are blk_bits[2b], blk_bits[2b + 1].
   Buffer<std::uint32_t> docs;  // local doc ids (0 .. num_docs - 1)
   Buffer<std::uint32_t> tfs;
+  bool compressed = false;
+  Buffer<std::uint32_t> blk_last;
+  Buffer<std::uint64_t> blk_word;
+  Buffer<std::uint8_t> blk_bits;
+  Buffer<std::uint32_t> packed;
+  std::vector<std::uint64_t> list_block;  // derived from offsets (set_list_blocks)
   // Forward index, once has_forward: the (sorted, distinct) term ids of local doc d are
   // fwd_terms[fwd_offsets[d] .. fwd_offsets[d + 1]). Built on the segment's first delete.
   bool has_forward = false;
@@ -125,7 +136,10 @@ struct Segment {
   mutable std::unique_ptr<BlockInfo[]> blocks;
   mutable std::unique_ptr<std::atomic<std::uint64_t>[]> block_state;
 
-  std::size_t num_postings() const { return docs.size(); }
+  std::size_t num_postings() const { return compressed ? (offsets.empty() ? 0 : offsets[offsets.size() - 1]) : docs.size(); }
+  std::uint64_t num_blocks() const { return blk_last.size(); }
+  /// Derives list_block from offsets (ceil(list length / kPostingBlock) blocks per slot).
+  void set_list_blocks();
   std::size_t directory_size() const { return offsets.empty() ? 0 : offsets.size() - 1; }
   /// Directory slot of a term, or -1 when the segment has no postings for it.
   std::int64_t slot_of(std::uint32_t term) const;
@@ -133,6 +147,20 @@ struct Segment {
   /// Builds the forward index from the postings if it is not there yet.
   void ensure_forward();
 };
+
+template <class F>
+void for_each_posting(const Segment& seg, std::size_t slot, F&& f) {
+  PostingCursor c;
+  c.reset(seg, slot);
+  for (; c.doc() != PostingCursor::kEnd; c.next_block()) {
+    const std::uint32_t* d = c.block_docs();
+    const std::uint32_t* t = c.block_tfs();
+    for (std::uint32_t i = 0, n = c.block_size(); i < n; ++i) f(d[i], t[i]);
+  }
+}
+
+/// Encodes a segment's flat docs and tfs into blocks (dropping the flat arrays).
+void compress_segment(Segment& seg);
 
 class InvertedIndex {
  public:

@@ -1,0 +1,197 @@
+// Bit packing of posting blocks and the posting cursor (see postings.hpp).
+#include "ragfind/bm25/postings.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+
+#include "ragfind/bm25/index.hpp"
+
+namespace ragfind::bm25 {
+
+namespace {
+
+// A full block at a constant width: 32 values take exactly W words, so every shift and word
+// index below is a compile-time constant once the inner loop is unrolled.
+template <unsigned W>
+void unpack_full(const std::uint32_t* in, std::uint32_t* out) {
+  if constexpr (W == 0) {
+    std::memset(out, 0, kPostingBlock * 4);
+  } else if constexpr (W == 32) {
+    std::memcpy(out, in, kPostingBlock * 4);
+  } else {
+    constexpr std::uint32_t mask = (1u << W) - 1;
+    for (unsigned g = 0; g < kPostingBlock / 32; ++g, in += W, out += 32) {
+#pragma GCC unroll 32
+      for (unsigned i = 0; i < 32; ++i) {
+        const unsigned bit = i * W, w = bit / 32, s = bit % 32;
+        std::uint32_t v = in[w] >> s;
+        if (s + W > 32) v |= in[w + 1] << (32 - s);
+        out[i] = v & mask;
+      }
+    }
+  }
+}
+
+using UnpackFn = void (*)(const std::uint32_t*, std::uint32_t*);
+
+template <unsigned... W>
+constexpr auto make_table(std::integer_sequence<unsigned, W...>) {
+  return std::array<UnpackFn, sizeof...(W)>{&unpack_full<W>...};
+}
+
+}  // namespace
+
+void pack_bits(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32_t* out) {
+  const std::uint64_t words = packed_words(n, w);
+  std::fill(out, out + words, 0u);
+  if (w == 0) return;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t bit = static_cast<std::uint64_t>(i) * w;
+    const std::uint64_t at = bit / 32;
+    const unsigned s = static_cast<unsigned>(bit % 32);
+    out[at] |= in[i] << s;
+    if (s + w > 32) out[at + 1] |= in[i] >> (32 - s);
+  }
+}
+
+void unpack_bits_reference(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32_t* out) {
+  const std::uint32_t mask = w == 32 ? 0xFFFFFFFFu : (1u << w) - 1;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (w == 0) {
+      out[i] = 0;
+      continue;
+    }
+    const std::uint64_t bit = static_cast<std::uint64_t>(i) * w;
+    const std::uint64_t at = bit / 32;
+    const unsigned s = static_cast<unsigned>(bit % 32);
+    std::uint64_t v = in[at] >> s;
+    if (s + w > 32) v |= static_cast<std::uint64_t>(in[at + 1]) << (32 - s);
+    out[i] = static_cast<std::uint32_t>(v) & mask;
+  }
+}
+
+void unpack_bits(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32_t* out) {
+  static constexpr auto table = make_table(std::make_integer_sequence<unsigned, 33>{});
+  if (n == kPostingBlock) table[w](in, out);
+  else unpack_bits_reference(in, n, w, out);
+}
+
+void PostingsWriter::reserve(std::uint64_t postings) {
+  const std::uint64_t blocks = postings / kPostingBlock + 16;
+  last_.reserve(blocks);
+  word_.reserve(blocks + 1);
+  bits_.reserve(2 * blocks);
+  packed_.reserve(postings / 2 + 64);
+}
+
+void PostingsWriter::flush() {
+  std::uint32_t gaps[kPostingBlock], tfs[kPostingBlock];
+  std::uint32_t gap_or = 0, tf_or = 0, prev = prev_;
+  for (std::uint32_t i = 0; i < n_; ++i) {
+    gaps[i] = doc_[i] - prev - 1;
+    prev = doc_[i];
+    tfs[i] = tf_[i] - 1;
+    gap_or |= gaps[i];
+    tf_or |= tfs[i];
+  }
+  const unsigned gw = bit_width(gap_or), tw = bit_width(tf_or);
+  const std::size_t at = packed_.size();
+  const std::uint64_t gwords = packed_words(n_, gw), twords = packed_words(n_, tw);
+  packed_.resize(at + gwords + twords);
+  pack_bits(gaps, n_, gw, packed_.data() + at);
+  pack_bits(tfs, n_, tw, packed_.data() + at + gwords);
+  last_.push_back(prev);
+  word_.push_back(packed_.size());
+  bits_.push_back(static_cast<std::uint8_t>(gw));
+  bits_.push_back(static_cast<std::uint8_t>(tw));
+  prev_ = prev;
+  count_ += n_;
+  n_ = 0;
+}
+
+void PostingsWriter::finish(Segment& seg) {
+  end_list();
+  packed_.shrink_to_fit();
+  seg.compressed = true;
+  seg.blk_last = Buffer<std::uint32_t>(std::move(last_));
+  seg.blk_word = Buffer<std::uint64_t>(std::move(word_));
+  seg.blk_bits = Buffer<std::uint8_t>(std::move(bits_));
+  seg.packed = Buffer<std::uint32_t>(std::move(packed_));
+  seg.docs = Buffer<std::uint32_t>();
+  seg.tfs = Buffer<std::uint32_t>();
+  seg.set_list_blocks();
+  last_.clear();
+  word_.assign(1, 0);
+  bits_.clear();
+  packed_.clear();
+  count_ = 0;
+}
+
+void Segment::set_list_blocks() {
+  const std::size_t n = directory_size();
+  list_block.assign(n + 1, 0);
+  for (std::size_t s = 0; s < n; ++s)
+    list_block[s + 1] = list_block[s] + (offsets[s + 1] - offsets[s] + kPostingBlock - 1) / kPostingBlock;
+}
+
+void compress_segment(Segment& seg) {
+  PostingsWriter w;
+  w.reserve(seg.docs.size());
+  for (std::size_t s = 0; s < seg.directory_size(); ++s) {
+    for (std::uint64_t i = seg.offsets[s]; i < seg.offsets[s + 1]; ++i) w.add(seg.docs[i], seg.tfs[i]);
+    w.end_list();
+  }
+  w.finish(seg);
+}
+
+void PostingCursor::reset(const Segment& seg, std::size_t slot) {
+  seg_ = &seg;
+  last_ = seg.blk_last.data();
+  first_ = seg.list_block[slot];
+  end_ = seg.list_block[slot + 1];
+  len_ = seg.offsets[slot + 1] - seg.offsets[slot];
+  load(first_);
+}
+
+void PostingCursor::load(std::uint64_t b) {
+  blk_ = b;
+  i_ = 0;
+  tf_ready_ = false;
+  if (b >= end_) {
+    blk_ = end_ > first_ ? end_ - 1 : first_;
+    n_ = 0;
+    doc_ = kEnd;
+    return;
+  }
+  n_ = b + 1 < end_ ? kPostingBlock : static_cast<std::uint32_t>(len_ - (b - first_) * kPostingBlock);
+  const std::uint32_t* words = seg_->packed.data() + seg_->blk_word[b];
+  unpack_bits(words, n_, seg_->blk_bits[2 * b], docs_);
+  std::uint32_t prev = b > first_ ? last_[b - 1] : 0xFFFFFFFFu;
+  for (std::uint32_t i = 0; i < n_; ++i) docs_[i] = prev = prev + 1 + docs_[i];
+  doc_ = docs_[0];
+}
+
+void PostingCursor::decode_tfs() {
+  const unsigned gw = seg_->blk_bits[2 * blk_], tw = seg_->blk_bits[2 * blk_ + 1];
+  const std::uint32_t* words = seg_->packed.data() + seg_->blk_word[blk_] + packed_words(n_, gw);
+  unpack_bits(words, n_, tw, tfs_);
+  for (std::uint32_t i = 0; i < n_; ++i) ++tfs_[i];
+  tf_ready_ = true;
+}
+
+void PostingCursor::skip_to(std::uint32_t target) {
+  // Galloping over the blocks' last docs, then a binary search: the first block whose last doc
+  // is >= target.
+  std::uint64_t lo = blk_ + 1, step = 1;
+  while (lo + step < end_ && last_[lo + step - 1] < target) {
+    lo += step;
+    step <<= 1;
+  }
+  const std::uint64_t hi = std::min(end_, lo + step);
+  const std::uint64_t b = static_cast<std::uint64_t>(std::lower_bound(last_ + lo, last_ + hi, target) - last_);
+  load(b);
+}
+
+}  // namespace ragfind::bm25
