@@ -51,6 +51,23 @@ TEST(full_block_unpack_equals_reference_on_random_words) {
   }
 }
 
+TEST(doc_unpack_is_unpack_plus_prefix_sum) {
+  std::mt19937 rng(4);
+  for (unsigned w = 0; w <= 32; ++w) {
+    for (std::size_t n : {1, 77, 128}) {
+      std::vector<std::uint32_t> words(packed_words(n, w));
+      for (auto& x : words) x = static_cast<std::uint32_t>(rng());
+      for (std::uint32_t prev : {0xFFFFFFFFu, 0u, 123456u, static_cast<std::uint32_t>(rng())}) {
+        std::vector<std::uint32_t> got(n), want(n);
+        unpack_docs(words.data(), n, w, prev, got.data());
+        unpack_bits_reference(words.data(), n, w, want.data());
+        for (auto& x : want) x = prev = prev + 1 + x;
+        CHECK_MSG(got == want, "w=" + std::to_string(w) + " n=" + std::to_string(n));
+      }
+    }
+  }
+}
+
 namespace {
 
 struct Lists {

@@ -139,7 +139,7 @@ def test_corrupt_bit_widths_and_block_offsets_are_refused(tmp_path):
     cases = {
         "width": (bits_off, struct.pack("<B", 33)),
         "width of the tfs": (bits_off + 1, struct.pack("<B", 40)),
-        "block offset": (words_off + 8, struct.pack("<Q", 1 << 40)),
+        "block offset": (words_off + 4, struct.pack("<I", 1 << 31)),
         "last doc": (last_off, struct.pack("<I", 299)),
     }
     for name, (at, patch) in cases.items():

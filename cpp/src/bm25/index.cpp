@@ -38,18 +38,23 @@ void Segment::ensure_forward() {
   has_forward = true;
 }
 
+namespace {
+// A zeroed array of atomics from calloc: large ones come as fresh zero pages that cost memory
+// only once written (a lock-free std::atomic<std::uint64_t> is a plain 8-byte word; all-zero
+// bits are the value 0).
+std::atomic<std::uint64_t>* zeroed_atomics(std::size_t n) {
+  static_assert(sizeof(std::atomic<std::uint64_t>) == 8 && std::atomic<std::uint64_t>::is_always_lock_free);
+  void* p = std::calloc(n > 0 ? n : 1, sizeof(std::atomic<std::uint64_t>));
+  if (!p) throw std::bad_alloc();
+  return static_cast<std::atomic<std::uint64_t>*>(p);
+}
+}  // namespace
+
 void Segment::reset_bounds() {
   const std::size_t n = directory_size();
-  bound_cache.reset(new std::atomic<std::uint64_t>[n > 0 ? n : 1]);
-  for (std::size_t i = 0; i < n; ++i) bound_cache[i].store(0, std::memory_order_relaxed);
-  block_first.assign(n + 1, 0);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint64_t len = offsets[i + 1] - offsets[i];
-    block_first[i + 1] = block_first[i] + (len >= kBlockMinPostings ? (len + kBlockSize - 1) / kBlockSize : 0);
-  }
-  blocks.reset(new BlockInfo[block_first[n] > 0 ? block_first[n] : 1]);
-  block_state.reset(new std::atomic<std::uint64_t>[n > 0 ? n : 1]);
-  for (std::size_t i = 0; i < n; ++i) block_state[i].store(0, std::memory_order_relaxed);
+  bound_cache.reset(zeroed_atomics(n));
+  blocks.reset(new BlockInfo[num_blocks() > 0 ? num_blocks() : 1]);
+  block_state.reset(zeroed_atomics(n));
 }
 
 InvertedIndex::InvertedIndex(Params params) : params_(params) {}
@@ -70,12 +75,10 @@ std::size_t InvertedIndex::memory_bytes() const {
   if (doc_len_.owned()) n += doc_len_.size() * 4;
   for (const auto& s : segments_) {
     if (s->packed.owned())
-      n += s->packed.size() * 4 + s->num_blocks() * 14 + s->offsets.size() * 8 + s->term_ids.size() * 4;
+      n += s->packed.size() * 4 + s->num_blocks() * 10 + s->offsets.size() * 8 + s->term_ids.size() * 4;
     n += s->list_block.capacity() * 8;
-    // block maxima: the directory of first blocks and state bytes; the blocks themselves only
-    // once built (counted as if all were)
-    n += s->block_first.capacity() * 8 + s->directory_size() * 8 +
-         (s->block_first.empty() ? 0 : s->block_first.back() * sizeof(BlockInfo));
+    // block maxima: state words; the blocks themselves only once built (counted as if all were)
+    n += s->directory_size() * 8 + s->num_blocks() * sizeof(BlockInfo);
     n += s->directory_size() * 8 + s->fwd_offsets.capacity() * 8 + s->fwd_terms.capacity() * 4;
   }
   return n;

@@ -153,7 +153,7 @@ void save_index(const std::string& path, const InvertedIndex& index, const DocId
   const std::uint64_t num_blocks = as_is ? as_is->num_blocks() : encoded.num_blocks();
   const std::uint64_t* w_offsets = as_is ? as_is->offsets.data() : term_offsets.data();
   const std::uint32_t* w_last = as_is ? as_is->blk_last.data() : encoded.last_.data();
-  const std::uint64_t* w_words = as_is ? as_is->blk_word.data() : encoded.word_.data();
+  const std::uint32_t* w_words = as_is ? as_is->blk_word.data() : encoded.word_.data();
   const std::uint8_t* w_bits = as_is ? as_is->blk_bits.data() : encoded.bits_.data();
   const std::uint32_t* w_packed = as_is ? as_is->packed.data() : encoded.packed_.data();
   const std::uint64_t num_words = w_words[num_blocks];
@@ -174,7 +174,7 @@ void save_index(const std::string& path, const InvertedIndex& index, const DocId
   add(kDocLen, 4, num_docs);
   add(kTermOffsets, 8, num_terms + 1);
   add(kBlockLast, 4, num_blocks);
-  add(kBlockWords, 8, num_blocks + 1);
+  add(kBlockWords, 4, num_blocks + 1);
   add(kBlockBits, 1, 2 * num_blocks);
   add(kPacked, 4, num_words);
   if (str_ids) {
@@ -227,7 +227,7 @@ void save_index(const std::string& path, const InvertedIndex& index, const DocId
         case kDocLen: w.write(has_dead ? live_len.data() : index.doc_lengths().data(), 4 * num_docs); break;
         case kTermOffsets: w.write(w_offsets, 8 * (num_terms + 1)); break;
         case kBlockLast: w.write(w_last, 4 * num_blocks); break;
-        case kBlockWords: w.write(w_words, 8 * (num_blocks + 1)); break;
+        case kBlockWords: w.write(w_words, 4 * (num_blocks + 1)); break;
         case kBlockBits: w.write(w_bits, 2 * num_blocks); break;
         case kPacked: w.write(w_packed, 4 * num_words); break;
         case kIdsInt:
@@ -525,10 +525,10 @@ void load_index(const std::string& path, bool mmap, InvertedIndex& index, DocIds
     p.bytes->release(tfs, tfs + m.num_postings);
   } else {
     need(kBlockLast, 4, num_blocks);
-    need(kBlockWords, 8, num_blocks + 1);
+    need(kBlockWords, 4, num_blocks + 1);
     need(kBlockBits, 1, 2 * num_blocks);
     const auto* last = p.ptr<std::uint32_t>(kBlockLast);
-    const auto* words = p.ptr<std::uint64_t>(kBlockWords);
+    const auto* words = p.ptr<std::uint32_t>(kBlockWords);
     const auto* bits = p.ptr<std::uint8_t>(kBlockBits);
     if (words[0] != 0) bad(path, "block offsets do not start at 0");
     need(kPacked, 4, words[num_blocks]);
@@ -537,7 +537,7 @@ void load_index(const std::string& path, bool mmap, InvertedIndex& index, DocIds
     // packed section), then the doc ids (in range, increasing, ending at the stored last
     // doc) and the tfs (>= 1).
     std::uint32_t docs[kPostingBlock], tfs[kPostingBlock];
-    std::uint64_t b = 0, released = 0;
+    std::uint64_t b = 0, released = 0;  // released: words of packed
     for (std::uint64_t t = 0; t < m.num_terms; ++t) {
       std::uint64_t prev = 0xFFFFFFFFFFFFFFFFull;  // -1: the first gap counts from before doc 0
       for (std::uint64_t left = toff[t + 1] - toff[t]; left > 0; ++b) {
@@ -568,7 +568,7 @@ void load_index(const std::string& path, bool mmap, InvertedIndex& index, DocIds
     p.bytes->release(bits, bits + 2 * num_blocks);
     seg->compressed = true;
     seg->blk_last = Buffer<std::uint32_t>::borrow(last, num_blocks);
-    seg->blk_word = Buffer<std::uint64_t>::borrow(words, num_blocks + 1);
+    seg->blk_word = Buffer<std::uint32_t>::borrow(words, num_blocks + 1);
     seg->blk_bits = Buffer<std::uint8_t>::borrow(bits, 2 * num_blocks);
     seg->packed = Buffer<std::uint32_t>::borrow(packed, words[num_blocks]);
     seg->set_list_blocks();
@@ -622,6 +622,9 @@ void load_index(const std::string& path, bool mmap, InvertedIndex& index, DocIds
   index.set_params(params);
   seg->keepalive = p.bytes;
   index.install(Buffer<std::uint32_t>::borrow(dl, m.num_docs), std::move(seg), p.bytes);
+  // The lengths went into the per-document norms; only block maxima, explain and the
+  // double-precision scorers read them again (they fault back in then).
+  p.bytes->release(dl, dl + m.num_docs);
   if (positions) *positions = std::move(loaded_positions);
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <stdexcept>
 #include <utility>
 
 #include "ragfind/bm25/index.hpp"
@@ -34,11 +35,37 @@ void unpack_full(const std::uint32_t* in, std::uint32_t* out) {
   }
 }
 
+// unpack_full fused with the doc-id prefix sum (out[i] = prev + 1 + gap, running): one pass.
+template <unsigned W>
+void unpack_docs_full(const std::uint32_t* in, std::uint32_t prev, std::uint32_t* out) {
+  if constexpr (W == 0) {
+    for (unsigned i = 0; i < kPostingBlock; ++i) out[i] = prev + 1 + i;
+  } else if constexpr (W == 32) {
+    for (unsigned i = 0; i < kPostingBlock; ++i) out[i] = prev = prev + 1 + in[i];
+  } else {
+    constexpr std::uint32_t mask = (1u << W) - 1;
+    for (unsigned g = 0; g < kPostingBlock / 32; ++g, in += W, out += 32) {
+#pragma GCC unroll 32
+      for (unsigned i = 0; i < 32; ++i) {
+        const unsigned bit = i * W, w = bit / 32, s = bit % 32;
+        std::uint32_t v = in[w] >> s;
+        if (s + W > 32) v |= in[w + 1] << (32 - s);
+        out[i] = prev = prev + 1 + (v & mask);
+      }
+    }
+  }
+}
+
 using UnpackFn = void (*)(const std::uint32_t*, std::uint32_t*);
+using UnpackDocsFn = void (*)(const std::uint32_t*, std::uint32_t, std::uint32_t*);
 
 template <unsigned... W>
 constexpr auto make_table(std::integer_sequence<unsigned, W...>) {
   return std::array<UnpackFn, sizeof...(W)>{&unpack_full<W>...};
+}
+template <unsigned... W>
+constexpr auto make_docs_table(std::integer_sequence<unsigned, W...>) {
+  return std::array<UnpackDocsFn, sizeof...(W)>{&unpack_docs_full<W>...};
 }
 
 }  // namespace
@@ -78,6 +105,16 @@ void unpack_bits(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32
   else unpack_bits_reference(in, n, w, out);
 }
 
+void unpack_docs(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32_t prev, std::uint32_t* out) {
+  static constexpr auto table = make_docs_table(std::make_integer_sequence<unsigned, 33>{});
+  if (n == kPostingBlock) {
+    table[w](in, prev, out);
+    return;
+  }
+  unpack_bits_reference(in, n, w, out);
+  for (std::size_t i = 0; i < n; ++i) out[i] = prev = prev + 1 + out[i];
+}
+
 void PostingsWriter::reserve(std::uint64_t postings) {
   const std::uint64_t blocks = postings / kPostingBlock + 16;
   last_.reserve(blocks);
@@ -102,8 +139,10 @@ void PostingsWriter::flush() {
   packed_.resize(at + gwords + twords);
   pack_bits(gaps, n_, gw, packed_.data() + at);
   pack_bits(tfs, n_, tw, packed_.data() + at + gwords);
+  // Word offsets are 32-bit: a segment holds at most 2^32 - 1 packed words (16 GiB).
+  if (packed_.size() > 0xFFFFFFFFull) throw std::length_error("BM25 segment too large (over 16 GiB of postings)");
   last_.push_back(prev);
-  word_.push_back(packed_.size());
+  word_.push_back(static_cast<std::uint32_t>(packed_.size()));
   bits_.push_back(static_cast<std::uint8_t>(gw));
   bits_.push_back(static_cast<std::uint8_t>(tw));
   prev_ = prev;
@@ -116,7 +155,7 @@ void PostingsWriter::finish(Segment& seg) {
   packed_.shrink_to_fit();
   seg.compressed = true;
   seg.blk_last = Buffer<std::uint32_t>(std::move(last_));
-  seg.blk_word = Buffer<std::uint64_t>(std::move(word_));
+  seg.blk_word = Buffer<std::uint32_t>(std::move(word_));
   seg.blk_bits = Buffer<std::uint8_t>(std::move(bits_));
   seg.packed = Buffer<std::uint32_t>(std::move(packed_));
   seg.docs = Buffer<std::uint32_t>();
@@ -146,8 +185,9 @@ void compress_segment(Segment& seg) {
   w.finish(seg);
 }
 
-void PostingCursor::reset(const Segment& seg, std::size_t slot) {
+void PostingCursor::reset(const Segment& seg, std::size_t slot, const float* prefetch) {
   seg_ = &seg;
+  prefetch_ = prefetch;
   last_ = seg.blk_last.data();
   first_ = seg.list_block[slot];
   end_ = seg.list_block[slot + 1];
@@ -167,10 +207,16 @@ void PostingCursor::load(std::uint64_t b) {
   }
   n_ = b + 1 < end_ ? kPostingBlock : static_cast<std::uint32_t>(len_ - (b - first_) * kPostingBlock);
   const std::uint32_t* words = seg_->packed.data() + seg_->blk_word[b];
-  unpack_bits(words, n_, seg_->blk_bits[2 * b], docs_);
-  std::uint32_t prev = b > first_ ? last_[b - 1] : 0xFFFFFFFFu;
-  for (std::uint32_t i = 0; i < n_; ++i) docs_[i] = prev = prev + 1 + docs_[i];
+  unpack_docs(words, n_, seg_->blk_bits[2 * b], b > first_ ? last_[b - 1] : 0xFFFFFFFFu, docs_);
   doc_ = docs_[0];
+}
+
+void PostingCursor::load_next() {
+  load(blk_ + 1);
+  // Sequential reading: the entries of the block's first docs are needed next (prefetch_ahead
+  // covers the rest of the block).
+  if (prefetch_)
+    for (std::uint32_t j = 0; j < n_ && j < 16; ++j) __builtin_prefetch(prefetch_ + docs_[j]);
 }
 
 void PostingCursor::decode_tfs() {

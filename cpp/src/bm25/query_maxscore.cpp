@@ -84,8 +84,10 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
   const DocWeight<M> dw(params_);
   const double inflate = 1.0 + 1e-6 * static_cast<double>(q.terms.size() + 4);
   thread_local std::vector<TermInSegment> terms;
-  thread_local std::vector<Cursor> cur;
-  thread_local std::vector<double> cum;
+  // Thread-local storage, used through plain pointers (a thread_local in a shared library is
+  // looked up again after every call the compiler cannot see through).
+  thread_local std::vector<Cursor> cur_store;
+  thread_local std::vector<double> cum_store;
   terms.clear();
   for (std::size_t i = 0; i < q.terms.size(); ++i) {
     const std::int64_t slot = seg.slot_of(q.terms[i]);
@@ -98,16 +100,18 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
   std::sort(terms.begin(), terms.end(),
             [](const TermInSegment& a, const TermInSegment& b) { return a.bound < b.bound; });
   const std::size_t n = terms.size();
-  if (cur.size() < n) cur.resize(n);
+  if (cur_store.size() < n) cur_store.resize(n);
+  cum_store.resize(n);
+  Cursor* const cur = cur_store.data();
+  double* const cum = cum_store.data();
+  const float* norm = q.norm + seg.base;
   for (std::size_t i = 0; i < n; ++i) {
-    cur[i].pc.reset(seg, terms[i].slot);
+    cur[i].pc.reset(seg, terms[i].slot, norm);
     cur[i].weight = terms[i].weight;
     cur[i].bound = terms[i].bound;
   }
-  cum.resize(n);
   double acc = 0;
   for (std::size_t i = 0; i < n; ++i) cum[i] = (acc += cur[i].bound);
-  const float* norm = q.norm + seg.base;
   float theta = heap.threshold();
   std::size_t first_ess = 0;
   while (first_ess < n && cum[first_ess] <= theta) ++first_ess;
@@ -127,7 +131,7 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
       Cursor& c = cur[i];
       if (c.pc.doc() == doc) {
         // The norms are read in doc order but far apart: fetch the ones a few postings on.
-        __builtin_prefetch(norm + c.pc.peek(kPrefetch));
+        c.pc.prefetch_ahead(kPrefetch);
         score += c.weight * dw(c.pc.tf(), norm[doc]);
         c.pc.next();
       }
@@ -155,7 +159,9 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
 // the postings), so most candidates are dropped after scoring the essential lists alone.
 template <Method M>
 const BlockInfo* InvertedIndex::blocks_of(const Segment& seg, std::size_t slot, std::size_t* n) const {
-  const std::uint64_t first = seg.block_first[slot], count = seg.block_first[slot + 1] - first;
+  const std::uint64_t first = seg.list_block[slot];
+  const std::uint64_t count =
+      seg.offsets[slot + 1] - seg.offsets[slot] >= kBlockMinPostings ? seg.list_block[slot + 1] - first : 0;
   *n = count;
   if (count == 0) return nullptr;
   BlockInfo* out = seg.blocks.get() + first;
@@ -213,8 +219,8 @@ void InvertedIndex::blockmax_segment(const Prepared& q, const Segment& seg, cons
   // avgdl) bound each block by its largest tf and shortest document.
   const bool own_stats = q.avgdl == avgdl();
   thread_local std::vector<TermInSegment> terms;
-  thread_local std::vector<BCursor> cur;
-  thread_local std::vector<double> cum;
+  thread_local std::vector<BCursor> cur_store;
+  thread_local std::vector<double> cum_store;
   terms.clear();
   for (std::size_t i = 0; i < q.terms.size(); ++i) {
     const std::int64_t slot = seg.slot_of(q.terms[i]);
@@ -227,10 +233,14 @@ void InvertedIndex::blockmax_segment(const Prepared& q, const Segment& seg, cons
   std::sort(terms.begin(), terms.end(),
             [](const TermInSegment& a, const TermInSegment& b) { return a.bound < b.bound; });
   const std::size_t n = terms.size();
-  if (cur.size() < n) cur.resize(n);
+  if (cur_store.size() < n) cur_store.resize(n);
+  cum_store.resize(n);
+  BCursor* const cur = cur_store.data();
+  double* const cum = cum_store.data();
+  const float* norm = q.norm + seg.base;
   for (std::size_t i = 0; i < n; ++i) {
     BCursor& c = cur[i];
-    c.pc.reset(seg, terms[i].slot);
+    c.pc.reset(seg, terms[i].slot, norm);
     c.slot = terms[i].slot;
     c.weight = terms[i].weight;
     c.bound = terms[i].bound;
@@ -240,10 +250,8 @@ void InvertedIndex::blockmax_segment(const Prepared& q, const Segment& seg, cons
     c.blk_bound = c.bound;
     c.cur_bb = c.bound;
   }
-  cum.resize(n);
   double acc = 0;
   for (std::size_t i = 0; i < n; ++i) cum[i] = (acc += cur[i].bound);
-  const float* norm = q.norm + seg.base;
   // The bound of block c.bi (cached per cursor).
   auto current_bound = [&](BCursor& c) -> double {
     if (c.bound_bi != c.bi) {
@@ -313,7 +321,7 @@ void InvertedIndex::blockmax_segment(const Prepared& q, const Segment& seg, cons
     for (std::size_t i = first_ess; i < n; ++i) {
       BCursor& c = cur[i];
       if (c.pc.doc() == doc) {
-        __builtin_prefetch(norm + c.pc.peek(kPrefetch));
+        c.pc.prefetch_ahead(kPrefetch);
         score += c.weight * dw(c.pc.tf(), norm[doc]);
         c.pc.next();
       }
@@ -349,18 +357,20 @@ template <Method M>
 void InvertedIndex::direct_segment(const Prepared& q, const Segment& seg, const std::uint32_t* docs, std::size_t count,
                                    TopKQueue& heap) const {
   const DocWeight<M> dw(params_);
-  thread_local std::vector<Cursor> cur;
+  thread_local std::vector<Cursor> cur_store;
   std::size_t n = 0;
   for (std::size_t i = 0; i < q.terms.size(); ++i) {
     const std::int64_t slot = seg.slot_of(q.terms[i]);
     if (slot < 0) continue;
-    if (cur.size() <= n) cur.resize(n + 1);
+    if (cur_store.size() <= n) cur_store.resize(n + 1);
+    Cursor* const cur = cur_store.data();
     cur[n].pc.reset(seg, static_cast<std::size_t>(slot));
     cur[n].weight = q.weights[i];
     cur[n].bound = 0.0;
     ++n;
   }
   if (n == 0) return;
+  Cursor* const cur = cur_store.data();
   const float* norm = q.norm + seg.base;
   for (std::size_t j = 0; j < count; ++j) {
     const std::uint32_t doc = docs[j] - seg.base;

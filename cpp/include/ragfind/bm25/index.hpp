@@ -28,6 +28,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -99,6 +100,11 @@ struct BlockInfo {
   float max_weight;
 };
 
+/// Frees what calloc returned (the lazily zeroed per-term caches).
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+
 struct Segment {
   std::uint32_t base = 0;
   std::uint32_t num_docs = 0;
@@ -114,7 +120,7 @@ struct Segment {
   Buffer<std::uint32_t> tfs;
   bool compressed = false;
   Buffer<std::uint32_t> blk_last;
-  Buffer<std::uint64_t> blk_word;
+  Buffer<std::uint32_t> blk_word;
   Buffer<std::uint8_t> blk_bits;
   Buffer<std::uint32_t> packed;
   std::vector<std::uint64_t> list_block;  // derived from offsets (set_list_blocks)
@@ -127,14 +133,15 @@ struct Segment {
   std::uint64_t dead_postings = 0;
   std::shared_ptr<const void> keepalive;  // the mapped file the buffers may borrow from
   // Per directory entry: (epoch << 32) | bits of the max document-side weight at that epoch.
-  mutable std::unique_ptr<std::atomic<std::uint64_t>[]> bound_cache;
+  // Zeroed by calloc (the pages of terms never queried stay untouched, costing no memory).
+  mutable std::unique_ptr<std::atomic<std::uint64_t>[], FreeDeleter> bound_cache;
   // Block maxima, built per term on first use at each statistics epoch (block_state:
-  // (epoch << 2) | 0 none, 1 being built, 2 ready): the blocks of directory slot s are
-  // blocks[block_first[s] .. block_first[s + 1]) (none for short lists). Allocated
-  // uninitialised, so only the blocks of queried terms cost memory.
-  std::vector<std::uint64_t> block_first;
+  // (epoch << 2) | 0 none, 1 being built, 2 ready): one per compression block, so the blocks
+  // of directory slot s are blocks[list_block[s] .. list_block[s + 1]) (none for lists
+  // shorter than kBlockMinPostings). Allocated uninitialised, so only the blocks of queried
+  // terms cost memory.
   mutable std::unique_ptr<BlockInfo[]> blocks;
-  mutable std::unique_ptr<std::atomic<std::uint64_t>[]> block_state;
+  mutable std::unique_ptr<std::atomic<std::uint64_t>[], FreeDeleter> block_state;
 
   std::size_t num_postings() const { return compressed ? (offsets.empty() ? 0 : offsets[offsets.size() - 1]) : docs.size(); }
   std::uint64_t num_blocks() const { return blk_last.size(); }

@@ -32,6 +32,8 @@ inline std::uint64_t packed_words(std::size_t n, unsigned w) { return (static_ca
 void pack_bits(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32_t* out);
 /// The inverse: reads exactly packed_words(n, w) words, writes n values.
 void unpack_bits(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32_t* out);
+/// Doc ids from packed gaps: out[i] = prev + 1 + gap[i], running (u32 arithmetic).
+void unpack_docs(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32_t prev, std::uint32_t* out);
 /// The same, one value at a time (the reference the unrolled unpack is tested against).
 void unpack_bits_reference(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32_t* out);
 
@@ -55,7 +57,7 @@ class PostingsWriter {
   void finish(Segment& seg);
 
   std::vector<std::uint32_t> last_;
-  std::vector<std::uint64_t> word_;
+  std::vector<std::uint32_t> word_;
   std::vector<std::uint8_t> bits_;
   std::vector<std::uint32_t> packed_;
 
@@ -71,8 +73,9 @@ class PostingsWriter {
 class PostingCursor {
  public:
   static constexpr std::uint32_t kEnd = 0xFFFFFFFFu;
-  /// Positions on the first posting of directory slot `slot` of seg.
-  void reset(const Segment& seg, std::size_t slot);
+  /// Positions on the first posting of directory slot `slot` of seg. With `prefetch` (a
+  /// per-local-doc array), next() entering a block prefetches the entries of its first docs.
+  void reset(const Segment& seg, std::size_t slot, const float* prefetch = nullptr);
   std::uint32_t doc() const { return doc_; }
   std::uint32_t tf() {
     if (!tf_ready_) decode_tfs();
@@ -80,7 +83,11 @@ class PostingCursor {
   }
   void next() {
     if (++i_ < n_) doc_ = docs_[i_];
-    else load(blk_ + 1);
+    else load_next();
+  }
+  /// Prefetches the prefetch array's entry k postings ahead in the current block.
+  void prefetch_ahead(std::uint32_t k) const {
+    if (i_ + k < n_) __builtin_prefetch(prefetch_ + docs_[i_ + k]);
   }
   /// Moves to the first posting whose doc is >= target (never backwards).
   void next_geq(std::uint32_t target) {
@@ -92,8 +99,6 @@ class PostingCursor {
     while (docs_[i_] < target) ++i_;  // stops: the block's last doc is >= target
     doc_ = docs_[i_];
   }
-  /// The doc k postings ahead in the current block (its last doc past the block's end).
-  std::uint32_t peek(std::uint32_t k) const { return i_ + k < n_ ? docs_[i_ + k] : docs_[n_ - 1]; }
   /// Index of the current block within the list.
   std::uint64_t block_index() const { return blk_ - first_; }
   /// The decoded docs and tfs of the current block (for term-at-a-time scans).
@@ -108,11 +113,13 @@ class PostingCursor {
 
  private:
   void load(std::uint64_t b);
+  void load_next();
   void skip_to(std::uint32_t target);
   void decode_tfs();
 
   const Segment* seg_ = nullptr;
   const std::uint32_t* last_ = nullptr;
+  const float* prefetch_ = nullptr;
   std::uint64_t first_ = 0, blk_ = 0, end_ = 0, len_ = 0;
   std::uint32_t i_ = 0, n_ = 0, doc_ = kEnd;
   bool tf_ready_ = false;
