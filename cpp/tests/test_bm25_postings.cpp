@@ -58,11 +58,21 @@ TEST(doc_unpack_is_unpack_plus_prefix_sum) {
       std::vector<std::uint32_t> words(packed_words(n, w));
       for (auto& x : words) x = static_cast<std::uint32_t>(rng());
       for (std::uint32_t prev : {0xFFFFFFFFu, 0u, 123456u, static_cast<std::uint32_t>(rng())}) {
+        const std::uint32_t first_prev = prev;
         std::vector<std::uint32_t> got(n), want(n);
         unpack_docs(words.data(), n, w, prev, got.data());
         unpack_bits_reference(words.data(), n, w, want.data());
         for (auto& x : want) x = prev = prev + 1 + x;
         CHECK_MSG(got == want, "w=" + std::to_string(w) + " n=" + std::to_string(n));
+        if (n == kPostingBlock) {  // the same, group by group
+          std::vector<std::uint32_t> groups(n);
+          std::uint32_t p = 0;
+          for (std::size_t g = 0; g < n / 32; ++g) {
+            p = g == 0 ? first_prev : groups[32 * g - 1];
+            unpack_docs_group(words.data() + g * w, w, p, groups.data() + 32 * g);
+          }
+          CHECK_MSG(groups == want, "groups w=" + std::to_string(w));
+        }
       }
     }
   }

@@ -35,24 +35,31 @@ void unpack_full(const std::uint32_t* in, std::uint32_t* out) {
   }
 }
 
-// unpack_full fused with the doc-id prefix sum (out[i] = prev + 1 + gap, running): one pass.
+// 32 values of a full block fused with the doc-id prefix sum (out[i] = prev + 1 + gap,
+// running): one pass.
 template <unsigned W>
-void unpack_docs_full(const std::uint32_t* in, std::uint32_t prev, std::uint32_t* out) {
+void unpack_docs_group_w(const std::uint32_t* in, std::uint32_t prev, std::uint32_t* out) {
   if constexpr (W == 0) {
-    for (unsigned i = 0; i < kPostingBlock; ++i) out[i] = prev + 1 + i;
+    for (unsigned i = 0; i < 32; ++i) out[i] = prev + 1 + i;
   } else if constexpr (W == 32) {
-    for (unsigned i = 0; i < kPostingBlock; ++i) out[i] = prev = prev + 1 + in[i];
+    for (unsigned i = 0; i < 32; ++i) out[i] = prev = prev + 1 + in[i];
   } else {
     constexpr std::uint32_t mask = (1u << W) - 1;
-    for (unsigned g = 0; g < kPostingBlock / 32; ++g, in += W, out += 32) {
 #pragma GCC unroll 32
-      for (unsigned i = 0; i < 32; ++i) {
-        const unsigned bit = i * W, w = bit / 32, s = bit % 32;
-        std::uint32_t v = in[w] >> s;
-        if (s + W > 32) v |= in[w + 1] << (32 - s);
-        out[i] = prev = prev + 1 + (v & mask);
-      }
+    for (unsigned i = 0; i < 32; ++i) {
+      const unsigned bit = i * W, w = bit / 32, s = bit % 32;
+      std::uint32_t v = in[w] >> s;
+      if (s + W > 32) v |= in[w + 1] << (32 - s);
+      out[i] = prev = prev + 1 + (v & mask);
     }
+  }
+}
+
+template <unsigned W>
+void unpack_docs_full(const std::uint32_t* in, std::uint32_t prev, std::uint32_t* out) {
+  for (unsigned g = 0; g < kPostingBlock / 32; ++g, in += W, out += 32) {
+    unpack_docs_group_w<W>(in, prev, out);
+    prev = out[31];
   }
 }
 
@@ -66,6 +73,10 @@ constexpr auto make_table(std::integer_sequence<unsigned, W...>) {
 template <unsigned... W>
 constexpr auto make_docs_table(std::integer_sequence<unsigned, W...>) {
   return std::array<UnpackDocsFn, sizeof...(W)>{&unpack_docs_full<W>...};
+}
+template <unsigned... W>
+constexpr auto make_group_table(std::integer_sequence<unsigned, W...>) {
+  return std::array<UnpackDocsFn, sizeof...(W)>{&unpack_docs_group_w<W>...};
 }
 
 }  // namespace
@@ -111,8 +122,20 @@ void unpack_docs(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32
     table[w](in, prev, out);
     return;
   }
-  unpack_bits_reference(in, n, w, out);
-  for (std::size_t i = 0; i < n; ++i) out[i] = prev = prev + 1 + out[i];
+  // A short (tail) block: whole groups of 32 at the unrolled speed, then the rest.
+  std::size_t done = 0;
+  for (; done + 32 <= n; done += 32, in += w) {
+    unpack_docs_group(in, w, prev, out + done);
+    prev = out[done + 31];
+  }
+  const std::size_t rest = n - done;
+  unpack_bits_reference(in, rest, w, out + done);
+  for (std::size_t i = done; i < n; ++i) out[i] = prev = prev + 1 + out[i];
+}
+
+void unpack_docs_group(const std::uint32_t* in, unsigned w, std::uint32_t prev, std::uint32_t* out) {
+  static constexpr auto table = make_group_table(std::make_integer_sequence<unsigned, 33>{});
+  table[w](in, prev, out);
 }
 
 void PostingsWriter::reserve(std::uint64_t postings) {
@@ -195,20 +218,39 @@ void PostingCursor::reset(const Segment& seg, std::size_t slot, const float* pre
   load(first_);
 }
 
-void PostingCursor::load(std::uint64_t b) {
+void PostingCursor::load(std::uint64_t b, bool lazy) {
   blk_ = b;
   i_ = 0;
   tf_ready_ = false;
   if (b >= end_) {
     blk_ = end_ > first_ ? end_ - 1 : first_;
     n_ = 0;
+    dec_ = 0;
     doc_ = kEnd;
     return;
   }
   n_ = b + 1 < end_ ? kPostingBlock : static_cast<std::uint32_t>(len_ - (b - first_) * kPostingBlock);
   const std::uint32_t* words = seg_->packed.data() + seg_->blk_word[b];
-  unpack_docs(words, n_, seg_->blk_bits[2 * b], b > first_ ? last_[b - 1] : 0xFFFFFFFFu, docs_);
+  const std::uint32_t prev = b > first_ ? last_[b - 1] : 0xFFFFFFFFu;
+  gap_width_ = seg_->blk_bits[2 * b];
+  gap_words_ = words;
+  tf_width_ = seg_->blk_bits[2 * b + 1];
+  tf_mask_ = tf_width_ == 32 ? 0xFFFFFFFFu : (1u << tf_width_) - 1;
+  tf_words_ = words + packed_words(n_, gap_width_);
+  if (lazy && n_ == kPostingBlock) {
+    unpack_docs_group(words, gap_width_, prev, docs_);
+    dec_ = 32;
+  } else {
+    unpack_docs(words, n_, gap_width_, prev, docs_);
+    dec_ = n_;
+  }
   doc_ = docs_[0];
+}
+
+void PostingCursor::decode_group() {
+  // Only full blocks are decoded lazily: group g starts at word g * width.
+  unpack_docs_group(gap_words_ + (dec_ / 32) * gap_width_, gap_width_, docs_[dec_ - 1], docs_ + dec_);
+  dec_ += 32;
 }
 
 void PostingCursor::load_next() {
@@ -237,7 +279,7 @@ void PostingCursor::skip_to(std::uint32_t target) {
   }
   const std::uint64_t hi = std::min(end_, lo + step);
   const std::uint64_t b = static_cast<std::uint64_t>(std::lower_bound(last_ + lo, last_ + hi, target) - last_);
-  load(b);
+  load(b, true);
 }
 
 }  // namespace ragfind::bm25

@@ -34,6 +34,9 @@ void pack_bits(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32_t
 void unpack_bits(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32_t* out);
 /// Doc ids from packed gaps: out[i] = prev + 1 + gap[i], running (u32 arithmetic).
 void unpack_docs(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32_t prev, std::uint32_t* out);
+/// The same for one group of 32 values of a full block (w words from in), so that a cursor
+/// can decode a block only as far as it reads.
+void unpack_docs_group(const std::uint32_t* in, unsigned w, std::uint32_t prev, std::uint32_t* out);
 /// The same, one value at a time (the reference the unrolled unpack is tested against).
 void unpack_bits_reference(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32_t* out);
 
@@ -69,7 +72,9 @@ class PostingsWriter {
 };
 
 /// Reads one posting list of a compressed segment a block at a time. doc() is kEnd past the
-/// end; tf() decodes the block's tfs on first use.
+/// end; tf() decodes the block's tfs on first use. A block reached by next_geq skipping is
+/// decoded a group of 32 doc ids at a time, only as far as it is read (a probe of a long list
+/// usually wants one doc of the block); next() decodes whole blocks.
 class PostingCursor {
  public:
   static constexpr std::uint32_t kEnd = 0xFFFFFFFFu;
@@ -77,17 +82,30 @@ class PostingCursor {
   /// per-local-doc array), next() entering a block prefetches the entries of its first docs.
   void reset(const Segment& seg, std::size_t slot, const float* prefetch = nullptr);
   std::uint32_t doc() const { return doc_; }
-  std::uint32_t tf() {
-    if (!tf_ready_) decode_tfs();
-    return tfs_[i_];
+  std::uint32_t tf() const {
+    // One value read straight from the packed tfs: cursors that score a posting here and
+    // there (probes of long lists) never decode a whole block of them.
+    if (tf_width_ == 0) return 1;
+    const std::uint64_t bit = static_cast<std::uint64_t>(i_) * tf_width_;
+    const std::uint32_t* p = tf_words_ + (bit >> 5);
+    const unsigned s = static_cast<unsigned>(bit & 31);
+    std::uint64_t v = p[0] >> s;
+    if (s + tf_width_ > 32) v |= static_cast<std::uint64_t>(p[1]) << (32 - s);
+    return (static_cast<std::uint32_t>(v) & tf_mask_) + 1;
   }
   void next() {
-    if (++i_ < n_) doc_ = docs_[i_];
-    else load_next();
+    if (++i_ < dec_) {
+      doc_ = docs_[i_];
+    } else if (i_ < n_) {
+      while (dec_ < n_) decode_group();
+      doc_ = docs_[i_];
+    } else {
+      load_next();
+    }
   }
   /// Prefetches the prefetch array's entry k postings ahead in the current block.
   void prefetch_ahead(std::uint32_t k) const {
-    if (i_ + k < n_) __builtin_prefetch(prefetch_ + docs_[i_ + k]);
+    if (i_ + k < dec_) __builtin_prefetch(prefetch_ + docs_[i_ + k]);
   }
   /// Moves to the first posting whose doc is >= target (never backwards).
   void next_geq(std::uint32_t target) {
@@ -96,7 +114,8 @@ class PostingCursor {
       skip_to(target);
       if (doc_ == kEnd) return;
     }
-    while (docs_[i_] < target) ++i_;  // stops: the block's last doc is >= target
+    while (docs_[dec_ - 1] < target) decode_group();  // stops: the block's last doc is >= target
+    while (docs_[i_] < target) ++i_;
     doc_ = docs_[i_];
   }
   /// Index of the current block within the list.
@@ -112,7 +131,8 @@ class PostingCursor {
   void next_block() { load(blk_ + 1); }
 
  private:
-  void load(std::uint64_t b);
+  void load(std::uint64_t b, bool lazy = false);
+  void decode_group();
   void load_next();
   void skip_to(std::uint32_t target);
   void decode_tfs();
@@ -121,7 +141,11 @@ class PostingCursor {
   const std::uint32_t* last_ = nullptr;
   const float* prefetch_ = nullptr;
   std::uint64_t first_ = 0, blk_ = 0, end_ = 0, len_ = 0;
-  std::uint32_t i_ = 0, n_ = 0, doc_ = kEnd;
+  std::uint32_t i_ = 0, n_ = 0, dec_ = 0, doc_ = kEnd;  // dec_: doc ids decoded so far
+  unsigned gap_width_ = 0, tf_width_ = 0;
+  std::uint32_t tf_mask_ = 0;
+  const std::uint32_t* gap_words_ = nullptr;
+  const std::uint32_t* tf_words_ = nullptr;
   bool tf_ready_ = false;
   std::uint32_t docs_[kPostingBlock];
   std::uint32_t tfs_[kPostingBlock];
