@@ -1,9 +1,12 @@
-// The BM25 inverted index: segments of compressed-free, contiguous postings plus the global
-// collection statistics every score is computed from.
+// The BM25 inverted index: segments of block-compressed postings plus the global collection
+// statistics every score is computed from.
 //
 // Layout. Each segment holds postings for a contiguous range of internal document ids
-// [base, base + num_docs): per term a run of (local doc id, tf) in increasing doc order, stored
-// as three flat arrays (term offsets, doc ids, term frequencies). add() builds one new segment
+// [base, base + num_docs): per term a run of (local doc id, tf) in increasing doc order. The
+// term directory holds posting counts (offsets); the postings themselves are blocks of 128
+// with bit-packed doc gaps and tfs (postings.hpp), read through a PostingCursor that skips
+// whole blocks by their last doc id; a mapped index file uses the blocks in place. (The learned
+// sparse index reuses Segment with flat docs/tfs arrays instead.) add() builds one new segment
 // from the batch and merges trailing segments whose sizes are within a factor of two (so there
 // are O(log N) segments and each posting is copied O(log N) times).
 //
@@ -143,7 +146,9 @@ struct Segment {
   mutable std::unique_ptr<BlockInfo[]> blocks;
   mutable std::unique_ptr<std::atomic<std::uint64_t>[], FreeDeleter> block_state;
 
-  std::size_t num_postings() const { return compressed ? (offsets.empty() ? 0 : offsets[offsets.size() - 1]) : docs.size(); }
+  std::size_t num_postings() const {
+    return compressed ? (offsets.empty() ? 0 : offsets[offsets.size() - 1]) : docs.size();
+  }
   std::uint64_t num_blocks() const { return blk_last.size(); }
   /// Derives list_block from offsets (ceil(list length / kPostingBlock) blocks per slot).
   void set_list_blocks();

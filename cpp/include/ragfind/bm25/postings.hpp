@@ -14,6 +14,7 @@
 // unrolled per width and is a small part of a query's cost (bench/engines.md).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -115,7 +116,12 @@ class PostingCursor {
       if (doc_ == kEnd) return;
     }
     while (docs_[dec_ - 1] < target) decode_group();  // stops: the block's last doc is >= target
-    while (docs_[i_] < target) ++i_;
+    // A probe may land far into the block: a short scan, then a binary search.
+    if (docs_[i_ + 1 < dec_ ? i_ + 1 : i_] >= target) {
+      i_ += docs_[i_] < target;
+    } else {
+      i_ = static_cast<std::uint32_t>(std::lower_bound(docs_ + i_ + 2, docs_ + dec_, target) - docs_);
+    }
     doc_ = docs_[i_];
   }
   /// Index of the current block within the list.
