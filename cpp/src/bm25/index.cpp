@@ -3,7 +3,9 @@
 // top-k live in query_maxscore.cpp and query_exhaustive.cpp.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <stdexcept>
 
 #include "ragfind/bm25/index.hpp"

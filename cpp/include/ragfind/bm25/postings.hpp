@@ -10,8 +10,8 @@
 // Packing is horizontal: value i of a block lies at bits [i*w, (i+1)*w) of its words.
 //
 // Decoding is exact (the same u32 tf and doc values the flat arrays held), so every score is
-// unchanged. A vertical SIMD layout was not added: the scalar unpack of a full block is
-// unrolled per width and is a small part of a query's cost (bench/engines.md).
+// unchanged. The unpack is scalar, unrolled per width; there is no SIMD (vertical BP128-style)
+// variant yet (bench/engines.md has the share of a query's time decoding takes).
 #pragma once
 
 #include <algorithm>
