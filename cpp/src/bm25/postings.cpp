@@ -13,26 +13,29 @@ namespace ragfind::bm25 {
 
 namespace {
 
-// A full block at a constant width: 32 values take exactly W words, so every shift and word
-// index below is a compile-time constant once the inner loop is unrolled.
+// 32 values at a constant width take exactly W words, so every shift and word index below is
+// a compile-time constant once the inner loop is unrolled.
 template <unsigned W>
-void unpack_full(const std::uint32_t* in, std::uint32_t* out) {
+void unpack_group_w(const std::uint32_t* in, std::uint32_t* out) {
   if constexpr (W == 0) {
-    std::memset(out, 0, kPostingBlock * 4);
+    std::memset(out, 0, 32 * 4);
   } else if constexpr (W == 32) {
-    std::memcpy(out, in, kPostingBlock * 4);
+    std::memcpy(out, in, 32 * 4);
   } else {
     constexpr std::uint32_t mask = (1u << W) - 1;
-    for (unsigned g = 0; g < kPostingBlock / 32; ++g, in += W, out += 32) {
 #pragma GCC unroll 32
-      for (unsigned i = 0; i < 32; ++i) {
-        const unsigned bit = i * W, w = bit / 32, s = bit % 32;
-        std::uint32_t v = in[w] >> s;
-        if (s + W > 32) v |= in[w + 1] << (32 - s);
-        out[i] = v & mask;
-      }
+    for (unsigned i = 0; i < 32; ++i) {
+      const unsigned bit = i * W, w = bit / 32, s = bit % 32;
+      std::uint32_t v = in[w] >> s;
+      if (s + W > 32) v |= in[w + 1] << (32 - s);
+      out[i] = v & mask;
     }
   }
+}
+
+template <unsigned W>
+void unpack_full(const std::uint32_t* in, std::uint32_t* out) {
+  for (unsigned g = 0; g < kPostingBlock / 32; ++g) unpack_group_w<W>(in + g * W, out + 32 * g);
 }
 
 // 32 values of a full block fused with the doc-id prefix sum (out[i] = prev + 1 + gap,
@@ -75,6 +78,10 @@ constexpr auto make_docs_table(std::integer_sequence<unsigned, W...>) {
   return std::array<UnpackDocsFn, sizeof...(W)>{&unpack_docs_full<W>...};
 }
 template <unsigned... W>
+constexpr auto make_plain_group_table(std::integer_sequence<unsigned, W...>) {
+  return std::array<UnpackFn, sizeof...(W)>{&unpack_group_w<W>...};
+}
+template <unsigned... W>
 constexpr auto make_group_table(std::integer_sequence<unsigned, W...>) {
   return std::array<UnpackDocsFn, sizeof...(W)>{&unpack_docs_group_w<W>...};
 }
@@ -96,11 +103,11 @@ void pack_bits(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32_t
 
 void unpack_bits_reference(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32_t* out) {
   const std::uint32_t mask = w == 32 ? 0xFFFFFFFFu : (1u << w) - 1;
+  if (w == 0) {
+    std::fill(out, out + n, 0u);
+    return;
+  }
   for (std::size_t i = 0; i < n; ++i) {
-    if (w == 0) {
-      out[i] = 0;
-      continue;
-    }
     const std::uint64_t bit = static_cast<std::uint64_t>(i) * w;
     const std::uint64_t at = bit / 32;
     const unsigned s = static_cast<unsigned>(bit % 32);
@@ -112,8 +119,20 @@ void unpack_bits_reference(const std::uint32_t* in, std::size_t n, unsigned w, s
 
 void unpack_bits(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32_t* out) {
   static constexpr auto table = make_table(std::make_integer_sequence<unsigned, 33>{});
-  if (n == kPostingBlock) table[w](in, out);
-  else unpack_bits_reference(in, n, w, out);
+  static constexpr auto groups = make_plain_group_table(std::make_integer_sequence<unsigned, 33>{});
+  if (n == kPostingBlock) {
+    table[w](in, out);
+    return;
+  }
+  // A short (tail) block: whole groups of 32 at the unrolled speed, then the rest.
+  std::size_t done = 0;
+  for (; done + 32 <= n; done += 32, in += w) groups[w](in, out + done);
+  if (done < n) {
+    std::uint32_t pad[32] = {}, vals[32];
+    std::memcpy(pad, in, packed_words(n - done, w) * 4);
+    groups[w](pad, vals);
+    std::memcpy(out + done, vals, (n - done) * 4);
+  }
 }
 
 void unpack_docs(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32_t prev, std::uint32_t* out) {
@@ -128,9 +147,14 @@ void unpack_docs(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32
     unpack_docs_group(in, w, prev, out + done);
     prev = out[done + 31];
   }
-  const std::size_t rest = n - done;
-  unpack_bits_reference(in, rest, w, out + done);
-  for (std::size_t i = done; i < n; ++i) out[i] = prev = prev + 1 + out[i];
+  if (done < n) {
+    // The last partial group through the unrolled code too, from a zero-padded copy (it may
+    // read up to w words; the block has fewer).
+    std::uint32_t pad[32] = {}, vals[32];
+    std::memcpy(pad, in, packed_words(n - done, w) * 4);
+    unpack_docs_group(pad, w, prev, vals);
+    std::memcpy(out + done, vals, (n - done) * 4);
+  }
 }
 
 void unpack_docs_group(const std::uint32_t* in, unsigned w, std::uint32_t prev, std::uint32_t* out) {

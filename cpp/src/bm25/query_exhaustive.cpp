@@ -29,9 +29,10 @@ void InvertedIndex::exhaustive_segment(const Prepared& q, const Segment& seg, co
     const std::int64_t slot = seg.slot_of(q.terms[i]);
     if (slot < 0) continue;
     const float w = q.weights[i];
-    // Block by block: the decoded block stays in L1 while it is scattered.
+    // Block by block: the decoded block stays in L1 while it is scattered. Captures by value:
+    // by reference, the stores to acc could alias w and every posting would reload it.
     for_each_posting(seg, static_cast<std::size_t>(slot),
-                     [&](std::uint32_t d, std::uint32_t tf) { acc[d] += w * dw(tf, norm[d]); });
+                     [acc, norm, w, dw](std::uint32_t d, std::uint32_t tf) { acc[d] += w * dw(tf, norm[d]); });
   }
   // Every weight is > 0, so matching documents have a score > 0. Documents are offered in
   // increasing id order, so an equal score never displaces an entry (queue contract).

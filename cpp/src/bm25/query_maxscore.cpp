@@ -31,7 +31,7 @@ constexpr std::uint32_t kEnd = PostingCursor::kEnd;
 template <Method M>
 float compute_bound(const Segment& seg, std::size_t slot, const float* norm, const DocWeight<M>& dw) {
   float best = 0.0f;
-  for_each_posting(seg, slot, [&](std::uint32_t d, std::uint32_t tf) {
+  for_each_posting(seg, slot, [&best, norm, dw](std::uint32_t d, std::uint32_t tf) {
     const float v = dw(tf, norm[d]);
     best = v > best ? v : best;
   });
