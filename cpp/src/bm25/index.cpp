@@ -3,7 +3,9 @@
 // top-k live in query_maxscore.cpp and query_exhaustive.cpp.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <stdexcept>
 
 #include "ragfind/bm25/index.hpp"
@@ -24,31 +26,37 @@ void Segment::ensure_forward() {
   if (has_forward) return;
   // Transposes the postings; terms come out sorted per document (slots are in term order).
   std::vector<std::uint64_t> off(static_cast<std::size_t>(num_docs) + 1, 0);
-  for (std::size_t i = 0; i < docs.size(); ++i) ++off[docs[i] + 1];
+  for (std::size_t slot = 0; slot < directory_size(); ++slot)
+    for_each_posting(*this, slot, [&](std::uint32_t d, std::uint32_t) { ++off[d + 1]; });
   for (std::size_t d = 0; d < num_docs; ++d) off[d + 1] += off[d];
-  std::vector<std::uint32_t> terms(docs.size());
+  std::vector<std::uint32_t> terms(num_postings());
   std::vector<std::uint64_t> fill(off.begin(), off.end() - 1);
   for (std::size_t slot = 0; slot < directory_size(); ++slot) {
     const std::uint32_t t = term_ids.empty() ? static_cast<std::uint32_t>(slot) : term_ids[slot];
-    for (std::uint64_t i = offsets[slot]; i < offsets[slot + 1]; ++i) terms[fill[docs[i]]++] = t;
+    for_each_posting(*this, slot, [&](std::uint32_t d, std::uint32_t) { terms[fill[d]++] = t; });
   }
   fwd_offsets = std::move(off);
   fwd_terms = std::move(terms);
   has_forward = true;
 }
 
+namespace {
+// A zeroed array of atomics from calloc: large ones come as fresh zero pages that cost memory
+// only once written (a lock-free std::atomic<std::uint64_t> is a plain 8-byte word; all-zero
+// bits are the value 0).
+std::atomic<std::uint64_t>* zeroed_atomics(std::size_t n) {
+  static_assert(sizeof(std::atomic<std::uint64_t>) == 8 && std::atomic<std::uint64_t>::is_always_lock_free);
+  void* p = std::calloc(n > 0 ? n : 1, sizeof(std::atomic<std::uint64_t>));
+  if (!p) throw std::bad_alloc();
+  return static_cast<std::atomic<std::uint64_t>*>(p);
+}
+}  // namespace
+
 void Segment::reset_bounds() {
   const std::size_t n = directory_size();
-  bound_cache.reset(new std::atomic<std::uint64_t>[n > 0 ? n : 1]);
-  for (std::size_t i = 0; i < n; ++i) bound_cache[i].store(0, std::memory_order_relaxed);
-  block_first.assign(n + 1, 0);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint64_t len = offsets[i + 1] - offsets[i];
-    block_first[i + 1] = block_first[i] + (len >= kBlockMinPostings ? (len + kBlockSize - 1) / kBlockSize : 0);
-  }
-  blocks.reset(new BlockInfo[block_first[n] > 0 ? block_first[n] : 1]);
-  block_state.reset(new std::atomic<std::uint64_t>[n > 0 ? n : 1]);
-  for (std::size_t i = 0; i < n; ++i) block_state[i].store(0, std::memory_order_relaxed);
+  bound_cache.reset(zeroed_atomics(n));
+  blocks.reset(new BlockInfo[num_blocks() > 0 ? num_blocks() : 1]);
+  block_state.reset(zeroed_atomics(n));
 }
 
 InvertedIndex::InvertedIndex(Params params) : params_(params) {}
@@ -68,11 +76,11 @@ std::size_t InvertedIndex::memory_bytes() const {
   std::size_t n = vocab_.memory_bytes() + df_.capacity() * 8 + doc_norm_.capacity() * 4 + live_.capacity();
   if (doc_len_.owned()) n += doc_len_.size() * 4;
   for (const auto& s : segments_) {
-    if (s->docs.owned()) n += s->docs.size() * 8 + s->offsets.size() * 8 + s->term_ids.size() * 4;
-    // block maxima: the directory of first blocks and state bytes; the blocks themselves only
-    // once built (counted as if all were)
-    n += s->block_first.capacity() * 8 + s->directory_size() * 8 +
-         (s->block_first.empty() ? 0 : s->block_first.back() * sizeof(BlockInfo));
+    if (s->packed.owned())
+      n += s->packed.size() * 4 + s->num_blocks() * 10 + s->offsets.size() * 8 + s->term_ids.size() * 4;
+    n += s->list_block.capacity() * 8;
+    // block maxima: state words; the blocks themselves only once built (counted as if all were)
+    n += s->directory_size() * 8 + s->num_blocks() * sizeof(BlockInfo);
     n += s->directory_size() * 8 + s->fwd_offsets.capacity() * 8 + s->fwd_terms.capacity() * 4;
   }
   return n;
@@ -208,6 +216,7 @@ void InvertedIndex::add_chunk(const std::uint32_t* terms, const std::uint8_t* co
   seg->offsets = Buffer<std::uint64_t>(std::move(offsets));
   seg->docs = Buffer<std::uint32_t>(std::move(docs));
   seg->tfs = Buffer<std::uint32_t>(std::move(tfs));
+  compress_segment(*seg);
   seg->reset_bounds();
 
   pending_len_.insert(pending_len_.end(), lens.begin(), lens.end());
@@ -256,9 +265,9 @@ std::unique_ptr<Segment> InvertedIndex::merge_segments(const std::vector<const S
   const bool sparse = all_sparse && candidates.size() * 8 < V;
   std::uint64_t total = 0;
   for (const Segment* s : segs) total += s->num_postings() - (drop_dead ? s->dead_postings : 0);
-  std::vector<std::uint32_t> docs, tfs, term_ids;
-  docs.reserve(total);
-  tfs.reserve(total);
+  std::vector<std::uint32_t> term_ids;
+  PostingsWriter postings;
+  postings.reserve(total);
   std::vector<std::uint64_t> offsets;
   offsets.reserve((sparse ? candidates.size() : V) + 1);
   offsets.push_back(0);
@@ -267,26 +276,24 @@ std::unique_ptr<Segment> InvertedIndex::merge_segments(const std::vector<const S
       const std::int64_t slot = s->slot_of(t);
       if (slot < 0) continue;
       const std::uint32_t shift = s->base - out_base;
-      for (std::uint64_t i = s->offsets[slot]; i < s->offsets[slot + 1]; ++i) {
-        const std::uint32_t local = shift + s->docs[i];
-        if (drop_dead) {
-          const std::uint32_t to = remap[local];
-          if (to == kGone) continue;
-          docs.push_back(to);
-        } else {
-          docs.push_back(local);
+      for_each_posting(*s, static_cast<std::size_t>(slot), [&](std::uint32_t d, std::uint32_t tf) {
+        const std::uint32_t local = shift + d;
+        if (!drop_dead) {
+          postings.add(local, tf);
+        } else if (remap[local] != kGone) {
+          postings.add(remap[local], tf);
         }
-        tfs.push_back(s->tfs[i]);
-      }
+      });
     }
+    postings.end_list();
   };
   if (sparse) {
     for (std::uint32_t t : candidates) {
-      const std::size_t before = docs.size();
+      const std::uint64_t before = postings.num_postings();
       emit_term(t);
-      if (docs.size() == before) continue;
+      if (postings.num_postings() == before) continue;
       term_ids.push_back(t);
-      offsets.push_back(docs.size());
+      offsets.push_back(postings.num_postings());
     }
   } else if (all_sparse) {
     std::size_t c = 0;
@@ -295,12 +302,12 @@ std::unique_ptr<Segment> InvertedIndex::merge_segments(const std::vector<const S
         emit_term(static_cast<std::uint32_t>(t));
         ++c;
       }
-      offsets.push_back(docs.size());
+      offsets.push_back(postings.num_postings());
     }
   } else {
     for (std::size_t t = 0; t < V; ++t) {
       emit_term(static_cast<std::uint32_t>(t));
-      offsets.push_back(docs.size());
+      offsets.push_back(postings.num_postings());
     }
   }
   auto out = std::make_unique<Segment>();
@@ -329,10 +336,7 @@ std::unique_ptr<Segment> InvertedIndex::merge_segments(const std::vector<const S
   }
   out->term_ids = Buffer<std::uint32_t>(std::move(term_ids));
   out->offsets = Buffer<std::uint64_t>(std::move(offsets));
-  docs.shrink_to_fit();
-  tfs.shrink_to_fit();
-  out->docs = Buffer<std::uint32_t>(std::move(docs));
-  out->tfs = Buffer<std::uint32_t>(std::move(tfs));
+  postings.finish(*out);
   out->reset_bounds();
   return out;
 }
@@ -537,10 +541,10 @@ std::uint32_t InvertedIndex::term_frequency(std::uint32_t term, std::uint32_t do
     const std::int64_t slot = s->slot_of(term);
     if (slot < 0) return 0;
     const std::uint32_t local = doc - s->base;
-    const std::uint32_t* b = s->docs.data() + s->offsets[slot];
-    const std::uint32_t* e = s->docs.data() + s->offsets[slot + 1];
-    const std::uint32_t* it = std::lower_bound(b, e, local);
-    return (it != e && *it == local) ? s->tfs[it - s->docs.data()] : 0;
+    PostingCursor c;
+    c.reset(*s, static_cast<std::size_t>(slot));
+    c.next_geq(local);
+    return c.doc() == local ? c.tf() : 0;
   }
   return 0;
 }
@@ -581,11 +585,11 @@ void InvertedIndex::score_all(const std::vector<QueryTerm>& query, double* out) 
     for (const auto& s : segments_) {
       const std::int64_t slot = s->slot_of(t);
       if (slot < 0) continue;
-      for (std::uint64_t j = s->offsets[slot]; j < s->offsets[slot + 1]; ++j) {
-        const std::uint32_t d = s->base + s->docs[j];
+      for_each_posting(*s, static_cast<std::size_t>(slot), [&](std::uint32_t local, std::uint32_t tf) {
+        const std::uint32_t d = s->base + local;
         const double L = length_norm(params_, doc_len_[d], avg);
-        out[d] += w * (tf_component<double>(params_.method, params_.k1, params_.delta, s->tfs[j], L) - absent);
-      }
+        out[d] += w * (tf_component<double>(params_.method, params_.k1, params_.delta, tf, L) - absent);
+      });
     }
   }
 }
@@ -606,9 +610,9 @@ void InvertedIndex::score_all_rank_bm25(const std::vector<std::int64_t>& terms, 
     for (const auto& s : segments_) {
       const std::int64_t slot = s->slot_of(t);
       if (slot < 0) continue;
-      for (std::uint64_t j = s->offsets[slot]; j < s->offsets[slot + 1]; ++j) {
-        const std::uint32_t d = s->base + s->docs[j];
-        const double tf = s->tfs[j];
+      for_each_posting(*s, static_cast<std::size_t>(slot), [&](std::uint32_t local, std::uint32_t tf_u) {
+        const std::uint32_t d = s->base + local;
+        const double tf = tf_u;
         const double dl = doc_len_[d];
         const double L = (1.0 - b) + b * dl / avg;
         if (kind == 0) {
@@ -617,9 +621,9 @@ void InvertedIndex::score_all_rank_bm25(const std::vector<std::int64_t>& terms, 
           const double ctd = tf / L;
           out[d] += idf_w * tf * (k1 + 1) * (ctd + delta) / (k1 + ctd + delta);
         } else {
-          tf_of[d] = s->tfs[j];
+          tf_of[d] = tf_u;
         }
-      }
+      });
     }
     if (kind == 2) {
       for (std::uint32_t d = 0; d < n; ++d) {

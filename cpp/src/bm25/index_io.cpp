@@ -39,6 +39,11 @@ enum SectionId : std::uint32_t {
   kIdsStrBytes = 11,
   kPosOffsets = 12,  // optional: positions.hpp, per live document
   kPosBytes = 13,
+  // Version 2 keeps the postings in blocks (postings.hpp) instead of sections 7 and 8.
+  kBlockLast = 14,
+  kBlockWords = 15,
+  kBlockBits = 16,
+  kPacked = 17,
 };
 
 struct Meta {
@@ -115,6 +120,44 @@ void save_index(const std::string& path, const InvertedIndex& index, const DocId
   meta.num_postings = num_postings;
   meta.total_len = index.total_len();
 
+  // Postings of live documents, term by term (the file has one segment with a dense
+  // directory): a single such segment without dead documents is written as it is, anything
+  // else re-encoded here.
+  const Segment* as_is = nullptr;
+  if (!has_dead && index.segments().size() == 1) {
+    const Segment& s = *index.segments().front();
+    if (s.compressed && s.term_ids.empty() && s.directory_size() == num_terms) as_is = &s;
+  }
+  PostingsWriter encoded;
+  std::vector<std::uint64_t> term_offsets;
+  if (!as_is) {
+    encoded.reserve(num_postings);
+    term_offsets.reserve(num_terms + 1);
+    term_offsets.push_back(0);
+    for (std::uint64_t t = 0; t < num_terms; ++t) {
+      for (const auto& s : index.segments()) {
+        const std::int64_t slot = s->slot_of(static_cast<std::uint32_t>(t));
+        if (slot < 0) continue;
+        for_each_posting(*s, static_cast<std::size_t>(slot), [&](std::uint32_t local, std::uint32_t tf) {
+          const std::uint32_t d = s->base + local;
+          if (has_dead && new_number[d] == 0xFFFFFFFFu) return;
+          encoded.add(has_dead ? new_number[d] : d, tf);
+        });
+      }
+      encoded.end_list();
+      term_offsets.push_back(encoded.num_postings());
+    }
+    if (encoded.num_postings() != num_postings)
+      throw IndexWriteError("index writer: posting count mismatch (internal error)");
+  }
+  const std::uint64_t num_blocks = as_is ? as_is->num_blocks() : encoded.num_blocks();
+  const std::uint64_t* w_offsets = as_is ? as_is->offsets.data() : term_offsets.data();
+  const std::uint32_t* w_last = as_is ? as_is->blk_last.data() : encoded.last_.data();
+  const std::uint32_t* w_words = as_is ? as_is->blk_word.data() : encoded.word_.data();
+  const std::uint8_t* w_bits = as_is ? as_is->blk_bits.data() : encoded.bits_.data();
+  const std::uint32_t* w_packed = as_is ? as_is->packed.data() : encoded.packed_.data();
+  const std::uint64_t num_words = w_words[num_blocks];
+
   std::uint64_t id_bytes = 0;
   if (str_ids)
     for (std::size_t i = 0; i < slots; ++i)
@@ -130,8 +173,10 @@ void save_index(const std::string& path, const InvertedIndex& index, const DocId
   add(kVocabBytes, 1, index.vocab().bytes().size());
   add(kDocLen, 4, num_docs);
   add(kTermOffsets, 8, num_terms + 1);
-  add(kDocs, 4, num_postings);
-  add(kTfs, 4, num_postings);
+  add(kBlockLast, 4, num_blocks);
+  add(kBlockWords, 4, num_blocks + 1);
+  add(kBlockBits, 1, 2 * num_blocks);
+  add(kPacked, 4, num_words);
   if (str_ids) {
     add(kIdsStrOffsets, 8, num_docs + 1);
     add(kIdsStrBytes, 1, id_bytes);
@@ -180,38 +225,11 @@ void save_index(const std::string& path, const InvertedIndex& index, const DocId
         case kVocabOffsets: w.write(index.vocab().offsets().data(), 8 * (num_terms + 1)); break;
         case kVocabBytes: w.write(index.vocab().bytes().data(), index.vocab().bytes().size()); break;
         case kDocLen: w.write(has_dead ? live_len.data() : index.doc_lengths().data(), 4 * num_docs); break;
-        case kTermOffsets: {
-          std::uint64_t acc = 0;
-          w.write(&acc, 8);
-          for (std::uint64_t t = 0; t < num_terms; ++t) {
-            acc += index.df(static_cast<std::uint32_t>(t));
-            w.write(&acc, 8);
-          }
-          break;
-        }
-        case kDocs:
-        case kTfs: {
-          const bool docs = e.id == kDocs;
-          std::vector<std::uint32_t> buf;
-          buf.reserve(1 << 16);
-          for (std::uint64_t t = 0; t < num_terms; ++t) {
-            for (const auto& s : index.segments()) {
-              const std::int64_t slot = s->slot_of(static_cast<std::uint32_t>(t));
-              if (slot < 0) continue;
-              for (std::uint64_t i = s->offsets[slot]; i < s->offsets[slot + 1]; ++i) {
-                const std::uint32_t d = s->base + s->docs[i];
-                if (has_dead && new_number[d] == 0xFFFFFFFFu) continue;
-                buf.push_back(docs ? (has_dead ? new_number[d] : d) : s->tfs[i]);
-                if (buf.size() == (1 << 16)) {
-                  w.write(buf.data(), 4 * buf.size());
-                  buf.clear();
-                }
-              }
-            }
-          }
-          w.write(buf.data(), 4 * buf.size());
-          break;
-        }
+        case kTermOffsets: w.write(w_offsets, 8 * (num_terms + 1)); break;
+        case kBlockLast: w.write(w_last, 4 * num_blocks); break;
+        case kBlockWords: w.write(w_words, 4 * (num_blocks + 1)); break;
+        case kBlockBits: w.write(w_bits, 2 * num_blocks); break;
+        case kPacked: w.write(w_packed, 4 * num_words); break;
         case kIdsInt:
           if (!has_dead) {
             w.write(ids.ints().data(), 8 * num_docs);
@@ -362,6 +380,7 @@ std::shared_ptr<FileBytes> open_bytes(const std::string& path, bool mmap) {
 
 struct Parsed {
   std::shared_ptr<FileBytes> bytes;
+  std::uint32_t version = 0;
   std::map<std::uint32_t, Entry> sections;
   Meta meta{};
   template <typename T>
@@ -389,9 +408,10 @@ Parsed parse(const std::string& path, bool mmap) {
   std::memcpy(&header_crc, d + 36, 4);
   if (crc32(crc32(0, d, 36), d + 40, kHeaderBytes - 40) != header_crc)
     bad(path, "header checksum mismatch (corrupt file)");
-  if (version != kIndexFormatVersion)
-    bad(path, "format version " + std::to_string(version) + " is not supported (this ragfind reads version " +
-                  std::to_string(kIndexFormatVersion) + ")");
+  if (version < kOldestIndexFormatVersion || version > kIndexFormatVersion)
+    bad(path, "format version " + std::to_string(version) + " is not supported (this ragfind reads versions " +
+                  std::to_string(kOldestIndexFormatVersion) + " to " + std::to_string(kIndexFormatVersion) + ")");
+  p.version = version;
   if (file_size != size)
     bad(path, "the header says " + std::to_string(file_size) + " bytes but the file has " + std::to_string(size) +
                   (size < file_size ? " (truncated)" : " (trailing data)"));
@@ -453,8 +473,6 @@ void load_index(const std::string& path, bool mmap, InvertedIndex& index, DocIds
   need(kVocabOffsets, 8, m.num_terms + 1);
   need(kDocLen, 4, m.num_docs);
   need(kTermOffsets, 8, m.num_terms + 1);
-  need(kDocs, 4, m.num_postings);
-  need(kTfs, 4, m.num_postings);
 
   // Vocabulary: monotone offsets within the byte section, unique terms.
   const auto* voff = p.ptr<std::uint64_t>(kVocabOffsets);
@@ -477,25 +495,84 @@ void load_index(const std::string& path, bool mmap, InvertedIndex& index, DocIds
   if (total != m.total_len) bad(path, "document lengths do not add up to the stored total");
   // Postings: monotone offsets, strictly increasing doc ids in range, tf >= 1.
   const auto* toff = p.ptr<std::uint64_t>(kTermOffsets);
-  const auto* docs = p.ptr<std::uint32_t>(kDocs);
-  const auto* tfs = p.ptr<std::uint32_t>(kTfs);
   if (toff[0] != 0 || toff[m.num_terms] != m.num_postings) bad(path, "posting offsets do not match the posting count");
-  std::uint64_t released = 0;
+  std::uint64_t num_blocks = 0;
   for (std::uint64_t t = 0; t < m.num_terms; ++t) {
     if (toff[t + 1] < toff[t] || toff[t + 1] > m.num_postings) bad(path, "posting offsets are not increasing");
-    for (std::uint64_t i = toff[t]; i < toff[t + 1]; ++i) {
-      if (docs[i] >= m.num_docs || (i > toff[t] && docs[i] <= docs[i - 1]))
-        bad(path, "a posting list has a document id out of range or out of order");
-      if (tfs[i] == 0) bad(path, "a posting has a zero term frequency");
-    }
-    if (toff[t + 1] - released >= kWindow / 4) {
-      p.bytes->release(docs + released, docs + toff[t + 1]);
-      p.bytes->release(tfs + released, tfs + toff[t + 1]);
-      released = toff[t + 1];
-    }
+    num_blocks += (toff[t + 1] - toff[t] + kPostingBlock - 1) / kPostingBlock;
   }
-  p.bytes->release(docs + released, docs + m.num_postings);
-  p.bytes->release(tfs + released, tfs + m.num_postings);
+  auto seg = std::make_unique<Segment>();
+  seg->base = 0;
+  seg->num_docs = static_cast<std::uint32_t>(m.num_docs);
+  seg->offsets = Buffer<std::uint64_t>::borrow(toff, m.num_terms + 1);
+  if (p.version == 1) {
+    // Flat doc ids and tfs: checked, then encoded into blocks (owned, not mapped).
+    need(kDocs, 4, m.num_postings);
+    need(kTfs, 4, m.num_postings);
+    const auto* docs = p.ptr<std::uint32_t>(kDocs);
+    const auto* tfs = p.ptr<std::uint32_t>(kTfs);
+    for (std::uint64_t t = 0; t < m.num_terms; ++t) {
+      for (std::uint64_t i = toff[t]; i < toff[t + 1]; ++i) {
+        if (docs[i] >= m.num_docs || (i > toff[t] && docs[i] <= docs[i - 1]))
+          bad(path, "a posting list has a document id out of range or out of order");
+        if (tfs[i] == 0) bad(path, "a posting has a zero term frequency");
+      }
+    }
+    seg->docs = Buffer<std::uint32_t>::borrow(docs, m.num_postings);
+    seg->tfs = Buffer<std::uint32_t>::borrow(tfs, m.num_postings);
+    compress_segment(*seg);
+    p.bytes->release(docs, docs + m.num_postings);
+    p.bytes->release(tfs, tfs + m.num_postings);
+  } else {
+    need(kBlockLast, 4, num_blocks);
+    need(kBlockWords, 4, num_blocks + 1);
+    need(kBlockBits, 1, 2 * num_blocks);
+    const auto* last = p.ptr<std::uint32_t>(kBlockLast);
+    const auto* words = p.ptr<std::uint32_t>(kBlockWords);
+    const auto* bits = p.ptr<std::uint8_t>(kBlockBits);
+    if (words[0] != 0) bad(path, "block offsets do not start at 0");
+    need(kPacked, 4, words[num_blocks]);
+    const auto* packed = p.ptr<std::uint32_t>(kPacked);
+    // Every block decoded once: widths and word counts first (so nothing reads past the
+    // packed section), then the doc ids (in range, increasing, ending at the stored last
+    // doc) and the tfs (>= 1).
+    std::uint32_t docs[kPostingBlock], tfs[kPostingBlock];
+    std::uint64_t b = 0, released = 0;  // released: words of packed
+    for (std::uint64_t t = 0; t < m.num_terms; ++t) {
+      std::uint64_t prev = 0xFFFFFFFFFFFFFFFFull;  // -1: the first gap counts from before doc 0
+      for (std::uint64_t left = toff[t + 1] - toff[t]; left > 0; ++b) {
+        const auto n = static_cast<std::uint32_t>(std::min<std::uint64_t>(left, kPostingBlock));
+        left -= n;
+        const unsigned gw = bits[2 * b], tw = bits[2 * b + 1];
+        if (gw > 32 || tw > 32) bad(path, "a posting block has a bit width above 32");
+        if (words[b + 1] < words[b] || words[b + 1] > words[num_blocks] ||
+            words[b + 1] - words[b] != packed_words(n, gw) + packed_words(n, tw))
+          bad(path, "a posting block's size does not match its bit widths");
+        unpack_bits(packed + words[b], n, gw, docs);
+        unpack_bits(packed + words[b] + packed_words(n, gw), n, tw, tfs);
+        for (std::uint32_t i = 0; i < n; ++i) {
+          prev = prev + 1 + docs[i];
+          if (prev >= m.num_docs) bad(path, "a posting list has a document id out of range");
+          if (tfs[i] == 0xFFFFFFFFu) bad(path, "a posting has a zero term frequency");
+        }
+        if (prev != last[b]) bad(path, "a posting block's last document does not match its postings");
+      }
+      if (words[b] - released >= kWindow / 4) {
+        p.bytes->release(packed + released, packed + words[b]);
+        released = words[b];
+      }
+    }
+    p.bytes->release(packed + released, packed + words[num_blocks]);
+    p.bytes->release(last, last + num_blocks);
+    p.bytes->release(words, words + num_blocks + 1);
+    p.bytes->release(bits, bits + 2 * num_blocks);
+    seg->compressed = true;
+    seg->blk_last = Buffer<std::uint32_t>::borrow(last, num_blocks);
+    seg->blk_word = Buffer<std::uint32_t>::borrow(words, num_blocks + 1);
+    seg->blk_bits = Buffer<std::uint8_t>::borrow(bits, 2 * num_blocks);
+    seg->packed = Buffer<std::uint32_t>::borrow(packed, words[num_blocks]);
+    seg->set_list_blocks();
+  }
   p.bytes->release(toff, toff + m.num_terms + 1);
   // External ids.
   std::vector<std::int64_t> int_ids;
@@ -543,14 +620,11 @@ void load_index(const std::string& path, bool mmap, InvertedIndex& index, DocIds
   params.b = m.b;
   params.delta = m.delta;
   index.set_params(params);
-  auto seg = std::make_unique<Segment>();
-  seg->base = 0;
-  seg->num_docs = static_cast<std::uint32_t>(m.num_docs);
-  seg->offsets = Buffer<std::uint64_t>::borrow(toff, m.num_terms + 1);
-  seg->docs = Buffer<std::uint32_t>::borrow(docs, m.num_postings);
-  seg->tfs = Buffer<std::uint32_t>::borrow(tfs, m.num_postings);
   seg->keepalive = p.bytes;
   index.install(Buffer<std::uint32_t>::borrow(dl, m.num_docs), std::move(seg), p.bytes);
+  // The lengths went into the per-document norms; only block maxima, explain and the
+  // double-precision scorers read them again (they fault back in then).
+  p.bytes->release(dl, dl + m.num_docs);
   if (positions) *positions = std::move(loaded_positions);
 }
 

@@ -11,15 +11,15 @@ namespace ragfind::bm25 {
 namespace {
 
 // Calls f(slot, tf) for every posting of `term` (dead documents included), segment by segment:
-// the only code here that reads the posting layout.
+// the only code here that reads postings.
 template <class F>
-void for_each_posting(const InvertedIndex& index, std::uint32_t term, F&& f) {
+void for_each_term_posting(const InvertedIndex& index, std::uint32_t term, F&& f) {
   for (const auto& seg : index.segments()) {
     const std::int64_t slot = seg->slot_of(term);
     if (slot < 0) continue;
-    const std::uint64_t b = seg->offsets[static_cast<std::size_t>(slot)];
-    const std::uint64_t e = seg->offsets[static_cast<std::size_t>(slot) + 1];
-    for (std::uint64_t j = b; j < e; ++j) f(seg->base + seg->docs[j], seg->tfs[j]);
+    const std::uint32_t base = seg->base;
+    for_each_posting(*seg, static_cast<std::size_t>(slot),
+                     [&](std::uint32_t local, std::uint32_t tf) { f(base + local, tf); });
   }
 }
 
@@ -131,7 +131,7 @@ double frequency(const std::vector<const std::vector<std::int64_t>*>& lists, con
 
 void term_slots(const InvertedIndex& index, std::uint32_t term, std::vector<std::uint32_t>& out) {
   out.clear();
-  for_each_posting(index, term, [&](std::uint32_t d, std::uint32_t) {
+  for_each_term_posting(index, term, [&](std::uint32_t d, std::uint32_t) {
     if (index.is_live(d)) out.push_back(d);
   });
 }
@@ -140,7 +140,7 @@ void term_postings(const InvertedIndex& index, std::uint32_t term, std::vector<s
                    std::vector<std::uint32_t>& tfs) {
   slots.clear();
   tfs.clear();
-  for_each_posting(index, term, [&](std::uint32_t d, std::uint32_t tf) {
+  for_each_term_posting(index, term, [&](std::uint32_t d, std::uint32_t tf) {
     if (!index.is_live(d)) return;
     slots.push_back(d);
     tfs.push_back(tf);
@@ -498,7 +498,7 @@ void search_phrases(const InvertedIndex& index, const PositionStore& positions, 
     const Params& prm = index.params();
     const double absent = tf_component_absent(prm);
     for (std::size_t i = 0; i < q.terms.size(); ++i) {
-      for_each_posting(index, q.terms[i], [&](std::uint32_t d, std::uint32_t tf) {
+      for_each_term_posting(index, q.terms[i], [&](std::uint32_t d, std::uint32_t tf) {
         if (!index.is_live(d) || !ok(d)) return;
         const double L = length_norm(prm, index.doc_len(d), index.avgdl());
         acc[d] += q.weights_d[i] * (tf_component<double>(prm.method, prm.k1, prm.delta, double(tf), L) - absent);

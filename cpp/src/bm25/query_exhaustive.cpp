@@ -25,16 +25,14 @@ void InvertedIndex::exhaustive_segment(const Prepared& q, const Segment& seg, co
   std::fill(acc, acc + seg.num_docs, 0.0f);
   const DocWeight<M> dw(params_);
   const float* norm = q.norm + seg.base;
-  const std::uint32_t* docs = seg.docs.data();
-  const std::uint32_t* tfs = seg.tfs.data();
   for (std::size_t i = 0; i < q.terms.size(); ++i) {
     const std::int64_t slot = seg.slot_of(q.terms[i]);
     if (slot < 0) continue;
     const float w = q.weights[i];
-    for (std::uint64_t j = seg.offsets[slot], e = seg.offsets[slot + 1]; j < e; ++j) {
-      const std::uint32_t d = docs[j];
-      acc[d] += w * dw(tfs[j], norm[d]);
-    }
+    // Block by block: the decoded block stays in L1 while it is scattered. Captures by value:
+    // by reference, the stores to acc could alias w and every posting would reload it.
+    for_each_posting(seg, static_cast<std::size_t>(slot),
+                     [acc, norm, w, dw](std::uint32_t d, std::uint32_t tf) { acc[d] += w * dw(tf, norm[d]); });
   }
   // Every weight is > 0, so matching documents have a score > 0. Documents are offered in
   // increasing id order, so an equal score never displaces an entry (queue contract).

@@ -24,39 +24,33 @@ namespace ragfind::bm25 {
 namespace {
 
 // How many postings ahead a cursor prefetches the document norm it will need.
-constexpr std::uint64_t kPrefetch = 16;
+constexpr std::uint32_t kPrefetch = 16;
+
+constexpr std::uint32_t kEnd = PostingCursor::kEnd;
 
 template <Method M>
 float compute_bound(const Segment& seg, std::size_t slot, const float* norm, const DocWeight<M>& dw) {
   float best = 0.0f;
-  const std::uint32_t* docs = seg.docs.data();
-  const std::uint32_t* tfs = seg.tfs.data();
-  for (std::uint64_t i = seg.offsets[slot], e = seg.offsets[slot + 1]; i < e; ++i) {
-    const float v = dw(tfs[i], norm[docs[i]]);
+  for_each_posting(seg, slot, [&best, norm, dw](std::uint32_t d, std::uint32_t tf) {
+    const float v = dw(tf, norm[d]);
     best = v > best ? v : best;
-  }
+  });
   return best;
 }
 
-struct Cursor {
-  const std::uint32_t* docs;
-  const std::uint32_t* tfs;
-  std::uint64_t pos, end;
+// A query term in a segment, before its cursor is opened (sorted by bound first: cursors hold
+// a decoded block each and are not cheap to move).
+struct TermInSegment {
+  std::size_t slot;
   float weight;
   double bound;
 };
 
-// First position >= pos whose doc is >= target (galloping, then binary search).
-inline std::uint64_t next_geq(const std::uint32_t* docs, std::uint64_t pos, std::uint64_t end, std::uint32_t target) {
-  if (pos >= end || docs[pos] >= target) return pos;
-  std::uint64_t step = 1, lo = pos;
-  while (lo + step < end && docs[lo + step] < target) {
-    lo += step;
-    step <<= 1;
-  }
-  const std::uint64_t hi = std::min(end, lo + step + 1);
-  return static_cast<std::uint64_t>(std::lower_bound(docs + lo + 1, docs + hi, target) - docs);
-}
+struct Cursor {
+  PostingCursor pc;
+  float weight;
+  double bound;
+};
 
 }  // namespace
 
@@ -89,49 +83,57 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
                                      TopKQueue& heap) const {
   const DocWeight<M> dw(params_);
   const double inflate = 1.0 + 1e-6 * static_cast<double>(q.terms.size() + 4);
-  thread_local std::vector<Cursor> cur;
-  thread_local std::vector<double> cum;
-  cur.clear();
+  thread_local std::vector<TermInSegment> terms;
+  // Thread-local storage, used through plain pointers (a thread_local in a shared library is
+  // looked up again after every call the compiler cannot see through).
+  thread_local std::vector<Cursor> cur_store;
+  thread_local std::vector<double> cum_store;
+  terms.clear();
   for (std::size_t i = 0; i < q.terms.size(); ++i) {
     const std::int64_t slot = seg.slot_of(q.terms[i]);
     if (slot < 0) continue;
-    const double ub = static_cast<double>(q.weights[i]) * term_bound(seg, static_cast<std::size_t>(slot), q) * inflate;
-    cur.push_back({seg.docs.data(), seg.tfs.data(), seg.offsets[slot], seg.offsets[slot + 1], q.weights[i], ub});
+    const auto s = static_cast<std::size_t>(slot);
+    const double ub = static_cast<double>(q.weights[i]) * term_bound(seg, s, q) * inflate;
+    terms.push_back({s, q.weights[i], ub});
   }
-  if (cur.empty()) return;
-  std::sort(cur.begin(), cur.end(), [](const Cursor& a, const Cursor& b) { return a.bound < b.bound; });
-  const std::size_t n = cur.size();
-  cum.resize(n);
+  if (terms.empty()) return;
+  std::sort(terms.begin(), terms.end(),
+            [](const TermInSegment& a, const TermInSegment& b) { return a.bound < b.bound; });
+  const std::size_t n = terms.size();
+  if (cur_store.size() < n) cur_store.resize(n);
+  cum_store.resize(n);
+  Cursor* const cur = cur_store.data();
+  double* const cum = cum_store.data();
+  const float* norm = q.norm + seg.base;
+  for (std::size_t i = 0; i < n; ++i) {
+    cur[i].pc.reset(seg, terms[i].slot, norm);
+    cur[i].weight = terms[i].weight;
+    cur[i].bound = terms[i].bound;
+  }
   double acc = 0;
   for (std::size_t i = 0; i < n; ++i) cum[i] = (acc += cur[i].bound);
-  const float* norm = q.norm + seg.base;
   float theta = heap.threshold();
   std::size_t first_ess = 0;
   while (first_ess < n && cum[first_ess] <= theta) ++first_ess;
   while (first_ess < n) {
-    std::uint32_t doc = 0xFFFFFFFFu;
-    for (std::size_t i = first_ess; i < n; ++i) {
-      const Cursor& c = cur[i];
-      if (c.pos < c.end && c.docs[c.pos] < doc) doc = c.docs[c.pos];
-    }
-    if (doc == 0xFFFFFFFFu) break;
+    std::uint32_t doc = kEnd;
+    for (std::size_t i = first_ess; i < n; ++i) doc = std::min(doc, cur[i].pc.doc());
+    if (doc == kEnd) break;
     if constexpr (Filtered) {
       if (!allow[doc]) {
-        for (std::size_t i = first_ess; i < n; ++i) {
-          Cursor& c = cur[i];
-          if (c.pos < c.end && c.docs[c.pos] == doc) ++c.pos;
-        }
+        for (std::size_t i = first_ess; i < n; ++i)
+          if (cur[i].pc.doc() == doc) cur[i].pc.next();
         continue;
       }
     }
     float score = 0.0f;
     for (std::size_t i = first_ess; i < n; ++i) {
       Cursor& c = cur[i];
-      if (c.pos < c.end && c.docs[c.pos] == doc) {
+      if (c.pc.doc() == doc) {
         // The norms are read in doc order but far apart: fetch the ones a few postings on.
-        if (c.pos + kPrefetch < c.end) __builtin_prefetch(norm + c.docs[c.pos + kPrefetch]);
-        score += c.weight * dw(c.tfs[c.pos], norm[doc]);
-        ++c.pos;
+        c.pc.prefetch_ahead(kPrefetch);
+        score += c.weight * dw(c.pc.tf(), norm[doc]);
+        c.pc.next();
       }
     }
     bool alive = true;
@@ -141,8 +143,8 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
         break;
       }
       Cursor& c = cur[i];
-      c.pos = next_geq(c.docs, c.pos, c.end, doc);
-      if (c.pos < c.end && c.docs[c.pos] == doc) score += c.weight * dw(c.tfs[c.pos], norm[doc]);
+      c.pc.next_geq(doc);
+      if (c.pc.doc() == doc) score += c.weight * dw(c.pc.tf(), norm[doc]);
     }
     if (alive && heap.insert(score, seg.base + doc) && heap.full()) {
       theta = heap.threshold();
@@ -157,7 +159,9 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
 // the postings), so most candidates are dropped after scoring the essential lists alone.
 template <Method M>
 const BlockInfo* InvertedIndex::blocks_of(const Segment& seg, std::size_t slot, std::size_t* n) const {
-  const std::uint64_t first = seg.block_first[slot], count = seg.block_first[slot + 1] - first;
+  const std::uint64_t first = seg.list_block[slot];
+  const std::uint64_t count =
+      seg.offsets[slot + 1] - seg.offsets[slot] >= kBlockMinPostings ? seg.list_block[slot + 1] - first : 0;
   *n = count;
   if (count == 0) return nullptr;
   BlockInfo* out = seg.blocks.get() + first;
@@ -173,21 +177,23 @@ const BlockInfo* InvertedIndex::blocks_of(const Segment& seg, std::size_t slot, 
   const DocWeight<M> dw(params_);
   const float* norm = doc_norm_.data() + seg.base;
   const std::uint32_t* len = doc_len_.data() + seg.base;
-  const std::uint32_t* docs = seg.docs.data();
-  const std::uint32_t* tfs = seg.tfs.data();
-  const std::uint64_t begin = seg.offsets[slot], end = seg.offsets[slot + 1];
-  for (std::uint64_t b = 0; b < count; ++b) {
-    const std::uint64_t i0 = begin + b * kBlockSize, i1 = std::min<std::uint64_t>(end, i0 + kBlockSize);
+  // One block of maxima per compression block (kBlockSize == kPostingBlock).
+  PostingCursor c;
+  c.reset(seg, slot);
+  for (std::uint64_t b = 0; b < count; ++b, c.next_block()) {
+    const std::uint32_t* docs = c.block_docs();
+    const std::uint32_t* tfs = c.block_tfs();
+    const std::uint32_t m = c.block_size();
     std::uint32_t max_tf = 0, min_len = 0xFFFFFFFFu;
     float best = 0.0f;
-    for (std::uint64_t i = i0; i < i1; ++i) {
+    for (std::uint32_t i = 0; i < m; ++i) {
       const std::uint32_t d = docs[i];
       max_tf = std::max(max_tf, tfs[i]);
       min_len = std::min(min_len, len[d]);
       const float v = dw(tfs[i], norm[d]);
       best = v > best ? v : best;
     }
-    out[b] = {docs[i1 - 1], max_tf, min_len, best};
+    out[b] = {docs[m - 1], max_tf, min_len, best};
   }
   state.store(ready, std::memory_order_release);
   return out;
@@ -197,7 +203,8 @@ template <Method M, bool Filtered>
 void InvertedIndex::blockmax_segment(const Prepared& q, const Segment& seg, const std::uint8_t* allow,
                                      TopKQueue& heap) const {
   struct BCursor {
-    std::uint64_t pos, end, begin;
+    PostingCursor pc;
+    std::size_t slot;
     float weight;
     double bound;
     const BlockInfo* blk;  // nullptr: bounded by the whole list
@@ -211,28 +218,40 @@ void InvertedIndex::blockmax_segment(const Prepared& q, const Segment& seg, cons
   // Searches with the index's own statistics use the exact block maxima; others (another
   // avgdl) bound each block by its largest tf and shortest document.
   const bool own_stats = q.avgdl == avgdl();
-  thread_local std::vector<BCursor> cur;
-  thread_local std::vector<double> cum;
-  cur.clear();
+  thread_local std::vector<TermInSegment> terms;
+  thread_local std::vector<BCursor> cur_store;
+  thread_local std::vector<double> cum_store;
+  terms.clear();
   for (std::size_t i = 0; i < q.terms.size(); ++i) {
     const std::int64_t slot = seg.slot_of(q.terms[i]);
     if (slot < 0) continue;
     const auto s = static_cast<std::size_t>(slot);
     const double ub = static_cast<double>(q.weights[i]) * term_bound(seg, s, q) * inflate;
-    std::size_t nblk = 0;
-    const BlockInfo* blk = blocks_of<M>(seg, s, &nblk);
-    cur.push_back({seg.offsets[s], seg.offsets[s + 1], seg.offsets[s], q.weights[i], ub, blk, nblk, 0,
-                   static_cast<std::size_t>(-1), ub, ub});
+    terms.push_back({s, q.weights[i], ub});
   }
-  if (cur.empty()) return;
-  std::sort(cur.begin(), cur.end(), [](const BCursor& a, const BCursor& b) { return a.bound < b.bound; });
-  const std::size_t n = cur.size();
-  cum.resize(n);
+  if (terms.empty()) return;
+  std::sort(terms.begin(), terms.end(),
+            [](const TermInSegment& a, const TermInSegment& b) { return a.bound < b.bound; });
+  const std::size_t n = terms.size();
+  if (cur_store.size() < n) cur_store.resize(n);
+  cum_store.resize(n);
+  BCursor* const cur = cur_store.data();
+  double* const cum = cum_store.data();
+  const float* norm = q.norm + seg.base;
+  for (std::size_t i = 0; i < n; ++i) {
+    BCursor& c = cur[i];
+    c.pc.reset(seg, terms[i].slot, norm);
+    c.slot = terms[i].slot;
+    c.weight = terms[i].weight;
+    c.bound = terms[i].bound;
+    c.blk = blocks_of<M>(seg, terms[i].slot, &c.nblk);
+    c.bi = 0;
+    c.bound_bi = static_cast<std::size_t>(-1);
+    c.blk_bound = c.bound;
+    c.cur_bb = c.bound;
+  }
   double acc = 0;
   for (std::size_t i = 0; i < n; ++i) cum[i] = (acc += cur[i].bound);
-  const std::uint32_t* docs = seg.docs.data();
-  const std::uint32_t* tfs = seg.tfs.data();
-  const float* norm = q.norm + seg.base;
   // The bound of block c.bi (cached per cursor).
   auto current_bound = [&](BCursor& c) -> double {
     if (c.bound_bi != c.bi) {
@@ -263,12 +282,9 @@ void InvertedIndex::blockmax_segment(const Prepared& q, const Segment& seg, cons
   std::uint32_t checked_to = 0;
   bool first = true;
   while (first_ess < n) {
-    std::uint32_t doc = 0xFFFFFFFFu;
-    for (std::size_t i = first_ess; i < n; ++i) {
-      const BCursor& c = cur[i];
-      if (c.pos < c.end && docs[c.pos] < doc) doc = docs[c.pos];
-    }
-    if (doc == 0xFFFFFFFFu) break;
+    std::uint32_t doc = kEnd;
+    for (std::size_t i = first_ess; i < n; ++i) doc = std::min(doc, cur[i].pc.doc());
+    if (doc == kEnd) break;
     if (doc > checked_to || first) {
       first = false;
       // Up to the end of the shortest current block of the essential lists, no document
@@ -278,41 +294,36 @@ void InvertedIndex::blockmax_segment(const Prepared& q, const Segment& seg, cons
       std::uint32_t range_end = 0xFFFFFFFFu;
       for (std::size_t i = first_ess; i < n; ++i) {
         BCursor& c = cur[i];
-        if (c.pos >= c.end) continue;
+        if (c.pc.doc() == kEnd) continue;
         if (!c.blk) {
           ub += c.bound;
           continue;
         }
-        c.bi = static_cast<std::size_t>((c.pos - c.begin) / kBlockSize);
+        c.bi = static_cast<std::size_t>(c.pc.block_index());
         ub += current_bound(c);
         range_end = std::min(range_end, c.blk[c.bi].last_doc);
       }
       if (ub <= theta) {
         if (range_end == 0xFFFFFFFFu) break;  // no list can reach the threshold any more
-        for (std::size_t i = first_ess; i < n; ++i) {
-          BCursor& c = cur[i];
-          c.pos = next_geq(docs, c.pos, c.end, range_end + 1);
-        }
+        for (std::size_t i = first_ess; i < n; ++i) cur[i].pc.next_geq(range_end + 1);
         continue;
       }
       checked_to = range_end;  // checked once per range: the threshold only rises meanwhile
     }
     if constexpr (Filtered) {
       if (!allow[doc]) {
-        for (std::size_t i = first_ess; i < n; ++i) {
-          BCursor& c = cur[i];
-          if (c.pos < c.end && docs[c.pos] == doc) ++c.pos;
-        }
+        for (std::size_t i = first_ess; i < n; ++i)
+          if (cur[i].pc.doc() == doc) cur[i].pc.next();
         continue;
       }
     }
     float score = 0.0f;
     for (std::size_t i = first_ess; i < n; ++i) {
       BCursor& c = cur[i];
-      if (c.pos < c.end && docs[c.pos] == doc) {
-        if (c.pos + kPrefetch < c.end) __builtin_prefetch(norm + docs[c.pos + kPrefetch]);
-        score += c.weight * dw(tfs[c.pos], norm[doc]);
-        ++c.pos;
+      if (c.pc.doc() == doc) {
+        c.pc.prefetch_ahead(kPrefetch);
+        score += c.weight * dw(c.pc.tf(), norm[doc]);
+        c.pc.next();
       }
     }
     // Whole-list bounds of the non-essential lists swapped for block bounds, highest first.
@@ -328,8 +339,8 @@ void InvertedIndex::blockmax_segment(const Prepared& q, const Segment& seg, cons
     for (std::size_t i = first_ess; i-- > 0;) {
       BCursor& c = cur[i];
       rest -= c.cur_bb;
-      c.pos = next_geq(docs, c.pos, c.end, doc);
-      if (c.pos < c.end && docs[c.pos] == doc) score += c.weight * dw(tfs[c.pos], norm[doc]);
+      c.pc.next_geq(doc);
+      if (c.pc.doc() == doc) score += c.weight * dw(c.pc.tf(), norm[doc]);
       if (static_cast<double>(score) + rest <= theta) {
         alive = false;
         break;
@@ -346,23 +357,30 @@ template <Method M>
 void InvertedIndex::direct_segment(const Prepared& q, const Segment& seg, const std::uint32_t* docs, std::size_t count,
                                    TopKQueue& heap) const {
   const DocWeight<M> dw(params_);
-  thread_local std::vector<Cursor> cur;
-  cur.clear();
+  thread_local std::vector<Cursor> cur_store;
+  std::size_t n = 0;
   for (std::size_t i = 0; i < q.terms.size(); ++i) {
     const std::int64_t slot = seg.slot_of(q.terms[i]);
     if (slot < 0) continue;
-    cur.push_back({seg.docs.data(), seg.tfs.data(), seg.offsets[slot], seg.offsets[slot + 1], q.weights[i], 0.0});
+    if (cur_store.size() <= n) cur_store.resize(n + 1);
+    Cursor* const cur = cur_store.data();
+    cur[n].pc.reset(seg, static_cast<std::size_t>(slot));
+    cur[n].weight = q.weights[i];
+    cur[n].bound = 0.0;
+    ++n;
   }
-  if (cur.empty()) return;
+  if (n == 0) return;
+  Cursor* const cur = cur_store.data();
   const float* norm = q.norm + seg.base;
   for (std::size_t j = 0; j < count; ++j) {
     const std::uint32_t doc = docs[j] - seg.base;
     float score = 0.0f;
     bool matched = false;
-    for (Cursor& c : cur) {
-      c.pos = next_geq(c.docs, c.pos, c.end, doc);
-      if (c.pos < c.end && c.docs[c.pos] == doc) {
-        score += c.weight * dw(c.tfs[c.pos], norm[doc]);
+    for (std::size_t i = 0; i < n; ++i) {
+      Cursor& c = cur[i];
+      c.pc.next_geq(doc);
+      if (c.pc.doc() == doc) {
+        score += c.weight * dw(c.pc.tf(), norm[doc]);
         matched = true;
       }
     }

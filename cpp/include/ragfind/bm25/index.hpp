@@ -1,9 +1,12 @@
-// The BM25 inverted index: segments of compressed-free, contiguous postings plus the global
-// collection statistics every score is computed from.
+// The BM25 inverted index: segments of block-compressed postings plus the global collection
+// statistics every score is computed from.
 //
 // Layout. Each segment holds postings for a contiguous range of internal document ids
-// [base, base + num_docs): per term a run of (local doc id, tf) in increasing doc order, stored
-// as three flat arrays (term offsets, doc ids, term frequencies). add() builds one new segment
+// [base, base + num_docs): per term a run of (local doc id, tf) in increasing doc order. The
+// term directory holds posting counts (offsets); the postings themselves are blocks of 128
+// with bit-packed doc gaps and tfs (postings.hpp), read through a PostingCursor that skips
+// whole blocks by their last doc id; a mapped index file uses the blocks in place. (The learned
+// sparse index reuses Segment with flat docs/tfs arrays instead.) add() builds one new segment
 // from the batch and merges trailing segments whose sizes are within a factor of two (so there
 // are O(log N) segments and each posting is copied O(log N) times).
 //
@@ -28,12 +31,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "ragfind/bm25/collection_stats.hpp"
+#include "ragfind/bm25/postings.hpp"
 #include "ragfind/bm25/scoring.hpp"
 #include "ragfind/common/buffer.hpp"
 #include "ragfind/common/topk_queue.hpp"
@@ -52,9 +57,9 @@ inline constexpr std::uint32_t kSmallSegmentDocs = 1u << 16;
 /// terms x documents; past this many terms term-at-a-time (linear in the postings) is cheaper
 /// and keeps pasted-document queries bounded (RELIABILITY.md, resource limits).
 inline constexpr std::size_t kMaxScoreMaxTerms = 64;
-/// Block maxima (BlockMax) cover posting lists of at least kBlockMinPostings postings, in
-/// blocks of kBlockSize postings.
-inline constexpr std::uint32_t kBlockSize = 64;
+/// Block maxima (BlockMax) cover posting lists of at least kBlockMinPostings postings, one per
+/// compression block (postings.hpp) of kBlockSize postings.
+inline constexpr std::uint32_t kBlockSize = kPostingBlock;
 inline constexpr std::uint64_t kBlockMinPostings = 256;
 /// compact() rewrites a segment once more than this fraction of its documents is dead.
 inline constexpr double kCompactDeadFraction = 0.25;
@@ -98,6 +103,11 @@ struct BlockInfo {
   float max_weight;
 };
 
+/// Frees what calloc returned (the lazily zeroed per-term caches).
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+
 struct Segment {
   std::uint32_t base = 0;
   std::uint32_t num_docs = 0;
@@ -105,8 +115,18 @@ struct Segment {
   // empty, else sparse (term_ids sorted, offsets[i] for term_ids[i], size term_ids.size() + 1).
   Buffer<std::uint32_t> term_ids;
   Buffer<std::uint64_t> offsets;
+  // Postings, either flat (the learned sparse index: docs and tfs per posting) or, when
+  // `compressed` (BM25), in blocks (postings.hpp): the blocks of directory slot s are
+  // list_block[s] .. list_block[s + 1], block b's packed words start at blk_word[b] (one more
+  // entry than blocks), its gap and tf bit widths are blk_bits[2b], blk_bits[2b + 1].
   Buffer<std::uint32_t> docs;  // local doc ids (0 .. num_docs - 1)
   Buffer<std::uint32_t> tfs;
+  bool compressed = false;
+  Buffer<std::uint32_t> blk_last;
+  Buffer<std::uint32_t> blk_word;
+  Buffer<std::uint8_t> blk_bits;
+  Buffer<std::uint32_t> packed;
+  std::vector<std::uint64_t> list_block;  // derived from offsets (set_list_blocks)
   // Forward index, once has_forward: the (sorted, distinct) term ids of local doc d are
   // fwd_terms[fwd_offsets[d] .. fwd_offsets[d + 1]). Built on the segment's first delete.
   bool has_forward = false;
@@ -116,16 +136,22 @@ struct Segment {
   std::uint64_t dead_postings = 0;
   std::shared_ptr<const void> keepalive;  // the mapped file the buffers may borrow from
   // Per directory entry: (epoch << 32) | bits of the max document-side weight at that epoch.
-  mutable std::unique_ptr<std::atomic<std::uint64_t>[]> bound_cache;
+  // Zeroed by calloc (the pages of terms never queried stay untouched, costing no memory).
+  mutable std::unique_ptr<std::atomic<std::uint64_t>[], FreeDeleter> bound_cache;
   // Block maxima, built per term on first use at each statistics epoch (block_state:
-  // (epoch << 2) | 0 none, 1 being built, 2 ready): the blocks of directory slot s are
-  // blocks[block_first[s] .. block_first[s + 1]) (none for short lists). Allocated
-  // uninitialised, so only the blocks of queried terms cost memory.
-  std::vector<std::uint64_t> block_first;
+  // (epoch << 2) | 0 none, 1 being built, 2 ready): one per compression block, so the blocks
+  // of directory slot s are blocks[list_block[s] .. list_block[s + 1]) (none for lists
+  // shorter than kBlockMinPostings). Allocated uninitialised, so only the blocks of queried
+  // terms cost memory.
   mutable std::unique_ptr<BlockInfo[]> blocks;
-  mutable std::unique_ptr<std::atomic<std::uint64_t>[]> block_state;
+  mutable std::unique_ptr<std::atomic<std::uint64_t>[], FreeDeleter> block_state;
 
-  std::size_t num_postings() const { return docs.size(); }
+  std::size_t num_postings() const {
+    return compressed ? (offsets.empty() ? 0 : offsets[offsets.size() - 1]) : docs.size();
+  }
+  std::uint64_t num_blocks() const { return blk_last.size(); }
+  /// Derives list_block from offsets (ceil(list length / kPostingBlock) blocks per slot).
+  void set_list_blocks();
   std::size_t directory_size() const { return offsets.empty() ? 0 : offsets.size() - 1; }
   /// Directory slot of a term, or -1 when the segment has no postings for it.
   std::int64_t slot_of(std::uint32_t term) const;
@@ -133,6 +159,20 @@ struct Segment {
   /// Builds the forward index from the postings if it is not there yet.
   void ensure_forward();
 };
+
+template <class F>
+void for_each_posting(const Segment& seg, std::size_t slot, F&& f) {
+  PostingCursor c;
+  c.reset(seg, slot);
+  for (; c.doc() != PostingCursor::kEnd; c.next_block()) {
+    const std::uint32_t* d = c.block_docs();
+    const std::uint32_t* t = c.block_tfs();
+    for (std::uint32_t i = 0, n = c.block_size(); i < n; ++i) f(d[i], t[i]);
+  }
+}
+
+/// Encodes a segment's flat docs and tfs into blocks (dropping the flat arrays).
+void compress_segment(Segment& seg);
 
 class InvertedIndex {
  public:

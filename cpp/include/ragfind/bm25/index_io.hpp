@@ -1,11 +1,13 @@
-// The BM25 index file (little-endian, version 1).
+// The BM25 index file (little-endian, version 2).
 //
 //   header (64 bytes)  magic "RAGFBM25", version, header size, file size, section count,
 //                      CRC-32 of the payload, of the section table and of the header itself
 //   section table      per section: id, element size, offset, byte size, element count
 //   payload            the sections, each 64-byte aligned: metadata, analyzer config (JSON
 //                      text, opaque here), vocabulary, document lengths, postings (one
-//                      segment: term offsets, doc ids, tfs), external ids
+//                      segment, dense term directory: term offsets, then per block of 128
+//                      postings its last doc id, packed-word offset and two bit widths, then
+//                      the packed words; version 1 had flat doc ids and tfs), external ids
 //
 // save_index writes a temporary file in the target's folder, fsyncs it and renames it over
 // the target (then fsyncs the folder), so a crash mid-save leaves the previous file intact.
@@ -37,7 +39,10 @@ class IndexWriteError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-inline constexpr std::uint32_t kIndexFormatVersion = 1;
+/// Version 2 stores the postings in blocks (postings.hpp) that a mapped load uses in place;
+/// version 1 files (flat doc ids and tfs) still load, encoded into blocks at load.
+inline constexpr std::uint32_t kIndexFormatVersion = 2;
+inline constexpr std::uint32_t kOldestIndexFormatVersion = 1;
 
 /// Writes the index atomically. Throws IndexWriteError (with errno text) on I/O failure.
 /// With positions, two optional sections (12, 13) hold them; readers without them ignore them.

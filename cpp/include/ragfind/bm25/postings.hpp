@@ -1,0 +1,164 @@
+// Block-compressed BM25 posting lists: the codec, a writer and a cursor.
+//
+// Each posting list is cut into blocks of kPostingBlock postings (the last one may be short).
+// A block stores its last local doc id uncompressed (so cursors skip whole blocks without
+// decoding them), the offset of its packed words, and two bit widths: one for the doc gaps, one
+// for the term frequencies. Gaps are doc - prev - 1, where prev is the last doc of the previous
+// block of the list (-1, i.e. 0xFFFFFFFF in u32 arithmetic, before the first block), so a run
+// of consecutive documents packs at width 0; tfs are stored as tf - 1 (94% of BM25 tfs are 1:
+// width 0). A block's words are the gaps (packed_words(n, gap width)) followed by the tfs.
+// Packing is horizontal: value i of a block lies at bits [i*w, (i+1)*w) of its words.
+//
+// Decoding is exact (the same u32 tf and doc values the flat arrays held), so every score is
+// unchanged. The unpack is scalar, unrolled per width; there is no SIMD (vertical BP128-style)
+// variant yet (bench/engines.md has the share of a query's time decoding takes).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace ragfind::bm25 {
+
+struct Segment;
+
+inline constexpr std::uint32_t kPostingBlock = 128;
+
+/// Bits needed to hold v (0 for 0).
+inline unsigned bit_width(std::uint32_t v) { return v ? 32u - static_cast<unsigned>(__builtin_clz(v)) : 0u; }
+/// 32-bit words that n values of w bits take.
+inline std::uint64_t packed_words(std::size_t n, unsigned w) { return (static_cast<std::uint64_t>(n) * w + 31) / 32; }
+/// Packs n <= kPostingBlock values (each < 2^w, w <= 32) into packed_words(n, w) words.
+void pack_bits(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32_t* out);
+/// The inverse: reads exactly packed_words(n, w) words, writes n values.
+void unpack_bits(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32_t* out);
+/// Doc ids from packed gaps: out[i] = prev + 1 + gap[i], running (u32 arithmetic).
+void unpack_docs(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32_t prev, std::uint32_t* out);
+/// The same for one group of 32 values of a full block (w words from in), so that a cursor
+/// can decode a block only as far as it reads.
+void unpack_docs_group(const std::uint32_t* in, unsigned w, std::uint32_t prev, std::uint32_t* out);
+/// The same, one value at a time (the reference the unrolled unpack is tested against).
+void unpack_bits_reference(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32_t* out);
+
+/// Builds the compressed arrays list by list: add() the postings of a list in doc order, then
+/// end_list(); finish() moves the arrays into a segment (which keeps its own offsets).
+class PostingsWriter {
+ public:
+  PostingsWriter() { word_.push_back(0); }
+  void add(std::uint32_t doc, std::uint32_t tf) {
+    doc_[n_] = doc;
+    tf_[n_] = tf;
+    if (++n_ == kPostingBlock) flush();
+  }
+  void end_list() {
+    if (n_ > 0) flush();
+    prev_ = 0xFFFFFFFFu;
+  }
+  std::uint64_t num_postings() const { return count_ + n_; }
+  std::uint64_t num_blocks() const { return last_.size(); }
+  void reserve(std::uint64_t postings);
+  void finish(Segment& seg);
+
+  std::vector<std::uint32_t> last_;
+  std::vector<std::uint32_t> word_;
+  std::vector<std::uint8_t> bits_;
+  std::vector<std::uint32_t> packed_;
+
+ private:
+  void flush();
+  std::uint32_t doc_[kPostingBlock], tf_[kPostingBlock];
+  std::uint32_t n_ = 0, prev_ = 0xFFFFFFFFu;
+  std::uint64_t count_ = 0;
+};
+
+/// Reads one posting list of a compressed segment a block at a time. doc() is kEnd past the
+/// end; tf() decodes the block's tfs on first use. A block reached by next_geq skipping is
+/// decoded a group of 32 doc ids at a time, only as far as it is read (a probe of a long list
+/// usually wants one doc of the block); next() decodes whole blocks.
+class PostingCursor {
+ public:
+  static constexpr std::uint32_t kEnd = 0xFFFFFFFFu;
+  /// Positions on the first posting of directory slot `slot` of seg. With `prefetch` (a
+  /// per-local-doc array), next() entering a block prefetches the entries of its first docs.
+  void reset(const Segment& seg, std::size_t slot, const float* prefetch = nullptr);
+  std::uint32_t doc() const { return doc_; }
+  std::uint32_t tf() const {
+    // One value read straight from the packed tfs: cursors that score a posting here and
+    // there (probes of long lists) never decode a whole block of them.
+    if (tf_width_ == 0) return 1;
+    const std::uint64_t bit = static_cast<std::uint64_t>(i_) * tf_width_;
+    const std::uint32_t* p = tf_words_ + (bit >> 5);
+    const unsigned s = static_cast<unsigned>(bit & 31);
+    std::uint64_t v = p[0] >> s;
+    if (s + tf_width_ > 32) v |= static_cast<std::uint64_t>(p[1]) << (32 - s);
+    return (static_cast<std::uint32_t>(v) & tf_mask_) + 1;
+  }
+  void next() {
+    if (++i_ < dec_) {
+      doc_ = docs_[i_];
+    } else if (i_ < n_) {
+      while (dec_ < n_) decode_group();
+      doc_ = docs_[i_];
+    } else {
+      load_next();
+    }
+  }
+  /// Prefetches the prefetch array's entry k postings ahead in the current block.
+  void prefetch_ahead(std::uint32_t k) const {
+    if (i_ + k < dec_) __builtin_prefetch(prefetch_ + docs_[i_ + k]);
+  }
+  /// Moves to the first posting whose doc is >= target (never backwards).
+  void next_geq(std::uint32_t target) {
+    if (doc_ >= target) return;
+    if (last_[blk_] < target) {
+      skip_to(target);
+      if (doc_ == kEnd) return;
+    }
+    while (docs_[dec_ - 1] < target) decode_group();  // stops: the block's last doc is >= target
+    // A probe may land far into the block: a short scan, then a binary search.
+    if (docs_[i_ + 1 < dec_ ? i_ + 1 : i_] >= target) {
+      i_ += docs_[i_] < target;
+    } else {
+      i_ = static_cast<std::uint32_t>(std::lower_bound(docs_ + i_ + 2, docs_ + dec_, target) - docs_);
+    }
+    doc_ = docs_[i_];
+  }
+  /// Index of the current block within the list.
+  std::uint64_t block_index() const { return blk_ - first_; }
+  /// The decoded docs and tfs of the current block (for term-at-a-time scans).
+  const std::uint32_t* block_docs() const { return docs_; }
+  const std::uint32_t* block_tfs() {
+    if (!tf_ready_) decode_tfs();
+    return tfs_;
+  }
+  std::uint32_t block_size() const { return n_; }
+  /// Moves to the first posting of the next block.
+  void next_block() { load(blk_ + 1); }
+
+ private:
+  void load(std::uint64_t b, bool lazy = false);
+  void decode_group();
+  void load_next();
+  void skip_to(std::uint32_t target);
+  void decode_tfs();
+
+  const Segment* seg_ = nullptr;
+  const std::uint32_t* last_ = nullptr;
+  const float* prefetch_ = nullptr;
+  std::uint64_t first_ = 0, blk_ = 0, end_ = 0, len_ = 0;
+  std::uint32_t i_ = 0, n_ = 0, dec_ = 0, doc_ = kEnd;  // dec_: doc ids decoded so far
+  unsigned gap_width_ = 0, tf_width_ = 0;
+  std::uint32_t tf_mask_ = 0;
+  const std::uint32_t* gap_words_ = nullptr;
+  const std::uint32_t* tf_words_ = nullptr;
+  bool tf_ready_ = false;
+  std::uint32_t docs_[kPostingBlock];
+  std::uint32_t tfs_[kPostingBlock];
+};
+
+/// Calls f(local doc, tf) for every posting of directory slot `slot`, in doc order.
+template <class F>
+void for_each_posting(const Segment& seg, std::size_t slot, F&& f);
+
+}  // namespace ragfind::bm25
