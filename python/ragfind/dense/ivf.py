@@ -373,7 +373,9 @@ class IvfBackend:
         """The live rows' positions in list order (and their lists' numbers)."""
         live = self._state[8]
         src = _ranges(self._iv_start, self._iv_len)
-        owner = np.repeat(np.arange(self._iv_len.shape[0], dtype=np.int64), self._iv_len) if with_owner else None
+        owner = None
+        if with_owner:
+            owner = np.repeat(np.arange(self._iv_len.shape[0], dtype=np.int64), self._iv_len)
         if live is not None:
             keep = live[src] != 0
             src = src[keep]
