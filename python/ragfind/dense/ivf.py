@@ -224,8 +224,8 @@ class IvfBackend:
             xb = self._iv_float_rows(src[b : b + _ASSIGN_BLOCK])
             owner[b : b + xb.shape[0]] = _core.ivf_assign(np.ascontiguousarray(xb), C, metric, self._threads)
         order = np.argsort(owner, kind="stable")
-        self._centroids, self._imbalance, self._trained_n = C, imbalance, n
-        self._iv_pack(src[order], owner[order], nlist)
+        self._iv_pack(src[order], owner[order], nlist, C)
+        self._imbalance, self._trained_n = imbalance, n
 
     # ----------------------------------------------------------------- writes
 
@@ -387,9 +387,10 @@ class IvfBackend:
         src, owner = self._iv_live_positions(with_owner=True)
         self._iv_pack(src, owner, self._iv_len.shape[0])
 
-    def _iv_pack(self, src: np.ndarray, owner: np.ndarray, nlist: int) -> None:
+    def _iv_pack(self, src: np.ndarray, owner: np.ndarray, nlist: int, centroids: Any = None) -> None:
         """New arrays holding the rows at ``src`` (``owner``: their lists, non-decreasing), packed
-        list after list, published at once (snapshots keep the old arrays)."""
+        list after list, published at once (snapshots keep the old arrays); with ``centroids``
+        the lists are theirs (set only once every copy has succeeded)."""
         lens = np.bincount(owner, minlength=nlist).astype(np.int64)
         m = src.shape[0]
         data = self._iv_data[src]
@@ -415,6 +416,8 @@ class IvfBackend:
         self._iv_room = lens.copy()
         self._iv_used = self._iv_cap = m
         self._n_deleted = 0
+        if centroids is not None:
+            self._centroids = centroids
         self._generation += 1
         self._iv_publish(None)
 
