@@ -445,3 +445,30 @@ def test_search_during_retrains_sees_whole_states():
         t.join()
     assert not errors, errors[0]
     assert len(nlists) >= 2  # retrained at least once while searched
+
+
+@pytest.mark.parametrize("nlist", [None, 16])
+def test_small_adds_repack_rarely_and_stay_exact(monkeypatch, nlist):
+    from ragfind.dense.ivf import IvfBackend
+
+    packs = []
+    real = IvfBackend._compact_ivf
+    monkeypatch.setattr(IvfBackend, "_compact_ivf", lambda self, **kw: (packs.append(1), real(self, **kw)))
+    Xb = structured(20_000, seed=7)
+    ivf = DenseIndex(DIM, kind="ivf", nlist=nlist)
+    for b in range(0, 20_000, 200):  # 100 adds
+        ivf.add(Xb[b : b + 200], ids=list(range(b, b + 200)))
+    # A repack leaves room in every list, so the next adds do not move them all again.
+    assert len(packs) <= 12, len(packs)
+    assert ivf._iv_used <= 2 * len(ivf) + 1024
+    exact = DenseIndex(DIM)
+    exact.add(Xb)
+    ivf.delete(list(range(0, 20_000, 2)))
+    exact.delete(list(range(0, 20_000, 2)))
+    ivf.add(Xb[:100:2], ids=list(range(0, 100, 2)))
+    exact.add(Xb[:100:2], ids=list(range(0, 100, 2)))
+    for q in Q[:10]:
+        a, sa = exact.search(q, 10)
+        b, sb = ivf.search(q, 10, nprobe=10**6)
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(sa, sb)

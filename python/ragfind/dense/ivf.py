@@ -4,8 +4,10 @@ Training (C++ k-means on the SIMD kernels, spherical for cosine/ip) places ``nli
 every vector goes to the list of its nearest centroid. All lists live in one row array, each a
 contiguous range ``[start, start + len)`` with room to grow; a list that outgrows its room moves
 to the end of the array with half again as much room, leaving a hole, and when holes and
-deleted rows make up more than half the array it is repacked. Searches take a published
-snapshot (arrays + list table + live mask), so a write never disturbs a running search.
+deleted rows make up more than half the array it is repacked (a repack during an add leaves
+every list half its length of room, so the adds after it do not move every list again).
+Searches take a published snapshot (arrays + list table + live mask), so a write never
+disturbs a running search.
 
 With automatic nlist the index retrains as it grows: once the live rows reach ``_GROW_FACTOR``
 times the count it was trained at and ``auto_nlist`` of the new count is at least
@@ -224,7 +226,7 @@ class IvfBackend:
             xb = self._iv_float_rows(src[b : b + _ASSIGN_BLOCK])
             owner[b : b + xb.shape[0]] = _core.ivf_assign(np.ascontiguousarray(xb), C, metric, self._threads)
         order = np.argsort(owner, kind="stable")
-        self._iv_pack(src[order], owner[order], nlist, C)
+        self._iv_pack(src[order], owner[order], nlist, C, slack=True)
         self._imbalance, self._trained_n = imbalance, n
 
     # ----------------------------------------------------------------- writes
@@ -350,7 +352,7 @@ class IvfBackend:
         self._iv_start, self._iv_len, self._iv_room = start, ln + counts, room
         self._generation += 1
         self._iv_publish(live)
-        self._iv_maybe_repack()
+        self._iv_maybe_repack(growing=True)
         self._iv_maybe_retrain()
 
     def _delete_ivf(self, positions: list) -> None:
@@ -364,10 +366,10 @@ class IvfBackend:
         self._iv_publish(live)
         self._iv_maybe_repack()
 
-    def _iv_maybe_repack(self) -> None:
+    def _iv_maybe_repack(self, growing: bool = False) -> None:
         live_rows = self._state[11]
         if self._iv_used > 2 * live_rows + 1024:
-            self._compact_ivf()
+            self._compact_ivf(slack=growing)
 
     def _iv_live_positions(self, with_owner: bool = False) -> Any:
         """The live rows' positions in list order (and their lists' numbers)."""
@@ -382,27 +384,39 @@ class IvfBackend:
             owner = None if owner is None else owner[keep]
         return (src, owner) if with_owner else src
 
-    def _compact_ivf(self) -> None:
+    def _compact_ivf(self, slack: bool = False) -> None:
         """Packs the live rows of every list contiguously, in list order (under the write lock)."""
         src, owner = self._iv_live_positions(with_owner=True)
-        self._iv_pack(src, owner, self._iv_len.shape[0])
+        self._iv_pack(src, owner, self._iv_len.shape[0], slack=slack)
 
-    def _iv_pack(self, src: np.ndarray, owner: np.ndarray, nlist: int, centroids: Any = None) -> None:
+    def _iv_pack(
+        self, src: np.ndarray, owner: np.ndarray, nlist: int, centroids: Any = None, slack: bool = False
+    ) -> None:
         """New arrays holding the rows at ``src`` (``owner``: their lists, non-decreasing), packed
         list after list, published at once (snapshots keep the old arrays); with ``centroids``
-        the lists are theirs (set only once every copy has succeeded)."""
+        the lists are theirs (set only once every copy has succeeded). ``slack`` (a pack during
+        adds) leaves every list half its length of room: packed tight, the next add would move
+        every list it touches and refill the array with holes, i.e. a repack per add."""
         lens = np.bincount(owner, minlength=nlist).astype(np.int64)
-        m = src.shape[0]
-        data = self._iv_data[src]
-        scales = self._iv_scales[src] if self._dtype == "i8" else np.empty(0, np.float32)
-        sqn = (
-            self._iv_sqnorms[src]
-            if (self._dtype == "i8" and self._metric == "l2")
-            else np.empty(0, np.float32)
-        )
-        exact = None if self._iv_exact is None else self._iv_exact[src]
-        ids = self._iv_ids[src]
-        for x, p in zip(ids.tolist(), range(m)):  # existing keys: insertion order is kept
+        room = lens + lens // 2 if slack else lens.copy()
+        start = np.cumsum(room) - room
+        m = int(room.sum())
+        dst = _ranges(start, lens)
+        i8, sq = self._dtype == "i8", self._dtype == "i8" and self._metric == "l2"
+
+        def packed(arr: np.ndarray, fill: Any = None) -> np.ndarray:
+            if not slack:
+                return arr[src]
+            out = np.empty((m, *arr.shape[1:]), arr.dtype) if fill is None else np.full(m, fill, arr.dtype)
+            out[dst] = arr[src]
+            return out
+
+        data = packed(self._iv_data)
+        scales = packed(self._iv_scales) if i8 else np.empty(0, np.float32)
+        sqn = packed(self._iv_sqnorms) if sq else np.empty(0, np.float32)
+        exact = None if self._iv_exact is None else packed(self._iv_exact)
+        ids = packed(self._iv_ids, None if self._iv_ids.dtype == object else -1)
+        for x, p in zip(self._iv_ids[src].tolist(), dst.tolist()):  # existing keys: order kept
             self._id_to_slot[x] = p
         self._iv_data, self._iv_scales, self._iv_sqnorms, self._iv_exact, self._iv_ids = (
             data,
@@ -411,9 +425,9 @@ class IvfBackend:
             exact,
             ids,
         )
-        self._iv_start = np.cumsum(lens) - lens
+        self._iv_start = start
         self._iv_len = lens
-        self._iv_room = lens.copy()
+        self._iv_room = room
         self._iv_used = self._iv_cap = m
         self._n_deleted = 0
         if centroids is not None:
