@@ -327,3 +327,148 @@ def test_cosine_add_normalising_block_by_block_stores_the_normalised_rows(monkey
     np.testing.assert_array_equal(
         lists[np.argsort(b._state[5])], _core.ivf_assign(unit, b._centroids, "ip", 1)
     )
+
+
+# ----------------------------------------------------------------- growth (automatic nlist)
+
+
+def grown(metric="cosine", dtype="f32", batch=100, n=3000, **kw):
+    ivf = DenseIndex(DIM, metric=metric, kind="ivf", dtype=dtype, **kw)
+    for b in range(0, n, batch):
+        ivf.add(X[b : b + batch], ids=list(range(b, min(n, b + batch))))
+    return ivf
+
+
+def test_small_adds_retrain_and_keep_recall_of_one_big_add():
+    exact = DenseIndex(DIM)
+    exact.add(X)
+    big = DenseIndex(DIM, kind="ivf")
+    big.add(X)
+    small = grown()
+    assert small.nlist > 2 * (100 // 39) and small.nlist >= big.nlist // 2, (small.nlist, big.nlist)
+    assert small._trained_n > 100 and len(small) == 3000
+    fixed = grown(nlist=2)  # an explicit nlist never retrains
+    assert fixed.nlist == 2 and fixed._trained_n == 100
+    r_small = recall(exact, small, None)
+    r_big = recall(exact, big, None)
+    assert r_small >= r_big - 0.05, (r_small, r_big)
+    assert r_small >= 0.9
+
+
+@pytest.mark.parametrize("dtype,rerank", [("f32", 4), ("f16", 4), ("i8", 4), ("i8", 0), ("f16", 0)])
+@pytest.mark.parametrize("metric", ["cosine", "ip", "l2"])
+def test_retrained_index_at_full_probe_equals_exact_with_deletes_and_filters(metric, dtype, rerank):
+    ivf = grown(metric, dtype, rerank=rerank)
+    assert ivf.nlist > 2
+    ivf.delete(list(range(0, 3000, 7)))
+    exact = DenseIndex(DIM, metric=metric, dtype="f32" if rerank else dtype)
+    keep = [i for i in range(3000) if i % 7]
+    exact.add(X[keep], ids=keep)
+    assert sorted(ivf.ids.tolist()) == keep
+    flt = IdFilter(list(range(0, 3000, 3)))
+    for q in Q[:10]:
+        for f in (None, flt, lambda x: x % 5 == 0):
+            a, sa = exact.search(q, 10, filter=f)
+            b, sb = ivf.search(q, 10, filter=f, nprobe=10**6)
+            if rerank:
+                np.testing.assert_array_equal(a, b)
+                np.testing.assert_array_equal(sa, sb)
+            else:  # quantised scores: the same rows as a quantised exact scan, up to ties
+                np.testing.assert_allclose(sa, sb, rtol=1e-5, atol=1e-5)
+
+
+def test_retrain_save_load_and_old_files(tmp_path, monkeypatch):
+    ivf = grown(n=2000)
+    trained = ivf._trained_n
+    ivf.save(tmp_path / "g.rfd")
+    back = DenseIndex.load(tmp_path / "g.rfd")
+    assert (back.nlist, back._trained_n) == (ivf.nlist, trained)
+    for q in Q[:5]:
+        np.testing.assert_array_equal(ivf.search(q, 10)[0], back.search(q, 10)[0])
+    back.add(X[2000:], ids=list(range(2000, 3000)))  # grows further after a mapped load
+    assert len(back) == 3000 and back.search(X[2500], 1)[0][0] == 2500
+    # A file written before the training count was saved: trained at its size when loaded.
+    from ragfind.dense.ivf import IvfBackend
+
+    real = IvfBackend._ivf_sections
+
+    def old_sections(self):
+        secs, ids, extra = real(self)
+        extra.pop("trained_n")
+        return secs, ids, extra
+
+    monkeypatch.setattr(IvfBackend, "_ivf_sections", old_sections)
+    small = DenseIndex(DIM, kind="ivf")
+    small.add(X[:200])
+    small.save(tmp_path / "old.rfd")
+    monkeypatch.undo()
+    old = DenseIndex.load(tmp_path / "old.rfd")
+    small.delete(list(range(100)))
+    small.save(tmp_path / "old2.rfd")
+    assert old._trained_n == 200 and old.nlist == small.nlist
+    old.add(X[200:700], ids=list(range(200, 700)))
+    assert old.nlist == small.nlist  # 700 < 4 * 200: no retrain yet
+    old.add(X[700:900], ids=list(range(700, 900)))
+    assert old.nlist > small.nlist and old._trained_n == 900
+    assert old.search(X[850], 1, nprobe=10**6)[0][0] == 850
+
+
+def test_search_during_retrains_sees_whole_states():
+    import threading
+
+    ivf = DenseIndex(DIM, kind="ivf")
+    ivf.add(X[:100], ids=list(range(100)))
+    probes = list(range(0, 100, 9))
+    errors: list = []
+    stop = threading.Event()
+
+    def searcher():
+        try:
+            while not stop.is_set():
+                for i in probes:
+                    ids, scores = ivf.search(X[i], 3, nprobe=10**6)
+                    assert ids[0] == i and abs(float(scores[0]) - 1.0) < 1e-5, (i, ids, scores)
+                    ids, _ = ivf.search_batch(X[probes], 1, nprobe=10**6)
+                    assert ids[:, 0].tolist() == probes
+        except Exception as e:  # noqa: BLE001 - reported to the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=searcher) for _ in range(2)]
+    for t in threads:
+        t.start()
+    nlists = set()
+    for b in range(100, 3000, 50):
+        ivf.add(X[b : b + 50], ids=list(range(b, b + 50)))
+        nlists.add(ivf.nlist)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    assert len(nlists) >= 2  # retrained at least once while searched
+
+
+@pytest.mark.parametrize("nlist", [None, 16])
+def test_small_adds_repack_rarely_and_stay_exact(monkeypatch, nlist):
+    from ragfind.dense.ivf import IvfBackend
+
+    packs = []
+    real = IvfBackend._compact_ivf
+    monkeypatch.setattr(IvfBackend, "_compact_ivf", lambda self, **kw: (packs.append(1), real(self, **kw)))
+    Xb = structured(20_000, seed=7)
+    ivf = DenseIndex(DIM, kind="ivf", nlist=nlist)
+    for b in range(0, 20_000, 200):  # 100 adds
+        ivf.add(Xb[b : b + 200], ids=list(range(b, b + 200)))
+    # A repack leaves room in every list, so the next adds do not move them all again.
+    assert len(packs) <= 12, len(packs)
+    assert ivf._iv_used <= 2 * len(ivf) + 1024
+    exact = DenseIndex(DIM)
+    exact.add(Xb)
+    ivf.delete(list(range(0, 20_000, 2)))
+    exact.delete(list(range(0, 20_000, 2)))
+    ivf.add(Xb[:100:2], ids=list(range(0, 100, 2)))
+    exact.add(Xb[:100:2], ids=list(range(0, 100, 2)))
+    for q in Q[:10]:
+        a, sa = exact.search(q, 10)
+        b, sb = ivf.search(q, 10, nprobe=10**6)
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(sa, sb)

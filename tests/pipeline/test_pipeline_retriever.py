@@ -614,3 +614,49 @@ def test_real_minilm_end_to_end(minilm, tmp_path):
     loaded = ragfind.Retriever.load(tmp_path / "kb", encoder=minilm)
     again = loaded.search("Which animal purrs?", k=2)
     assert [(p.id, p.score) for p in again] == [(p.id, p.score) for p in res]
+
+
+def test_ivf_dense_kind_hybrid_search_save_load_and_growth(tmp_path):
+    enc = HashEncoder()
+    r = make(encoder=enc, dense_kind="ivf")
+    exact = make(encoder=enc)
+    assert r.dense.kind == "ivf" and r.dense.nlist == 1  # a tiny store: one list, an exact scan
+    queries = ["which pets purr", "programming language safety", "chats"]
+    for q in queries:
+        a, b = r.search(q, k=5), exact.search(q, k=5)
+        assert [(p.id, p.score) for p in a] == [(p.id, p.score) for p in b]
+    assert r.search("which pets purr", k=3)[0].doc_id == "cats"
+    r.save(tmp_path / "kb")
+    back = ragfind.Retriever.load(tmp_path / "kb", encoder=enc)
+    assert back.dense.kind == "ivf"
+    for q in queries:
+        assert [(p.id, p.score) for p in back.search(q, k=5)] == [(p.id, p.score) for p in r.search(q, k=5)]
+    # Growing past the training size retrains the lists; results still match the exact store.
+    more = [{"id": f"d{i}", "text": f"note {i} about topic {i % 13} and item {i % 7}"} for i in range(400)]
+    for i in range(0, 400, 20):
+        back.add_documents(more[i : i + 20])
+        exact.add_documents(more[i : i + 20])
+    assert back.dense.nlist > 1
+    back.dense.nprobe = 10**6  # every list: equal to the exact index (up to the order of ties)
+    for q in queries + ["topic 3 item 5"]:
+        va, vb = back.dense.search(enc.encode_query(q), 20), exact.dense.search(enc.encode_query(q), 20)
+        np.testing.assert_array_equal(va[1], vb[1])
+        last = va[1][-1]  # rows tied with the 20th may differ; all better ones may not
+        assert set(va[0][va[1] > last].tolist()) == set(vb[0][vb[1] > last].tolist())
+    assert back.search("which pets purr", k=3)[0].doc_id == "cats"
+    back.save(tmp_path / "kb")
+    again = ragfind.Retriever.load(tmp_path / "kb", encoder=enc)
+    assert (again.dense.kind, again.dense.nlist, again.dense.nprobe) == ("ivf", back.dense.nlist, 10**6)
+
+
+def test_dense_options_reach_the_index_and_are_checked():
+    r = make(dense_kind="ivf", dense_options={"nprobe": 3, "dtype": "f16"})
+    assert (r.dense.nprobe, r.dense.dtype) == (3, "f16")
+    h = make(dense_kind="hnsw", dense_options={"ef": 99})
+    assert h.dense.ef == 99
+    with pytest.raises(ValueError, match="dense_kind"):
+        ragfind.Retriever(encoder=HashEncoder(), dense_kind="flat")
+    with pytest.raises(ValueError, match="may not set 'metric'"):
+        ragfind.Retriever(encoder=HashEncoder(), dense_options={"metric": "l2"})
+    with pytest.raises(TypeError, match="dense_options"):
+        ragfind.Retriever(encoder=HashEncoder(), dense_options=[("ef", 3)])

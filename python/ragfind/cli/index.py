@@ -28,9 +28,9 @@ def register(sub) -> None:
     p.add_argument("--no-context", action="store_true", help="do not index the title/heading context")
     p.add_argument(
         "--dense-kind",
-        choices=["exact", "hnsw"],
+        choices=["exact", "hnsw", "ivf"],
         default="exact",
-        help="dense index: exact SIMD scan (default) or HNSW graph",
+        help="dense index: exact SIMD scan (default), HNSW graph or IVF lists (automatic nlist)",
     )
     p.add_argument("--batch-size", type=int, default=32, help="encoder batch size (default 32)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -179,9 +179,14 @@ class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
             (k-means inverted lists: the ``nprobe`` lists nearest the query are scanned).
         M, ef_construction: HNSW graph parameters (hnswlib's meaning).
         ef: HNSW search breadth (default 64; raised to k per query); settable later.
-        nlist: IVF lists (default: about 4 * sqrt(n) of the first add). The index trains
-            (k-means) on its first add, which must hold at least nlist vectors, or on
-            ``train(sample)``; later adds go to their nearest list.
+        nlist: IVF lists (default: about 4 * sqrt(n) of the first add, 1 list below 78
+            vectors). The index trains (k-means) on its first add, which must hold at least
+            nlist vectors, or on ``train(sample)``; later adds go to their nearest list. With
+            the automatic nlist the index retrains as it grows: once it holds 4x the vectors it
+            was trained on and the automatic nlist is 1.5x larger, k-means reruns on a sample
+            of the stored vectors and all of them move to the new lists (one O(n) step per 4x
+            growth, so O(1) moves per vector amortised; searches meanwhile see the old lists).
+            An explicit nlist never retrains.
         nprobe: IVF lists scanned per query (default max(16, nlist / 32)); settable, and per
             call through ``search(..., nprobe=)``. nprobe >= nlist is an exact search.
         rerank: IVF with dtype "f16"/"i8": the k * rerank best quantised candidates are

@@ -4,8 +4,19 @@ Training (C++ k-means on the SIMD kernels, spherical for cosine/ip) places ``nli
 every vector goes to the list of its nearest centroid. All lists live in one row array, each a
 contiguous range ``[start, start + len)`` with room to grow; a list that outgrows its room moves
 to the end of the array with half again as much room, leaving a hole, and when holes and
-deleted rows make up more than half the array it is repacked. Searches take a published
-snapshot (arrays + list table + live mask), so a write never disturbs a running search.
+deleted rows make up more than half the array it is repacked (a repack during an add leaves
+every list half its length of room, so the adds after it do not move every list again).
+Searches take a published snapshot (arrays + list table + live mask), so a write never
+disturbs a running search.
+
+With automatic nlist the index retrains as it grows: once the live rows reach ``_GROW_FACTOR``
+times the count it was trained at and ``auto_nlist`` of the new count is at least
+``_GROW_NLIST`` times the current nlist, k-means runs again on a sample of the stored rows and
+every row moves to its new list, all published as one new snapshot (a search sees the old lists
+or the new ones, never a mix). A retrain reassigns all n rows (O(n * nlist * dim)); as it only
+happens after the store has grown 4x, the total work of all retrains stays within a constant
+factor (about 4/3) of the last one, i.e. O(n) rows moved per row added, amortised. An explicit
+``nlist=`` never retrains; deletes never shrink the lists.
 
 f16/i8 lists keep a float32 copy of every row at the same position: the scan ranks the
 quantised rows, and the ``k * rerank`` best are re-scored exactly from the copy, so with
@@ -33,6 +44,10 @@ _SEED = 1234
 _WRITE_BLOCK = 4096
 # Rows normalised and assigned per call when an add divides cosine rows itself (25 MB at dim 384).
 _ASSIGN_BLOCK = 16384
+# Automatic nlist: retrain when the live rows reach this multiple of the training count...
+_GROW_FACTOR = 4
+# ... and auto_nlist(live rows) is at least this multiple of the current nlist.
+_GROW_NLIST = 1.5
 
 
 def _ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
@@ -65,6 +80,7 @@ class IvfBackend:
         self._rerank = rerank
         self._centroids: np.ndarray | None = None
         self._imbalance = float("nan")
+        self._trained_n = 0  # rows the current lists were trained on (growth policy)
         self._iv_cap = 0
         self._iv_reset(0)
 
@@ -137,6 +153,21 @@ class IvfBackend:
 
     # ----------------------------------------------------------------- training
 
+    @staticmethod
+    def _train_sample(n: int, nlist: int) -> np.ndarray | None:
+        """Sorted positions of the k-means sample of n rows, or None for all of them."""
+        m = min(n, max(_TRAIN_PER_LIST * nlist, 10_000))
+        if m == n:
+            return None
+        return np.sort(np.random.default_rng(_SEED).choice(n, m, replace=False))
+
+    def _kmeans(self, X: np.ndarray, nlist: int) -> tuple[np.ndarray, float]:
+        metric = "l2" if self._metric == "l2" else "ip"
+        C, imbalance, _splits = _core.ivf_train(
+            np.ascontiguousarray(X), nlist, metric, _TRAIN_ITERS, _SEED, self._threads
+        )
+        return C, float(imbalance)
+
     def _train_ivf(self, X: np.ndarray, norms: np.ndarray | None = None) -> None:
         """k-means on (a sample of) X; X is checked and normalised (cosine) already, or with
         ``norms`` its rows are divided by them (only the sample's rows are)."""
@@ -147,22 +178,56 @@ class IvfBackend:
                 f"kind='ivf' with nlist={nlist} needs at least {nlist} vectors to train, got {n}; "
                 "add more vectors at once, call train() with a larger sample, or pass a smaller nlist"
             )
-        m = min(n, max(_TRAIN_PER_LIST * nlist, 10_000))
-        if m < n:
-            rng = np.random.default_rng(_SEED)
-            pick = np.sort(rng.choice(n, m, replace=False))
+        pick = self._train_sample(n, nlist)
+        if pick is not None:
             X = X[pick]
             if norms is not None:
                 X = _divide_rows(X, norms[pick], out=X)  # X is a fresh copy here
         elif norms is not None:
             X = _divide_rows(X, norms)
-        metric = "l2" if self._metric == "l2" else "ip"
-        C, imbalance, _splits = _core.ivf_train(
-            np.ascontiguousarray(X), nlist, metric, _TRAIN_ITERS, _SEED, self._threads
-        )
-        self._centroids = C
-        self._imbalance = float(imbalance)
+        self._centroids, self._imbalance = self._kmeans(X, nlist)
+        self._trained_n = n
         self._iv_reset(nlist)
+
+    def _iv_float_rows(self, pos: np.ndarray) -> np.ndarray:
+        """float32 rows at list positions ``pos``: the rows or their float copy, else the
+        dequantised rows (enough to choose lists; the stored rows are never re-quantised)."""
+        if self._dtype == "f32":
+            return self._iv_data[pos]
+        if self._iv_exact is not None:
+            return self._iv_exact[pos]
+        if self._dtype == "f16":
+            return self._iv_data[pos].astype(np.float32)
+        return self._iv_data[pos].astype(np.float32) * self._iv_scales[pos][:, None]
+
+    def _iv_maybe_retrain(self) -> None:
+        """Retrains automatic-nlist lists once the index has outgrown them (under the write lock)."""
+        if self._ivf_nlist_arg is not None or self._centroids is None:
+            return
+        live_rows = self._state[11]
+        nlist = self._centroids.shape[0]
+        if live_rows < _GROW_FACTOR * max(self._trained_n, 1):
+            return
+        new_nlist = auto_nlist(live_rows)
+        if new_nlist < _GROW_NLIST * nlist:
+            return
+        self._retrain_ivf(new_nlist)
+
+    def _retrain_ivf(self, nlist: int) -> None:
+        """New centroids from a sample of the live rows; every row moves to its nearest new list,
+        published as one snapshot."""
+        src = self._iv_live_positions()
+        n = src.shape[0]
+        pick = self._train_sample(n, nlist)
+        C, imbalance = self._kmeans(self._iv_float_rows(src if pick is None else src[pick]), nlist)
+        metric = "l2" if self._metric == "l2" else "ip"
+        owner = np.empty(n, np.int64)
+        for b in range(0, n, _ASSIGN_BLOCK):
+            xb = self._iv_float_rows(src[b : b + _ASSIGN_BLOCK])
+            owner[b : b + xb.shape[0]] = _core.ivf_assign(np.ascontiguousarray(xb), C, metric, self._threads)
+        order = np.argsort(owner, kind="stable")
+        self._iv_pack(src[order], owner[order], nlist, C, slack=True)
+        self._imbalance, self._trained_n = imbalance, n
 
     # ----------------------------------------------------------------- writes
 
@@ -287,7 +352,8 @@ class IvfBackend:
         self._iv_start, self._iv_len, self._iv_room = start, ln + counts, room
         self._generation += 1
         self._iv_publish(live)
-        self._iv_maybe_repack()
+        self._iv_maybe_repack(growing=True)
+        self._iv_maybe_retrain()
 
     def _delete_ivf(self, positions: list) -> None:
         live = self._state[8]
@@ -300,31 +366,57 @@ class IvfBackend:
         self._iv_publish(live)
         self._iv_maybe_repack()
 
-    def _iv_maybe_repack(self) -> None:
+    def _iv_maybe_repack(self, growing: bool = False) -> None:
         live_rows = self._state[11]
         if self._iv_used > 2 * live_rows + 1024:
-            self._compact_ivf()
+            self._compact_ivf(slack=growing)
 
-    def _compact_ivf(self) -> None:
-        """Packs the live rows of every list contiguously, in list order (under the write lock)."""
+    def _iv_live_positions(self, with_owner: bool = False) -> Any:
+        """The live rows' positions in list order (and their lists' numbers)."""
         live = self._state[8]
         src = _ranges(self._iv_start, self._iv_len)
-        owner = np.repeat(np.arange(self._iv_len.shape[0], dtype=np.int64), self._iv_len)
+        owner = None
+        if with_owner:
+            owner = np.repeat(np.arange(self._iv_len.shape[0], dtype=np.int64), self._iv_len)
         if live is not None:
             keep = live[src] != 0
-            src, owner = src[keep], owner[keep]
-        lens = np.bincount(owner, minlength=self._iv_len.shape[0]).astype(np.int64)
-        m = src.shape[0]
-        data = self._iv_data[src]
-        scales = self._iv_scales[src] if self._dtype == "i8" else np.empty(0, np.float32)
-        sqn = (
-            self._iv_sqnorms[src]
-            if (self._dtype == "i8" and self._metric == "l2")
-            else np.empty(0, np.float32)
-        )
-        exact = None if self._iv_exact is None else self._iv_exact[src]
-        ids = self._iv_ids[src]
-        for x, p in zip(ids.tolist(), range(m)):  # existing keys: insertion order is kept
+            src = src[keep]
+            owner = None if owner is None else owner[keep]
+        return (src, owner) if with_owner else src
+
+    def _compact_ivf(self, slack: bool = False) -> None:
+        """Packs the live rows of every list contiguously, in list order (under the write lock)."""
+        src, owner = self._iv_live_positions(with_owner=True)
+        self._iv_pack(src, owner, self._iv_len.shape[0], slack=slack)
+
+    def _iv_pack(
+        self, src: np.ndarray, owner: np.ndarray, nlist: int, centroids: Any = None, slack: bool = False
+    ) -> None:
+        """New arrays holding the rows at ``src`` (``owner``: their lists, non-decreasing), packed
+        list after list, published at once (snapshots keep the old arrays); with ``centroids``
+        the lists are theirs (set only once every copy has succeeded). ``slack`` (a pack during
+        adds) leaves every list half its length of room: packed tight, the next add would move
+        every list it touches and refill the array with holes, i.e. a repack per add."""
+        lens = np.bincount(owner, minlength=nlist).astype(np.int64)
+        room = lens + lens // 2 if slack else lens.copy()
+        start = np.cumsum(room) - room
+        m = int(room.sum())
+        dst = _ranges(start, lens)
+        i8, sq = self._dtype == "i8", self._dtype == "i8" and self._metric == "l2"
+
+        def packed(arr: np.ndarray, fill: Any = None) -> np.ndarray:
+            if not slack:
+                return arr[src]
+            out = np.empty((m, *arr.shape[1:]), arr.dtype) if fill is None else np.full(m, fill, arr.dtype)
+            out[dst] = arr[src]
+            return out
+
+        data = packed(self._iv_data)
+        scales = packed(self._iv_scales) if i8 else np.empty(0, np.float32)
+        sqn = packed(self._iv_sqnorms) if sq else np.empty(0, np.float32)
+        exact = None if self._iv_exact is None else packed(self._iv_exact)
+        ids = packed(self._iv_ids, None if self._iv_ids.dtype == object else -1)
+        for x, p in zip(self._iv_ids[src].tolist(), dst.tolist()):  # existing keys: order kept
             self._id_to_slot[x] = p
         self._iv_data, self._iv_scales, self._iv_sqnorms, self._iv_exact, self._iv_ids = (
             data,
@@ -333,11 +425,13 @@ class IvfBackend:
             exact,
             ids,
         )
-        self._iv_start = np.cumsum(lens) - lens
+        self._iv_start = start
         self._iv_len = lens
-        self._iv_room = lens.copy()
+        self._iv_room = room
         self._iv_used = self._iv_cap = m
         self._n_deleted = 0
+        if centroids is not None:
+            self._centroids = centroids
         self._generation += 1
         self._iv_publish(None)
 
@@ -462,6 +556,7 @@ class IvfBackend:
             "nprobe_arg": self._nprobe_arg,
             "rerank": self._rerank,
             "trained": state[0] is not None,
+            "trained_n": self._trained_n,
         }
         if state[0] is None:
             return [], [], extra
@@ -545,5 +640,10 @@ class IvfBackend:
         self._iv_room = lens.copy()
         self._iv_used = self._iv_cap = count
         self._id_to_slot = {ids[i]: i for i in order.tolist()}
+        # Files from before the growth policy: treated as trained at their current size.
+        trained_n = h.get("trained_n", count)
+        if not isinstance(trained_n, int) or isinstance(trained_n, bool) or trained_n < 0:
+            raise bad(f"invalid training count {trained_n!r}")
+        self._trained_n = trained_n
         self._generation += 1
         self._iv_publish(None)

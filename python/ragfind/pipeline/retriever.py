@@ -41,7 +41,7 @@ from ragfind.pipeline.results import Passage, SearchResult
 from ragfind.pipeline.saved import FORMAT_VERSION, RetrieverFolderError, load_folder, save_folder
 from ragfind.pipeline.stages import RerankStage, RetrievalStage
 from ragfind.pipeline.stages.bm25 import BM25Stage
-from ragfind.pipeline.stages.dense import DenseStage
+from ragfind.pipeline.stages.dense import DenseStage, check_dense_options
 from ragfind.pipeline.store import DocumentStore
 
 __all__ = [
@@ -119,7 +119,12 @@ class Retriever:
         tokenizer: the chunking tokenizer (default: the encoder's, else MiniLM's).
         bm25: a fresh :class:`ragfind.BM25Index` for the BM25 stage (:class:`BM25Stage`; default
             ``BM25Index()``: Lucene BM25, k1=1.2, b=0.75, English stemming), or None for none.
-        dense_kind: ``"exact"`` (SIMD brute force, default) or ``"hnsw"``.
+        dense_kind: ``"exact"`` (SIMD brute force, default), ``"hnsw"`` or ``"ivf"`` (k-means
+            lists, automatic nlist retrained as the store grows; stores under 78 chunks
+            use one list, i.e. an exact scan).
+        dense_options: more :class:`ragfind.DenseIndex` arguments for the dense index, e.g.
+            ``{"nprobe": 32}`` (ivf), ``{"ef": 128, "M": 32}`` (hnsw), ``{"dtype": "f16"}``;
+            saved with the index. Not ``dim``, ``metric``, ``kind`` or ``fingerprint``.
         stages: more :class:`RetrievalStage` objects whose lists join the fusion (after the
             BM25 and dense stages), and :class:`RerankStage` objects applied after fusion
             (before the cross-encoder).
@@ -146,6 +151,7 @@ class Retriever:
         tokenizer: Any = None,
         bm25: Any = "default",
         dense_kind: str = "exact",
+        dense_options: Mapping[str, Any] | None = None,
         stages: Sequence[Any] = (),
         rrf_k: float = 60,
         weights: Mapping[str, float] | None = None,
@@ -184,8 +190,9 @@ class Retriever:
             raise ValueError(
                 "bm25 already holds documents; pass an empty BM25Index (the Retriever owns its ids)"
             )
-        if dense_kind not in ("exact", "hnsw"):
-            raise ValueError(f"dense_kind = {dense_kind!r}; expected 'exact' or 'hnsw'")
+        if dense_kind not in ("exact", "hnsw", "ivf"):
+            raise ValueError(f"dense_kind = {dense_kind!r}; expected 'exact', 'hnsw' or 'ivf'")
+        dense_options = check_dense_options(dense_options)
         if contextualize is True:
             contextualize = default_context
         if contextualize is not False and contextualize is not None and not callable(contextualize):
@@ -200,6 +207,7 @@ class Retriever:
             bm25=BM25Stage(bm25) if bm25 is not None else None,
             dense_index=None,
             dense_kind=dense_kind,
+            dense_options=dense_options,
             stages=stages,
             chunk_size=self._resolve_chunk_size(enc, chunk_size, contextualize),
             chunk_overlap=chunk_overlap,
@@ -238,6 +246,7 @@ class Retriever:
         threads: int,
         show_progress: bool,
         store: DocumentStore,
+        dense_options: Mapping[str, Any] | None = None,
     ) -> None:
         """Everything ``__init__`` and ``load`` share: the stage lists, caches, store, pool."""
         for s in stages:
@@ -252,7 +261,14 @@ class Retriever:
         defaults: list = [bm25] if bm25 is not None else []
         if encoder is not None:
             defaults.append(
-                DenseStage(encoder, dense_index, kind=dense_kind, name="dense", cache=self.embedding_cache)
+                DenseStage(
+                    encoder,
+                    dense_index,
+                    kind=dense_kind,
+                    name="dense",
+                    cache=self.embedding_cache,
+                    options=dense_options,
+                )
             )
         #: First-stage retrievers, in fusion order.
         self.first_stages: list = defaults + [s for s in stages if isinstance(s, RetrievalStage)]

@@ -3,6 +3,7 @@ with a cache of query embeddings."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -11,15 +12,33 @@ from ragfind.pipeline.cache import LRUCache
 
 __all__ = ["DenseStage"]
 
+_SET_BY_STAGE = ("dim", "metric", "kind", "fingerprint")
+
+
+def check_dense_options(options: Any) -> dict:
+    """``options`` as a dict of DenseIndex keyword arguments the caller may set."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise TypeError(f"dense_options is a {type(options).__name__}; expected a dict or None")
+    fixed = [k for k in options if k in _SET_BY_STAGE]
+    if fixed:
+        raise ValueError(f"dense_options may not set {fixed[0]!r} (the Retriever sets it)")
+    return dict(options)
+
 
 class DenseStage:
-    """Semantic retrieval: the query embedding's nearest chunks (cosine, exact or HNSW).
+    """Semantic retrieval: the query embedding's nearest chunks (cosine, exact, HNSW or IVF).
 
     Args:
         encoder: a bi-encoder (``encode``, ``encode_query``, ``dim``, ``fingerprint``).
         index: the :class:`ragfind.DenseIndex` to fill (default: a new cosine index of the
             encoder's dimension and fingerprint, of ``kind``).
-        kind: ``"exact"`` (SIMD brute force) or ``"hnsw"``, for a new index.
+        kind: ``"exact"`` (SIMD brute force), ``"hnsw"`` or ``"ivf"`` (automatic nlist,
+            retrained as the index grows), for a new index.
+        options: more :class:`ragfind.DenseIndex` arguments for a new index (e.g.
+            ``{"nprobe": 32}``, ``{"ef": 128}``, ``{"dtype": "f16"}``); not ``dim``,
+            ``metric``, ``kind`` or ``fingerprint``, which the stage sets.
         name: the stage's name.
         cache: the LRU cache of query embeddings (shared with the Retriever's statistics).
     """
@@ -32,13 +51,17 @@ class DenseStage:
         kind: str = "exact",
         name: str = "dense",
         cache: LRUCache | None = None,
+        options: Any = None,
     ) -> None:
         from ragfind.dense.index import DenseIndex
 
-        if kind not in ("exact", "hnsw"):
-            raise ValueError(f"dense_kind = {kind!r}; expected 'exact' or 'hnsw'")
+        if kind not in ("exact", "hnsw", "ivf"):
+            raise ValueError(f"dense_kind = {kind!r}; expected 'exact', 'hnsw' or 'ivf'")
+        opts = check_dense_options(options)
         if index is None:
-            index = DenseIndex(encoder.dim, metric="cosine", kind=kind, fingerprint=encoder.fingerprint)
+            index = DenseIndex(
+                encoder.dim, metric="cosine", kind=kind, fingerprint=encoder.fingerprint, **opts
+            )
         self.encoder = encoder
         self.index = index
         self.name = name
