@@ -355,6 +355,27 @@ def test_small_adds_retrain_and_keep_recall_of_one_big_add():
     assert r_small >= 0.9
 
 
+def test_retrain_out_of_memory_keeps_the_add_and_retries(monkeypatch):
+    ivf = DenseIndex(DIM, kind="ivf")
+    ivf.add(X[:100], ids=list(range(100)))
+    real = type(ivf)._retrain_ivf
+    calls = []
+
+    def failing(self, nlist):
+        calls.append(nlist)
+        raise MemoryError("test")
+
+    monkeypatch.setattr(type(ivf), "_retrain_ivf", failing)
+    with pytest.warns(RuntimeWarning, match="add is stored"):
+        ivf.add(X[100:400], ids=list(range(100, 400)))
+    assert calls and len(ivf) == 400 and ivf._trained_n == 100
+    ids, _ = ivf.search(X[350], k=1, nprobe=ivf.nlist)
+    assert list(ids) == [350]
+    monkeypatch.setattr(type(ivf), "_retrain_ivf", real)
+    ivf.add(X[400:500], ids=list(range(400, 500)))
+    assert ivf._trained_n == 500 and ivf.nlist > 1
+
+
 @pytest.mark.parametrize("dtype,rerank", [("f32", 4), ("f16", 4), ("i8", 4), ("i8", 0), ("f16", 0)])
 @pytest.mark.parametrize("metric", ["cosine", "ip", "l2"])
 def test_retrained_index_at_full_probe_equals_exact_with_deletes_and_filters(metric, dtype, rerank):

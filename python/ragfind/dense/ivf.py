@@ -28,6 +28,7 @@ mostly stays on disk); ``rerank=0`` stores no copy and returns the quantised sco
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -352,8 +353,18 @@ class IvfBackend:
         self._iv_start, self._iv_len, self._iv_room = start, ln + counts, room
         self._generation += 1
         self._iv_publish(live)
-        self._iv_maybe_repack(growing=True)
-        self._iv_maybe_retrain()
+        # The add is stored and published: upkeep that runs out of memory must not report it as
+        # failed. The old lists stay valid and the next add tries again.
+        try:
+            self._iv_maybe_repack(growing=True)
+            self._iv_maybe_retrain()
+        except MemoryError as e:
+            warnings.warn(
+                f"IVF upkeep after an add ran out of memory ({e}); the add is stored and the index "
+                "keeps its current lists",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     def _delete_ivf(self, positions: list) -> None:
         live = self._state[8]
