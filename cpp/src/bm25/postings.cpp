@@ -67,7 +67,6 @@ void unpack_docs_full(const std::uint32_t* in, std::uint32_t prev, std::uint32_t
 }
 
 using UnpackFn = void (*)(const std::uint32_t*, std::uint32_t*);
-using UnpackDocsFn = void (*)(const std::uint32_t*, std::uint32_t, std::uint32_t*);
 
 template <unsigned... W>
 constexpr auto make_table(std::integer_sequence<unsigned, W...>) {
@@ -157,9 +156,13 @@ void unpack_docs(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32
   }
 }
 
+namespace {
+constexpr auto kDocsGroupTable = make_group_table(std::make_integer_sequence<unsigned, 33>{});
+constexpr auto kDocsBlockTable = make_docs_table(std::make_integer_sequence<unsigned, 33>{});
+}  // namespace
+
 void unpack_docs_group(const std::uint32_t* in, unsigned w, std::uint32_t prev, std::uint32_t* out) {
-  static constexpr auto table = make_group_table(std::make_integer_sequence<unsigned, 33>{});
-  table[w](in, prev, out);
+  kDocsGroupTable[w](in, prev, out);
 }
 
 void PostingsWriter::reserve(std::uint64_t postings) {
@@ -236,6 +239,9 @@ void PostingCursor::reset(const Segment& seg, std::size_t slot, const float* pre
   seg_ = &seg;
   prefetch_ = prefetch;
   last_ = seg.blk_last.data();
+  packed_ = seg.packed.data();
+  blk_word_ = seg.blk_word.data();
+  blk_bits_ = seg.blk_bits.data();
   first_ = seg.list_block[slot];
   end_ = seg.list_block[slot + 1];
   len_ = seg.offsets[slot + 1] - seg.offsets[slot];
@@ -254,16 +260,22 @@ void PostingCursor::load(std::uint64_t b, bool lazy) {
     return;
   }
   n_ = b + 1 < end_ ? kPostingBlock : static_cast<std::uint32_t>(len_ - (b - first_) * kPostingBlock);
-  const std::uint32_t* words = seg_->packed.data() + seg_->blk_word[b];
+  const std::uint32_t* words = packed_ + blk_word_[b];
   const std::uint32_t prev = b > first_ ? last_[b - 1] : 0xFFFFFFFFu;
-  gap_width_ = seg_->blk_bits[2 * b];
+  gap_width_ = blk_bits_[2 * b];
   gap_words_ = words;
-  tf_width_ = seg_->blk_bits[2 * b + 1];
+  tf_width_ = blk_bits_[2 * b + 1];
   tf_mask_ = tf_width_ == 32 ? 0xFFFFFFFFu : (1u << tf_width_) - 1;
   tf_words_ = words + packed_words(n_, gap_width_);
-  if (lazy && n_ == kPostingBlock) {
-    unpack_docs_group(words, gap_width_, prev, docs_);
-    dec_ = 32;
+  if (n_ == kPostingBlock) {
+    group_fn_ = kDocsGroupTable[gap_width_];
+    if (lazy) {
+      group_fn_(words, prev, docs_);
+      dec_ = 32;
+    } else {
+      kDocsBlockTable[gap_width_](words, prev, docs_);
+      dec_ = n_;
+    }
   } else {
     unpack_docs(words, n_, gap_width_, prev, docs_);
     dec_ = n_;
@@ -273,12 +285,14 @@ void PostingCursor::load(std::uint64_t b, bool lazy) {
 
 void PostingCursor::decode_group() {
   // Only full blocks are decoded lazily: group g starts at word g * width.
-  unpack_docs_group(gap_words_ + (dec_ / 32) * gap_width_, gap_width_, docs_[dec_ - 1], docs_ + dec_);
+  group_fn_(gap_words_ + (dec_ / 32) * gap_width_, docs_[dec_ - 1], docs_ + dec_);
   dec_ += 32;
 }
 
 void PostingCursor::load_next() {
   load(blk_ + 1);
+  // Read in order, every tf of the block is wanted: one unpack beats per-posting extraction.
+  if (tf_width_ != 0 && n_ != 0) decode_tfs();
   // Sequential reading: the entries of the block's first docs are needed next (prefetch_ahead
   // covers the rest of the block).
   if (prefetch_)
@@ -286,9 +300,7 @@ void PostingCursor::load_next() {
 }
 
 void PostingCursor::decode_tfs() {
-  const unsigned gw = seg_->blk_bits[2 * blk_], tw = seg_->blk_bits[2 * blk_ + 1];
-  const std::uint32_t* words = seg_->packed.data() + seg_->blk_word[blk_] + packed_words(n_, gw);
-  unpack_bits(words, n_, tw, tfs_);
+  unpack_bits(tf_words_, n_, tf_width_, tfs_);
   for (std::uint32_t i = 0; i < n_; ++i) ++tfs_[i];
   tf_ready_ = true;
 }

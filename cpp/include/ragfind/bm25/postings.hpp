@@ -38,6 +38,9 @@ void unpack_docs(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32
 /// The same for one group of 32 values of a full block (w words from in), so that a cursor
 /// can decode a block only as far as it reads.
 void unpack_docs_group(const std::uint32_t* in, unsigned w, std::uint32_t prev, std::uint32_t* out);
+/// A group or block unpack at one width (a cursor keeps its block's instead of dispatching on
+/// every group).
+using UnpackDocsFn = void (*)(const std::uint32_t*, std::uint32_t, std::uint32_t*);
 /// The same, one value at a time (the reference the unrolled unpack is tested against).
 void unpack_bits_reference(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32_t* out);
 
@@ -73,7 +76,8 @@ class PostingsWriter {
 };
 
 /// Reads one posting list of a compressed segment a block at a time. doc() is kEnd past the
-/// end; tf() decodes the block's tfs on first use. A block reached by next_geq skipping is
+/// end; tf() reads from the block's unpacked tfs when next() entered the block (in-order
+/// scoring wants them all), else straight from the packed bits. A block reached by next_geq skipping is
 /// decoded a group of 32 doc ids at a time, only as far as it is read (a probe of a long list
 /// usually wants one doc of the block); next() decodes whole blocks.
 class PostingCursor {
@@ -87,6 +91,7 @@ class PostingCursor {
     // One value read straight from the packed tfs: cursors that score a posting here and
     // there (probes of long lists) never decode a whole block of them.
     if (tf_width_ == 0) return 1;
+    if (tf_ready_) return tfs_[i_];
     const std::uint64_t bit = static_cast<std::uint64_t>(i_) * tf_width_;
     const std::uint32_t* p = tf_words_ + (bit >> 5);
     const unsigned s = static_cast<unsigned>(bit & 31);
@@ -143,16 +148,25 @@ class PostingCursor {
   void skip_to(std::uint32_t target);
   void decode_tfs();
 
-  const Segment* seg_ = nullptr;
+  // The state next(), tf() and next_geq() read comes first (one cache line); the rest is read
+  // on entering a block.
+  std::uint32_t i_ = 0, dec_ = 0, n_ = 0, doc_ = kEnd;  // dec_: doc ids decoded so far
+  unsigned tf_width_ = 0;
+  std::uint32_t tf_mask_ = 0;
+  const std::uint32_t* tf_words_ = nullptr;
   const std::uint32_t* last_ = nullptr;
   const float* prefetch_ = nullptr;
-  std::uint64_t first_ = 0, blk_ = 0, end_ = 0, len_ = 0;
-  std::uint32_t i_ = 0, n_ = 0, dec_ = 0, doc_ = kEnd;  // dec_: doc ids decoded so far
-  unsigned gap_width_ = 0, tf_width_ = 0;
-  std::uint32_t tf_mask_ = 0;
-  const std::uint32_t* gap_words_ = nullptr;
-  const std::uint32_t* tf_words_ = nullptr;
+  std::uint64_t blk_ = 0;
+  std::uint64_t first_ = 0, end_ = 0, len_ = 0;
+  unsigned gap_width_ = 0;
   bool tf_ready_ = false;
+  const std::uint32_t* gap_words_ = nullptr;
+  UnpackDocsFn group_fn_ = nullptr;
+  // The segment's arrays as raw pointers (a Buffer checks which storage it uses on each read).
+  const Segment* seg_ = nullptr;
+  const std::uint32_t* packed_ = nullptr;
+  const std::uint32_t* blk_word_ = nullptr;
+  const std::uint8_t* blk_bits_ = nullptr;
   std::uint32_t docs_[kPostingBlock];
   std::uint32_t tfs_[kPostingBlock];
 };
