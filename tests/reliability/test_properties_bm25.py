@@ -154,6 +154,20 @@ def _live_rebuild(index: BM25Index, live: dict, method: str) -> BM25Index:
     return rebuilt
 
 
+def assert_same_ranking(ids, scores, ref_ids, ref_scores, index: BM25Index, query):
+    """The same ranking as the reference up to near-ties. MaxScore adds a document's terms in
+    bound order and term-at-a-time in query order, so a score may differ in its last bit and
+    two documents within that rounding may swap; every id must still carry its own score."""
+    np.testing.assert_allclose(scores, ref_scores, rtol=1e-5, atol=1e-6)
+    assert len(set(ids.tolist())) == len(ids)
+    all_ids, all_scores = index.search_tokenized(query, k=max(1, len(index)), algorithm="exhaustive")
+    true = dict(zip(all_ids.tolist(), all_scores.tolist()))
+    for x, s, r in zip(ids.tolist(), scores.tolist(), ref_ids.tolist()):
+        assert s == pytest.approx(true[x], rel=1e-5, abs=1e-6)
+        if x != r:  # a swap is only allowed between documents tied within rounding
+            assert true[x] == pytest.approx(true[r], rel=1e-6, abs=1e-7), (x, r, true[x], true[r])
+
+
 def _filtered_reference(index: BM25Index, query, k, allowed):
     """The exhaustive unfiltered ranking restricted to ``allowed``, first k."""
     ids, scores = index.search_tokenized(query, k=max(1, len(index)), algorithm="exhaustive")
@@ -203,13 +217,12 @@ def test_add_delete_filter_sequence_equals_rebuild(operations, query, method, k,
     for algorithm in ALGORITHMS:
         a_ids, a_scores = index.search_tokenized(query, k=k, algorithm=algorithm)
         b_ids, b_scores = rebuilt.search_tokenized(query, k=k, algorithm=algorithm)
-        np.testing.assert_array_equal(a_ids, b_ids)
-        np.testing.assert_allclose(a_scores, b_scores, rtol=1e-5, atol=1e-6)
+        assert_same_ranking(a_ids, a_scores, b_ids, b_scores, rebuilt, query)
         allowed = set(rnd.sample(sorted(live), k=len(live) // 2)) | {10_001}
         f_ids, f_scores = index.search_tokenized(query, k=k, filter=IdFilter(allowed), algorithm=algorithm)
         r_ids, r_scores = _filtered_reference(rebuilt, query, k, allowed)
-        np.testing.assert_array_equal(f_ids, r_ids)
-        np.testing.assert_allclose(f_scores, r_scores, rtol=1e-5, atol=1e-6)
+        assert set(f_ids.tolist()) <= allowed
+        assert_same_ranking(f_ids, f_scores, r_ids, r_scores, rebuilt, query)
     [(bb_ids, _)] = index.search_batch_tokenized([query], k=k, filter=allowed, threads=2)
     np.testing.assert_array_equal(bb_ids, f_ids)
     order = index.ids.tolist()
