@@ -128,7 +128,8 @@ void unpack_bits(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32
   for (; done + 32 <= n; done += 32, in += w) groups[w](in, out + done);
   if (done < n) {
     std::uint32_t pad[32] = {}, vals[32];
-    std::memcpy(pad, in, packed_words(n - done, w) * 4);
+    // Width 0 has no words (and `in` may be null then).
+    if (const std::uint64_t words = packed_words(n - done, w)) std::memcpy(pad, in, words * 4);
     groups[w](pad, vals);
     std::memcpy(out + done, vals, (n - done) * 4);
   }
@@ -150,7 +151,8 @@ void unpack_docs(const std::uint32_t* in, std::size_t n, unsigned w, std::uint32
     // The last partial group through the unrolled code too, from a zero-padded copy (it may
     // read up to w words; the block has fewer).
     std::uint32_t pad[32] = {}, vals[32];
-    std::memcpy(pad, in, packed_words(n - done, w) * 4);
+    // Width 0 has no words (and `in` may be null then).
+    if (const std::uint64_t words = packed_words(n - done, w)) std::memcpy(pad, in, words * 4);
     unpack_docs_group(pad, w, prev, vals);
     std::memcpy(out + done, vals, (n - done) * 4);
   }
