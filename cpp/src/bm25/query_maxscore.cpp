@@ -46,6 +46,22 @@ struct TermInSegment {
   double bound;
 };
 
+// The query terms the segment has, with their score bounds (weight x list bound, inflated),
+// sorted by bound: the order MaxScore and block-max MaxScore split essential lists in.
+template <class ListBound>
+void segment_terms(const InvertedIndex::Prepared& q, const Segment& seg, double inflate, ListBound&& list_bound,
+                   std::vector<TermInSegment>& terms) {
+  terms.clear();
+  for (std::size_t i = 0; i < q.terms.size(); ++i) {
+    const std::int64_t slot = seg.slot_of(q.terms[i]);
+    if (slot < 0) continue;
+    const auto s = static_cast<std::size_t>(slot);
+    terms.push_back({s, q.weights[i], static_cast<double>(q.weights[i]) * list_bound(s) * inflate});
+  }
+  std::sort(terms.begin(), terms.end(),
+            [](const TermInSegment& a, const TermInSegment& b) { return a.bound < b.bound; });
+}
+
 struct Cursor {
   PostingCursor pc;
   float weight;
@@ -88,17 +104,9 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
   // looked up again after every call the compiler cannot see through).
   thread_local std::vector<Cursor> cur_store;
   thread_local std::vector<double> cum_store;
-  terms.clear();
-  for (std::size_t i = 0; i < q.terms.size(); ++i) {
-    const std::int64_t slot = seg.slot_of(q.terms[i]);
-    if (slot < 0) continue;
-    const auto s = static_cast<std::size_t>(slot);
-    const double ub = static_cast<double>(q.weights[i]) * term_bound(seg, s, q) * inflate;
-    terms.push_back({s, q.weights[i], ub});
-  }
+  segment_terms(
+      q, seg, inflate, [&](std::size_t slot) { return term_bound(seg, slot, q); }, terms);
   if (terms.empty()) return;
-  std::sort(terms.begin(), terms.end(),
-            [](const TermInSegment& a, const TermInSegment& b) { return a.bound < b.bound; });
   const std::size_t n = terms.size();
   if (cur_store.size() < n) cur_store.resize(n);
   cum_store.resize(n);
@@ -221,17 +229,9 @@ void InvertedIndex::blockmax_segment(const Prepared& q, const Segment& seg, cons
   thread_local std::vector<TermInSegment> terms;
   thread_local std::vector<BCursor> cur_store;
   thread_local std::vector<double> cum_store;
-  terms.clear();
-  for (std::size_t i = 0; i < q.terms.size(); ++i) {
-    const std::int64_t slot = seg.slot_of(q.terms[i]);
-    if (slot < 0) continue;
-    const auto s = static_cast<std::size_t>(slot);
-    const double ub = static_cast<double>(q.weights[i]) * term_bound(seg, s, q) * inflate;
-    terms.push_back({s, q.weights[i], ub});
-  }
+  segment_terms(
+      q, seg, inflate, [&](std::size_t slot) { return term_bound(seg, slot, q); }, terms);
   if (terms.empty()) return;
-  std::sort(terms.begin(), terms.end(),
-            [](const TermInSegment& a, const TermInSegment& b) { return a.bound < b.bound; });
   const std::size_t n = terms.size();
   if (cur_store.size() < n) cur_store.resize(n);
   cum_store.resize(n);
