@@ -244,7 +244,7 @@ class BM25Index:
         ``algorithm`` (all exact, same results): ``"auto"`` (term-at-a-time for segments of up
         to 65,536 documents, MaxScore above; with a small allowed set, ``"direct"``),
         ``"maxscore"`` (document-at-a-time with MaxScore dynamic pruning), ``"blockmax"``
-        (MaxScore with per-block bounds of 64 postings, block-max MaxScore), ``"exhaustive"``
+        (MaxScore with per-block bounds of 128 postings, block-max MaxScore), ``"exhaustive"``
         (scores every posting) or ``"direct"`` (scores each allowed document by a search of
         each query term's postings).
 
