@@ -73,7 +73,8 @@ std::uint64_t InvertedIndex::num_postings() const {
 }
 
 std::size_t InvertedIndex::memory_bytes() const {
-  std::size_t n = vocab_.memory_bytes() + df_.capacity() * 8 + doc_norm_.capacity() * 4 + live_.capacity();
+  std::size_t n =
+      vocab_.memory_bytes() + df_.capacity() * 8 + codes_.code.capacity() + sizeof(WeightTable) + live_.capacity();
   if (doc_len_.owned()) n += doc_len_.size() * 4;
   for (const auto& s : segments_) {
     if (s->packed.owned())
@@ -88,15 +89,8 @@ std::size_t InvertedIndex::memory_bytes() const {
 
 void InvertedIndex::after_change() {
   ++epoch_;
-  const std::uint32_t n = num_slots();
-  doc_norm_.resize(n);
-  if (doc_norm_.capacity() > 2 * static_cast<std::size_t>(n) + 1024) doc_norm_.shrink_to_fit();
-  const double avg = avgdl();
-  const bool plain_l = params_.method == Method::BM25L;
-  for (std::uint32_t d = 0; d < n; ++d) {
-    const double L = length_norm(params_, doc_len_[d], avg);
-    doc_norm_[d] = static_cast<float>(plain_l ? L : params_.k1 * L);
-  }
+  codes_.build(doc_len_.data(), num_slots());
+  build_weight_table(params_, avgdl(), codes_, table_);
 }
 
 void InvertedIndex::add_documents(const std::uint32_t* terms, const std::uint8_t* counted,
@@ -482,7 +476,7 @@ InvertedIndex::Prepared InvertedIndex::prepare(const std::vector<QueryTerm>& que
     p.weights.push_back(static_cast<float>(wt));
     p.weights_d.push_back(wt);
   }
-  p.norm = doc_norm_.data();
+  p.table = &table_;
   p.epoch = epoch_;
   return p;
 }
@@ -506,33 +500,29 @@ InvertedIndex::Prepared InvertedIndex::prepare(const std::vector<QueryTerm>& que
   }
   const double avg = stats.avgdl();
   if (avg == avgdl()) {
-    p.norm = doc_norm_.data();
+    p.table = &table_;
     p.epoch = epoch_;
   } else {
-    auto norm = norms_for(avg, p.epoch);
-    p.norm = norm->data();
-    p.hold = std::move(norm);
+    auto table = table_for(avg, p.epoch);
+    p.table = table.get();
+    p.hold = std::move(table);
   }
   return p;
 }
 
-std::shared_ptr<const std::vector<float>> InvertedIndex::norms_for(double avgdl, std::uint32_t& epoch) const {
-  // One cached array: a shard sees the same global avgdl on every query between two writes.
+std::shared_ptr<const WeightTable> InvertedIndex::table_for(double avgdl, std::uint32_t& epoch) const {
+  // One cached table: a shard sees the same global avgdl on every query between two writes.
   std::lock_guard<std::mutex> lock(override_mu_);
-  if (!override_.norm || override_.avgdl != avgdl || override_.index_epoch != epoch_) {
-    auto norm = std::make_shared<std::vector<float>>(num_slots());
-    const bool plain_l = params_.method == Method::BM25L;
-    for (std::uint32_t d = 0; d < num_slots(); ++d) {
-      const double L = length_norm(params_, doc_len_[d], avgdl);
-      (*norm)[d] = static_cast<float>(plain_l ? L : params_.k1 * L);
-    }
+  if (!override_.table || override_.avgdl != avgdl || override_.index_epoch != epoch_) {
+    auto table = std::make_shared<WeightTable>();
+    build_weight_table(params_, avgdl, codes_, *table);
     override_.avgdl = avgdl;
     override_.index_epoch = epoch_;
     override_.epoch = 0x80000000u | (++override_epochs_ & 0x7FFFFFFFu);
-    override_.norm = std::move(norm);
+    override_.table = std::move(table);
   }
   epoch = override_.epoch;
-  return override_.norm;
+  return override_.table;
 }
 
 std::uint32_t InvertedIndex::term_frequency(std::uint32_t term, std::uint32_t doc) const {

@@ -622,8 +622,9 @@ void load_index(const std::string& path, bool mmap, InvertedIndex& index, DocIds
   index.set_params(params);
   seg->keepalive = p.bytes;
   index.install(Buffer<std::uint32_t>::borrow(dl, m.num_docs), std::move(seg), p.bytes);
-  // The lengths went into the per-document norms; only block maxima, explain and the
-  // double-precision scorers read them again (they fault back in then).
+  // The lengths went into the per-document length codes; only the rare documents without a
+  // code, block maxima, explain and the double-precision scorers read them again (they fault
+  // back in then).
   p.bytes->release(dl, dl + m.num_docs);
   if (positions) *positions = std::move(loaded_positions);
 }

@@ -237,7 +237,7 @@ void compress_segment(Segment& seg) {
   w.finish(seg);
 }
 
-void PostingCursor::reset(const Segment& seg, std::size_t slot, const float* prefetch) {
+void PostingCursor::reset(const Segment& seg, std::size_t slot, const std::uint8_t* prefetch) {
   seg_ = &seg;
   prefetch_ = prefetch;
   last_ = seg.blk_last.data();

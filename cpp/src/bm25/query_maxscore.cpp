@@ -16,23 +16,22 @@
 #include <cmath>
 #include <cstring>
 
-#include "ragfind/bm25/doc_weight.hpp"
 #include "ragfind/bm25/index.hpp"
 
 namespace ragfind::bm25 {
 
 namespace {
 
-// How many postings ahead a cursor prefetches the document norm it will need.
+// How many postings ahead a cursor prefetches the length code of the document it will score.
 constexpr std::uint32_t kPrefetch = 16;
 
 constexpr std::uint32_t kEnd = PostingCursor::kEnd;
 
 template <Method M>
-float compute_bound(const Segment& seg, std::size_t slot, const float* norm, const DocWeight<M>& dw) {
+float compute_bound(const Segment& seg, std::size_t slot, const Weigher<M>& wt) {
   float best = 0.0f;
-  for_each_posting(seg, slot, [&best, norm, dw](std::uint32_t d, std::uint32_t tf) {
-    const float v = dw(tf, norm[d]);
+  for_each_posting(seg, slot, [&best, wt](std::uint32_t d, std::uint32_t tf) {
+    const float v = wt(d, tf);
     best = v > best ? v : best;
   });
   return best;
@@ -79,14 +78,13 @@ float InvertedIndex::term_bound(const Segment& seg, std::size_t slot, const Prep
     std::memcpy(&v, &bits, 4);
     return v;
   }
-  const float* norm = q.norm + seg.base;
   float v = 0.0f;
   switch (params_.method) {
-    case Method::Lucene: v = compute_bound(seg, slot, norm, DocWeight<Method::Lucene>(params_)); break;
-    case Method::Robertson: v = compute_bound(seg, slot, norm, DocWeight<Method::Robertson>(params_)); break;
-    case Method::Atire: v = compute_bound(seg, slot, norm, DocWeight<Method::Atire>(params_)); break;
-    case Method::BM25L: v = compute_bound(seg, slot, norm, DocWeight<Method::BM25L>(params_)); break;
-    case Method::BM25Plus: v = compute_bound(seg, slot, norm, DocWeight<Method::BM25Plus>(params_)); break;
+    case Method::Lucene: v = compute_bound(seg, slot, weigher<Method::Lucene>(q, seg)); break;
+    case Method::Robertson: v = compute_bound(seg, slot, weigher<Method::Robertson>(q, seg)); break;
+    case Method::Atire: v = compute_bound(seg, slot, weigher<Method::Atire>(q, seg)); break;
+    case Method::BM25L: v = compute_bound(seg, slot, weigher<Method::BM25L>(q, seg)); break;
+    case Method::BM25Plus: v = compute_bound(seg, slot, weigher<Method::BM25Plus>(q, seg)); break;
   }
   std::uint32_t bits;
   std::memcpy(&bits, &v, 4);
@@ -97,7 +95,7 @@ float InvertedIndex::term_bound(const Segment& seg, std::size_t slot, const Prep
 template <Method M, bool Filtered>
 void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, const std::uint8_t* allow,
                                      TopKQueue& heap) const {
-  const DocWeight<M> dw(params_);
+  const Weigher<M> wt = weigher<M>(q, seg);
   const double inflate = 1.0 + 1e-6 * static_cast<double>(q.terms.size() + 4);
   thread_local std::vector<TermInSegment> terms;
   // Thread-local storage, used through plain pointers (a thread_local in a shared library is
@@ -112,9 +110,8 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
   cum_store.resize(n);
   Cursor* const cur = cur_store.data();
   double* const cum = cum_store.data();
-  const float* norm = q.norm + seg.base;
   for (std::size_t i = 0; i < n; ++i) {
-    cur[i].pc.reset(seg, terms[i].slot, norm);
+    cur[i].pc.reset(seg, terms[i].slot, wt.code);
     cur[i].weight = terms[i].weight;
     cur[i].bound = terms[i].bound;
   }
@@ -138,9 +135,9 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
     for (std::size_t i = first_ess; i < n; ++i) {
       Cursor& c = cur[i];
       if (c.pc.doc() == doc) {
-        // The norms are read in doc order but far apart: fetch the ones a few postings on.
+        // The length codes are read in doc order but far apart: fetch the ones a few postings on.
         c.pc.prefetch_ahead(kPrefetch);
-        score += c.weight * dw(c.pc.tf(), norm[doc]);
+        score += c.weight * wt(doc, c.pc.tf());
         c.pc.next();
       }
     }
@@ -152,7 +149,7 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
       }
       Cursor& c = cur[i];
       c.pc.next_geq(doc);
-      if (c.pc.doc() == doc) score += c.weight * dw(c.pc.tf(), norm[doc]);
+      if (c.pc.doc() == doc) score += c.weight * wt(doc, c.pc.tf());
     }
     if (alive && heap.insert(score, seg.base + doc) && heap.full()) {
       theta = heap.threshold();
@@ -182,8 +179,7 @@ const BlockInfo* InvertedIndex::blocks_of(const Segment& seg, std::size_t slot, 
   if ((s & 3) == 1 || !state.compare_exchange_strong(s, ready - 1, std::memory_order_acq_rel)) {
     return state.load(std::memory_order_acquire) == ready ? out : nullptr;
   }
-  const DocWeight<M> dw(params_);
-  const float* norm = doc_norm_.data() + seg.base;
+  const Weigher<M> wt(params_, avgdl(), codes_.code.data() + seg.base, doc_len_.data() + seg.base, &table_);
   const std::uint32_t* len = doc_len_.data() + seg.base;
   // One block of maxima per compression block (kBlockSize == kPostingBlock).
   PostingCursor c;
@@ -198,7 +194,7 @@ const BlockInfo* InvertedIndex::blocks_of(const Segment& seg, std::size_t slot, 
       const std::uint32_t d = docs[i];
       max_tf = std::max(max_tf, tfs[i]);
       min_len = std::min(min_len, len[d]);
-      const float v = dw(tfs[i], norm[d]);
+      const float v = wt(d, tfs[i]);
       best = v > best ? v : best;
     }
     out[b] = {docs[m - 1], max_tf, min_len, best};
@@ -221,6 +217,7 @@ void InvertedIndex::blockmax_segment(const Prepared& q, const Segment& seg, cons
     double cur_bb;     // the block bound for the current candidate
   };
   const DocWeight<M> dw(params_);
+  const Weigher<M> wt = weigher<M>(q, seg);
   const double inflate = 1.0 + 1e-6 * static_cast<double>(q.terms.size() + 4);
   const bool plain_l = params_.method == Method::BM25L;
   // Searches with the index's own statistics use the exact block maxima; others (another
@@ -237,10 +234,9 @@ void InvertedIndex::blockmax_segment(const Prepared& q, const Segment& seg, cons
   cum_store.resize(n);
   BCursor* const cur = cur_store.data();
   double* const cum = cum_store.data();
-  const float* norm = q.norm + seg.base;
   for (std::size_t i = 0; i < n; ++i) {
     BCursor& c = cur[i];
-    c.pc.reset(seg, terms[i].slot, norm);
+    c.pc.reset(seg, terms[i].slot, wt.code);
     c.slot = terms[i].slot;
     c.weight = terms[i].weight;
     c.bound = terms[i].bound;
@@ -322,7 +318,7 @@ void InvertedIndex::blockmax_segment(const Prepared& q, const Segment& seg, cons
       BCursor& c = cur[i];
       if (c.pc.doc() == doc) {
         c.pc.prefetch_ahead(kPrefetch);
-        score += c.weight * dw(c.pc.tf(), norm[doc]);
+        score += c.weight * wt(doc, c.pc.tf());
         c.pc.next();
       }
     }
@@ -340,7 +336,7 @@ void InvertedIndex::blockmax_segment(const Prepared& q, const Segment& seg, cons
       BCursor& c = cur[i];
       rest -= c.cur_bb;
       c.pc.next_geq(doc);
-      if (c.pc.doc() == doc) score += c.weight * dw(c.pc.tf(), norm[doc]);
+      if (c.pc.doc() == doc) score += c.weight * wt(doc, c.pc.tf());
       if (static_cast<double>(score) + rest <= theta) {
         alive = false;
         break;
@@ -356,7 +352,7 @@ void InvertedIndex::blockmax_segment(const Prepared& q, const Segment& seg, cons
 template <Method M>
 void InvertedIndex::direct_segment(const Prepared& q, const Segment& seg, const std::uint32_t* docs, std::size_t count,
                                    TopKQueue& heap) const {
-  const DocWeight<M> dw(params_);
+  const Weigher<M> wt = weigher<M>(q, seg);
   thread_local std::vector<Cursor> cur_store;
   std::size_t n = 0;
   for (std::size_t i = 0; i < q.terms.size(); ++i) {
@@ -371,7 +367,6 @@ void InvertedIndex::direct_segment(const Prepared& q, const Segment& seg, const 
   }
   if (n == 0) return;
   Cursor* const cur = cur_store.data();
-  const float* norm = q.norm + seg.base;
   for (std::size_t j = 0; j < count; ++j) {
     const std::uint32_t doc = docs[j] - seg.base;
     float score = 0.0f;
@@ -380,7 +375,7 @@ void InvertedIndex::direct_segment(const Prepared& q, const Segment& seg, const 
       Cursor& c = cur[i];
       c.pc.next_geq(doc);
       if (c.pc.doc() == doc) {
-        score += c.weight * dw(c.pc.tf(), norm[doc]);
+        score += c.weight * wt(doc, c.pc.tf());
         matched = true;
       }
     }

@@ -20,10 +20,10 @@
 // documents. Internal document numbers ("slots") therefore include dead ones until then.
 //
 // Statistics are global and live: df, N and avgdl count live documents only, are read at query
-// time, and the per-document length normalisation is recomputed after every change, so every
-// score equals the score of a fresh build over the live documents. The per-term score upper bounds used by MaxScore
-// depend on avgdl, so they are cached per segment and stamped with the statistics epoch; a stale entry is recomputed on
-// first use.
+// time, and the per-document length codes and their weight table (length_codes.hpp) are rebuilt
+// after every change, so every score equals the score of a fresh build over the live documents.
+// The per-term score upper bounds used by MaxScore depend on avgdl, so they are cached per
+// segment and stamped with the statistics epoch; a stale entry is recomputed on first use.
 //
 // Thread safety: const methods may run concurrently (the bound cache uses atomics); mutating
 // methods need exclusive access (the Python bindings hold a shared_mutex).
@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "ragfind/bm25/collection_stats.hpp"
+#include "ragfind/bm25/length_codes.hpp"
 #include "ragfind/bm25/postings.hpp"
 #include "ragfind/bm25/scoring.hpp"
 #include "ragfind/common/buffer.hpp"
@@ -235,10 +236,10 @@ class InvertedIndex {
     std::vector<float> weights;     // count * idf, for the float fast path
     std::vector<double> weights_d;  // the same in double
     double constant = 0.0;
-    const float* norm = nullptr;       // per-slot k1 * L (L for bm25l) the scores use
-    std::uint32_t epoch = 0;           // the statistics epoch the bound cache is stamped with
-    std::shared_ptr<const void> hold;  // keeps an override's norm array alive
-    double avgdl = 0.0;                // the average length the length norms use (block bounds follow it)
+    const WeightTable* table = nullptr;  // norms and weights per length code, for this avgdl
+    std::uint32_t epoch = 0;             // the statistics epoch the bound cache is stamped with
+    std::shared_ptr<const void> hold;    // keeps an override's table alive
+    double avgdl = 0.0;                  // the average length the length norms use (block bounds follow it)
   };
   Prepared prepare(const std::vector<QueryTerm>& query) const;
   /// prepare() with the collection's statistics instead of this index's: query terms must be
@@ -274,8 +275,13 @@ class InvertedIndex {
   std::size_t segment_index(std::uint32_t slot) const;
   std::unique_ptr<Segment> merge_segments(const std::vector<const Segment*>& segs, bool drop_dead) const;
   float term_bound(const Segment& seg, std::size_t slot, const Prepared& q) const;
-  /// The per-slot norms for another avgdl, computed once per (avgdl, index epoch).
-  std::shared_ptr<const std::vector<float>> norms_for(double avgdl, std::uint32_t& epoch) const;
+  /// The weight table for another avgdl, computed once per (avgdl, index epoch).
+  std::shared_ptr<const WeightTable> table_for(double avgdl, std::uint32_t& epoch) const;
+  /// Document-side weights for q's statistics, indexed by the local doc ids of seg.
+  template <Method M>
+  Weigher<M> weigher(const Prepared& q, const Segment& seg) const {
+    return Weigher<M>(params_, q.avgdl, codes_.code.data() + seg.base, doc_len_.data() + seg.base, q.table);
+  }
   /// The blocks of a directory slot at the current epoch (count in *n), built on first use;
   /// nullptr when the list is short or another thread is building them (callers then bound by
   /// the whole list).
@@ -303,13 +309,14 @@ class InvertedIndex {
   std::shared_ptr<const void> doc_len_keepalive_;  // the mapping doc_len_ may borrow from
   std::uint64_t total_len_ = 0;
   std::vector<std::unique_ptr<Segment>> segments_;
-  std::vector<float> doc_norm_;  // k1 * L per slot (L for bm25l)
+  LengthCodes codes_;  // per slot
+  WeightTable table_;  // for the index's own statistics
   std::uint32_t epoch_ = 1;
   struct NormOverride {
     double avgdl = 0;
     std::uint32_t index_epoch = 0;
     std::uint32_t epoch = 0;  // from the upper half of the epoch space, never an epoch_ value
-    std::shared_ptr<const std::vector<float>> norm;
+    std::shared_ptr<const WeightTable> table;
   };
   mutable std::mutex override_mu_;
   mutable NormOverride override_;

@@ -85,7 +85,7 @@ class PostingCursor {
   static constexpr std::uint32_t kEnd = 0xFFFFFFFFu;
   /// Positions on the first posting of directory slot `slot` of seg. With `prefetch` (a
   /// per-local-doc array), next() entering a block prefetches the entries of its first docs.
-  void reset(const Segment& seg, std::size_t slot, const float* prefetch = nullptr);
+  void reset(const Segment& seg, std::size_t slot, const std::uint8_t* prefetch = nullptr);
   std::uint32_t doc() const { return doc_; }
   std::uint32_t tf() const {
     // One value read straight from the packed tfs: cursors that score a posting here and
@@ -121,11 +121,18 @@ class PostingCursor {
       if (doc_ == kEnd) return;
     }
     while (docs_[dec_ - 1] < target) decode_group();  // stops: the block's last doc is >= target
-    // A probe may land far into the block: a short scan, then a binary search.
+    // A probe may land far into the block: a short scan, then a binary search without
+    // branches on the comparisons (where a probe lands is unpredictable).
     if (docs_[i_ + 1 < dec_ ? i_ + 1 : i_] >= target) {
       i_ += docs_[i_] < target;
     } else {
-      i_ = static_cast<std::uint32_t>(std::lower_bound(docs_ + i_ + 2, docs_ + dec_, target) - docs_);
+      const std::uint32_t* base = docs_ + i_ + 2;
+      for (std::uint32_t len = dec_ - i_ - 2; len > 1;) {
+        const std::uint32_t half = len / 2;
+        base = base[half] < target ? base + half : base;
+        len -= half;
+      }
+      i_ = static_cast<std::uint32_t>(base - docs_) + (*base < target);
     }
     doc_ = docs_[i_];
   }
@@ -155,7 +162,7 @@ class PostingCursor {
   std::uint32_t tf_mask_ = 0;
   const std::uint32_t* tf_words_ = nullptr;
   const std::uint32_t* last_ = nullptr;
-  const float* prefetch_ = nullptr;
+  const std::uint8_t* prefetch_ = nullptr;
   std::uint64_t blk_ = 0;
   std::uint64_t first_ = 0, end_ = 0, len_ = 0;
   unsigned gap_width_ = 0;
