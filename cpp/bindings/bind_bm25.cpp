@@ -300,7 +300,7 @@ struct Hits {
       for (std::size_t i = 0; i < docs.size(); ++i) strs[i] = ids.strs()[docs[i].doc];
     } else {
       ints.resize(docs.size());
-      for (std::size_t i = 0; i < docs.size(); ++i) ints[i] = ids.ints()[docs[i].doc];
+      for (std::size_t i = 0; i < docs.size(); ++i) ints[i] = ids.int_at(docs[i].doc);
     }
   }
 

@@ -193,3 +193,41 @@ def test_filter_accepts_plain_iterables_and_huge_k():
         assert sorted(ids.tolist()) == [20, 30]
     with pytest.raises(TypeError):
         index.search_tokenized(["b1"], k=2, filter="20")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ids_follow_a_model_through_adds_deletes_compactions_and_reloads(tmp_path, seed):
+    # Default ids are not stored while every slot's id is its number; any other add, a
+    # compaction or a reload must still give each document its own id.
+    rng = np.random.default_rng(seed)
+    index = BM25Index()
+    live: list[int] = []  # the model: live ids in insertion order
+    for step in range(40):
+        op = rng.integers(0, 10)
+        if op < 5 or not live:
+            n = int(rng.integers(1, 40))
+            if op == 0 and live:  # explicit ids, out of order, never used before
+                ids = [int(x) for x in rng.choice(np.arange(10_000, 20_000), size=n, replace=False)]
+                ids = [i for i in ids if i not in live]
+            else:
+                ids = None
+                start = max(live) + 1 if live else 0
+            docs = [f"common w{int(x)}" for x in rng.integers(0, 30, size=len(ids) if ids else n)]
+            index.add(docs, ids=ids)
+            live += ids if ids else list(range(start, start + n))
+        elif op < 8:
+            count = min(len(live), int(rng.integers(1, 30)))
+            gone = [int(x) for x in rng.choice(live, size=count, replace=False)]
+            index.delete(gone)
+            live = [i for i in live if i not in set(gone)]
+        else:
+            index.save(tmp_path / "i")
+            index = BM25Index.load(tmp_path / "i", mmap=bool(step % 2))
+        assert index.ids.tolist() == live, step
+        ids, _ = index.search("common", k=len(live) + 5)
+        assert sorted(ids.tolist()) == sorted(live), step
+        if live:
+            probe = int(rng.choice(live))
+            with pytest.raises(KeyError):
+                index.delete([probe, -1])
+            assert index.ids.tolist() == live

@@ -231,11 +231,13 @@ void save_index(const std::string& path, const InvertedIndex& index, const DocId
         case kBlockBits: w.write(w_bits, 2 * num_blocks); break;
         case kPacked: w.write(w_packed, 4 * num_words); break;
         case kIdsInt:
-          if (!has_dead) {
-            w.write(ids.ints().data(), 8 * num_docs);
-          } else {
-            for (std::uint32_t d = 0; d < slots; ++d)
-              if (index.is_live(d)) w.write(&ids.ints()[d], 8);
+          for (std::uint32_t d = 0; d < slots;) {
+            // In chunks: the identity stores no ids to write from.
+            std::int64_t chunk[512];
+            std::size_t m = 0;
+            for (; d < slots && m < 512; ++d)
+              if (!has_dead || index.is_live(d)) chunk[m++] = ids.int_at(d);
+            w.write(chunk, 8 * m);
           }
           break;
         case kIdsStrOffsets: {
@@ -590,10 +592,13 @@ void load_index(const std::string& path, bool mmap, InvertedIndex& index, DocIds
       if (ioff[i + 1] < ioff[i] || ioff[i + 1] > ib) bad(path, "id offsets are not increasing");
       str_ids.emplace_back(idata + ioff[i], ioff[i + 1] - ioff[i]);
     }
+    p.bytes->release(ioff, ioff + m.num_docs + 1);  // copied
+    p.bytes->release(idata, idata + ib);
   } else {
     need(kIdsInt, 8, m.num_docs);
     const auto* iid = p.ptr<std::int64_t>(kIdsInt);
     int_ids.assign(iid, iid + m.num_docs);
+    p.bytes->release(iid, iid + m.num_docs);  // copied (or, for the identity, not kept at all)
   }
   try {
     ids.assign(kind == DocIds::Kind::Unset && m.num_docs == 0 ? DocIds::Kind::Unset : kind, std::move(int_ids),

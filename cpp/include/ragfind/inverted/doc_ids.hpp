@@ -5,7 +5,8 @@
 // Int ids that only ever grow (the default ids 0, 1, 2, ... and any increasing run) need no
 // hash map: find() is a direct hit for the identity case and a binary search otherwise, so a
 // delete or a compaction never builds a map. An id added out of order switches to a hash map
-// over the live ids, kept up to date from then on.
+// over the live ids, kept up to date from then on. While every slot's id is the slot itself
+// (the default ids, never compacted), no id is stored at all (8 bytes per document saved).
 #pragma once
 
 #include <algorithm>
@@ -28,14 +29,19 @@ class DocIds {
   /// Slots, dead ones included (the internal document numbers in use).
   std::size_t slots() const { return live_.size(); }
   bool is_live(std::size_t slot) const { return live_[slot] != 0; }
-  const std::vector<std::int64_t>& ints() const { return ints_; }
+  /// The int id of a slot.
+  std::int64_t int_at(std::size_t slot) const { return identity_ ? static_cast<std::int64_t>(slot) : ints_[slot]; }
+  /// Every slot's id is the slot number (no id is stored).
+  bool identity() const { return identity_; }
   const std::vector<std::string>& strs() const { return strs_; }
 
   /// Slot of a live external id, or -1.
   std::int64_t find(std::int64_t id) const {
     if (kind_ != Kind::Int) return -1;
     std::int64_t pos = -1;
-    if (sorted_) {
+    if (identity_) {
+      if (id >= 0 && static_cast<std::uint64_t>(id) < slots()) pos = id;
+    } else if (sorted_) {
       if (id >= 0 && static_cast<std::uint64_t>(id) < ints_.size() && ints_[static_cast<std::size_t>(id)] == id) {
         pos = id;
       } else {
@@ -62,6 +68,16 @@ class DocIds {
     if (kind_ == Kind::Str) throw std::logic_error("ids: index uses str ids");
     kind_ = Kind::Int;
     for (std::int64_t id : ids) {
+      if (identity_) {
+        if (id == static_cast<std::int64_t>(slots())) {
+          live_.push_back(1);
+          ++num_live_;
+          max_int_ = id;
+          has_max_ = true;
+          continue;
+        }
+        materialize();
+      }
       if (sorted_ && !ints_.empty() && id <= ints_.back()) {
         sorted_ = false;
         int_pos_.reserve(num_live_ + ids.size());
@@ -98,7 +114,7 @@ class DocIds {
       std::string().swap(strs_[slot]);
     } else {
       if (!sorted_) int_pos_.erase(ints_[slot]);
-      if (ints_[slot] == max_int_) rebuild_max();
+      if (int_at(slot) == max_int_) rebuild_max();
     }
   }
 
@@ -106,6 +122,7 @@ class DocIds {
   /// the entries after the first dropped slot are touched.
   void compact(const std::vector<std::uint32_t>& dropped) {
     if (dropped.empty()) return;
+    if (kind_ != Kind::Str) materialize();  // slots move down, their ids do not
     const std::size_t n = slots(), first = dropped.front();
     std::size_t r = 0, w = first;
     const bool str = kind_ == Kind::Str;
@@ -136,6 +153,8 @@ class DocIds {
     if (w == 0) {
       // Nothing left: the index may take ids of either kind again; increasing ints again.
       sorted_ = true;
+      identity_ = true;
+      std::vector<std::int64_t>().swap(ints_);
       int_pos_ = {};
       str_pos_ = {};
     }
@@ -148,6 +167,7 @@ class DocIds {
     strs_ = std::move(strs);
     int_pos_.clear();
     str_pos_.clear();
+    identity_ = false;
     live_.assign(kind_ == Kind::Str ? strs_.size() : ints_.size(), 1);
     num_live_ = live_.size();
     if (kind_ == Kind::Str) {
@@ -155,6 +175,9 @@ class DocIds {
       for (std::size_t i = 0; i < strs_.size(); ++i) str_pos_.emplace(strs_[i], static_cast<std::uint32_t>(i));
       if (str_pos_.size() != strs_.size()) throw std::invalid_argument("duplicate document ids");
     } else {
+      identity_ = true;
+      for (std::size_t i = 0; i < ints_.size() && identity_; ++i) identity_ = ints_[i] == static_cast<std::int64_t>(i);
+      if (identity_) std::vector<std::int64_t>().swap(ints_);
       sorted_ = true;
       for (std::size_t i = 1; i < ints_.size() && sorted_; ++i) sorted_ = ints_[i] > ints_[i - 1];
       if (!sorted_) {
@@ -167,14 +190,21 @@ class DocIds {
   }
 
  private:
+  // Stores every slot's id (the identity no longer holds after the next change).
+  void materialize() {
+    if (!identity_) return;
+    ints_.resize(slots());
+    for (std::size_t i = 0; i < ints_.size(); ++i) ints_[i] = static_cast<std::int64_t>(i);
+    identity_ = false;
+  }
   void rebuild_max() {
     has_max_ = false;
     max_int_ = 0;
     if (kind_ != Kind::Int) return;
     if (sorted_) {
-      for (std::size_t i = ints_.size(); i-- > 0;)
+      for (std::size_t i = live_.size(); i-- > 0;)
         if (live_[i]) {
-          max_int_ = ints_[i];
+          max_int_ = int_at(i);
           has_max_ = true;
           return;
         }
@@ -194,7 +224,8 @@ class DocIds {
   std::size_t num_live_ = 0;
   std::int64_t max_int_ = 0;
   bool has_max_ = false;
-  bool sorted_ = true;  // ints_ strictly increasing over all slots: int_pos_ is not built
+  bool sorted_ = true;    // ints_ strictly increasing over all slots: int_pos_ is not built
+  bool identity_ = true;  // slot i's id is i and ints_ is empty (implies sorted_)
   std::unordered_map<std::int64_t, std::uint32_t> int_pos_;  // live ids only
   std::unordered_map<std::string, std::uint32_t> str_pos_;   // live ids only
 };
