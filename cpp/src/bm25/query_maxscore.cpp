@@ -120,10 +120,54 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
   float theta = heap.threshold();
   std::size_t first_ess = 0;
   while (first_ess < n && cum[first_ess] <= theta) ++first_ess;
+  // Probes the non-essential lists for a candidate and offers it to the queue; true when the
+  // threshold moved lists out of the essential set.
+  auto finish = [&](std::uint32_t doc, float score) {
+    for (std::size_t i = first_ess; i-- > 0;) {
+      if (static_cast<double>(score) + cum[i] <= theta) return false;
+      Cursor& c = cur[i];
+      c.pc.next_geq(doc);
+      if (c.pc.doc() == doc) score += c.weight * wt(doc, c.pc.tf());
+    }
+    if (heap.insert(score, seg.base + doc) && heap.full()) {
+      theta = heap.threshold();
+      const std::size_t before = first_ess;
+      while (first_ess < n && cum[first_ess] <= theta) ++first_ess;
+      return first_ess != before;
+    }
+    return false;
+  };
   while (first_ess < n) {
-    std::uint32_t doc = kEnd;
-    for (std::size_t i = first_ess; i < n; ++i) doc = std::min(doc, cur[i].pc.doc());
+    // The essential list at the smallest doc, and the smallest doc of the others.
+    std::size_t a = first_ess;
+    std::uint32_t doc = cur[a].pc.doc(), other = kEnd;
+    for (std::size_t i = first_ess + 1; i < n; ++i) {
+      const std::uint32_t d = cur[i].pc.doc();
+      other = std::min(other, std::max(d, doc));
+      a = d < doc ? i : a;
+      doc = std::min(doc, d);
+    }
     if (doc == kEnd) break;
+    if (doc < other) {
+      // Essential lists rarely share a document: the docs of list a before `other` are in no
+      // other essential list, so they are scored straight off it (the sum 0 + v is v, so the
+      // scores are those of the general step below).
+      Cursor& c = cur[a];
+      do {
+        if constexpr (Filtered) {
+          if (!allow[doc]) {
+            c.pc.next();
+            continue;
+          }
+        }
+        // The length codes are read in doc order but far apart: fetch the ones a few postings on.
+        c.pc.prefetch_ahead(kPrefetch);
+        const float score = c.weight * wt(doc, c.pc.tf());
+        c.pc.next();
+        if (finish(doc, score)) break;
+      } while ((doc = c.pc.doc()) < other);
+      continue;
+    }
     if constexpr (Filtered) {
       if (!allow[doc]) {
         for (std::size_t i = first_ess; i < n; ++i)
@@ -135,26 +179,12 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
     for (std::size_t i = first_ess; i < n; ++i) {
       Cursor& c = cur[i];
       if (c.pc.doc() == doc) {
-        // The length codes are read in doc order but far apart: fetch the ones a few postings on.
         c.pc.prefetch_ahead(kPrefetch);
         score += c.weight * wt(doc, c.pc.tf());
         c.pc.next();
       }
     }
-    bool alive = true;
-    for (std::size_t i = first_ess; i-- > 0;) {
-      if (static_cast<double>(score) + cum[i] <= theta) {
-        alive = false;
-        break;
-      }
-      Cursor& c = cur[i];
-      c.pc.next_geq(doc);
-      if (c.pc.doc() == doc) score += c.weight * wt(doc, c.pc.tf());
-    }
-    if (alive && heap.insert(score, seg.base + doc) && heap.full()) {
-      theta = heap.threshold();
-      while (first_ess < n && cum[first_ess] <= theta) ++first_ess;
-    }
+    finish(doc, score);
   }
 }
 
