@@ -15,12 +15,13 @@ namespace {
 
 // 32 values at a constant width take exactly W words, so every shift and word index below is
 // a compile-time constant once the inner loop is unrolled.
-template <unsigned W>
+// Add is added to every value (1 for tfs, stored as tf - 1).
+template <unsigned W, std::uint32_t Add = 0>
 void unpack_group_w(const std::uint32_t* in, std::uint32_t* out) {
   if constexpr (W == 0) {
-    std::memset(out, 0, 32 * 4);
+    for (unsigned i = 0; i < 32; ++i) out[i] = Add;
   } else if constexpr (W == 32) {
-    std::memcpy(out, in, 32 * 4);
+    for (unsigned i = 0; i < 32; ++i) out[i] = in[i] + Add;
   } else {
     constexpr std::uint32_t mask = (1u << W) - 1;
 #pragma GCC unroll 32
@@ -28,14 +29,14 @@ void unpack_group_w(const std::uint32_t* in, std::uint32_t* out) {
       const unsigned bit = i * W, w = bit / 32, s = bit % 32;
       std::uint32_t v = in[w] >> s;
       if (s + W > 32) v |= in[w + 1] << (32 - s);
-      out[i] = v & mask;
+      out[i] = (v & mask) + Add;
     }
   }
 }
 
-template <unsigned W>
+template <unsigned W, std::uint32_t Add = 0>
 void unpack_full(const std::uint32_t* in, std::uint32_t* out) {
-  for (unsigned g = 0; g < kPostingBlock / 32; ++g) unpack_group_w<W>(in + g * W, out + 32 * g);
+  for (unsigned g = 0; g < kPostingBlock / 32; ++g) unpack_group_w<W, Add>(in + g * W, out + 32 * g);
 }
 
 // 32 values of a full block fused with the doc-id prefix sum (out[i] = prev + 1 + gap,
@@ -71,6 +72,10 @@ using UnpackFn = void (*)(const std::uint32_t*, std::uint32_t*);
 template <unsigned... W>
 constexpr auto make_table(std::integer_sequence<unsigned, W...>) {
   return std::array<UnpackFn, sizeof...(W)>{&unpack_full<W>...};
+}
+template <unsigned... W>
+constexpr auto make_tfs_table(std::integer_sequence<unsigned, W...>) {
+  return std::array<UnpackFn, sizeof...(W)>{&unpack_full<W, 1>...};
 }
 template <unsigned... W>
 constexpr auto make_docs_table(std::integer_sequence<unsigned, W...>) {
@@ -302,8 +307,13 @@ void PostingCursor::load_next() {
 }
 
 void PostingCursor::decode_tfs() {
-  unpack_bits(tf_words_, n_, tf_width_, tfs_);
-  for (std::uint32_t i = 0; i < n_; ++i) ++tfs_[i];
+  static constexpr auto full = make_tfs_table(std::make_integer_sequence<unsigned, 33>{});
+  if (n_ == kPostingBlock) {
+    full[tf_width_](tf_words_, tfs_);  // tf - 1 unpacked and 1 added in one pass
+  } else {
+    unpack_bits(tf_words_, n_, tf_width_, tfs_);
+    for (std::uint32_t i = 0; i < n_; ++i) ++tfs_[i];
+  }
   tf_ready_ = true;
 }
 

@@ -129,6 +129,8 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
       c.pc.next_geq(doc);
       if (c.pc.doc() == doc) score += c.weight * wt(doc, c.pc.tf());
     }
+    // Docs come in increasing order, so an equal score never displaces an entry (queue contract).
+    if (score <= theta) return false;
     if (heap.insert(score, seg.base + doc) && heap.full()) {
       theta = heap.threshold();
       const std::size_t before = first_ess;

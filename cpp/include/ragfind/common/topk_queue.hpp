@@ -48,9 +48,7 @@ class TopKQueue {
       return true;
     }
     if (!ranks_before(e, heap_.front())) return false;
-    std::pop_heap(heap_.begin(), heap_.end(), RanksBefore{});
-    heap_.back() = e;
-    std::push_heap(heap_.begin(), heap_.end(), RanksBefore{});
+    replace_worst(e);
     return true;
   }
 
@@ -63,6 +61,23 @@ class TopKQueue {
   }
 
  private:
+  // The front (worst) entry replaced by e, sifted down once (pop_heap + push_heap would walk
+  // the heap twice).
+  void replace_worst(const ScoredDoc& e) {
+    ScoredDoc* h = heap_.data();
+    const std::size_t n = heap_.size();
+    std::size_t i = 0;
+    for (;;) {
+      std::size_t c = 2 * i + 1;
+      if (c >= n) break;
+      if (c + 1 < n && ranks_before(h[c], h[c + 1])) ++c;  // the worse child
+      if (!ranks_before(e, h[c])) break;
+      h[i] = h[c];
+      i = c;
+    }
+    h[i] = e;
+  }
+
   std::size_t k_;
   std::vector<ScoredDoc> heap_;  // a heap whose front is the worst entry
 };
