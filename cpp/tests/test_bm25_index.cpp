@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <random>
 #include <string>
@@ -173,6 +174,50 @@ TEST(every_variant_matches_the_reference) {
     add_vocab(index, vocab);
     add_range(index, c, 0, c.docs.size());
     check_index(p, c, index, rng, vocab, std::string(method_name(p.method)) + " one batch");
+  }
+}
+
+// Past kFloatNormSlots, term-at-a-time scoring reads the length-code table instead of a float
+// norm per slot: more distinct lengths than codes (escapes) and tfs past the table, against
+// score_all (double precision, no codes).
+TEST(exhaustive_scoring_of_a_large_index_matches_score_all) {
+  std::mt19937 rng(9);
+  const std::uint32_t vocab = 50;
+  InvertedIndex index(Params{Method::Lucene, 1.2, 0.75, 0.0});
+  add_vocab(index, vocab);
+  std::vector<std::uint32_t> terms;
+  std::vector<std::size_t> offsets = {0};
+  const std::size_t n = kFloatNormSlots + 1000;
+  for (std::size_t d = 0; d < n; ++d) {
+    const std::size_t len = d % 97 == 0 ? 300 + rng() % 500 : 1 + rng() % 12;
+    for (std::size_t j = 0; j < len; ++j) terms.push_back(j % 25 == 24 ? 7u : rng() % vocab);  // tf of 7 grows
+    offsets.push_back(terms.size());
+  }
+  index.add_documents(terms.data(), nullptr, offsets.data(), n);
+  CHECK_EQ(index.num_slots(), static_cast<std::uint32_t>(n));
+  for (const std::vector<QueryTerm>& q :
+       std::vector<std::vector<QueryTerm>>{{{7, 1}}, {{3, 1}, {7, 1}}, {{1, 2}, {40, 1}}}) {
+    std::vector<double> all(n);
+    index.score_all(q, all.data());
+    for (Algorithm algo : {Algorithm::Exhaustive, Algorithm::MaxScore}) {
+      std::vector<ScoredDoc> got;
+      index.search(q, 50, got, algo);
+      CHECK_EQ(got.size(), 50u);
+      std::vector<double> best(all);
+      std::nth_element(best.begin(), best.begin() + 49, best.end(), std::greater<double>());
+      for (const ScoredDoc& e : got) CHECK(std::fabs(e.score - all[e.doc]) <= 1e-5 * all[e.doc]);
+      CHECK(std::fabs(got.back().score - best[49]) <= 1e-5 * best[49]);
+    }
+    // Every matching document (the long, escaped ones rank low): k = all of them.
+    std::vector<ScoredDoc> every;
+    index.search(q, n, every, Algorithm::Exhaustive);
+    std::size_t long_docs = 0, bad = 0;
+    for (const ScoredDoc& e : every) {
+      long_docs += index.doc_len(e.doc) >= 300;
+      bad += !(std::fabs(e.score - all[e.doc]) <= 1e-5 * all[e.doc]);
+    }
+    CHECK(long_docs > 0);
+    CHECK_EQ(bad, 0u);
   }
 }
 

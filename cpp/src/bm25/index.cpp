@@ -73,8 +73,8 @@ std::uint64_t InvertedIndex::num_postings() const {
 }
 
 std::size_t InvertedIndex::memory_bytes() const {
-  std::size_t n =
-      vocab_.memory_bytes() + df_.capacity() * 8 + codes_.code.capacity() + sizeof(WeightTable) + live_.capacity();
+  std::size_t n = vocab_.memory_bytes() + df_.capacity() * 8 + codes_.code.capacity() + sizeof(WeightTable) +
+                  float_norm_.capacity() * 4 + live_.capacity();
   if (doc_len_.owned()) n += doc_len_.size() * 4;
   for (const auto& s : segments_) {
     if (s->packed.owned())
@@ -91,6 +91,13 @@ void InvertedIndex::after_change() {
   ++epoch_;
   codes_.build(doc_len_.data(), num_slots());
   build_weight_table(params_, avgdl(), codes_, table_);
+  float_norm_.clear();
+  if (num_slots() <= kFloatNormSlots) {
+    float_norm_.resize(num_slots());
+    for (std::uint32_t d = 0; d < num_slots(); ++d) float_norm_[d] = doc_norm(params_, doc_len_[d], avgdl());
+  } else {
+    float_norm_.shrink_to_fit();
+  }
 }
 
 void InvertedIndex::add_documents(const std::uint32_t* terms, const std::uint8_t* counted,
@@ -477,6 +484,7 @@ InvertedIndex::Prepared InvertedIndex::prepare(const std::vector<QueryTerm>& que
     p.weights_d.push_back(wt);
   }
   p.table = &table_;
+  p.norm = float_norm_.empty() ? nullptr : float_norm_.data();
   p.epoch = epoch_;
   return p;
 }
@@ -501,6 +509,7 @@ InvertedIndex::Prepared InvertedIndex::prepare(const std::vector<QueryTerm>& que
   const double avg = stats.avgdl();
   if (avg == avgdl()) {
     p.table = &table_;
+    p.norm = float_norm_.empty() ? nullptr : float_norm_.data();
     p.epoch = epoch_;
   } else {
     auto table = table_for(avg, p.epoch);

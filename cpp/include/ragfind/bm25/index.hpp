@@ -62,6 +62,9 @@ inline constexpr std::size_t kMaxScoreMaxTerms = 64;
 /// compression block (postings.hpp) of kBlockSize postings.
 inline constexpr std::uint32_t kBlockSize = kPostingBlock;
 inline constexpr std::uint64_t kBlockMinPostings = 256;
+/// Indexes of up to this many slots also keep a float norm per slot: term-at-a-time scoring of
+/// small segments reads it without the code table's branches (1 MB at most).
+inline constexpr std::uint32_t kFloatNormSlots = 1u << 18;
 /// compact() rewrites a segment once more than this fraction of its documents is dead.
 inline constexpr double kCompactDeadFraction = 0.25;
 
@@ -237,6 +240,7 @@ class InvertedIndex {
     std::vector<double> weights_d;  // the same in double
     double constant = 0.0;
     const WeightTable* table = nullptr;  // norms and weights per length code, for this avgdl
+    const float* norm = nullptr;         // per-slot norms, when kept (own statistics only)
     std::uint32_t epoch = 0;             // the statistics epoch the bound cache is stamped with
     std::shared_ptr<const void> hold;    // keeps an override's table alive
     double avgdl = 0.0;                  // the average length the length norms use (block bounds follow it)
@@ -309,8 +313,9 @@ class InvertedIndex {
   std::shared_ptr<const void> doc_len_keepalive_;  // the mapping doc_len_ may borrow from
   std::uint64_t total_len_ = 0;
   std::vector<std::unique_ptr<Segment>> segments_;
-  LengthCodes codes_;  // per slot
-  WeightTable table_;  // for the index's own statistics
+  LengthCodes codes_;              // per slot
+  WeightTable table_;              // for the index's own statistics
+  std::vector<float> float_norm_;  // per slot, only up to kFloatNormSlots slots
   std::uint32_t epoch_ = 1;
   struct NormOverride {
     double avgdl = 0;
