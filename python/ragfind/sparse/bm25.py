@@ -211,7 +211,7 @@ class BM25Index:
 
         A delete marks the documents dead and takes them out of N, avgdl and the document
         frequencies at once (cost: their postings, plus one pass over the per-document length
-        norms); their ids are free again. A segment is rewritten without its dead documents once
+        codes); their ids are free again. A segment is rewritten without its dead documents once
         more than a quarter of it is dead, and :meth:`save` writes live documents only.
 
         Raises:
