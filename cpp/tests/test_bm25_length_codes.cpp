@@ -15,6 +15,23 @@ using namespace ragfind::bm25;
 
 namespace {
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// Every document's norm and weights through the table against DocWeight on its own norm.
+template <Method M>
+void check_variant(const Params& p, double avgdl, const LengthCodes& c, const std::vector<std::uint32_t>& len,
+                   const WeightTable& t) {
+  const DocWeight<M> dw(p);
+  const Weigher<M> wt(p, avgdl, c.code.data(), len.data(), &t);
+  std::size_t escapes = 0;
+  for (std::uint32_t d = 0; d < len.size(); ++d) {
+    escapes += c.code[d] == kEscape;
+    const float norm = doc_norm(p, len[d], avgdl);
+    CHECK(same_bits(wt.norm(d), norm));
+    for (std::uint32_t tf : {1u, 2u, 7u, 8u, 9u, 31u, 100000u})
+      CHECK_MSG(same_bits(wt(d, tf), dw(tf, norm)), std::string(method_name(M)) + " tf=" + std::to_string(tf));
+  }
+  CHECK(escapes > 0);
+}
 }  // namespace
 
 TEST(few_lengths_all_get_codes) {
@@ -72,33 +89,12 @@ TEST(table_weights_equal_doc_weight_bit_for_bit) {
     for (double avgdl : {120.0, 7.25}) {
       WeightTable t;
       build_weight_table(p, avgdl, c, t);
-      auto check = [&](auto dw, auto wt) {
-        std::size_t escapes = 0;
-        for (std::uint32_t d = 0; d < len.size(); ++d) {
-          escapes += c.code[d] == kEscape;
-          const float norm = doc_norm(p, len[d], avgdl);
-          CHECK(same_bits(wt.norm(d), norm));
-          for (std::uint32_t tf : {1u, 2u, 7u, 8u, 9u, 31u, 100000u})
-            CHECK_MSG(same_bits(wt(d, tf), dw(tf, norm)), std::string(method_name(m)) + " tf=" + std::to_string(tf));
-        }
-        CHECK(escapes > 0);
-      };
       switch (m) {
-        case Method::Lucene:
-          check(DocWeight<Method::Lucene>(p), Weigher<Method::Lucene>(p, avgdl, c.code.data(), len.data(), &t));
-          break;
-        case Method::Robertson:
-          check(DocWeight<Method::Robertson>(p), Weigher<Method::Robertson>(p, avgdl, c.code.data(), len.data(), &t));
-          break;
-        case Method::Atire:
-          check(DocWeight<Method::Atire>(p), Weigher<Method::Atire>(p, avgdl, c.code.data(), len.data(), &t));
-          break;
-        case Method::BM25L:
-          check(DocWeight<Method::BM25L>(p), Weigher<Method::BM25L>(p, avgdl, c.code.data(), len.data(), &t));
-          break;
-        case Method::BM25Plus:
-          check(DocWeight<Method::BM25Plus>(p), Weigher<Method::BM25Plus>(p, avgdl, c.code.data(), len.data(), &t));
-          break;
+        case Method::Lucene: check_variant<Method::Lucene>(p, avgdl, c, len, t); break;
+        case Method::Robertson: check_variant<Method::Robertson>(p, avgdl, c, len, t); break;
+        case Method::Atire: check_variant<Method::Atire>(p, avgdl, c, len, t); break;
+        case Method::BM25L: check_variant<Method::BM25L>(p, avgdl, c, len, t); break;
+        case Method::BM25Plus: check_variant<Method::BM25Plus>(p, avgdl, c, len, t); break;
       }
     }
   }

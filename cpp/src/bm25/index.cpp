@@ -89,12 +89,13 @@ std::size_t InvertedIndex::memory_bytes() const {
 
 void InvertedIndex::after_change() {
   ++epoch_;
+  const double avg = avgdl();
   codes_.build(doc_len_.data(), num_slots());
-  build_weight_table(params_, avgdl(), codes_, table_);
+  build_weight_table(params_, avg, codes_, table_);
   float_norm_.clear();
   if (num_slots() <= kFloatNormSlots) {
     float_norm_.resize(num_slots());
-    for (std::uint32_t d = 0; d < num_slots(); ++d) float_norm_[d] = doc_norm(params_, doc_len_[d], avgdl());
+    for (std::uint32_t d = 0; d < num_slots(); ++d) float_norm_[d] = doc_norm(params_, doc_len_[d], avg);
   } else {
     float_norm_.shrink_to_fit();
   }

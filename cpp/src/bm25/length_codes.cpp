@@ -43,7 +43,6 @@ void LengthCodes::build(const std::uint32_t* len, std::size_t n) {
 }
 
 void build_weight_table(const Params& p, double avgdl, const LengthCodes& codes, WeightTable& t) {
-  t.avgdl = avgdl;
   const std::size_t n = codes.length.size();
   for (std::size_t c = 0; c < kCodes; ++c) t.norm[c] = c < n ? doc_norm(p, codes.length[c], avgdl) : 0.0f;
   std::fill(t.weight, t.weight + kCodes * kTableTf, 0.0f);

@@ -251,7 +251,6 @@ void InvertedIndex::blockmax_segment(const Prepared& q, const Segment& seg, cons
   const DocWeight<M> dw(params_);
   const Weigher<M> wt = weigher<M>(q, seg);
   const double inflate = 1.0 + 1e-6 * static_cast<double>(q.terms.size() + 4);
-  const bool plain_l = params_.method == Method::BM25L;
   // Searches with the index's own statistics use the exact block maxima; others (another
   // avgdl) bound each block by its largest tf and shortest document.
   const bool own_stats = q.avgdl == avgdl();
@@ -288,9 +287,7 @@ void InvertedIndex::blockmax_segment(const Prepared& q, const Segment& seg, cons
       if (own_stats) {
         v = static_cast<double>(c.weight) * b.max_weight * inflate;
       } else {
-        const double L = length_norm(params_, b.min_len, q.avgdl);
-        const float bnorm = static_cast<float>(plain_l ? L : params_.k1 * L);
-        v = static_cast<double>(c.weight) * dw(b.max_tf, bnorm) * inflate;
+        v = static_cast<double>(c.weight) * dw(b.max_tf, doc_norm(params_, b.min_len, q.avgdl)) * inflate;
       }
       c.blk_bound = v < c.bound ? v : c.bound;
       c.bound_bi = c.bi;

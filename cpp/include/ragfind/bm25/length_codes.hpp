@@ -33,7 +33,6 @@ struct LengthCodes {
 
 /// The norms and document-side weights of every code under one variant and avgdl.
 struct WeightTable {
-  double avgdl = 0.0;
   float norm[kCodes];
   float weight[kCodes * kTableTf];  // [code * kTableTf + tf - 1]
 };

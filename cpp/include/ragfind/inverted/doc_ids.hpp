@@ -31,8 +31,6 @@ class DocIds {
   bool is_live(std::size_t slot) const { return live_[slot] != 0; }
   /// The int id of a slot.
   std::int64_t int_at(std::size_t slot) const { return identity_ ? static_cast<std::int64_t>(slot) : ints_[slot]; }
-  /// Every slot's id is the slot number (no id is stored).
-  bool identity() const { return identity_; }
   const std::vector<std::string>& strs() const { return strs_; }
 
   /// Slot of a live external id, or -1.
