@@ -308,3 +308,54 @@ def test_many_term_queries_on_a_large_segment_match_exhaustive():
         ref_ids, ref_scores = index.search_tokenized(query, k=20, algorithm="exhaustive")
         np.testing.assert_array_equal(ids, ref_ids)
         np.testing.assert_allclose(scores, ref_scores, rtol=1e-6)
+
+
+@pytest.mark.parametrize("method", ["lucene", "robertson", "atire"])
+@pytest.mark.parametrize("corpus", ["copies", "distinct"])
+def test_exhaustive_top_k_is_the_full_ranking_prefix(method, corpus):
+    # The scan skips chunks of 32 documents whose maximum is below the k-th largest chunk
+    # maximum. "copies": exact copies of a few documents tie across chunks (the bound is then
+    # the k-th score itself); "distinct": the k best usually lie in k different chunks (a bound
+    # one place too high drops the k-th). Several segments, so a segment starts with a full
+    # queue; filters and deletes clear documents from the accumulator before the bound is taken.
+    from ragfind.ids import IdFilter
+
+    rng = np.random.default_rng(11)
+    if corpus == "copies":
+        templates = [[f"t{t}" for t in rng.integers(0, 40, size=rng.integers(1, 12))] for _ in range(25)]
+        docs = [templates[i] for i in rng.integers(0, len(templates), size=5000)]
+    else:
+        docs = random_corpus(rng, 5000, vocab=2000)
+    idx = BM25Index(method=method)
+    for start in range(0, len(docs), 1700):
+        idx.add_tokenized(docs[start : start + 1700])
+    assert idx.stats()["num_segments"] > 1
+    queries = [[f"t{t}" for t in rng.integers(0, 40, size=rng.integers(1, 6))] for _ in range(30)]
+
+    def check(allowed=None):
+        # Copies score the same bits, so their order is insertion order in both.
+        ids = np.asarray(idx.ids)
+        f = None if allowed is None else IdFilter(allowed)
+        for q in queries:
+            full = idx.get_scores(q)
+            keep = full > 0
+            if allowed is not None:
+                keep &= np.isin(ids, allowed)
+            order = np.flatnonzero(keep)[np.argsort(-full[keep], kind="stable")]
+            for k in (1, 7, 10, 40, 127, 128, 300):
+                for algorithm in ("auto", "exhaustive"):
+                    got_ids, got_scores = idx.search_tokenized(q, k=k, filter=f, algorithm=algorithm)
+                    want = order[:k]
+                    assert len(got_ids) == len(want)
+                    np.testing.assert_allclose(got_scores, full[want], rtol=1e-6)
+                    # Ids may differ only where float32 and float64 sums order a near tie.
+                    pos = {d: i for i, d in enumerate(ids)}
+                    got = np.array([pos[d] for d in got_ids], dtype=np.int64)
+                    differ = got != want
+                    np.testing.assert_allclose(full[got[differ]], full[want[differ]], rtol=1e-6)
+
+    check()
+    check(allowed=np.arange(0, 5000, 3))
+    idx.delete(list(range(1, 5000, 4)))
+    check()
+    check(allowed=np.arange(0, 5000, 2))
