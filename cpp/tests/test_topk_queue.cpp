@@ -93,6 +93,41 @@ TEST(equal_score_lower_id_displaces_higher_id) {
   CHECK_EQ(out[1].doc, 5u);
 }
 
+TEST(floor_keeps_out_scores_at_or_below_it_and_is_the_threshold_until_full) {
+  // With a floor f below the k-th best score, the result equals the floorless queue's.
+  std::mt19937 rng(5);
+  for (int rep = 0; rep < 50; ++rep) {
+    std::vector<ScoredDoc> docs = random_docs(rng, 120, rep % 2 ? 6 : 400);
+    for (std::size_t k : {1, 5, 40}) {
+      std::vector<ScoredDoc> sorted = docs;
+      std::sort(sorted.begin(), sorted.end(), ranks_before);
+      const float kth = sorted[k - 1].score;
+      TopKQueue plain(k), floored(k);
+      floored.set_floor(std::nextafter(kth, -std::numeric_limits<float>::infinity()));
+      CHECK_EQ(floored.threshold(), std::nextafter(kth, -std::numeric_limits<float>::infinity()));
+      for (const ScoredDoc& d : docs) {
+        plain.insert(d.score, d.doc);
+        const bool entered = floored.insert(d.score, d.doc);
+        if (d.score < kth) CHECK(!entered);
+        CHECK(floored.threshold() >= plain.threshold());
+      }
+      std::vector<ScoredDoc> a, b;
+      plain.finalize(a);
+      floored.finalize(b);
+      CHECK_EQ(a.size(), b.size());
+      for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+        CHECK_EQ(a[i].doc, b[i].doc);
+        CHECK_EQ(a[i].score, b[i].score);
+      }
+    }
+  }
+  TopKQueue q(3);
+  q.set_floor(1.0f);
+  CHECK(!q.insert(1.0f, 0));  // at the floor: out, even while the queue has room
+  CHECK(q.insert(1.5f, 1));
+  CHECK_EQ(q.threshold(), 1.0f);
+}
+
 TEST(infinite_scores) {
   const float inf = std::numeric_limits<float>::infinity();
   std::vector<ScoredDoc> docs = {{-inf, 0}, {inf, 1}, {0.f, 2}, {inf, 3}, {-inf, 4}, {1.f, 5}};

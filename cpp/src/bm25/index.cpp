@@ -55,6 +55,7 @@ std::atomic<std::uint64_t>* zeroed_atomics(std::size_t n) {
 void Segment::reset_bounds() {
   const std::size_t n = directory_size();
   bound_cache.reset(zeroed_atomics(n));
+  kth_cache.reset(zeroed_atomics(n * kKthLevels.size()));
   blocks.reset(new BlockInfo[num_blocks() > 0 ? num_blocks() : 1]);
   block_state.reset(zeroed_atomics(n));
 }

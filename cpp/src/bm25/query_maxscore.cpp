@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <limits>
 
 #include "ragfind/bm25/index.hpp"
 
@@ -26,16 +28,6 @@ namespace {
 constexpr std::uint32_t kPrefetch = 16;
 
 constexpr std::uint32_t kEnd = PostingCursor::kEnd;
-
-template <Method M>
-float compute_bound(const Segment& seg, std::size_t slot, const Weigher<M>& wt) {
-  float best = 0.0f;
-  for_each_posting(seg, slot, [&best, wt](std::uint32_t d, std::uint32_t tf) {
-    const float v = wt(d, tf);
-    best = v > best ? v : best;
-  });
-  return best;
-}
 
 // A query term in a segment, before its cursor is opened (sorted by bound first: cursors hold
 // a decoded block each and are not cheap to move).
@@ -69,27 +61,121 @@ struct Cursor {
 
 }  // namespace
 
-float InvertedIndex::term_bound(const Segment& seg, std::size_t slot, const Prepared& q) const {
-  std::atomic<std::uint64_t>& cell = seg.bound_cache[slot];
+namespace {
+
+// One pass over a list: the largest document-side weight of any posting (the MaxScore bound)
+// and the first `levels` of the kKthLevels-ranked largest among the live postings (0 for a
+// rank past their count).
+template <Method M>
+void scan_list(const Segment& seg, std::size_t slot, const Weigher<M>& wt, const std::uint8_t* live, std::size_t levels,
+               float* bound, float* kth) {
+  // The largest weights seen so far, at most twice the largest rank wanted: when full, that
+  // rank's worth is kept and its smallest becomes the bar a new weight must pass.
+  const std::size_t keep = kKthLevels[levels - 1];
+  thread_local std::vector<float> top;
+  top.clear();
+  top.reserve(2 * keep);
+  float best = 0.0f, bar = 0.0f;
+  for_each_posting(seg, slot, [&](std::uint32_t d, std::uint32_t tf) {
+    const float v = wt(d, tf);
+    best = v > best ? v : best;
+    if (v > bar && (!live || live[d])) {
+      top.push_back(v);
+      if (top.size() == 2 * keep) {
+        std::nth_element(top.begin(), top.begin() + static_cast<std::ptrdiff_t>(keep - 1), top.end(),
+                         std::greater<float>());
+        top.resize(keep);
+        bar = top[keep - 1];
+      }
+    }
+  });
+  *bound = best;
+  // Largest rank first, each selection within the previous one's top.
+  auto end = top.end();
+  for (std::size_t l = levels; l-- > 0;) {
+    const std::size_t r = kKthLevels[l];
+    if (top.size() < r) {
+      kth[l] = 0.0f;
+      continue;
+    }
+    std::nth_element(top.begin(), top.begin() + static_cast<std::ptrdiff_t>(r - 1), end, std::greater<float>());
+    kth[l] = top[r - 1];
+    end = top.begin() + static_cast<std::ptrdiff_t>(r);
+  }
+}
+
+// The ranks computed with every bound (the top 100 is cheap to keep while scanning); the top
+// 1000 only when a search asks for it.
+constexpr std::size_t kCheapLevels = 2;
+
+bool read_cell(const std::atomic<std::uint64_t>& cell, std::uint32_t epoch, float* v) {
   const std::uint64_t cached = cell.load(std::memory_order_acquire);
-  if ((cached >> 32) == q.epoch) {
-    float v;
-    const auto bits = static_cast<std::uint32_t>(cached);
-    std::memcpy(&v, &bits, 4);
-    return v;
-  }
-  float v = 0.0f;
-  switch (params_.method) {
-    case Method::Lucene: v = compute_bound(seg, slot, weigher<Method::Lucene>(q, seg)); break;
-    case Method::Robertson: v = compute_bound(seg, slot, weigher<Method::Robertson>(q, seg)); break;
-    case Method::Atire: v = compute_bound(seg, slot, weigher<Method::Atire>(q, seg)); break;
-    case Method::BM25L: v = compute_bound(seg, slot, weigher<Method::BM25L>(q, seg)); break;
-    case Method::BM25Plus: v = compute_bound(seg, slot, weigher<Method::BM25Plus>(q, seg)); break;
-  }
+  if ((cached >> 32) != epoch) return false;
+  const auto bits = static_cast<std::uint32_t>(cached);
+  std::memcpy(v, &bits, 4);
+  return true;
+}
+
+void write_cell(std::atomic<std::uint64_t>& cell, std::uint32_t epoch, float v) {
   std::uint32_t bits;
   std::memcpy(&bits, &v, 4);
-  cell.store((static_cast<std::uint64_t>(q.epoch) << 32) | bits, std::memory_order_release);
-  return v;
+  cell.store((static_cast<std::uint64_t>(epoch) << 32) | bits, std::memory_order_release);
+}
+
+}  // namespace
+
+float InvertedIndex::scan_term(const Segment& seg, std::size_t slot, const Prepared& q, std::size_t levels,
+                               float* kth) const {
+  const std::uint8_t* live = seg.num_dead > 0 ? live_.data() + seg.base : nullptr;
+  float bound = 0.0f;
+  switch (params_.method) {
+    case Method::Lucene: scan_list(seg, slot, weigher<Method::Lucene>(q, seg), live, levels, &bound, kth); break;
+    case Method::Robertson: scan_list(seg, slot, weigher<Method::Robertson>(q, seg), live, levels, &bound, kth); break;
+    case Method::Atire: scan_list(seg, slot, weigher<Method::Atire>(q, seg), live, levels, &bound, kth); break;
+    case Method::BM25L: scan_list(seg, slot, weigher<Method::BM25L>(q, seg), live, levels, &bound, kth); break;
+    case Method::BM25Plus: scan_list(seg, slot, weigher<Method::BM25Plus>(q, seg), live, levels, &bound, kth); break;
+  }
+  std::atomic<std::uint64_t>* cells = seg.kth_cache.get() + slot * kKthLevels.size();
+  for (std::size_t l = 0; l < levels; ++l) write_cell(cells[l], q.epoch, kth[l]);
+  write_cell(seg.bound_cache[slot], q.epoch, bound);
+  return bound;
+}
+
+float InvertedIndex::term_bound(const Segment& seg, std::size_t slot, const Prepared& q) const {
+  float v;
+  if (read_cell(seg.bound_cache[slot], q.epoch, &v)) return v;
+  std::array<float, kKthLevels.size()> kth;
+  return scan_term(seg, slot, q, kCheapLevels, kth.data());
+}
+
+float InvertedIndex::term_kth(const Segment& seg, std::size_t slot, const Prepared& q, std::size_t level) const {
+  float v;
+  if (read_cell(seg.kth_cache[slot * kKthLevels.size() + level], q.epoch, &v)) return v;
+  std::array<float, kKthLevels.size()> kth;
+  scan_term(seg, slot, q, level < kCheapLevels ? kCheapLevels : kKthLevels.size(), kth.data());
+  return kth[level];
+}
+
+float InvertedIndex::score_floor(const Prepared& q, std::size_t k) const {
+  std::size_t level = 0;
+  while (level < kKthLevels.size() && kKthLevels[level] < k) ++level;
+  if (level == kKthLevels.size()) return -std::numeric_limits<float>::infinity();
+  // A document's score is a sum of non-negative products weight * w(d, tf), and float addition
+  // of non-negative terms never falls below one of them: the kKthLevels[level] documents with
+  // the largest w(d, tf) in one list score at least weight * that k-th weight.
+  float best = 0.0f;
+  for (const auto& seg : segments_) {
+    for (std::size_t i = 0; i < q.terms.size(); ++i) {
+      if (static_cast<std::uint64_t>(df(q.terms[i])) < kKthLevels[level]) continue;
+      const std::int64_t slot = seg->slot_of(q.terms[i]);
+      if (slot < 0) continue;
+      const float v = q.weights[i] * term_kth(*seg, static_cast<std::size_t>(slot), q, level);
+      best = v > best ? v : best;
+    }
+  }
+  if (best <= 0.0f) return -std::numeric_limits<float>::infinity();
+  // Strictly below it (documents at exactly that score belong in the result), with a margin.
+  return best * (1.0f - 1e-5f);
 }
 
 template <Method M, bool Filtered>
@@ -456,13 +542,19 @@ void InvertedIndex::search_impl(const Prepared& q, std::size_t k, Algorithm algo
       j = e;
     }
   } else {
+    auto pruned = [&](const Segment& seg) {
+      return algorithm == Algorithm::MaxScore || algorithm == Algorithm::BlockMax ||
+             (algorithm == Algorithm::Auto && !many_terms && seg.num_docs > kSmallSegmentDocs);
+    };
+    // The floor holds for every live document, not for a filtered subset; term-at-a-time
+    // scoring of small segments would not use it.
+    if (!allowed && std::any_of(segments_.begin(), segments_.end(), [&](const auto& s) { return pruned(*s); }))
+      heap.set_floor(score_floor(q, k));
     // Segments in increasing doc-id order, as the MaxScore threshold test assumes.
     for (const auto& seg : segments_) {
       const std::uint8_t* allow = allowed ? allowed->mask : (seg->num_dead > 0 ? live_.data() : nullptr);
       if (allow) allow += seg->base;
-      const bool exhaustive = algorithm == Algorithm::Exhaustive ||
-                              (algorithm == Algorithm::Auto && (many_terms || seg->num_docs <= kSmallSegmentDocs));
-      if (exhaustive) {
+      if (!pruned(*seg)) {
         if (allow) exhaustive_segment<M, true>(q, *seg, allow, heap);
         else exhaustive_segment<M, false>(q, *seg, nullptr, heap);
       } else if (algorithm == Algorithm::BlockMax) {

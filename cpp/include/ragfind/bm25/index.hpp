@@ -29,6 +29,7 @@
 // methods need exclusive access (the Python bindings hold a shared_mutex).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -65,6 +66,12 @@ inline constexpr std::uint64_t kBlockMinPostings = 256;
 /// Indexes of up to this many slots also keep a float norm per slot: term-at-a-time scoring of
 /// small segments reads it without the code table's branches (1 MB at most).
 inline constexpr std::uint32_t kFloatNormSlots = 1u << 18;
+/// The ranks whose per-list document-side weights are kept for threshold estimation: a query
+/// term's weight times the k-th largest weight of its list is a score that k documents reach,
+/// so a search for the top k (k <= rank) starts pruning at the best such product over its terms
+/// instead of at nothing (Petri, Moffat, Mackenzie, Culpepper and Shane, 2019, "Accelerated
+/// query processing via similarity score prediction": the single-term estimate).
+inline constexpr std::array<std::uint32_t, 3> kKthLevels = {10, 100, 1000};
 /// compact() rewrites a segment once more than this fraction of its documents is dead.
 inline constexpr double kCompactDeadFraction = 0.25;
 
@@ -142,6 +149,10 @@ struct Segment {
   // Per directory entry: (epoch << 32) | bits of the max document-side weight at that epoch.
   // Zeroed by calloc (the pages of terms never queried stay untouched, costing no memory).
   mutable std::unique_ptr<std::atomic<std::uint64_t>[], FreeDeleter> bound_cache;
+  // Per directory entry and kKthLevels rank: (epoch << 32) | bits of the rank-th largest
+  // document-side weight among the live postings (0 when the list is shorter). Zeroed the same
+  // way: only queried terms cost memory.
+  mutable std::unique_ptr<std::atomic<std::uint64_t>[], FreeDeleter> kth_cache;
   // Block maxima, built per term on first use at each statistics epoch (block_state:
   // (epoch << 2) | 0 none, 1 being built, 2 ready): one per compression block, so the blocks
   // of directory slot s are blocks[list_block[s] .. list_block[s + 1]) (none for lists
@@ -278,7 +289,16 @@ class InvertedIndex {
   void merge_tail_segments();
   std::size_t segment_index(std::uint32_t slot) const;
   std::unique_ptr<Segment> merge_segments(const std::vector<const Segment*>& segs, bool drop_dead) const;
+  /// The largest document-side weight of a list at q's epoch (MaxScore's bound).
   float term_bound(const Segment& seg, std::size_t slot, const Prepared& q) const;
+  /// Computes and caches a list's bound and its first `levels` kKthLevels weights for q's
+  /// epoch in one pass over its postings: returns the bound, fills kth[0, levels).
+  float scan_term(const Segment& seg, std::size_t slot, const Prepared& q, std::size_t levels, float* kth) const;
+  /// The level-th of kKthLevels' ranks' largest document-side weight of a list at q's epoch.
+  float term_kth(const Segment& seg, std::size_t slot, const Prepared& q, std::size_t level) const;
+  /// A score below the final k-th best for a search of every live document (see
+  /// TopKQueue::set_floor), or -inf when none is known.
+  float score_floor(const Prepared& q, std::size_t k) const;
   /// The weight table for another avgdl, computed once per (avgdl, index epoch).
   std::shared_ptr<const WeightTable> table_for(double avgdl, std::uint32_t& epoch) const;
   /// Document-side weights for q's statistics, indexed by the local doc ids of seg.

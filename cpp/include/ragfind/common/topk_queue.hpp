@@ -6,6 +6,10 @@
 // score strictly greater than the threshold (or an equal score and a lower id, which cannot
 // happen when documents are visited in increasing id order, as every algorithm here does).
 // So a candidate whose score upper bound is <= threshold() can be skipped safely.
+//
+// A floor (set_floor) is a score known to be below the final k-th best: at least k documents
+// score more. Scores at or below it never enter, and threshold() is the floor until the queue
+// is full, so pruning starts from it instead of from nothing. The result is unchanged.
 #pragma once
 
 #include <algorithm>
@@ -36,13 +40,22 @@ class TopKQueue {
   bool full() const { return heap_.size() >= k_; }
   std::size_t k() const { return k_; }
 
-  /// Scores at or below this cannot enter (when full); -inf otherwise.
-  float threshold() const { return full() ? heap_.front().score : -std::numeric_limits<float>::infinity(); }
+  /// Scores at or below this cannot enter: the worst entry's when full, else the floor (-inf
+  /// without one).
+  float threshold() const { return full() ? heap_.front().score : floor_; }
+
+  /// Sets the floor: the caller guarantees that at least k documents it will offer score more
+  /// than `f` (set before any insert).
+  void set_floor(float f) {
+    floor_ = f;
+    has_floor_ = true;
+  }
 
   /// Offers a document; returns true if it entered.
   bool insert(float score, std::uint32_t doc) {
     ScoredDoc e{score, doc};
     if (!full()) {
+      if (has_floor_ && !(score > floor_)) return false;
       heap_.push_back(e);
       std::push_heap(heap_.begin(), heap_.end(), RanksBefore{});
       return true;
@@ -79,6 +92,8 @@ class TopKQueue {
   }
 
   std::size_t k_;
+  float floor_ = -std::numeric_limits<float>::infinity();
+  bool has_floor_ = false;
   std::vector<ScoredDoc> heap_;  // a heap whose front is the worst entry
 };
 
