@@ -53,6 +53,15 @@ void segment_terms(const InvertedIndex::Prepared& q, const Segment& seg, double 
             [](const TermInSegment& a, const TermInSegment& b) { return a.bound < b.bound; });
 }
 
+// A float at or below which a score s cannot pass `s + rest > theta` (rest summed in double):
+// a few float ulps under theta - rest, so the float test never rejects a score the double
+// test would keep; -inf when every score passes.
+inline float pass_limit(float theta, double rest) {
+  const double d = static_cast<double>(theta) - rest;
+  if (!(d > 0.0)) return -std::numeric_limits<float>::infinity();
+  return static_cast<float>(d) * (1.0f - 4 * std::numeric_limits<float>::epsilon());
+}
+
 struct Cursor {
   PostingCursor pc;
   float weight;
@@ -208,7 +217,11 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
   while (first_ess < n && cum[first_ess] <= theta) ++first_ess;
   // Probes the non-essential lists for a candidate and offers it to the queue; true when the
   // threshold moved lists out of the essential set.
+  // Most candidates fail the first test below; `pass` decides that in float (a few ulps under
+  // theta minus the non-essential bounds, so it never rejects a score the double test keeps).
+  float pass = pass_limit(theta, first_ess > 0 ? cum[first_ess - 1] : 0.0);
   auto finish = [&](std::uint32_t doc, float score) {
+    if (score <= pass) return false;
     for (std::size_t i = first_ess; i-- > 0;) {
       if (static_cast<double>(score) + cum[i] <= theta) return false;
       Cursor& c = cur[i];
@@ -221,6 +234,7 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
       theta = heap.threshold();
       const std::size_t before = first_ess;
       while (first_ess < n && cum[first_ess] <= theta) ++first_ess;
+      pass = pass_limit(theta, first_ess > 0 ? cum[first_ess - 1] : 0.0);
       return first_ess != before;
     }
     return false;
