@@ -81,35 +81,33 @@ void scan_list(const Segment& seg, std::size_t slot, const Weigher<M>& wt, const
   // The largest weights seen so far, at most twice the largest rank wanted: when full, that
   // rank's worth is kept and its smallest becomes the bar a new weight must pass.
   const std::size_t keep = kKthLevels[levels - 1];
-  thread_local std::vector<float> top;
-  top.clear();
-  top.reserve(2 * keep);
+  float top[2 * kKthLevels.back()];  // 8 KB on the stack (a thread_local costs a lookup per use)
+  std::size_t count = 0;
   float best = 0.0f, bar = 0.0f;
   for_each_posting(seg, slot, [&](std::uint32_t d, std::uint32_t tf) {
     const float v = wt(d, tf);
     best = v > best ? v : best;
     if (v > bar && (!live || live[d])) {
-      top.push_back(v);
-      if (top.size() == 2 * keep) {
-        std::nth_element(top.begin(), top.begin() + static_cast<std::ptrdiff_t>(keep - 1), top.end(),
-                         std::greater<float>());
-        top.resize(keep);
+      top[count++] = v;
+      if (count == 2 * keep) {
+        std::nth_element(top, top + (keep - 1), top + count, std::greater<float>());
+        count = keep;
         bar = top[keep - 1];
       }
     }
   });
   *bound = best;
   // Largest rank first, each selection within the previous one's top.
-  auto end = top.end();
+  float* end = top + count;
   for (std::size_t l = levels; l-- > 0;) {
     const std::size_t r = kKthLevels[l];
-    if (top.size() < r) {
+    if (count < r) {
       kth[l] = 0.0f;
       continue;
     }
-    std::nth_element(top.begin(), top.begin() + static_cast<std::ptrdiff_t>(r - 1), end, std::greater<float>());
+    std::nth_element(top, top + (r - 1), end, std::greater<float>());
     kth[l] = top[r - 1];
-    end = top.begin() + static_cast<std::ptrdiff_t>(r);
+    end = top + r;
   }
 }
 
