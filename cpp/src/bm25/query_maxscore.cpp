@@ -163,7 +163,7 @@ float InvertedIndex::term_kth(const Segment& seg, std::size_t slot, const Prepar
   return kth[level];
 }
 
-float InvertedIndex::score_floor(const Prepared& q, std::size_t k) const {
+float InvertedIndex::score_floor(const Prepared& q, std::size_t k, const Segment& seg) const {
   std::size_t level = 0;
   while (level < kKthLevels.size() && kKthLevels[level] < k) ++level;
   if (level == kKthLevels.size()) return -std::numeric_limits<float>::infinity();
@@ -171,14 +171,12 @@ float InvertedIndex::score_floor(const Prepared& q, std::size_t k) const {
   // of non-negative terms never falls below one of them: the kKthLevels[level] documents with
   // the largest w(d, tf) in one list score at least weight * that k-th weight.
   float best = 0.0f;
-  for (const auto& seg : segments_) {
-    for (std::size_t i = 0; i < q.terms.size(); ++i) {
-      if (static_cast<std::uint64_t>(df(q.terms[i])) < kKthLevels[level]) continue;
-      const std::int64_t slot = seg->slot_of(q.terms[i]);
-      if (slot < 0) continue;
-      const float v = q.weights[i] * term_kth(*seg, static_cast<std::size_t>(slot), q, level);
-      best = v > best ? v : best;
-    }
+  for (std::size_t i = 0; i < q.terms.size(); ++i) {
+    if (static_cast<std::uint64_t>(df(q.terms[i])) < kKthLevels[level]) continue;
+    const std::int64_t slot = seg.slot_of(q.terms[i]);
+    if (slot < 0) continue;
+    const float v = q.weights[i] * term_kth(seg, static_cast<std::size_t>(slot), q, level);
+    best = v > best ? v : best;
   }
   if (best <= 0.0f) return -std::numeric_limits<float>::infinity();
   // Strictly below it (documents at exactly that score belong in the result), with a margin.
@@ -558,10 +556,15 @@ void InvertedIndex::search_impl(const Prepared& q, std::size_t k, Algorithm algo
       return algorithm == Algorithm::MaxScore || algorithm == Algorithm::BlockMax ||
              (algorithm == Algorithm::Auto && !many_terms && seg.num_docs > kSmallSegmentDocs);
     };
-    // The floor holds for every live document, not for a filtered subset; term-at-a-time
-    // scoring of small segments would not use it.
-    if (!allowed && std::any_of(segments_.begin(), segments_.end(), [&](const auto& s) { return pruned(*s); }))
-      heap.set_floor(score_floor(q, k));
+    // The floor holds for every live document, not for a filtered subset. It is taken from the
+    // segments that prune (a floor from one segment holds for the whole search); term-at-a-time
+    // scoring of small segments would not use one, nor pay for one.
+    if (!allowed) {
+      float floor = -std::numeric_limits<float>::infinity();
+      for (const auto& seg : segments_)
+        if (pruned(*seg)) floor = std::max(floor, score_floor(q, k, *seg));
+      if (floor > -std::numeric_limits<float>::infinity()) heap.set_floor(floor);
+    }
     // Segments in increasing doc-id order, as the MaxScore threshold test assumes.
     for (const auto& seg : segments_) {
       const std::uint8_t* allow = allowed ? allowed->mask : (seg->num_dead > 0 ? live_.data() : nullptr);

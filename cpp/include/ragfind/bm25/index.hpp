@@ -297,8 +297,8 @@ class InvertedIndex {
   /// The level-th of kKthLevels' ranks' largest document-side weight of a list at q's epoch.
   float term_kth(const Segment& seg, std::size_t slot, const Prepared& q, std::size_t level) const;
   /// A score below the final k-th best for a search of every live document (see
-  /// TopKQueue::set_floor), or -inf when none is known.
-  float score_floor(const Prepared& q, std::size_t k) const;
+  /// TopKQueue::set_floor), from the lists of one segment; -inf when none is known.
+  float score_floor(const Prepared& q, std::size_t k, const Segment& seg) const;
   /// The weight table for another avgdl, computed once per (avgdl, index epoch).
   std::shared_ptr<const WeightTable> table_for(double avgdl, std::uint32_t& epoch) const;
   /// Document-side weights for q's statistics, indexed by the local doc ids of seg.
