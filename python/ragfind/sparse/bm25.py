@@ -246,7 +246,10 @@ class BM25Index:
         ``"maxscore"`` (document-at-a-time with MaxScore dynamic pruning), ``"blockmax"``
         (MaxScore with per-block bounds of 128 postings, block-max MaxScore), ``"exhaustive"``
         (scores every posting) or ``"direct"`` (scores each allowed document by a search of
-        each query term's postings).
+        each query term's postings). Without a filter, MaxScore and block-max MaxScore start
+        pruning from a score k documents are known to reach: a query term's weight times the
+        10th, 100th or 1000th largest document weight of its list (kept per list, computed
+        with its score bound once per statistics change), for k up to 1000.
 
         ``stats`` = ``(num_docs, total_len, {term: df})``: score with the statistics of a larger
         collection this index is a shard of (:meth:`term_stats` of every shard, summed; ``df``
