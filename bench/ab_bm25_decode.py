@@ -1,8 +1,10 @@
 """CPU-time top-k q/s of one ragfind build on a saved BM25 index (for A/B runs of two builds).
 
-usage: PYTHONPATH=<build's python dir> python bench/ab_bm25_decode.py INDEX QUERIES K PASSES [txt|json]
+usage: PYTHONPATH=<build's python dir> python bench/ab_bm25_decode.py INDEX QUERIES K PASSES [txt|json] [WARM]
 Builds INDEX first if missing (txt: bench/data/synthetic_1m/docs.txt; json: SciFact title + text).
-QUERIES is one query a line (txt) or BEIR queries.jsonl (json). Prints the median of PASSES.
+QUERIES is one query a line (txt) or BEIR queries.jsonl (json). The first WARM queries (default
+200) are searched once untimed: all of them, so that no timed pass computes a term's bound or
+score floor for the first time. Prints the median of PASSES.
 """
 
 import json
@@ -15,6 +17,7 @@ import ragfind
 
 idx_path, qpath, k, passes = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 mode = sys.argv[5] if len(sys.argv) > 5 else "txt"
+warm = int(sys.argv[6]) if len(sys.argv) > 6 else 200
 if not os.path.exists(idx_path):
     if mode == "txt":
         with open("bench/data/synthetic_1m/docs.txt") as f:
@@ -32,7 +35,7 @@ if not os.path.exists(idx_path):
 ix = ragfind.BM25Index.load(idx_path, mmap=True)
 with open(qpath) as f:
     qs = f.read().splitlines() if mode == "txt" else [json.loads(line)["text"] for line in f]
-for q in qs[:200]:
+for q in qs[:warm]:
     ix.search(q, k=k)
 rates = []
 for _ in range(passes):
