@@ -218,8 +218,10 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
   float pass = pass_limit(theta, first_ess > 0 ? cum[first_ess - 1] : 0.0);
   auto finish = [&](std::uint32_t doc, float score) {
     if (score <= pass) return false;
+    // The first list is probed without its double test: a score passing `pass` nearly always
+    // passes it too, and probing one list too many costs no exactness (the tests only prune).
     for (std::size_t i = first_ess; i-- > 0;) {
-      if (static_cast<double>(score) + cum[i] <= theta) return false;
+      if (i + 1 < first_ess && static_cast<double>(score) + cum[i] <= theta) return false;
       Cursor& c = cur[i];
       c.pc.next_geq(doc);
       if (c.pc.doc() == doc) score += c.weight * wt(doc, c.pc.tf());
