@@ -84,6 +84,8 @@ std::size_t InvertedIndex::memory_bytes() const {
     // block maxima: state words; the blocks themselves only once built (counted as if all were)
     n += s->directory_size() * 8 + s->num_blocks() * sizeof(BlockInfo);
     n += s->directory_size() * 8 + s->fwd_offsets.capacity() * 8 + s->fwd_terms.capacity() * 4;
+    // the per-list top-weight cache, counted whole like the bound cache above
+    n += s->directory_size() * 8 * kKthLevels.size();
   }
   return n;
 }

@@ -211,11 +211,12 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
   float theta = heap.threshold();
   std::size_t first_ess = 0;
   while (first_ess < n && cum[first_ess] <= theta) ++first_ess;
+  // A candidate's first test (its score plus the non-essential bounds against theta) in float:
+  // a few ulps under theta minus those bounds, so it never rejects a score the double test
+  // keeps. About half of the candidates fail it at 1M top-10.
+  float pass = pass_limit(theta, first_ess > 0 ? cum[first_ess - 1] : 0.0);
   // Probes the non-essential lists for a candidate and offers it to the queue; true when the
   // threshold moved lists out of the essential set.
-  // Most candidates fail the first test below; `pass` decides that in float (a few ulps under
-  // theta minus the non-essential bounds, so it never rejects a score the double test keeps).
-  float pass = pass_limit(theta, first_ess > 0 ? cum[first_ess - 1] : 0.0);
   auto finish = [&](std::uint32_t doc, float score) {
     if (score <= pass) return false;
     // The first list is probed without its double test: a score passing `pass` nearly always

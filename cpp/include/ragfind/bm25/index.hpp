@@ -294,7 +294,7 @@ class InvertedIndex {
   /// Computes and caches a list's bound and its first `levels` kKthLevels weights for q's
   /// epoch in one pass over its postings: returns the bound, fills kth[0, levels).
   float scan_term(const Segment& seg, std::size_t slot, const Prepared& q, std::size_t levels, float* kth) const;
-  /// The level-th of kKthLevels' ranks' largest document-side weight of a list at q's epoch.
+  /// The kKthLevels[level]-th largest live document-side weight of a list at q's epoch.
   float term_kth(const Segment& seg, std::size_t slot, const Prepared& q, std::size_t level) const;
   /// A score below the final k-th best for a search of every live document (see
   /// TopKQueue::set_floor), from the lists of one segment; -inf when none is known.
