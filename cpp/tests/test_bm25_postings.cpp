@@ -1,8 +1,9 @@
 // The block codec of BM25 postings (ragfind/bm25/postings.hpp): bit packing round trips at
 // every width, the unrolled full-block unpack against the one-value-at-a-time reference, and
 // the writer + cursor against the flat lists they encode (next, next_geq against
-// std::lower_bound, block skipping, doc ids up to the 2^32 - 2 edge, tfs up to 2^32 - 1).
-// There is one (scalar) unpack level, so no SIMD level to compare.
+// std::lower_bound, block skipping, doc ids up to the 2^32 - 2 edge, tfs up to 2^32 - 1;
+// scan_until against the same lists). There is one (scalar) unpack level, so no SIMD level to
+// compare; count_below's SSE2 form is checked against a plain count.
 #include <algorithm>
 #include <cstdint>
 #include <random>
@@ -73,6 +74,31 @@ TEST(doc_unpack_is_unpack_plus_prefix_sum) {
           }
           CHECK_MSG(groups == want, "groups w=" + std::to_string(w));
         }
+      }
+    }
+  }
+}
+
+TEST(count_below_equals_a_plain_count) {
+  // Sorted values (near 0 and near 2^32, where a signed compare would go wrong), every limit,
+  // every target around them; past the limit the values are garbage and must not count.
+  std::mt19937 rng(5);
+  for (int round = 0; round < 300; ++round) {
+    std::uint32_t v[16];
+    const std::uint32_t start = round % 3 == 0 ? 0u : round % 3 == 1 ? 0xFFFFFF00u : static_cast<std::uint32_t>(rng());
+    std::uint64_t x = start;
+    for (auto& e : v) {
+      x += rng() % (round % 2 ? 2 : 40);
+      e = static_cast<std::uint32_t>(std::min<std::uint64_t>(x, 0xFFFFFFFEu));
+    }
+    for (std::uint32_t lim = 1; lim <= 20; ++lim) {
+      std::uint32_t p[16];
+      for (std::uint32_t k = 0; k < 16; ++k) p[k] = k < lim ? v[k] : static_cast<std::uint32_t>(rng());
+      for (int t = -1; t < 17; ++t) {
+        const std::uint32_t tgt = t < 0 ? v[0] : t == 16 ? v[15] + (v[15] < 0xFFFFFFFEu) : v[t] + (t % 2);
+        std::uint32_t want = 0;
+        for (std::uint32_t k = 0; k < 16 && k < lim; ++k) want += p[k] < tgt;
+        CHECK_MSG(count_below(p, tgt, lim) == want, "round " + std::to_string(round) + " lim " + std::to_string(lim));
       }
     }
   }
@@ -177,6 +203,42 @@ TEST(cursor_reads_back_every_list) {
       g.next_geq(0xFFFFFFFEu);
       const bool has_last = d.back() == 0xFFFFFFFEu;
       CHECK_EQ(g.doc(), has_last ? 0xFFFFFFFEu : PostingCursor::kEnd);
+    }
+    // next_geq a few postings on at a time (the short, counted case), landing on postings and
+    // between them.
+    {
+      PostingCursor g;
+      g.reset(seg, s);
+      std::size_t at = 0;
+      while (true) {
+        at += rng() % 20;
+        if (at >= d.size()) break;
+        const std::uint32_t tgt = d[at] - (at > 0 && d[at - 1] + 1 < d[at] && rng() % 2 ? 1 : 0);
+        g.next_geq(tgt);
+        const auto it = std::lower_bound(d.begin(), d.end(), tgt);
+        CHECK_EQ(g.doc(), *it);
+        at = static_cast<std::size_t>(it - d.begin());
+      }
+    }
+    // scan_until in random steps up to (and never past) the current block's end, against the
+    // flat list.
+    for (int round = 0; round < 3; ++round) {
+      PostingCursor g;
+      g.reset(seg, s);
+      std::size_t at = 0;
+      bool same = true;
+      while (g.doc() != PostingCursor::kEnd) {
+        const std::uint32_t last = g.block_last();
+        const std::uint32_t lo = g.doc();
+        const std::uint32_t hi = round == 0 ? last : lo + static_cast<std::uint32_t>(rng() % (last - lo + 1));
+        g.scan_until(hi, [&](std::uint32_t doc, std::uint32_t tf) {
+          same = same && at < d.size() && doc == d[at] && tf == t[at] && doc <= hi;
+          ++at;
+        });
+        same = same && (at == d.size() ? g.doc() == PostingCursor::kEnd : g.doc() == d[at] && d[at] > hi);
+        if (!same) break;
+      }
+      CHECK_MSG(same && at == d.size(), "scan_until list " + std::to_string(s));
     }
   }
 }

@@ -1,5 +1,5 @@
 // Top-k with MaxScore dynamic pruning (Turtle and Flood, 1995; as in PISA's
-// query/algorithm/maxscore_query.hpp), document at a time, exact.
+// query/algorithm/maxscore_query.hpp), exact.
 //
 // Query terms are sorted by their score upper bound in the segment. The longest prefix whose
 // bounds sum to at most the queue threshold is "non-essential": a document matching only
@@ -7,6 +7,10 @@
 // and the non-essential lists are probed (skipping forward) only while the partial score plus
 // the remaining bounds can still beat the threshold. Bounds are inflated by a tiny relative
 // margin so that float rounding never prunes a document that belongs in the result.
+//
+// The essential lists are merged a window of documents at a time (term at a time within the
+// window, into an accumulator), and the candidates then go through the probes document at a
+// time, in doc order.
 //
 // Dead and filtered-out documents (a byte mask per slot) are skipped as candidates before any
 // scoring; a bound over all postings stays a valid bound over the allowed ones. A small allowed
@@ -28,6 +32,9 @@ namespace {
 constexpr std::uint32_t kPrefetch = 16;
 
 constexpr std::uint32_t kEnd = PostingCursor::kEnd;
+
+// The documents MaxScore merges its essential lists over at a time (a float each: 256 KB).
+constexpr std::uint32_t kWindowDocs = 1u << 16;
 
 // A query term in a segment, before its cursor is opened (sorted by bound first: cursors hold
 // a decoded block each and are not cheap to move).
@@ -215,77 +222,110 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
   // a few ulps under theta minus those bounds, so it never rejects a score the double test
   // keeps. About half of the candidates fail it at 1M top-10.
   float pass = pass_limit(theta, first_ess > 0 ? cum[first_ess - 1] : 0.0);
-  // Probes the non-essential lists for a candidate and offers it to the queue; true when the
-  // threshold moved lists out of the essential set.
+  // Probes the non-essential lists for a candidate and offers it to the queue.
   auto finish = [&](std::uint32_t doc, float score) {
-    if (score <= pass) return false;
+    if (score <= pass) return;
     // The first list is probed without its double test: a score passing `pass` nearly always
     // passes it too, and probing one list too many costs no exactness (the tests only prune).
     for (std::size_t i = first_ess; i-- > 0;) {
-      if (i + 1 < first_ess && static_cast<double>(score) + cum[i] <= theta) return false;
+      if (i + 1 < first_ess && static_cast<double>(score) + cum[i] <= theta) return;
       Cursor& c = cur[i];
       c.pc.next_geq(doc);
       if (c.pc.doc() == doc) score += c.weight * wt(doc, c.pc.tf());
     }
     // Docs come in increasing order, so an equal score never displaces an entry (queue contract).
-    if (score <= theta) return false;
+    if (score <= theta) return;
     if (heap.insert(score, seg.base + doc) && heap.full()) {
       theta = heap.threshold();
-      const std::size_t before = first_ess;
       while (first_ess < n && cum[first_ess] <= theta) ++first_ess;
       pass = pass_limit(theta, first_ess > 0 ? cum[first_ess - 1] : 0.0);
-      return first_ess != before;
     }
-    return false;
   };
+  // The essential lists are read a window of documents at a time: every essential posting in
+  // [lo, hi] adds its share into a per-window accumulator (a bit marks each document touched),
+  // then the touched documents come out in doc order with their summed scores (in list order,
+  // as a document at a time would sum them). This merges the essential lists without
+  // comparing their cursors per posting: they rarely share a document, so that merge spent
+  // most of its time on unpredictable branches. hi stays inside every essential cursor's
+  // current block.
+  //
+  // A window's candidates are probed after the whole window is read. A list the threshold
+  // makes non-essential meanwhile is past the window already, so probing it for them finds
+  // nothing and its share is counted once.
+  thread_local std::vector<float> acc_store(kWindowDocs, 0.0f);
+  thread_local std::vector<std::uint64_t> bits_store(kWindowDocs / 64, 0);
+  thread_local std::vector<std::uint64_t> group_store(kWindowDocs / 4096, 0);
+  thread_local std::vector<std::uint32_t> cand_doc_store;
+  thread_local std::vector<float> cand_score_store;
+  float* const win = acc_store.data();
+  std::uint64_t* const bits = bits_store.data();
+  std::uint64_t* const groups = group_store.data();
+  if (cand_doc_store.size() < n * kPostingBlock) {
+    cand_doc_store.resize(n * kPostingBlock);
+    cand_score_store.resize(n * kPostingBlock);
+  }
+  std::uint32_t* const cand_doc = cand_doc_store.data();
+  float* const cand_score = cand_score_store.data();
+  thread_local std::vector<std::uint32_t> offs_store;
+  if (offs_store.size() < n * kPostingBlock + 1) offs_store.resize(n * kPostingBlock + 1);
+  std::uint32_t* const offs = offs_store.data();
+  constexpr std::uint64_t kTopBit = std::uint64_t{1} << 63;
   while (first_ess < n) {
-    // The essential list at the smallest doc, and the smallest doc of the others.
-    std::size_t a = first_ess;
-    std::uint32_t doc = cur[a].pc.doc(), other = kEnd;
-    for (std::size_t i = first_ess + 1; i < n; ++i) {
-      const std::uint32_t d = cur[i].pc.doc();
-      other = std::min(other, std::max(d, doc));
-      a = d < doc ? i : a;
-      doc = std::min(doc, d);
-    }
-    if (doc == kEnd) break;
-    if (doc < other) {
-      // Essential lists rarely share a document: the docs of list a before `other` are in no
-      // other essential list, so they are scored straight off it (the sum 0 + v is v, so the
-      // scores are those of the general step below).
-      Cursor& c = cur[a];
-      do {
-        if constexpr (Filtered) {
-          if (!allow[doc]) {
-            c.pc.next();
-            continue;
-          }
-        }
-        // The length codes are read in doc order but far apart: fetch the ones a few postings on.
-        c.pc.prefetch_ahead(kPrefetch);
-        const float score = c.weight * wt(doc, c.pc.tf());
-        c.pc.next();
-        if (finish(doc, score)) break;
-      } while ((doc = c.pc.doc()) < other);
-      continue;
-    }
-    if constexpr (Filtered) {
-      if (!allow[doc]) {
-        for (std::size_t i = first_ess; i < n; ++i)
-          if (cur[i].pc.doc() == doc) cur[i].pc.next();
-        continue;
-      }
-    }
-    float score = 0.0f;
+    std::uint32_t lo = kEnd, hi = kEnd;
     for (std::size_t i = first_ess; i < n; ++i) {
-      Cursor& c = cur[i];
-      if (c.pc.doc() == doc) {
-        c.pc.prefetch_ahead(kPrefetch);
-        score += c.weight * wt(doc, c.pc.tf());
-        c.pc.next();
+      lo = std::min(lo, cur[i].pc.doc());
+      hi = std::min(hi, cur[i].pc.block_last());
+    }
+    if (lo == kEnd) break;
+    hi = static_cast<std::uint32_t>(std::min<std::uint64_t>(hi, static_cast<std::uint64_t>(lo) + kWindowDocs - 1));
+    // Candidates whose essential score passes the first test, in doc order (kept without a
+    // branch: about half fail it, unpredictably).
+    std::size_t m = 0;
+    auto keep = [&](std::uint32_t doc, float score) {
+      cand_doc[m] = doc;
+      cand_score[m] = score;
+      bool ok = score > pass;
+      if constexpr (Filtered) ok = ok && allow[doc];
+      m += ok;
+    };
+    if (first_ess + 1 == n) {
+      Cursor& c = cur[first_ess];
+      c.pc.scan_until(hi, [&](std::uint32_t doc, std::uint32_t tf) { keep(doc, c.weight * wt(doc, tf)); });
+    } else {
+      for (std::size_t i = first_ess; i < n; ++i) {
+        Cursor& c = cur[i];
+        c.pc.scan_until(hi, [&](std::uint32_t doc, std::uint32_t tf) {
+          const std::uint32_t off = doc - lo;
+          win[off] += c.weight * wt(doc, tf);
+          bits[off >> 6] |= std::uint64_t{1} << (off & 63);
+          groups[off >> 12] |= std::uint64_t{1} << ((off >> 6) & 63);
+        });
+      }
+      // The touched documents' offsets, in order. Most words hold one or two of them, taken
+      // without a loop (the loop's exit would mispredict on most words).
+      std::size_t t = 0;
+      const std::uint32_t last_group = (hi - lo) >> 12;
+      for (std::uint32_t g = 0; g <= last_group; ++g) {
+        for (std::uint64_t gw = groups[g]; gw != 0; gw &= gw - 1) {
+          const std::uint32_t j = g * 64 + static_cast<std::uint32_t>(__builtin_ctzll(gw));
+          std::uint64_t w = bits[j];
+          bits[j] = 0;
+          offs[t++] = j * 64 + static_cast<std::uint32_t>(__builtin_ctzll(w));
+          w &= w - 1;
+          offs[t] = j * 64 + static_cast<std::uint32_t>(__builtin_ctzll(w | kTopBit));
+          t += w != 0;
+          for (w &= w - 1; w != 0; w &= w - 1) offs[t++] = j * 64 + static_cast<std::uint32_t>(__builtin_ctzll(w));
+        }
+        groups[g] = 0;
+      }
+      for (std::size_t x = 0; x < t; ++x) {
+        const std::uint32_t off = offs[x];
+        const float score = win[off];
+        win[off] = 0.0f;
+        keep(lo + off, score);
       }
     }
-    finish(doc, score);
+    for (std::size_t j = 0; j < m; ++j) finish(cand_doc[j], cand_score[j]);
   }
 }
 

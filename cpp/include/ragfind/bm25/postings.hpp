@@ -19,6 +19,10 @@
 #include <cstdint>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace ragfind::bm25 {
 
 struct Segment;
@@ -75,6 +79,27 @@ class PostingsWriter {
   std::uint64_t count_ = 0;
 };
 
+/// How many of the first min(lim, 16) values of the sorted p are below target (p readable 16
+/// values on).
+inline std::uint32_t count_below(const std::uint32_t* p, std::uint32_t target, std::uint32_t lim) {
+#if defined(__SSE2__)
+  // Sorted, so the lanes below target are a prefix: its length is the trailing ones of the mask.
+  const __m128i bias = _mm_set1_epi32(static_cast<int>(0x80000000u));
+  const __m128i t = _mm_xor_si128(_mm_set1_epi32(static_cast<int>(target)), bias);
+  unsigned mask = 0;
+  for (int g = 0; g < 4; ++g) {
+    const __m128i v = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p) + g), bias);
+    mask |= static_cast<unsigned>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(t, v)))) << (4 * g);
+  }
+  if (lim < 16) mask &= (1u << lim) - 1;
+  return static_cast<std::uint32_t>(__builtin_ctz(~mask));
+#else
+  std::uint32_t cnt = 0;
+  for (std::uint32_t k = 0; k < 16; ++k) cnt += (p[k] < target) & (k < lim);
+  return cnt;
+#endif
+}
+
 /// Reads one posting list of a compressed segment a block at a time. doc() is kEnd past the
 /// end; tf() reads from the block's unpacked tfs when next() entered the block (in-order
 /// scoring wants them all), else straight from the packed bits. A block reached by next_geq skipping is
@@ -121,13 +146,15 @@ class PostingCursor {
       if (doc_ == kEnd) return;
     }
     while (docs_[dec_ - 1] < target) decode_group();  // stops: the block's last doc is >= target
-    // A probe may land far into the block: a short scan, then a binary search without
-    // branches on the comparisons (where a probe lands is unpredictable).
-    if (docs_[i_ + 1 < dec_ ? i_ + 1 : i_] >= target) {
-      i_ += docs_[i_] < target;
+    // Where a probe lands is unpredictable, but mostly within a few postings (93% within 16 at
+    // 1M documents): those are counted without a branch (the padding past dec_ is masked off),
+    // the rest found by a binary search without branches on the comparisons.
+    const std::uint32_t lim = dec_ - i_;  // >= 1: docs_[dec_ - 1] >= target
+    if ((lim <= kScan) | (docs_[i_ + kScan - 1] >= target)) {
+      i_ += count_below(docs_ + i_, target, lim);
     } else {
-      const std::uint32_t* base = docs_ + i_ + 2;
-      for (std::uint32_t len = dec_ - i_ - 2; len > 1;) {
+      const std::uint32_t* base = docs_ + i_ + kScan;
+      for (std::uint32_t len = lim - kScan; len > 1;) {
         const std::uint32_t half = len / 2;
         base = base[half] < target ? base + half : base;
         len -= half;
@@ -135,6 +162,32 @@ class PostingCursor {
       i_ = static_cast<std::uint32_t>(base - docs_) + (*base < target);
     }
     doc_ = docs_[i_];
+  }
+  /// The last doc of the current block (kEnd past the end).
+  std::uint32_t block_last() const { return doc_ == kEnd ? kEnd : last_[blk_]; }
+  /// Calls f(doc, tf) for the postings from the cursor on whose doc is <= hi, then moves past
+  /// them; hi is at most block_last() (the postings read lie in the current block).
+  template <class F>
+  void scan_until(std::uint32_t hi, F&& f) {
+    while (dec_ < n_) decode_group();
+    std::uint32_t j = i_;
+    // The prefetch array is read in doc order but far apart: fetch the entries a few on.
+    constexpr std::uint32_t ahead = 16;
+    if (tf_width_ == 0) {
+      for (; j < n_ && docs_[j] <= hi; ++j) {
+        if (prefetch_ && j + ahead < n_) __builtin_prefetch(prefetch_ + docs_[j + ahead]);
+        f(docs_[j], 1u);
+      }
+    } else {
+      if (!tf_ready_) decode_tfs();
+      for (; j < n_ && docs_[j] <= hi; ++j) {
+        if (prefetch_ && j + ahead < n_) __builtin_prefetch(prefetch_ + docs_[j + ahead]);
+        f(docs_[j], tfs_[j]);
+      }
+    }
+    i_ = j;
+    if (j < n_) doc_ = docs_[j];
+    else load_next();
   }
   /// Index of the current block within the list.
   std::uint64_t block_index() const { return blk_ - first_; }
@@ -174,7 +227,9 @@ class PostingCursor {
   const std::uint32_t* packed_ = nullptr;
   const std::uint32_t* blk_word_ = nullptr;
   const std::uint8_t* blk_bits_ = nullptr;
-  std::uint32_t docs_[kPostingBlock];
+  // kScan words of padding: next_geq reads (and masks off) up to kScan - 1 past the block.
+  static constexpr std::uint32_t kScan = 16;
+  std::uint32_t docs_[kPostingBlock + kScan] = {};
   std::uint32_t tfs_[kPostingBlock];
 };
 
