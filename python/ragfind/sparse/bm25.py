@@ -243,7 +243,8 @@ class BM25Index:
 
         ``algorithm`` (all exact, same results): ``"auto"`` (term-at-a-time for segments of up
         to 65,536 documents, MaxScore above; with a small allowed set, ``"direct"``),
-        ``"maxscore"`` (document-at-a-time with MaxScore dynamic pruning), ``"blockmax"``
+        ``"maxscore"`` (MaxScore dynamic pruning: the essential lists merged a window of
+        documents at a time, the other lists probed per candidate), ``"blockmax"``
         (MaxScore with per-block bounds of 128 postings, block-max MaxScore), ``"exhaustive"``
         (scores every posting) or ``"direct"`` (scores each allowed document by a search of
         each query term's postings). Without a filter, MaxScore and block-max MaxScore start
