@@ -231,6 +231,7 @@ TEST(cursor_reads_back_every_list) {
         const std::uint32_t last = g.block_last();
         const std::uint32_t lo = g.doc();
         const std::uint32_t hi = round == 0 ? last : lo + static_cast<std::uint32_t>(rng() % (last - lo + 1));
+        if (lo > 0) g.scan_until(lo - 1, [&](std::uint32_t, std::uint32_t) { same = false; });  // before the cursor
         g.scan_until(hi, [&](std::uint32_t doc, std::uint32_t tf) {
           same = same && at < d.size() && doc == d[at] && tf == t[at] && doc <= hi;
           ++at;
@@ -238,6 +239,7 @@ TEST(cursor_reads_back_every_list) {
         same = same && (at == d.size() ? g.doc() == PostingCursor::kEnd : g.doc() == d[at] && d[at] > hi);
         if (!same) break;
       }
+      g.scan_until(0xFFFFFFFEu, [&](std::uint32_t, std::uint32_t) { same = false; });  // past the end
       CHECK_MSG(same && at == d.size(), "scan_until list " + std::to_string(s));
     }
   }

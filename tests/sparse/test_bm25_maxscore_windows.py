@@ -1,10 +1,11 @@
-"""MaxScore merges its essential lists a window of documents at a time: each essential posting
-in the window adds its share into a per-window accumulator and the touched documents come out
-in doc order. These cases aim at where that could go wrong: documents shared by several
-essential lists (their shares must add up), a window cut short inside a sparse list's block
-(windows span at most 65,536 documents), one essential list alone, dense lists (many documents
-per 64-bit word of the touched bitmap), deleted and filtered-out documents, and several
-segments. Every pruned search must equal the exhaustive one."""
+"""MaxScore merges its essential lists a window of documents at a time: each list's postings in
+the window are scored, the lists merged by doc (a document in several gets its shares summed),
+and the candidates come out in doc order. These cases aim at where that could go wrong:
+documents shared by several essential lists (their shares must add up), a sparse list whose one
+block spans the whole segment next to dense lists (windows end at the first essential block
+end, so most windows stop inside the sparse list's block), one essential list alone, lists
+with nothing in a window, deleted and filtered-out documents, and several segments. Every
+pruned search must equal the exhaustive one."""
 
 from __future__ import annotations
 
@@ -36,9 +37,9 @@ def _same_as_exhaustive(index: BM25Index, query: list[str], k: int, flt=None) ->
 @pytest.fixture(scope="module")
 def large():
     # 150,000 documents in one segment (past 65,536, so Auto prunes too): "sparse" once every
-    # 1,500 documents (100 postings, one block spanning the whole segment, so every window
-    # through it is cut at 65,536 documents), "dense" in every other document (a full bitmap
-    # word), "pair_a"/"pair_b" mostly in the same documents, and random filler of varied length.
+    # 1,500 documents (100 postings, one block spanning the whole segment), "dense" in every
+    # other document (a block every 256 documents), "pair_a"/"pair_b" mostly in the same
+    # documents, and random filler of varied length.
     rng = np.random.default_rng(11)
     n = 150_000
     filler = np.array([f"f{i}" for i in range(2000)])
@@ -82,7 +83,7 @@ def test_windows_equal_the_exhaustive_scan(large, k):
 
 def test_shared_documents_add_their_shares(large):
     # With k past the floor's ranks both lists stay essential, so every document holding both
-    # terms is summed in the window accumulator: its score is its two single-term scores added.
+    # terms is summed in the window merge: its score is its two single-term scores added.
     ids, scores = large.search_tokenized(["pair_a", "pair_b"], k=5000, algorithm="maxscore")
     single = {}
     for term in ("pair_a", "pair_b"):

@@ -8,9 +8,9 @@
 // the remaining bounds can still beat the threshold. Bounds are inflated by a tiny relative
 // margin so that float rounding never prunes a document that belongs in the result.
 //
-// The essential lists are merged a window of documents at a time (term at a time within the
-// window, into an accumulator), and the candidates then go through the probes document at a
-// time, in doc order.
+// The essential lists are merged a window of documents at a time (each list's postings in
+// the window scored in one loop, then merged by doc without branches), and the candidates then
+// go through the probes document at a time, in doc order.
 //
 // Dead and filtered-out documents (a byte mask per slot) are skipped as candidates before any
 // scoring; a bound over all postings stays a valid bound over the allowed ones. A small allowed
@@ -32,9 +32,6 @@ namespace {
 constexpr std::uint32_t kPrefetch = 16;
 
 constexpr std::uint32_t kEnd = PostingCursor::kEnd;
-
-// The documents MaxScore merges its essential lists over at a time (a float each: 256 KB).
-constexpr std::uint32_t kWindowDocs = 1u << 16;
 
 // A query term in a segment, before its cursor is opened (sorted by bound first: cursors hold
 // a decoded block each and are not cheap to move).
@@ -241,35 +238,36 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
       pass = pass_limit(theta, first_ess > 0 ? cum[first_ess - 1] : 0.0);
     }
   };
-  // The essential lists are read a window of documents at a time: every essential posting in
-  // [lo, hi] adds its share into a per-window accumulator (a bit marks each document touched),
-  // then the touched documents come out in doc order with their summed scores (in list order,
-  // as a document at a time would sum them). This merges the essential lists without
-  // comparing their cursors per posting: they rarely share a document, so that merge spent
-  // most of its time on unpredictable branches. hi stays inside every essential cursor's
-  // current block.
+  // The essential lists are read a window of documents at a time, [lo, hi], hi the end of
+  // the first essential cursor's current block: each list's postings in the window are scored
+  // in one loop, the lists are merged by doc without branches (a document in several gets its
+  // shares summed in list order, as a document at a time would sum them), and the candidates
+  // passing the first test are kept without a branch. The essential lists rarely share a
+  // document, so comparing their cursors per posting (a run of 1.6 candidates on average at
+  // 1M) spent most of its time on unpredictable branches.
   //
   // A window's candidates are probed after the whole window is read. A list the threshold
   // makes non-essential meanwhile is past the window already, so probing it for them finds
   // nothing and its share is counted once.
-  thread_local std::vector<float> acc_store(kWindowDocs, 0.0f);
-  thread_local std::vector<std::uint64_t> bits_store(kWindowDocs / 64, 0);
-  thread_local std::vector<std::uint64_t> group_store(kWindowDocs / 4096, 0);
   thread_local std::vector<std::uint32_t> cand_doc_store;
   thread_local std::vector<float> cand_score_store;
-  float* const win = acc_store.data();
-  std::uint64_t* const bits = bits_store.data();
-  std::uint64_t* const groups = group_store.data();
-  if (cand_doc_store.size() < n * kPostingBlock) {
-    cand_doc_store.resize(n * kPostingBlock);
-    cand_score_store.resize(n * kPostingBlock);
+  thread_local std::vector<std::uint32_t> merge_doc_store;
+  thread_local std::vector<float> merge_score_store;
+  // A window holds at most the rest of one block per essential list.
+  const std::size_t cap = n * kPostingBlock;
+  if (cand_doc_store.size() < cap) {
+    cand_doc_store.resize(cap);
+    cand_score_store.resize(cap);
+    merge_doc_store.resize(3 * cap);
+    merge_score_store.resize(3 * cap);
   }
   std::uint32_t* const cand_doc = cand_doc_store.data();
   float* const cand_score = cand_score_store.data();
-  thread_local std::vector<std::uint32_t> offs_store;
-  if (offs_store.size() < n * kPostingBlock + 1) offs_store.resize(n * kPostingBlock + 1);
-  std::uint32_t* const offs = offs_store.data();
-  constexpr std::uint64_t kTopBit = std::uint64_t{1} << 63;
+  // Three buffers, rotated by the merges.
+  std::uint32_t* const mdoc[3] = {merge_doc_store.data(), merge_doc_store.data() + cap,
+                                  merge_doc_store.data() + 2 * cap};
+  float* const mscore[3] = {merge_score_store.data(), merge_score_store.data() + cap,
+                            merge_score_store.data() + 2 * cap};
   while (first_ess < n) {
     std::uint32_t lo = kEnd, hi = kEnd;
     for (std::size_t i = first_ess; i < n; ++i) {
@@ -277,7 +275,6 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
       hi = std::min(hi, cur[i].pc.block_last());
     }
     if (lo == kEnd) break;
-    hi = static_cast<std::uint32_t>(std::min<std::uint64_t>(hi, static_cast<std::uint64_t>(lo) + kWindowDocs - 1));
     // Candidates whose essential score passes the first test, in doc order (kept without a
     // branch: about half fail it, unpredictably).
     std::size_t m = 0;
@@ -292,38 +289,57 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
       Cursor& c = cur[first_ess];
       c.pc.scan_until(hi, [&](std::uint32_t doc, std::uint32_t tf) { keep(doc, c.weight * wt(doc, tf)); });
     } else {
-      for (std::size_t i = first_ess; i < n; ++i) {
-        Cursor& c = cur[i];
+      // The first list's scored postings, then each next list's merged in.
+      std::uint32_t* ad = mdoc[0];
+      float* as = mscore[0];
+      std::size_t na = 0;
+      {
+        Cursor& c = cur[first_ess];
         c.pc.scan_until(hi, [&](std::uint32_t doc, std::uint32_t tf) {
-          const std::uint32_t off = doc - lo;
-          win[off] += c.weight * wt(doc, tf);
-          bits[off >> 6] |= std::uint64_t{1} << (off & 63);
-          groups[off >> 12] |= std::uint64_t{1} << ((off >> 6) & 63);
+          ad[na] = doc;
+          as[na] = c.weight * wt(doc, tf);
+          ++na;
         });
       }
-      // The touched documents' offsets, in order. Most words hold one or two of them, taken
-      // without a loop (the loop's exit would mispredict on most words).
-      std::size_t t = 0;
-      const std::uint32_t last_group = (hi - lo) >> 12;
-      for (std::uint32_t g = 0; g <= last_group; ++g) {
-        for (std::uint64_t gw = groups[g]; gw != 0; gw &= gw - 1) {
-          const std::uint32_t j = g * 64 + static_cast<std::uint32_t>(__builtin_ctzll(gw));
-          std::uint64_t w = bits[j];
-          bits[j] = 0;
-          offs[t++] = j * 64 + static_cast<std::uint32_t>(__builtin_ctzll(w));
-          w &= w - 1;
-          offs[t] = j * 64 + static_cast<std::uint32_t>(__builtin_ctzll(w | kTopBit));
-          t += w != 0;
-          for (w &= w - 1; w != 0; w &= w - 1) offs[t++] = j * 64 + static_cast<std::uint32_t>(__builtin_ctzll(w));
+      std::uint32_t* bd = mdoc[1];
+      float* bs = mscore[1];
+      std::uint32_t* od = mdoc[2];
+      float* os = mscore[2];
+      for (std::size_t i = first_ess + 1; i < n; ++i) {
+        Cursor& c = cur[i];
+        std::size_t nb = 0;
+        c.pc.scan_until(hi, [&](std::uint32_t doc, std::uint32_t tf) {
+          bd[nb] = doc;
+          bs[nb] = c.weight * wt(doc, tf);
+          ++nb;
+        });
+        if (nb == 0) continue;
+        if (na == 0) {
+          std::swap(ad, bd);
+          std::swap(as, bs);
+          na = nb;
+          continue;
         }
-        groups[g] = 0;
+        // Without branches on the order (the lists interleave unpredictably): x * 1 is x and
+        // x + 0 is x, so a document in one list keeps its exact score, and one in both gets the
+        // sum in list order.
+        std::size_t x = 0, y = 0, o = 0;
+        while (x < na && y < nb) {
+          const std::uint32_t da = ad[x], db = bd[y];
+          const bool ta = da <= db, tb = db <= da;
+          od[o] = ta ? da : db;
+          os[o] = as[x] * static_cast<float>(ta) + bs[y] * static_cast<float>(tb);
+          x += ta;
+          y += tb;
+          ++o;
+        }
+        for (; x < na; ++x, ++o) od[o] = ad[x], os[o] = as[x];
+        for (; y < nb; ++y, ++o) od[o] = bd[y], os[o] = bs[y];
+        std::swap(ad, od);
+        std::swap(as, os);
+        na = o;
       }
-      for (std::size_t x = 0; x < t; ++x) {
-        const std::uint32_t off = offs[x];
-        const float score = win[off];
-        win[off] = 0.0f;
-        keep(lo + off, score);
-      }
+      for (std::size_t x = 0; x < na; ++x) keep(ad[x], as[x]);
     }
     for (std::size_t j = 0; j < m; ++j) finish(cand_doc[j], cand_score[j]);
   }

@@ -169,21 +169,37 @@ class PostingCursor {
   /// them; hi is at most block_last() (the postings read lie in the current block).
   template <class F>
   void scan_until(std::uint32_t hi, F&& f) {
+    if (doc_ > hi) return;  // (and past the end)
     while (dec_ < n_) decode_group();
-    std::uint32_t j = i_;
+    // The end of the run first (a branch-free binary search unless the whole rest is wanted),
+    // so the loops below test nothing else.
+    std::uint32_t e = n_;
+    if (docs_[n_ - 1] > hi) {
+      const std::uint32_t* base = docs_ + i_;
+      for (std::uint32_t len = n_ - i_; len > 1;) {
+        const std::uint32_t half = len / 2;
+        base = base[half] <= hi ? base + half : base;
+        len -= half;
+      }
+      e = static_cast<std::uint32_t>(base - docs_) + (*base <= hi);
+    }
     // The prefetch array is read in doc order but far apart: fetch the entries a few on.
     constexpr std::uint32_t ahead = 16;
+    const std::uint32_t pe = prefetch_ ? (e + ahead <= n_ ? e : (n_ > ahead ? n_ - ahead : 0)) : 0;
+    std::uint32_t j = i_;
     if (tf_width_ == 0) {
-      for (; j < n_ && docs_[j] <= hi; ++j) {
-        if (prefetch_ && j + ahead < n_) __builtin_prefetch(prefetch_ + docs_[j + ahead]);
+      for (; j < pe; ++j) {
+        __builtin_prefetch(prefetch_ + docs_[j + ahead]);
         f(docs_[j], 1u);
       }
+      for (; j < e; ++j) f(docs_[j], 1u);
     } else {
       if (!tf_ready_) decode_tfs();
-      for (; j < n_ && docs_[j] <= hi; ++j) {
-        if (prefetch_ && j + ahead < n_) __builtin_prefetch(prefetch_ + docs_[j + ahead]);
+      for (; j < pe; ++j) {
+        __builtin_prefetch(prefetch_ + docs_[j + ahead]);
         f(docs_[j], tfs_[j]);
       }
+      for (; j < e; ++j) f(docs_[j], tfs_[j]);
     }
     i_ = j;
     if (j < n_) doc_ = docs_[j];
