@@ -11,27 +11,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from bm25_exact import METHODS, assert_same_as_exhaustive, index_for
 
 from ragfind import BM25Index, IdFilter
 
-METHODS = ["lucene", "robertson", "atire", "bm25l", "bm25+"]
-
-
-def _index(method: str = "lucene") -> BM25Index:
-    return BM25Index(method=method, delta=0.5 if method in ("bm25l", "bm25+") else None)
+WINDOWED = ("maxscore", "auto")
 
 
 def _same_as_exhaustive(index: BM25Index, query: list[str], k: int, flt=None) -> None:
-    ref_ids, ref_scores = index.search_tokenized(query, k=k, algorithm="exhaustive", filter=flt)
-    for algorithm in ("maxscore", "auto"):
-        ids, scores = index.search_tokenized(query, k=k, algorithm=algorithm, filter=flt)
-        assert len(ids) == len(ref_ids), (algorithm, query, k)
-        if len(ids) == 0:
-            continue
-        np.testing.assert_allclose(scores, ref_scores, rtol=1e-6, err_msg=f"{algorithm} {query} {k}")
-        distinct = np.r_[True, np.diff(ref_scores) < -1e-6 * np.abs(ref_scores[1:])]
-        distinct &= np.r_[np.diff(ref_scores) < -1e-6 * np.abs(ref_scores[:-1]), True]
-        np.testing.assert_array_equal(ids[distinct], ref_ids[distinct], err_msg=f"{algorithm} {query} {k}")
+    assert_same_as_exhaustive(index, query, k, algorithms=WINDOWED, flt=flt)
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +84,7 @@ def test_shared_documents_add_their_shares(large):
     np.testing.assert_allclose([got[i] for i in both], want, rtol=1e-6)
 
 
-def test_windows_skip_filtered_and_deleted_documents(large):
+def test_windows_skip_filtered_out_documents(large):
     rng = np.random.default_rng(3)
     allowed = IdFilter(rng.choice(150_000, size=40_000, replace=False).tolist())
     for query in QUERIES[:5]:
@@ -107,7 +95,7 @@ def test_windows_skip_filtered_and_deleted_documents(large):
 @pytest.mark.parametrize("method", METHODS)
 def test_every_variant_and_deletes_across_segments(method):
     rng = np.random.default_rng(7)
-    index = _index(method)
+    index = index_for(method)
     vocab = np.array([f"w{i}" for i in range(400)])
     for _ in range(3):  # three segments
         docs = [vocab[rng.zipf(1.3, int(rng.integers(2, 25))) % 400].tolist() for _ in range(30_000)]

@@ -8,42 +8,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from bm25_exact import METHODS, assert_same_as_exhaustive, index_for
 
 from ragfind import BM25Index
-
-METHODS = ["lucene", "robertson", "atire", "bm25l", "bm25+"]
-PRUNED = ("maxscore", "blockmax", "auto")
-
-
-def _index(method: str = "lucene") -> BM25Index:
-    return BM25Index(method=method, delta=0.5 if method in ("bm25l", "bm25+") else None)
-
-
-def _same_as_exhaustive(index: BM25Index, query: list[str], k: int, stats=None) -> None:
-    def run(algorithm):
-        if stats is None:
-            return index.search_tokenized(query, k=k, algorithm=algorithm)
-        return index.search(" ".join(query), k=k, algorithm=algorithm, stats=stats)
-
-    ref_ids, ref_scores = run("exhaustive")
-    for algorithm in PRUNED:
-        ids, scores = run(algorithm)
-        assert len(ids) == len(ref_ids), (algorithm, query, k)
-        if len(ids) == 0:
-            continue
-        np.testing.assert_allclose(scores, ref_scores, rtol=1e-6, err_msg=f"{algorithm} {query} {k}")
-        # Ties are broken by insertion order in every algorithm, so the ids agree wherever the
-        # scores are exactly equal; elsewhere only among scores tied within float rounding.
-        distinct = np.r_[True, np.diff(ref_scores) < -1e-6 * np.abs(ref_scores[1:])]
-        distinct &= np.r_[np.diff(ref_scores) < -1e-6 * np.abs(ref_scores[:-1]), True]
-        np.testing.assert_array_equal(ids[distinct], ref_ids[distinct], err_msg=f"{algorithm} {query} {k}")
 
 
 @pytest.mark.parametrize("method", METHODS)
 def test_ties_at_the_kth_score_keep_the_earliest_documents(method):
     # 1,500 documents of the same length with "x" once tie exactly: the floor must lie strictly
     # below their score, and the earliest ones win, as in the exhaustive scan.
-    index = _index(method)
+    index = index_for(method)
     # (x in fewer than half of the documents: Robertson's idf is negative above that)
     docs = [["x", f"u{i}"] for i in range(1500)] + [[f"v{i}", f"w{i}"] for i in range(2000)]
     index.add_tokenized(docs)
@@ -51,25 +25,25 @@ def test_ties_at_the_kth_score_keep_the_earliest_documents(method):
         ids, scores = index.search_tokenized(["x"], k=k, algorithm="maxscore")
         np.testing.assert_array_equal(ids, np.arange(k))
         assert len(set(scores.tolist())) == 1
-        _same_as_exhaustive(index, ["x", "u3"], k)
+        assert_same_as_exhaustive(index, ["x", "u3"], k)
 
 
 @pytest.mark.parametrize("method", METHODS)
 def test_deleted_documents_do_not_raise_the_floor(method):
     # The 40 best weights of "x" belong to short documents that are then deleted: a floor
     # taken over every posting would lie above every live document and return nothing.
-    index = _index(method)
+    index = index_for(method)
     best = [["x", "x", "x"] for _ in range(40)]
     rest = [["x", "y"] + [f"p{i}", f"q{i}", f"r{i}", f"s{i}"] for i in range(2000)]
     index.add_tokenized(best + rest + [["z"]] * 2500)
     for k in (10, 100):
-        _same_as_exhaustive(index, ["x"], k)  # the floor is cached for this statistics epoch
+        assert_same_as_exhaustive(index, ["x"], k)  # the floor is cached for this statistics epoch
     index.delete(list(range(40)))
     for k in (1, 10, 11, 100, 1000):
         ids, _ = index.search_tokenized(["x"], k=k, algorithm="maxscore")
         assert len(ids) == k and ids.min() >= 40
-        _same_as_exhaustive(index, ["x"], k)
-        _same_as_exhaustive(index, ["x", "y", "p7"], k)
+        assert_same_as_exhaustive(index, ["x"], k)
+        assert_same_as_exhaustive(index, ["x", "y", "p7"], k)
 
 
 def test_floors_follow_new_documents_and_parameters():
@@ -79,13 +53,13 @@ def test_floors_follow_new_documents_and_parameters():
     index.add_tokenized([list(rng.choice(vocab, size=int(rng.integers(3, 40)))) for _ in range(3000)])
     queries = [list(rng.choice(vocab, size=int(rng.integers(1, 5)))) for _ in range(20)]
     for q in queries:
-        _same_as_exhaustive(index, q, 10)
+        assert_same_as_exhaustive(index, q, 10)
     # Shorter documents with more occurrences: larger weights than any cached floor knew of.
     index.add_tokenized([["t1", "t1", "t2"] for _ in range(30)])
     index.set_params(k1=2.0, b=0.3)
     for q in queries + [["t1"], ["t1", "t2"]]:
         for k in (10, 100):
-            _same_as_exhaustive(index, q, k)
+            assert_same_as_exhaustive(index, q, k)
 
 
 def test_floors_under_other_collection_statistics():
@@ -102,7 +76,7 @@ def test_floors_under_other_collection_statistics():
                 {t: int(d * scale) + 1 for t, d in zip(sorted(set(q)), df)},
             )
             for k in (1, 10, 100):
-                _same_as_exhaustive(index, q, k, stats=stats)
+                assert_same_as_exhaustive(index, q, k, stats=stats)
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -111,7 +85,7 @@ def test_repeated_terms_several_segments_and_large_k(method):
     vocab = [f"t{i}" for i in range(200)]
     p = 1.0 / np.arange(1, 201) ** 1.05
     p /= p.sum()
-    index = _index(method)
+    index = index_for(method)
     for _ in range(3):  # three segments: a floor from one bounds the whole search
         index.add_tokenized(
             [list(rng.choice(vocab, size=int(rng.integers(2, 50)), p=p)) for _ in range(1200)]
@@ -120,4 +94,4 @@ def test_repeated_terms_several_segments_and_large_k(method):
         q = list(rng.choice(vocab, size=int(rng.integers(1, 6)), p=p))
         q += q[:1]  # a repeated term weighs twice
         for k in (1, 10, 55, 100, 101, 1000, 1001, 5000):
-            _same_as_exhaustive(index, q, k)
+            assert_same_as_exhaustive(index, q, k)
