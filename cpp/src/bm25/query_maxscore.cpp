@@ -289,30 +289,26 @@ void InvertedIndex::maxscore_segment(const Prepared& q, const Segment& seg, cons
       Cursor& c = cur[first_ess];
       c.pc.scan_until(hi, [&](std::uint32_t doc, std::uint32_t tf) { keep(doc, c.weight * wt(doc, tf)); });
     } else {
+      // A list's scored postings in the window, into (docs, scores); their count.
+      auto read_window = [&](Cursor& c, std::uint32_t* docs, float* scores) {
+        std::size_t k = 0;
+        c.pc.scan_until(hi, [&](std::uint32_t doc, std::uint32_t tf) {
+          docs[k] = doc;
+          scores[k] = c.weight * wt(doc, tf);
+          ++k;
+        });
+        return k;
+      };
       // The first list's scored postings, then each next list's merged in.
       std::uint32_t* ad = mdoc[0];
       float* as = mscore[0];
-      std::size_t na = 0;
-      {
-        Cursor& c = cur[first_ess];
-        c.pc.scan_until(hi, [&](std::uint32_t doc, std::uint32_t tf) {
-          ad[na] = doc;
-          as[na] = c.weight * wt(doc, tf);
-          ++na;
-        });
-      }
+      std::size_t na = read_window(cur[first_ess], ad, as);
       std::uint32_t* bd = mdoc[1];
       float* bs = mscore[1];
       std::uint32_t* od = mdoc[2];
       float* os = mscore[2];
       for (std::size_t i = first_ess + 1; i < n; ++i) {
-        Cursor& c = cur[i];
-        std::size_t nb = 0;
-        c.pc.scan_until(hi, [&](std::uint32_t doc, std::uint32_t tf) {
-          bd[nb] = doc;
-          bs[nb] = c.weight * wt(doc, tf);
-          ++nb;
-        });
+        const std::size_t nb = read_window(cur[i], bd, bs);
         if (nb == 0) continue;
         if (na == 0) {
           std::swap(ad, bd);

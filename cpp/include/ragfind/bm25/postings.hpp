@@ -100,6 +100,19 @@ inline std::uint32_t count_below(const std::uint32_t* p, std::uint32_t target, s
 #endif
 }
 
+/// The index of the first of the len >= 1 sorted values at p that is >= target (len when
+/// none is): a binary search without branches on the comparisons, for searches whose outcome
+/// is unpredictable.
+inline std::uint32_t first_not_below(const std::uint32_t* p, std::uint32_t len, std::uint32_t target) {
+  const std::uint32_t* base = p;
+  for (; len > 1;) {
+    const std::uint32_t half = len / 2;
+    base = base[half] < target ? base + half : base;
+    len -= half;
+  }
+  return static_cast<std::uint32_t>(base - p) + (*base < target);
+}
+
 /// Reads one posting list of a compressed segment a block at a time. doc() is kEnd past the
 /// end; tf() reads from the block's unpacked tfs when next() entered the block (in-order
 /// scoring wants them all), else straight from the packed bits. A block reached by next_geq skipping is
@@ -153,13 +166,7 @@ class PostingCursor {
     if ((lim <= kScan) | (docs_[i_ + kScan - 1] >= target)) {
       i_ += count_below(docs_ + i_, target, lim);
     } else {
-      const std::uint32_t* base = docs_ + i_ + kScan;
-      for (std::uint32_t len = lim - kScan; len > 1;) {
-        const std::uint32_t half = len / 2;
-        base = base[half] < target ? base + half : base;
-        len -= half;
-      }
-      i_ = static_cast<std::uint32_t>(base - docs_) + (*base < target);
+      i_ += kScan + first_not_below(docs_ + i_ + kScan, lim - kScan, target);
     }
     doc_ = docs_[i_];
   }
@@ -172,17 +179,8 @@ class PostingCursor {
     if (doc_ > hi) return;  // (and past the end)
     while (dec_ < n_) decode_group();
     // The end of the run first (a branch-free binary search unless the whole rest is wanted),
-    // so the loops below test nothing else.
-    std::uint32_t e = n_;
-    if (docs_[n_ - 1] > hi) {
-      const std::uint32_t* base = docs_ + i_;
-      for (std::uint32_t len = n_ - i_; len > 1;) {
-        const std::uint32_t half = len / 2;
-        base = base[half] <= hi ? base + half : base;
-        len -= half;
-      }
-      e = static_cast<std::uint32_t>(base - docs_) + (*base <= hi);
-    }
+    // so the loops below test nothing else. (hi < kEnd: hi + 1 does not wrap.)
+    const std::uint32_t e = docs_[n_ - 1] > hi ? i_ + first_not_below(docs_ + i_, n_ - i_, hi + 1) : n_;
     // The prefetch array is read in doc order but far apart: fetch the entries a few on.
     constexpr std::uint32_t ahead = 16;
     const std::uint32_t pe = prefetch_ ? (e + ahead <= n_ ? e : (n_ > ahead ? n_ - ahead : 0)) : 0;
