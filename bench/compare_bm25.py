@@ -284,7 +284,9 @@ def quality(data_dir: Path) -> list[dict]:
         # ragfind's analyzer configured like bm25s (its 33 stopwords, no identifier splitting)
         import bm25s.stopwords as sw
 
-        analyzer = Analyzer(stopwords=list(sw.STOPWORDS_EN), stemmer="english", split_identifiers=False)
+        analyzer = Analyzer(
+            stopwords=list(sw.STOPWORDS_EN), stemmer="english", split_identifiers=False, symbol_letters=False
+        )
         index = BM25Index(method="lucene", k1=1.2, b=0.75, analyzer=analyzer)
         index.add(texts)
         score(index.search_batch(qtexts, k=100), "ragfind (analyzer set like bm25s)")

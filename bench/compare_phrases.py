@@ -94,7 +94,7 @@ def bench_corpus(name: str, texts: list[str], n_phrases: int, repeats: int, tmp:
     from ragfind import Analyzer, BM25Index
 
     res: dict = {"corpus": name, "docs": len(texts)}
-    plain_an = dict(stopwords=None, stemmer=None, split_identifiers=False)
+    plain_an = dict(stopwords=None, stemmer=None, split_identifiers=False, symbol_letters=False)
     sizes = {}
     idx = None
     for positions in (False, True):

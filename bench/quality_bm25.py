@@ -1,10 +1,11 @@
 """BM25 quality ablation: which analyzer and BM25 choices move nDCG@10, next to tantivy and PISA.
 
 Evaluates ragfind.BM25Index under one-change-at-a-time variants of its default (tokens
-``\\w\\w+``, Lucene's 33 stopwords, Snowball English stemmer, identifier parts, k1=1.2 b=0.75,
-text = title + " " + text) on every collection of ../shared/data and split with judgements
-(SciFact test and train, Cranfield), and the same collections with tantivy (in this process:
-its own tokenizers and BM25) and PISA through pyterrier-pisa (when it is installed and starts).
+``\\w\\w+`` plus one-letter capitals and Greek letters, Lucene's 33 stopwords, Snowball English
+stemmer, identifier parts, k1=1.2 b=0.75, text = title + " " + text) on every collection of
+../shared/data and split with judgements (SciFact test and train, Cranfield), and the same
+collections with tantivy (in this process: its own tokenizers and BM25) and PISA through
+pyterrier-pisa (when it is installed and starts).
 
     python bench/quality_bm25.py                       # the whole table
     python bench/quality_bm25.py --only default,k1=0.9/b=0.4
@@ -73,7 +74,10 @@ def ragfind_variants() -> dict[str, dict]:
 
     out = {
         "default": v(),
-        "split_identifiers=False (bm25s tokens)": v({"split_identifiers": False}),
+        "symbol_letters=False (the default before 2026-12-03)": v({"symbol_letters": False}),
+        "split_identifiers=False, symbol_letters=False (bm25s tokens)": v(
+            {"split_identifiers": False, "symbol_letters": False}
+        ),
         "no stopwords": v({"stopwords": None}),
         "stemmer=porter (original Porter)": v({"stemmer": "porter"}),
         "stemmer=None": v({"stemmer": None}),

@@ -107,7 +107,7 @@ py::str to_pystr(std::string_view s) {
 class PyAnalyzer {
  public:
   PyAnalyzer(bool lowercase, const std::vector<std::string>& stopwords, py::object stem_words, bool split_identifiers,
-             py::object tokenizer, bool cjk_bigrams)
+             py::object tokenizer, bool cjk_bigrams, bool symbol_letters)
       : tokenizer_(tokenizer.is_none() ? nullptr : std::make_shared<GilHeld>(tokenizer)) {
     if (!tokenizer.is_none() && !PyCallable_Check(tokenizer.ptr()))
       throw py::type_error("tokenizer: expected a callable str -> list[str] or None, got " + type_name(tokenizer));
@@ -131,6 +131,7 @@ class PyAnalyzer {
     opt.lowercase = lowercase;
     opt.split_identifiers = split_identifiers;
     opt.cjk_bigrams = cjk_bigrams;
+    opt.symbol_letters = symbol_letters;
     core_ = std::make_shared<Analyzer>(opt, stopwords, std::move(stem));
   }
 
@@ -1283,9 +1284,9 @@ void bind_bm25(py::module_& m) {
       });
 
   py::class_<PyAnalyzer, std::shared_ptr<PyAnalyzer>>(m, "Analyzer")
-      .def(py::init<bool, const std::vector<std::string>&, py::object, bool, py::object, bool>(), py::arg("lowercase"),
-           py::arg("stopwords"), py::arg("stem_words"), py::arg("split_identifiers"), py::arg("tokenizer"),
-           py::arg("cjk_bigrams") = false)
+      .def(py::init<bool, const std::vector<std::string>&, py::object, bool, py::object, bool, bool>(),
+           py::arg("lowercase"), py::arg("stopwords"), py::arg("stem_words"), py::arg("split_identifiers"),
+           py::arg("tokenizer"), py::arg("cjk_bigrams") = false, py::arg("symbol_letters") = false)
       .def("analyze", &PyAnalyzer::analyze, py::arg("text"))
       .def("analyze_offsets", &PyAnalyzer::analyze_offsets, py::arg("text"))
       .def_property_readonly("num_surfaces", [](PyAnalyzer& a) { return a.core().num_surfaces(); });

@@ -15,7 +15,7 @@ WORD_RE = re.compile(r"(?u)\b\w\w+\b")
 
 
 def plain() -> Analyzer:
-    return Analyzer(stopwords=None, stemmer=None, split_identifiers=False)
+    return Analyzer(stopwords=None, stemmer=None, split_identifiers=False, symbol_letters=False)
 
 
 def simple_lower(token: str) -> str:
@@ -29,6 +29,57 @@ def simple_lower(token: str) -> str:
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=60))
 def test_base_tokens_equal_the_bm25s_regex(text):
     assert plain().analyze(text) == [simple_lower(t) for t in WORD_RE.findall(text)]
+
+
+GREEK_SMALL = {chr(c) for c in range(0x3B1, 0x3CA)} | {"\u03d1", "\u03d5", "\u03f5"}
+
+
+def symbol_tokens(text: str) -> list[str]:
+    """Reference for symbol_letters: runs of 2+ word characters, plus one-letter runs that are a
+    capital or a Greek letter and do not follow an apostrophe."""
+    out = []
+    for m in re.finditer(r"(?u)\w+", text):
+        t = m.group()
+        if len(t) == 1:
+            after_apostrophe = m.start() > 0 and text[m.start() - 1] in "'\u2019"
+            if after_apostrophe or not (simple_lower(t) != t or t in GREEK_SMALL):
+                continue
+        out.append(simple_lower(t))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=60))
+def test_symbol_letters_equal_the_reference(text):
+    a = Analyzer(stopwords=None, stemmer=None, split_identifiers=False, symbol_letters=True)
+    assert a.analyze(text) == symbol_tokens(text)
+
+
+@pytest.mark.parametrize(
+    "text, terms",
+    [
+        ("T cells and vitamin D", ["t", "cells", "vitamin", "d"]),
+        ("TNF-α, IFN-γ and Δ", ["tnf", "α", "ifn", "γ", "δ"]),
+        ("hepatitis B, type A", ["hepatitis", "b", "type"]),  # "a" is a stopword
+        ("DON'T mind patient's data", ["don", "mind", "patient", "data"]),
+        ("DON\u2019T", ["don"]),
+        ("a b c 1 2 _ e.g.", []),
+    ],
+)
+def test_symbol_letters_keep_capitals_and_greek(text, terms):
+    a = Analyzer(stemmer=None, split_identifiers=False)
+    assert a.analyze(text) == terms
+    assert Analyzer(stemmer=None, split_identifiers=False, symbol_letters=False).analyze(text) == [
+        t for t in terms if len(t) > 1
+    ]
+
+
+def test_symbol_letters_count_towards_the_length_and_have_offsets():
+    a = Analyzer(stemmer=None)
+    assert a.analyze_with_offsets("the T cell") == [("t", 4, 5), ("cell", 6, 10)]
+    index = BM25Index(analyzer=a)
+    index.add(["T cell", "cell"])
+    assert [index.explain("cell", d)["doc_len"] for d in (0, 1)] == [2, 1]
 
 
 def test_ascii_examples_and_stopwords():

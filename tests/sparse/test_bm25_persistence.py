@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import zlib
@@ -31,6 +32,36 @@ def same_results(a: BM25Index, b: BM25Index) -> None:
         assert list(ia) == list(ib)
         np.testing.assert_array_equal(sa, sb)
         np.testing.assert_array_equal(a.get_scores(q), b.get_scores(q))
+
+
+@pytest.mark.parametrize("name", ["default", "cjk"])
+def test_index_saved_before_symbol_letters_loads_without_them(tmp_path, name):
+    # An index written before the option existed has no "symbol_letters" in its settings: its
+    # documents were analyzed without one-letter terms, so its queries must be too.
+    docs = ["T cells and vitamin D", "vitamin levels in cells", "hepatitis B cells"]
+    old = Analyzer.from_config({**Analyzer.named(name).config(), "symbol_letters": False})
+    idx = BM25Index(analyzer=old)
+    idx.add(docs)
+    config = dict(old.config())
+    del config["symbol_letters"]
+    path = tmp_path / "old.bm25"
+    idx._core.save(os.fspath(path), json.dumps({"analyzer": config}))
+    loaded = BM25Index.load(path)
+    assert loaded.analyzer.config()["symbol_letters"] is False
+    assert loaded.analyzer.config()["name"] == name
+    assert loaded.analyzer.analyze("vitamin D") == ["vitamin"]
+    for q in ["vitamin D", "T cells", "hepatitis B"]:
+        a, b = idx.search(q, k=3), loaded.search(q, k=3)
+        assert list(a[0]) == list(b[0])
+        np.testing.assert_array_equal(a[1], b[1])
+    # Saved again, it keeps its settings; a new default index keeps the new ones.
+    loaded.save(tmp_path / "again.bm25")
+    assert BM25Index.load(tmp_path / "again.bm25").analyzer.analyze("vitamin D") == ["vitamin"]
+    new = BM25Index(analyzer=name)
+    new.add(docs)
+    new.save(tmp_path / "new.bm25")
+    reloaded = BM25Index.load(tmp_path / "new.bm25").analyzer
+    assert reloaded.name == name and reloaded.analyze("vitamin D") == ["vitamin", "d"]
 
 
 @pytest.mark.parametrize("mmap", [True, False])

@@ -189,7 +189,8 @@ def _analyzers():
             [
                 Analyzer(),
                 Analyzer(lowercase=False, stopwords=None, stemmer=None, split_identifiers=True),
-                Analyzer(stemmer="french", split_identifiers=False),
+                Analyzer(stemmer="french", split_identifiers=False, symbol_letters=False),
+                Analyzer(cjk=True),
                 Analyzer(stopwords=["the", "é"], stemmer="russian"),
             ]
         )

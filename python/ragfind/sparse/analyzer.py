@@ -40,7 +40,10 @@ class Analyzer:
     ``E_ACCESS_DENIED`` -> ``access denied``) and whole compounds joined by ``-``, ``.`` or
     ``/`` that contain a digit (``XJ-2000`` -> ``xj-2000``, ``v2.3.1`` -> ``v2.3.1``): a query
     for the whole identifier or for one of its parts finds the document, and the exact
-    identifier ranks first. ``split_identifiers=False`` gives exactly bm25s's tokens.
+    identifier ranks first. With ``symbol_letters`` a one-letter token is kept (and counted)
+    when it is written as a symbol: a capital (``T cells``, ``vitamin D``, ``hepatitis B``) or a
+    Greek letter (``TNF-α``); lone lower-case letters and digits stay dropped.
+    ``split_identifiers=False, symbol_letters=False`` gives exactly bm25s's tokens.
     Invalid UTF-8 bytes and lone surrogates are treated as separators. Stemming (PyStemmer's
     Snowball) runs once per distinct word form and is cached.
 
@@ -51,6 +54,8 @@ class Analyzer:
         stemmer: a Snowball language name (``"english"``, ``"french"``, ...; see
             ``Stemmer.algorithms()``) or ``None`` to disable stemming.
         split_identifiers: also emit identifier parts and compounds (see above).
+        symbol_letters: keep one-letter capitals and Greek letters as terms (see above). Indexes
+            saved before this option existed load with it off, so they analyze as before.
         tokenizer: optional Python callable ``str -> list[str]`` replacing the built-in
             tokenizer; its tokens are lower-cased, filtered and stemmed as configured and all
             count towards the length.
@@ -78,6 +83,7 @@ class Analyzer:
         split_identifiers: bool = True,
         tokenizer: Callable[[str], list[str]] | None = None,
         cjk: bool = False,
+        symbol_letters: bool = True,
     ) -> None:
         if isinstance(stopwords, str):
             if stopwords not in ("english", "en"):
@@ -109,13 +115,20 @@ class Analyzer:
             "stemmer": stemmer,
             "split_identifiers": bool(split_identifiers),
             "custom_tokenizer": tokenizer is not None,
+            "symbol_letters": bool(symbol_letters),
         }
         if cjk:
             self._config["cjk"] = True  # absent for the others: older files read the same
         self._name: str | None = None
         self._tokenizer = tokenizer
         self._core = _core.Analyzer(
-            bool(lowercase), words, stem_words, bool(split_identifiers), tokenizer, bool(cjk)
+            bool(lowercase),
+            words,
+            stem_words,
+            bool(split_identifiers),
+            tokenizer,
+            bool(cjk),
+            bool(symbol_letters),
         )
 
     @classmethod
@@ -131,7 +144,12 @@ class Analyzer:
             a = cls(cjk=True)
         elif name == "whitespace":
             a = cls(
-                lowercase=False, stopwords=None, stemmer=None, split_identifiers=False, tokenizer=str.split
+                lowercase=False,
+                stopwords=None,
+                stemmer=None,
+                split_identifiers=False,
+                tokenizer=str.split,
+                symbol_letters=False,
             )
             a._config["custom_tokenizer"] = False
         else:
@@ -186,17 +204,28 @@ class Analyzer:
 
     @classmethod
     def from_config(cls, config: dict, tokenizer: Callable[[str], list[str]] | None = None) -> Analyzer:
-        """Rebuilds an analyzer from :meth:`config` (pass the tokenizer if one was used)."""
-        if config.get("name") in ANALYZER_NAMES and tokenizer is None:
-            return cls.named(config["name"])
-        return cls(
+        """Rebuilds an analyzer from :meth:`config` (pass the tokenizer if one was used).
+
+        A config without ``symbol_letters`` (saved before the option existed) gets it off.
+        """
+        symbols = bool(config.get("symbol_letters", False))
+        name = config.get("name")
+        if name in ANALYZER_NAMES and tokenizer is None:
+            a = cls.named(name)
+            if a._config["symbol_letters"] == symbols:
+                return a
+        a = cls(
             lowercase=config["lowercase"],
             stopwords=config["stopwords"],
             stemmer=config["stemmer"],
             split_identifiers=config["split_identifiers"],
             tokenizer=tokenizer,
             cjk=bool(config.get("cjk", False)),
+            symbol_letters=symbols,
         )
+        if name in ANALYZER_NAMES and tokenizer is None:
+            a._config["name"] = name  # saved again, it loads the same way
+        return a
 
     def __repr__(self) -> str:
         c = self._config
@@ -204,7 +233,8 @@ class Analyzer:
             return f"Analyzer.named({self._name!r})"
         return (
             f"Analyzer(lowercase={c['lowercase']}, stopwords={c['stopwords']!r}, stemmer={c['stemmer']!r}, "
-            f"split_identifiers={c['split_identifiers']}, tokenizer={self._tokenizer!r})"
+            f"split_identifiers={c['split_identifiers']}, symbol_letters={c['symbol_letters']}, "
+            f"tokenizer={self._tokenizer!r})"
         )
 
 
