@@ -101,7 +101,8 @@ class BM25Index:
             the others).
         analyzer: an :class:`Analyzer` or the name of one (``"default"``, ``"cjk"``,
             ``"whitespace"``; see :meth:`Analyzer.named`). Default: ``Analyzer()``: English
-            stopwords, English Snowball stemming, identifier splitting.
+            stopwords, English Snowball stemming, identifier splitting, one-letter capitals
+            and Greek letters kept (``T cells``, ``vitamin D``).
         positions: also store every term's positions, for phrase queries (``"new york"``,
             ``"new york"~2``; see :meth:`search`). Off by default: saved, they are a varint
             term id per token, kept per document beside the postings (the file grows 1.37x
