@@ -7,9 +7,15 @@
     python bench/compare_engines.py --json bench/data/engines.json
 
 Every build and every query measurement runs in its own fresh Python process, one engine at a
-time. BM25 with k1=1.2, b=0.75 everywhere; each engine uses its own tokenizer with English
-stemming (ragfind: its default analyzer; PISA: porter2 + its default stopwords; tantivy:
-``en_stem``; bm25s: PyStemmer english + its stopwords), so the result lists differ slightly.
+time. With ``--rounds R`` every engine's index is built first, then the query processes run in R
+rounds, one process per engine a round, the order turning from round to round, so that a
+quieter or busier minute of a shared machine falls on every engine alike. The ratios are the
+median of the per-round ratios (ragfind's rate over the peer's in the same round; their range
+in parentheses), the rates the median of the rounds.
+
+BM25 with k1=1.2, b=0.75 everywhere; each engine uses its own tokenizer with English stemming
+(ragfind: its default analyzer; PISA: porter2 + its default stopwords; tantivy: ``en_stem``;
+bm25s: PyStemmer english + its stopwords), so the result lists differ slightly.
 
 - build: time from strings to a saved index (tokenization included), the build's peak RSS and
   the index size on disk.
@@ -278,6 +284,9 @@ def fmt_table(label: str, res: dict) -> str:
             return f"{v:,.0f}" if v else "-"
 
         def ratio(key, r=r, engine=engine):
+            paired = r.get(f"round_ratios_{key}")
+            if engine != "ragfind" and paired and len(paired) > 1:
+                return f"{statistics.median(paired):.2f}x ({min(paired):.2f}-{max(paired):.2f})"
             if engine == "ragfind" or not ref.get(key) or not r.get(key):
                 return "-"
             return f"{ref[key] / r[key]:.2f}x"
@@ -329,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.corpora.split(","):
             spec = dict(corpus_spec(name, args.data), max_queries=args.max_queries)
             res: dict = {"engines": {}}
+            tasks: dict = {}
             for engine in engines:
                 path = workdir / f"{name}-{engine}"
                 saved = workdir / f"{name}-{engine}.build.json"
@@ -347,7 +357,8 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 print(f"  {name} build {engine}: {b['build_s']:.2f} s", file=sys.stderr, flush=True)
                 res["docs"] = b["docs"]
-                task = {
+                res["engines"][engine] = b
+                tasks[engine] = {
                     "op": "query",
                     "engine": engine,
                     "corpus": spec,
@@ -356,22 +367,41 @@ def main(argv: list[str] | None = None) -> int:
                     "threads": threads,
                     "repeats": args.repeats,
                 }
-                rounds = [run_worker(task) for _ in range(args.rounds)]
-                good = [r for r in rounds if "error" not in r]
+            # Rounds interleaved across the engines, the order turning each round.
+            order = list(tasks)
+            rounds: dict = {engine: [] for engine in order}
+            for r in range(args.rounds):
+                for engine in order[r % len(order) :] + order[: r % len(order)]:
+                    rounds[engine].append(run_worker(tasks[engine]))
+            for engine in order:
+                good = [x for x in rounds[engine] if "error" not in x]
                 if not good:
-                    res["engines"][engine] = rounds[0]
-                    print(f"  {name} query {engine}: {rounds[0]['error']}", file=sys.stderr, flush=True)
+                    res["engines"][engine] = rounds[engine][0]
+                    err = rounds[engine][0]["error"]
+                    print(f"  {name} query {engine}: {err}", file=sys.stderr, flush=True)
                     continue
                 q = dict(good[0])
                 for key in q:
                     if key.startswith(("qps_", "cpu_qps_")):
-                        q[key] = statistics.median(r[key] for r in good)
+                        q[key] = statistics.median(x[key] for x in good)
                 res["queries"] = q["queries"]
-                res["engines"][engine] = {**b, **q}
+                res["engines"][engine] = {**res["engines"][engine], **q}
                 print(
                     f"  {name} query {engine}: {q.get('qps_k10_t1', 0):,.0f} q/s (1 thr, k=10)",
                     file=sys.stderr,
                 )
+            ref_rounds = rounds.get("ragfind", [])
+            for engine in order:
+                if engine == "ragfind" or "error" in res["engines"][engine]:
+                    continue
+                for key in ("cpu_qps_k10_t1", "cpu_qps_k1000_t1"):
+                    paired = [
+                        a[key] / x[key]
+                        for a, x in zip(ref_rounds, rounds[engine])
+                        if a.get(key) and x.get(key)
+                    ]
+                    if paired:
+                        res["engines"][engine][f"round_ratios_{key}"] = paired
             report[name] = res
             print(fmt_table(name, res) + "\n", flush=True)
     finally:
