@@ -64,7 +64,7 @@ class Tokenizer {
     bool compound_digit = false;
     std::size_t compound_begin = 0, compound_end = 0;
     std::size_t cp_index = 0, run_begin = 0;
-    std::uint32_t prev_cp = 0, before_run = 0;  // the code point before the current run
+    std::uint32_t before_run = 0;  // the separator before the current run (0 at the start)
     const auto* p = reinterpret_cast<const unsigned char*>(text.data());
     const auto* end = p + text.size();
     const bool split = opt_.split_identifiers;
@@ -80,9 +80,8 @@ class Tokenizer {
     auto flush_piece = [&](std::size_t from, std::size_t to, std::size_t at) {
       s.token.clear();
       append_lower(s.token, s.run, from, to);
-      const bool after_apostrophe = from == 0 && (before_run == '\'' || before_run == 0x2019);
-      if (to - from >= 2 ||
-          (to - from == 1 && opt_.symbol_letters && is_symbol_letter(s.run[from]) && !after_apostrophe))
+      if (to - from >= 2 || (to - from == 1 && opt_.symbol_letters && is_symbol_letter(s.run[from]) &&
+                             !(from == 0 && (before_run == '\'' || before_run == 0x2019))))
         emit(std::string_view(s.token), true, at, at + (to - from));
       if (split) {
         emit_parts(s, from, to, at, emit);
@@ -127,18 +126,17 @@ class Tokenizer {
     while (p < end) {
       std::uint32_t cp = decode_utf8(p, end);
       const std::size_t at = cp_index++;
-      const std::uint32_t prev = prev_cp;
-      prev_cp = cp;
       if (is_word_char(cp)) {
-        if (s.run.empty()) {
-          run_begin = at;
-          before_run = prev;
-        }
+        if (s.run.empty()) run_begin = at;
         s.run.push_back(cp);
         continue;
       }
-      if (s.run.empty()) continue;
-      flush_run();
+      if (s.run.empty()) {
+        before_run = cp;
+        continue;
+      }
+      flush_run();  // reads the before_run of the run it ends
+      before_run = cp;
       if (split && (cp == '-' || cp == '.' || cp == '/') && p < end) {
         const unsigned char* q = p;
         if (is_word_char(decode_utf8(q, end)) && compound_runs > 0) {
