@@ -183,7 +183,7 @@ class PostingCursor {
     const std::uint32_t e = docs_[n_ - 1] > hi ? i_ + first_not_below(docs_ + i_, n_ - i_, hi + 1) : n_;
     // The prefetch array is read in doc order but far apart: fetch the entries a few on.
     constexpr std::uint32_t ahead = 16;
-    const std::uint32_t pe = prefetch_ ? (e + ahead <= n_ ? e : (n_ > ahead ? n_ - ahead : 0)) : 0;
+    const std::uint32_t pe = prefetch_ ? std::min(e, n_ > ahead ? n_ - ahead : 0u) : 0u;
     std::uint32_t j = i_;
     if (tf_width_ == 0) {
       for (; j < pe; ++j) {
