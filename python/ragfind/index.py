@@ -69,6 +69,45 @@ class Explanation:
     score: float
     contributions: tuple[Contribution, ...] = ()
     detail: Mapping[str, Any] = field(default_factory=dict)
+    # What explain returned before this type (a dict, a list, a MaxSimExplanation): read
+    # through it with a DeprecationWarning for one release, so old callers keep working.
+    _legacy: Any = field(default=None, compare=False, repr=False)
+
+    def _old(self, how: str) -> Any:
+        legacy = self.__dict__.get("_legacy")
+        if legacy is None:
+            raise TypeError(f"Explanation does not support {how}; use .score, .detail and .contributions")
+        warnings.warn(
+            f"explain() returns an Explanation now; {how} on it reads the old {type(legacy).__name__} "
+            "result, which is deprecated and will be removed in the next release: "
+            "use .score, .detail and .contributions",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return legacy
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._old("indexing")[key]
+
+    def __iter__(self) -> Any:
+        return iter(self._old("iteration"))
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __str__(self) -> str:
+        lines = [f"{self.kind} {self.id!r}: {self.score:.4f}"]
+        lines += [f"  {c.name:>16} {c.value:+.4f}" for c in self.contributions]
+        return "\n".join(lines)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names the dataclass lacks (MaxSimExplanation's doc_id, matches).
+        legacy = self.__dict__.get("_legacy")
+        if name.startswith("_") or legacy is None or isinstance(legacy, (dict, list)):
+            raise AttributeError(f"'Explanation' object has no attribute {name!r}")
+        if not hasattr(legacy, name):
+            raise AttributeError(f"'Explanation' object has no attribute {name!r}")
+        return getattr(self._old(f"attribute {name!r}"), name)
 
     def to_dict(self) -> dict:
         """A JSON-serialisable dict: kind, id, score, detail and contributions as dicts."""

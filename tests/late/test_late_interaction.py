@@ -67,11 +67,17 @@ def test_explain_sums_to_score_and_names_tokens(index_and_docs):
     labels = [f"t{j}" for j in range(len(docs[doc_id]))]
     exp = index.explain(q, doc_id, query_tokens=["a", "b", "c"], doc_tokens=labels)
     sims = q @ docs[doc_id].T
-    assert [m.doc_token for m in exp.matches] == list(sims.argmax(axis=1))
-    np.testing.assert_allclose([m.similarity for m in exp.matches], sims.max(axis=1), atol=1e-5)
+    parts = exp.contributions
+    assert exp.kind == "late" and exp.id == doc_id
+    assert [c.detail["doc_token"] for c in parts] == list(sims.argmax(axis=1))
+    np.testing.assert_allclose([c.value for c in parts], sims.max(axis=1), atol=1e-5)
     np.testing.assert_allclose(exp.score, index.score(q, [doc_id])[0], atol=1e-4)
-    assert exp.matches[0].query_text == "a" and exp.matches[1].doc_text == labels[exp.matches[1].doc_token]
-    assert "MaxSim" in str(exp)
+    assert [c.name for c in parts] == ["a", "b", "c"]
+    assert parts[1].detail["doc_text"] == labels[parts[1].detail["doc_token"]]
+    assert "late 7" in str(exp)
+    with pytest.warns(DeprecationWarning, match="MaxSimExplanation"):
+        matches = exp.matches  # the MaxSimExplanation explain returned before, for one release
+    assert [m.similarity for m in matches] == [c.value for c in parts]
     with pytest.raises(ValueError, match="query_tokens has 2 labels, expected 3"):
         index.explain(q, doc_id, query_tokens=["a", "b"])
 
@@ -94,7 +100,7 @@ def test_centroid_candidates_find_the_exact_top_hits():
         t = rng.choice(40, size=2, replace=False)
         q = _unit(topics[np.repeat(t, 4)] + 0.1 * rng.standard_normal((8, 48)))
         exact_ids, _ = index.search(q, k=5, exhaustive=True)
-        approx_ids, approx_scores = index.search(q, k=5, n_probe=4, n_rerank=32)
+        approx_ids, approx_scores = index.search(q, k=5, nprobe=4, n_rerank=32)
         hits += len(set(exact_ids) & set(approx_ids))
         np.testing.assert_allclose(approx_scores, index.score(q, approx_ids), atol=1e-6)
     assert hits >= 45  # recall@5 >= 0.9
@@ -296,13 +302,18 @@ def test_compaction_gives_memory_back_and_keeps_centroids_valid():
     q = docs[2][:4]
     exact_ids, exact_scores = index.search(q, 5, exhaustive=True)
     assert exact_ids[0] == "d2"
-    approx_ids, approx_scores = index.search(q, 5, n_probe=8, n_rerank=100)
+    approx_ids, approx_scores = index.search(q, 5, nprobe=8, n_rerank=100)
     np.testing.assert_array_equal(approx_ids, exact_ids)  # every centroid probed: exact
     np.testing.assert_array_equal(approx_scores, exact_scores)
     allowed = IdFilter(["d3", "d8", "d0", "zz"])
-    f_ids, _ = index.search(q, 5, allowed, n_probe=8, n_rerank=100)
+    f_ids, _ = index.search(q, 5, allowed, nprobe=8, n_rerank=100)
     assert set(f_ids.tolist()) <= {"d3", "d8"} and len(f_ids) == 2
-    cand = index.candidates(q, n_probe=8, filter=allowed)
+    with pytest.warns(DeprecationWarning, match="n_probe= is deprecated"):
+        old_ids, _ = index.search(q, 5, allowed, n_probe=8, n_rerank=100)
+    assert old_ids.tolist() == f_ids.tolist()
+    with pytest.raises(TypeError, match="got both nprobe= and its old name n_probe="):
+        index.search(q, 5, nprobe=8, n_probe=8)
+    cand = index.candidates(q, nprobe=8, filter=allowed)
     assert sorted(cand.tolist()) == ["d3", "d8"]
     np.testing.assert_array_equal(index.document("d8"), docs[8])
 

@@ -115,7 +115,7 @@ def test_default_minilm_token_states_rank_sensibly(tmp_path, monkeypatch):
         query_tokens=enc.tokenize_query("python snake reptile"),
         doc_tokens=enc.tokenize_document("The python is a large constricting snake, a reptile."),
     )
-    by_query = {m.query_text: m.doc_text for m in exp.matches}
+    by_query = {c.detail["query_text"]: c.detail["doc_text"] for c in exp.contributions}
     assert by_query["python"] == "python" and by_query["snake"] == "snake"
 
 

@@ -121,7 +121,7 @@ def test_search_equals_exhaustive_reference(docs, query, method, k1, b, delta, k
 def test_get_scores_equals_reference_on_matching_docs(docs, query, method):
     index = BM25Index(method=method)
     index.add_tokenized(docs)
-    got = index.get_scores(query)
+    got = index.score(query)
     ref = reference_scores(docs, query, method, 1.2, 0.75, index.delta)
     assert got.shape == (len(docs),)
     for g, r in zip(got.tolist(), ref):
@@ -226,15 +226,16 @@ def test_add_delete_filter_sequence_equals_rebuild(operations, query, method, k,
     [(bb_ids, _)] = index.search_batch_tokenized([query], k=k, filter=allowed, threads=2)
     np.testing.assert_array_equal(bb_ids, f_ids)
     order = index.ids.tolist()
-    np.testing.assert_allclose(index.get_scores(query), rebuilt.get_scores(query), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(index.score(query), rebuilt.score(query), rtol=1e-9, atol=1e-12)
     ref = reference_scores([live[i] for i in order], query, method, 1.2, 0.75, index.delta)
     assert_valid_topk(a_ids, a_scores, ref, k, id_of=lambda i: order[i])
     if order:
         doc = order[len(order) // 2]
         ea, eb = index.explain(query, doc), rebuilt.explain(query, doc)
-        assert ea["num_docs"] == eb["num_docs"] and ea["avgdl"] == pytest.approx(eb["avgdl"], rel=1e-12)
-        assert ea["score"] == pytest.approx(eb["score"], rel=1e-9, abs=1e-12)
-        assert [t["df"] for t in ea["terms"]] == [t["df"] for t in eb["terms"]]
+        assert ea.detail["num_docs"] == eb.detail["num_docs"]
+        assert ea.detail["avgdl"] == pytest.approx(eb.detail["avgdl"], rel=1e-12)
+        assert ea.score == pytest.approx(eb.score, rel=1e-9, abs=1e-12)
+        assert [c.detail["df"] for c in ea.contributions] == [c.detail["df"] for c in eb.contributions]
     for gone in dead[:2]:
         with pytest.raises(KeyError):
             index.explain(query, gone)
@@ -281,7 +282,7 @@ def test_save_load_after_deletes(tmp_path_factory, docs, queries, method, mmap, 
         b = loaded.search_tokenized(q, k=len(docs))
         np.testing.assert_array_equal(a[0], b[0])
         np.testing.assert_allclose(a[1], b[1], rtol=1e-6)
-        np.testing.assert_allclose(index.get_scores(q), loaded.get_scores(q), rtol=1e-12)
+        np.testing.assert_allclose(index.score(q), loaded.score(q), rtol=1e-12)
         assert a[0].dtype == (object if str_ids else np.int64)
     # Deleted ids are free in the loaded index too.
     if victims:

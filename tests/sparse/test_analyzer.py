@@ -79,7 +79,7 @@ def test_symbol_letters_count_towards_the_length_and_have_offsets():
     assert a.analyze_with_offsets("the T cell") == [("t", 4, 5), ("cell", 6, 10)]
     index = BM25Index(analyzer=a)
     index.add(["T cell", "cell"])
-    assert [index.explain("cell", d)["doc_len"] for d in (0, 1)] == [2, 1]
+    assert [index.explain("cell", d).detail["doc_len"] for d in (0, 1)] == [2, 1]
 
 
 def test_ascii_examples_and_stopwords():
@@ -161,7 +161,7 @@ def test_overlapping_tokens_do_not_count_towards_length():
     idx = BM25Index(analyzer=Analyzer(stopwords=None, stemmer=None))
     idx.add(["getUserById XJ-2000", "alpha beta gamma"])
     ex = idx.explain("alpha", 0)
-    assert ex["doc_len"] == 3  # getuserbyid, xj, 2000
+    assert ex.detail["doc_len"] == 3  # getuserbyid, xj, 2000
 
 
 def test_unicode_lowercasing():
@@ -264,4 +264,4 @@ def test_ten_megabyte_document():
     idx.add([text, "beta only"])
     ids, _ = idx.search("gamma", k=5)
     assert list(ids) == [0]
-    assert idx.explain("gamma", 0)["terms"][0]["tf"] >= 349_000
+    assert idx.explain("gamma", 0).contributions[0].detail["tf"] >= 349_000

@@ -53,7 +53,7 @@ def _check_equal(full: ragfind.BM25Index, shards: list, queries: list, k: int, *
         assert len(got) == len(ids), q
         # Every doc's score is equal (within float rounding); the ids equal up to ties at the cut.
         ref = dict(zip(ids.tolist(), scores.tolist()))
-        all_scores = full.get_scores(q)
+        all_scores = full.score(q)
         pos = {d: i for i, d in enumerate(full.ids.tolist())}
         for s, d in got:
             assert s == pytest.approx(all_scores[pos[d]], rel=1e-6), (q, d)

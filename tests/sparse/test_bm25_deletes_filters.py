@@ -51,7 +51,7 @@ def test_tombstones_and_compaction_equal_rebuild(method):
                 b = fresh.search_tokenized(q, k=8, algorithm=algorithm)
                 np.testing.assert_array_equal(a[0], b[0])
                 np.testing.assert_allclose(a[1], b[1], rtol=1e-6)
-            np.testing.assert_allclose(index.get_scores(q), fresh.get_scores(q), rtol=1e-12)
+            np.testing.assert_allclose(index.score(q), fresh.score(q), rtol=1e-12)
         if step == 2:
             # Re-adding deleted ids puts them last in insertion order, as in a fresh build.
             back = victims[:5]

@@ -35,7 +35,7 @@ def random_corpus(
 
 def assert_same_scores(a: BM25Index, b: BM25Index, queries, rtol=1e-6):
     for q in queries:
-        sa, sb = a.get_scores(q), b.get_scores(q)
+        sa, sb = a.score(q), b.score(q)
         np.testing.assert_allclose(sa, sb, rtol=rtol, atol=1e-9)
         ia, va = a.search(q, k=5) if isinstance(q, str) else a.search_tokenized(q, k=5)
         ib, vb = b.search(q, k=5) if isinstance(q, str) else b.search_tokenized(q, k=5)
@@ -51,7 +51,7 @@ def test_search_basics():
     ids, scores = idx.search("quick fox", k=3)
     assert ids.dtype == np.int64 and scores.dtype == np.float32
     assert len(ids) == 3 and np.all(np.diff(scores) <= 0)
-    full = idx.get_scores("quick fox")
+    full = idx.score("quick fox")
     assert full.dtype == np.float64 and full.shape == (len(DOCS),)
     np.testing.assert_allclose(scores, np.sort(full)[::-1][:3], rtol=1e-6)
     assert set(ids) <= set(np.flatnonzero(full > 0))
@@ -74,12 +74,12 @@ def test_empty_and_stopword_queries_and_empty_index():
     idx = BM25Index()
     ids, scores = idx.search("anything", k=5)
     assert len(ids) == 0 and len(scores) == 0
-    assert idx.get_scores("anything").shape == (0,)
+    assert idx.score("anything").shape == (0,)
     idx.add(DOCS)
     for q in ["", "   ", "the and of a", "zzzzz", "!!! ???"]:
         ids, scores = idx.search(q, k=5)
         assert len(ids) == 0 and len(scores) == 0
-    assert np.all(idx.get_scores("the") == 0)
+    assert np.all(idx.score("the") == 0)
     idx.add([])
     assert len(idx) == len(DOCS)
 
@@ -184,21 +184,25 @@ def test_explain_sums_to_score_and_follows_parameters():
     idx.add(DOCS)
     ids, scores = idx.search("quick brown fox", k=1)
     ex = idx.explain("quick brown fox", int(ids[0]))
-    assert ex["score"] == pytest.approx(float(scores[0]), rel=1e-6)
-    assert ex["score"] == pytest.approx(sum(t["contribution"] for t in ex["terms"]), rel=1e-12)
-    assert [t["term"] for t in ex["terms"]] == ["quick", "brown", "fox"]
-    t = ex["terms"][0]
-    n, df, dl, avgdl = ex["num_docs"], t["df"], ex["doc_len"], ex["avgdl"]
+    assert ex.kind == "bm25" and ex.id == int(ids[0])
+    assert ex.score == pytest.approx(float(scores[0]), rel=1e-6)
+    assert ex.score == pytest.approx(sum(c.value for c in ex.contributions), rel=1e-12)
+    assert [c.name for c in ex.contributions] == ["quick", "brown", "fox"]
+    t = ex.contributions[0].detail
+    n, df, dl, avgdl = ex.detail["num_docs"], t["df"], ex.detail["doc_len"], ex.detail["avgdl"]
     idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
     norm = 1 - 0.75 + 0.75 * dl / avgdl
     assert t["idf"] == pytest.approx(idf) and t["length_norm"] == pytest.approx(norm)
     assert t["tf_component"] == pytest.approx(t["tf"] / (t["tf"] + 1.2 * norm))
     idx.set_params(k1=2.0, b=0.2)
     ex2 = idx.explain("quick brown fox", int(ids[0]))
-    assert ex2["k1"] == 2.0 and ex2["b"] == 0.2 and ex2["score"] != ex["score"]
-    assert ex2["score"] == pytest.approx(float(idx.get_scores("quick brown fox")[int(ids[0])]), rel=1e-12)
-    unknown = idx.explain("quick zebra", 0)["terms"][1]
-    assert unknown["in_vocabulary"] is False and unknown["contribution"] == 0
+    assert ex2.detail["k1"] == 2.0 and ex2.detail["b"] == 0.2 and ex2.score != ex.score
+    assert ex2.score == pytest.approx(float(idx.score("quick brown fox")[int(ids[0])]), rel=1e-12)
+    unknown = idx.explain("quick zebra", 0).contributions[1]
+    assert unknown.detail["in_vocabulary"] is False and unknown.value == 0
+    with pytest.warns(DeprecationWarning, match="explain\\(\\) returns an Explanation"):
+        old = ex2["terms"]  # the dict explain returned before, for one release
+    assert [t["contribution"] for t in old] == [c.value for c in ex2.contributions]
     with pytest.raises(KeyError, match="doc_id"):
         idx.explain("quick", 999)
 
@@ -222,7 +226,7 @@ def test_parameter_validation():
 def test_repeated_query_terms_count_per_occurrence():
     idx = BM25Index(analyzer=Analyzer(stemmer=None))
     idx.add(DOCS)
-    np.testing.assert_allclose(idx.get_scores("fox fox"), 2 * idx.get_scores("fox"), rtol=1e-12)
+    np.testing.assert_allclose(idx.score("fox fox"), 2 * idx.score("fox"), rtol=1e-12)
 
 
 def test_search_batch_matches_search_and_threads():
@@ -257,7 +261,7 @@ def test_concurrent_reads_and_writes():
                 # must not deadlock.
                 assert len(idx) >= 500 and len(idx.ids) >= 500
                 idx.stats()
-                idx.get_scores("t1 fresh")
+                idx.score("t1 fresh")
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -283,7 +287,7 @@ def test_default_ids_after_deletes_and_explicit_ids():
     idx.add(["zero", "one", "two", "three"])
     idx.delete([1])
     assert list(idx.ids) == [0, 2, 3]
-    assert idx.explain("three", 3)["terms"][0]["tf"] == 1
+    assert idx.explain("three", 3).contributions[0].detail["tf"] == 1
     with pytest.raises(KeyError):
         idx.explain("one", 1)
     idx.add(["four"])  # next default id follows the largest
@@ -337,7 +341,7 @@ def test_exhaustive_top_k_is_the_full_ranking_prefix(method, corpus):
         ids = np.asarray(idx.ids)
         f = None if allowed is None else IdFilter(allowed)
         for q in queries:
-            full = idx.get_scores(q)
+            full = idx.score(q)
             keep = full > 0
             if allowed is not None:
                 keep &= np.isin(ids, allowed)

@@ -2,7 +2,7 @@
 per-code weight table (cpp/include/ragfind/bm25/length_codes.hpp). The corpora here have more
 distinct lengths than there are codes, documents too long for any code and term frequencies
 past the table, so every path (table, computed tf, escaped length) is scored and checked against
-the double-precision scores of ``get_scores``, which never use the codes."""
+the double-precision scores of ``score``, which never use the codes."""
 
 from __future__ import annotations
 
@@ -30,15 +30,15 @@ def corpus(rng: np.random.Generator, n: int) -> list[list[str]]:
 
 
 def check_against_reference(index: BM25Index, qs, k: int, flt=None) -> None:
-    live_ids = index.ids  # get_scores order (ids are ints added in increasing order here)
+    live_ids = index.ids  # score order (ids are ints added in increasing order here)
     allowed = None
     if flt is not None:
         allowed = np.isin(live_ids, np.asarray(list(flt), dtype=np.int64))
     for q in qs:
-        ref = index.get_scores(q)
+        ref = index.score(q)
         matching = np.zeros(len(index), dtype=bool)
         for t in q:
-            matching |= index.get_scores([t]) > index.get_scores(["no-such-term"])[0]
+            matching |= index.score([t]) > index.score(["no-such-term"])[0]
         if allowed is not None:
             matching &= allowed
         order = np.lexsort((np.arange(len(ref)), -ref))
@@ -84,7 +84,7 @@ def test_search_with_outside_statistics_uses_their_avgdl_for_escaped_lengths():
     total = sum(h.term_stats([])[1] for h in halves)
     for q in (["filler", "t2"], ["t0", "t7", "t30"], ["t5"]):
         df = {t: int(sum(h.term_stats([t])[2][0] for h in halves)) for t in dict.fromkeys(q)}
-        ref = full.get_scores(q)
+        ref = full.score(q)
         for i, h in enumerate(halves):
             ids, scores = h.search(" ".join(q), k=50, stats=(n, total, df))
             assert len(ids) > 0

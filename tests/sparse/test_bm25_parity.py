@@ -60,7 +60,7 @@ def test_scores_match_bm25s(scifact_tokens, method):
     ours.add_tokenized(docs)
     for q in queries:
         expected = ref.get_scores(q).astype(np.float64)
-        got = ours.get_scores(q)
+        got = ours.score(q)
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
         ids, scores = ours.search_tokenized(q, k=10)
         top = np.sort(expected)[::-1][: len(ids)]
@@ -80,12 +80,12 @@ def test_string_search_matches_bm25s_pipeline(scifact_tokens):
     stemmer = Stemmer.Stemmer("english")
     for q in ["protein misfolding in neurodegenerative disease", "Vitamin D deficiency and risk of cancer"]:
         qt = bm25s.tokenize([q], stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False)[0]
-        np.testing.assert_allclose(ours.get_scores(q), ref.get_scores(qt), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(ours.score(q), ref.get_scores(qt), rtol=1e-5, atol=1e-6)
 
 
 def assert_valid_top_k(index: BM25Index, query, ids, scores, k):
     """ids/scores are an exact top-k: their true scores, sorted, and nothing better left out."""
-    full = index.get_scores(query if isinstance(query, str) else list(query))
+    full = index.score(query if isinstance(query, str) else list(query))
     pos = {d: i for i, d in enumerate(index.ids)}
     np.testing.assert_allclose(scores, full[[pos[d] for d in ids]], rtol=1e-5, atol=1e-6)
     assert np.all(np.diff(scores) <= 1e-6 * np.maximum(1, np.abs(scores[:-1])))
@@ -123,7 +123,7 @@ def test_maxscore_equals_exhaustive_random(method):
         # Identical ids except where scores tie (within float rounding).
         for a, b in zip(pruned[0], exhaustive[0]):
             if a != b:
-                sa, sb = idx.get_scores(q)[[a, b]]
+                sa, sb = idx.score(q)[[a, b]]
                 assert sa == pytest.approx(sb, rel=1e-5)
 
 

@@ -31,7 +31,7 @@ def same_results(a: BM25Index, b: BM25Index) -> None:
         ib, sb = b.search(q, k=10)
         assert list(ia) == list(ib)
         np.testing.assert_array_equal(sa, sb)
-        np.testing.assert_array_equal(a.get_scores(q), b.get_scores(q))
+        np.testing.assert_array_equal(a.score(q), b.score(q))
 
 
 @pytest.mark.parametrize("name", ["default", "cjk"])

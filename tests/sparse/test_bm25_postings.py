@@ -46,7 +46,7 @@ def assert_same(a: BM25Index, b: BM25Index, queries: list[str]) -> None:
                 ib, sb = b.search(q, k=k, algorithm=algorithm)
                 assert list(ia) == list(ib), (q, algorithm, k)
                 np.testing.assert_array_equal(sa, sb)
-        np.testing.assert_array_equal(a.get_scores(q), b.get_scores(q))
+        np.testing.assert_array_equal(a.score(q), b.score(q))
         assert a.explain(q, a.ids[7]) == b.explain(q, b.ids[7])
 
 
@@ -121,8 +121,8 @@ def test_lists_around_the_block_size(tmp_path, length):
             assert sorted(ids) == sorted(ref_ids)
         assert set(index.search("term", k=n)[0]) == set(int(d) for d in where)
         for d in [int(where[0]), int(where[-1]), int(where[length // 2])]:
-            (term,) = index.explain("term", d)["terms"]
-            assert term["tf"] == tf[d]
+            (term,) = index.explain("term", d).contributions
+            assert term.detail["tf"] == tf[d]
     assert_same(idx, loaded, ["term", "term group1", "filler term"])
 
 

@@ -53,16 +53,18 @@ def test_scores_match_numpy_reference(seed):
     idx.add(docs)
     for q in ["aa", "bb cc", "dd dd ee", "ff aa bb zz"]:
         ref = ref_bm25f(docs, fields, field_b, q)
-        np.testing.assert_allclose(idx.get_scores(q), ref, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(idx.score(q), ref, rtol=1e-9, atol=1e-12)
         ids, scores = idx.search(q, k=10)
         order = sorted((i for i in range(len(docs)) if ref[i] > 0), key=lambda i: (-np.float32(ref[i]), i))
         assert ids.tolist() == order[:10]
         np.testing.assert_allclose(scores, ref[order[:10]], rtol=1e-6)
         for i in order[:3]:
             e = idx.explain(q, i)
-            assert e["score"] == pytest.approx(ref[i])
-            for t in e["terms"]:
-                assert sum(f["share"] for f in t["fields"].values()) == pytest.approx(t["contribution"])
+            assert e.kind == "bm25f" and e.score == pytest.approx(ref[i])
+            assert sum(c.value for c in e.contributions) == pytest.approx(e.score)
+            for t in e.detail["terms"]:
+                shares = [c.value for c in e.contributions if c.detail["term"] == t["term"]]
+                assert sum(shares) == pytest.approx(t["contribution"])
 
 
 def test_one_field_is_lucene_bm25():
@@ -73,7 +75,7 @@ def test_one_field_is_lucene_bm25():
     plain = BM25Index(analyzer=PLAIN)
     plain.add([d["body"] for d in docs])
     for q in ["aa", "bb cc dd"]:
-        np.testing.assert_allclose(f.get_scores(q), plain.get_scores(q), rtol=1e-9)
+        np.testing.assert_allclose(f.score(q), plain.score(q), rtol=1e-9)
 
 
 def test_not_a_sum_of_per_field_bm25():
@@ -81,9 +83,9 @@ def test_not_a_sum_of_per_field_bm25():
     idx = BM25Index(fields={"title": 1.0, "body": 1.0}, analyzer=PLAIN)
     idx.add(docs)
     fields, b = {"title": 1.0, "body": 1.0}, {"title": 0.75, "body": 0.75}
-    np.testing.assert_allclose(idx.get_scores("aa"), ref_bm25f(docs, fields, b, "aa"))
+    np.testing.assert_allclose(idx.score("aa"), ref_bm25f(docs, fields, b, "aa"))
     # a sum of saturated per-field parts would be larger than one saturation of the sum
-    e = idx.explain("aa", 0)["terms"][0]
+    e = idx.explain("aa", 0).detail["terms"][0]
     ptf = e["pseudo_tf"]
     assert e["contribution"] == pytest.approx(e["idf"] * ptf / (1.2 + ptf))
 
@@ -105,7 +107,7 @@ def test_ids_deletes_filters_save_load(tmp_path):
     idx.delete(dead)
     live = [i for i in range(60) if ids[i] not in set(dead)]
     ref = ref_bm25f([docs[i] for i in live], fields, field_b, "aa bb")
-    np.testing.assert_allclose(idx.get_scores("aa bb"), ref, rtol=1e-9)
+    np.testing.assert_allclose(idx.score("aa bb"), ref, rtol=1e-9)
     allowed = {ids[i] for i in live[::3]}
     fids, _ = idx.search("aa bb", k=100, filter=allowed)
     assert set(fids.tolist()) == {

@@ -126,9 +126,10 @@ def test_phrase_frequencies_match_reference(hand):
             if want == 0:
                 continue
             e = hand.explain(q, i)
-            assert e["phrases"][0]["phrase_freq"] == pytest.approx(want)
-            assert e["score"] == pytest.approx(sum(p["contribution"] for p in e["phrases"]))
-    assert hand.explain('"new york"', 5)["phrases"][0]["phrase_freq"] == 2.0  # exact: a count
+            assert e.detail["phrases"][0]["phrase_freq"] == pytest.approx(want)
+            assert e.score == pytest.approx(sum(p["contribution"] for p in e.detail["phrases"]))
+            assert e.score == pytest.approx(sum(c.value for c in e.contributions))
+    assert hand.explain('"new york"', 5).detail["phrases"][0]["phrase_freq"] == 2.0  # exact: a count
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -144,7 +144,7 @@ def test_sparse_search_equals_exhaustive_dot_product(scale, algorithm):
     queries = _random_sparse(rng, 40, dim, (1, 25))
     q_dense = _dense(queries, dim)
     want = q_dense @ stored.T
-    got_ids, got_scores = index.search_batch(queries, k=10, algorithm=algorithm)
+    got_ids, got_scores = index.search_batch_padded(queries, k=10, algorithm=algorithm)
     for qi in range(len(queries)):
         order = np.lexsort((np.arange(len(docs)), -want[qi]))
         n_match = int((want[qi] > 0).sum())
@@ -170,8 +170,8 @@ def test_maxscore_on_large_segment_matches_exhaustive():
     index = SparseVectorIndex(dim)
     index.add(SparseEmbeddings(indptr.astype(np.int64), indices.astype(np.int32), values, dim))
     queries = _random_sparse(rng, 20, dim, (3, 30), zipf=False)
-    a_ids, a_scores = index.search_batch(queries, k=10, algorithm="maxscore")
-    b_ids, b_scores = index.search_batch(queries, k=10, algorithm="exhaustive")
+    a_ids, a_scores = index.search_batch_padded(queries, k=10, algorithm="maxscore")
+    b_ids, b_scores = index.search_batch_padded(queries, k=10, algorithm="exhaustive")
     np.testing.assert_allclose(a_scores, b_scores, rtol=1e-6)
     np.testing.assert_array_equal(a_ids, b_ids)
 
@@ -186,10 +186,12 @@ def test_sparse_index_with_encoder_explain_and_save_load(splade, tmp_path):
     index.add_texts(docs)
     ids, scores = index.search("reptile python snake", k=3)
     assert ids[0] == 0 and np.all(np.diff(scores) <= 0)
-    matches = index.explain("reptile python snake", int(ids[0]))
-    assert matches and matches[0].contribution == max(m.contribution for m in matches)
-    np.testing.assert_allclose(sum(m.contribution for m in matches), scores[0], rtol=1e-5)
-    assert all(m.term is not None and m.expansion is not None for m in matches)
+    ex = index.explain("reptile python snake", int(ids[0]))
+    matches = ex.contributions
+    assert ex.kind == "splade" and matches and matches[0].value == max(m.value for m in matches)
+    np.testing.assert_allclose(sum(m.value for m in matches), scores[0], rtol=1e-5)
+    np.testing.assert_allclose(ex.score, scores[0], rtol=1e-5)
+    assert all(m.detail["term"] == m.name and m.detail["expansion"] is not None for m in matches)
     path = tmp_path / "splade.rfsp"
     index.save(path)
     for mmap in (True, False):
@@ -286,8 +288,8 @@ def test_taat_pruning_path_is_exact():
         terms = np.unique(np.concatenate([rng.integers(200, dim, size=3), rng.integers(0, 30, size=15)]))
         queries.append((terms, (np.log(3 + terms) / 3).astype(np.float32)))
     for k in (1, 10, 100):
-        a_ids, a_scores = index.search_batch(queries, k=k, algorithm="taat")
-        b_ids, b_scores = index.search_batch(queries, k=k, algorithm="exhaustive")
+        a_ids, a_scores = index.search_batch_padded(queries, k=k, algorithm="taat")
+        b_ids, b_scores = index.search_batch_padded(queries, k=k, algorithm="exhaustive")
         np.testing.assert_allclose(a_scores, b_scores, rtol=1e-6)
         np.testing.assert_array_equal(a_ids, b_ids)
 
@@ -299,9 +301,9 @@ def test_huge_k_is_clamped_to_the_live_documents_not_gigabytes_of_padding():
     index.add(docs)
     index.delete([3, 7])
     queries = _random_sparse(rng, 8, 100, (1, 10))
-    ids, scores = index.search_batch(queries, k=10**7)
+    ids, scores = index.search_batch_padded(queries, k=10**7)
     assert ids.shape == scores.shape == (8, 48)
-    want_ids, want_scores = index.search_batch(queries, k=48)
+    want_ids, want_scores = index.search_batch_padded(queries, k=48)
     np.testing.assert_array_equal(ids, want_ids)
     np.testing.assert_array_equal(scores, want_scores)
     one_ids, one_scores = index.search(queries[0], k=10**9)
@@ -341,8 +343,8 @@ def test_dense_columns_give_bit_identical_results(tmp_path, simd_level):
     assert loaded._index.num_dense_columns > 0
     for idx in (index, loaded):
         for k in (1, 10, 100):
-            a_ids, a_scores = idx.search_batch(queries, k=k, algorithm="auto")
-            b_ids, b_scores = idx.search_batch(queries, k=k, algorithm="exhaustive")
+            a_ids, a_scores = idx.search_batch_padded(queries, k=k, algorithm="auto")
+            b_ids, b_scores = idx.search_batch_padded(queries, k=k, algorithm="exhaustive")
             np.testing.assert_array_equal(a_scores, b_scores)
             np.testing.assert_array_equal(a_ids, b_ids)
             for qi in range(len(queries)):
@@ -360,8 +362,8 @@ def test_impacts_beyond_16_bits_get_no_column_and_stay_exact():
     index.add(rows)
     assert index._index.num_dense_columns == 0
     queries = [(np.array([0, 2, 3]), np.array([1.0, 0.5, 2.0], dtype=np.float32))]
-    a_ids, a_scores = index.search_batch(queries, k=5)
-    b_ids, b_scores = index.search_batch(queries, k=5, algorithm="exhaustive")
+    a_ids, a_scores = index.search_batch_padded(queries, k=5)
+    b_ids, b_scores = index.search_batch_padded(queries, k=5, algorithm="exhaustive")
     np.testing.assert_array_equal(a_scores, b_scores)
     np.testing.assert_array_equal(a_ids, b_ids)
 
@@ -388,8 +390,8 @@ def test_dense_columns_summed_first_stay_bit_identical(simd_level):
         queries.append((terms, (rng.gamma(1.2, 0.9, size=len(terms)) + 0.01).astype(np.float32)))
     want = _dense(queries, dim) @ _dense(_dequantised(rows, 100.0), dim).T
     for k in (1, 10, 1000):
-        a_ids, a_scores = index.search_batch(queries, k=k, algorithm="auto")
-        b_ids, b_scores = index.search_batch(queries, k=k, algorithm="exhaustive")
+        a_ids, a_scores = index.search_batch_padded(queries, k=k, algorithm="auto")
+        b_ids, b_scores = index.search_batch_padded(queries, k=k, algorithm="exhaustive")
         np.testing.assert_array_equal(a_scores, b_scores)
         np.testing.assert_array_equal(a_ids, b_ids)
         np.testing.assert_allclose(a_scores[:, 0], want.max(axis=1), rtol=1e-5)
@@ -482,10 +484,10 @@ def test_random_adds_deletes_and_filters_equal_a_fresh_build(scale, simd_level, 
     k = 10
     full_by_alg = {}
     for algorithm in ("auto", "exhaustive", "taat", "maxscore"):
-        full_ids, full_scores = index.search_batch(queries, k=len(index), algorithm=algorithm)
+        full_ids, full_scores = index.search_batch_padded(queries, k=len(index), algorithm=algorithm)
         full_by_alg[algorithm] = (full_ids, full_scores)
         for flt in filters:
-            got_ids, got_scores = index.search_batch(queries, k=k, filter=flt, algorithm=algorithm)
+            got_ids, got_scores = index.search_batch_padded(queries, k=k, filter=flt, algorithm=algorithm)
             assert got_ids.dtype == np.int64 and got_ids.shape == (len(queries), k)
             allowed = None if flt is None else set(flt)
             for qi in range(len(queries)):
@@ -504,7 +506,7 @@ def test_random_adds_deletes_and_filters_equal_a_fresh_build(scale, simd_level, 
     np.testing.assert_array_equal(full_by_alg["auto"][0], full_by_alg["exhaustive"][0])
     # Single-query search: the same as the batch row.
     s_ids, s_scores = index.search(queries[0], k=k, filter=filters[1])
-    b_ids, b_scores = index.search_batch(queries[:1], k=k, filter=filters[1])
+    b_ids, b_scores = index.search_batch_padded(queries[:1], k=k, filter=filters[1])
     valid = b_scores[0] > -np.inf
     np.testing.assert_array_equal(s_ids, b_ids[0][valid])
     np.testing.assert_array_equal(s_scores, b_scores[0][valid])
@@ -522,8 +524,8 @@ def test_random_adds_deletes_and_filters_equal_a_fresh_build(scale, simd_level, 
     assert loaded.num_postings == fresh.num_postings
     for algorithm in ("auto", "exhaustive", "taat", "maxscore"):
         for flt in filters:
-            a = loaded.search_batch(queries, k=k, filter=flt, algorithm=algorithm)
-            b = fresh.search_batch(queries, k=k, filter=flt, algorithm=algorithm)
+            a = loaded.search_batch_padded(queries, k=k, filter=flt, algorithm=algorithm)
+            b = fresh.search_batch_padded(queries, k=k, filter=flt, algorithm=algorithm)
             np.testing.assert_array_equal(a[0], b[0])
             np.testing.assert_array_equal(a[1], b[1])
     # The default id continues after the largest int id ever added, also after a reload.
@@ -587,13 +589,16 @@ def test_str_ids_and_id_errors_change_nothing(tmp_path):
     assert ids.tolist() == ["a"]
     ids, _ = index.search({2: 1.0}, k=10, filter=[1, 2])  # other-kind ids: none held
     assert ids.dtype == object and ids.shape == (0,)
-    b_ids, b_scores = index.search_batch([{2: 1.0}, {29: 1.0}], k=5)
+    b_ids, b_scores = index.search_batch_padded([{2: 1.0}, {29: 1.0}], k=5)
     assert b_ids.shape == (2, 3) and b_ids[1].tolist() == [None] * 3 and np.all(b_scores[1] == -np.inf)
     index.delete("b")
     assert index.ids.tolist() == ["a", "c"] and len(index) == 2
     index.add([{2: 3.0}], ids=["b"])  # a deleted id can come back
     assert index.search({2: 1.0}, k=10)[0].tolist() == ["b", "a"]
-    assert [m.term_id for m in index.explain({2: 1.0, 1: 1.0}, "a")] == [1, 2]
+    assert [m.detail["term_id"] for m in index.explain({2: 1.0, 1: 1.0}, "a").contributions] == [1, 2]
+    with pytest.warns(DeprecationWarning, match="list result"):
+        old = list(index.explain({2: 1.0, 1: 1.0}, "a"))  # the SparseTermMatch list, for one release
+    assert [m.term_id for m in old] == [1, 2]
     path = tmp_path / "str.rfsp"
     index.save(path)
     loaded = SparseVectorIndex.load(path)
@@ -606,7 +611,7 @@ def test_empty_and_fresh_indexes():
     index = SparseVectorIndex(10)
     ids, scores = index.search({1: 1.0}, k=5)
     assert ids.dtype == np.int64 and ids.shape == (0,) and scores.dtype == np.float32
-    assert index.search_batch([{1: 1.0}], k=5)[0].shape == (1, 0)
+    assert index.search_batch_padded([{1: 1.0}], k=5)[0].shape == (1, 0)
     assert index.ids.dtype == np.int64 and len(index.ids) == 0 and index.id_kind is None
     assert index.add([]).tolist() == []
     index.add([{1: 1.0}, {1: 2.0}], ids=[100, 7])
@@ -688,7 +693,7 @@ def test_filtered_searches_during_writes_stay_inside_the_filter():
         while not stop.is_set():
             try:
                 before = set(gone)
-                ids, scores = index.search_batch(q, k=50, filter=allowed)
+                ids, scores = index.search_batch_padded(q, k=50, filter=allowed)
                 got = set(ids[0][scores[0] > -np.inf].tolist())
                 assert all(x % 3 == 0 for x in got), got
                 assert not (got & before), got & before

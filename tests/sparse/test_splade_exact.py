@@ -70,13 +70,13 @@ def test_exact_default_equals_float_dot_product(scale, algorithm):
     index.add(_slice(docs, 1000, len(docs)))
     want = _dense(queries) @ _dense(docs).T
     for k in (1, 10, 50):
-        ids, scores = index.search_batch(queries, k=k, algorithm=algorithm)
+        ids, scores = index.search_batch_padded(queries, k=k, algorithm=algorithm)
         _check_exact(ids, scores, want, k)
     # score() and explain() use the same float weights as search().
     np.testing.assert_allclose(index.score(_slice(queries, 0, 1)), want[0], rtol=1e-5, atol=1e-6)
     ids, scores = index.search(_slice(queries, 0, 1), k=1)
     parts = index.explain(_slice(queries, 0, 1), int(ids[0]))
-    np.testing.assert_allclose(sum(m.contribution for m in parts), scores[0], rtol=1e-5)
+    np.testing.assert_allclose(sum(m.value for m in parts.contributions), scores[0], rtol=1e-5)
 
 
 def test_quantised_mode_loses_ranks_that_exact_keeps():
@@ -90,7 +90,7 @@ def test_quantised_mode_loses_ranks_that_exact_keeps():
     for exact in (True, False):
         index = SparseVectorIndex(dim, scale=10.0, exact=exact)
         index.add(docs)
-        ids, _ = index.search_batch(queries, k=10)
+        ids, _ = index.search_batch_padded(queries, k=10)
         recall[exact] = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids, ref)])
     assert recall[True] == 1.0
     assert recall[False] < 1.0
@@ -107,12 +107,12 @@ def test_exact_with_deletes_and_filters():
     live = np.ones(1500, bool)
     live[dead] = False
     want = _dense(queries) @ _dense(docs).T
-    ids, scores = index.search_batch(queries, k=10)
+    ids, scores = index.search_batch_padded(queries, k=10)
     _check_exact(ids, scores, want, 10, allowed=live)
     allow = rng.choice(np.flatnonzero(live), size=40, replace=False)
     mask = np.zeros(1500, bool)
     mask[allow] = True
-    ids, scores = index.search_batch(queries, k=10, filter=allow)
+    ids, scores = index.search_batch_padded(queries, k=10, filter=allow)
     _check_exact(ids, scores, want, 10, allowed=mask)
 
 
@@ -123,12 +123,12 @@ def test_query_cut_is_approximate_and_opt_in():
     want = _dense(queries) @ _dense(docs).T
     index = SparseVectorIndex(dim)
     index.add(docs)
-    exact_ids, exact_scores = index.search_batch(queries, k=10)
+    exact_ids, exact_scores = index.search_batch_padded(queries, k=10)
     # A cut at least the query length is the exact search.
-    ids, scores = index.search_batch(queries, k=10, query_cut=1000)
+    ids, scores = index.search_batch_padded(queries, k=10, query_cut=1000)
     np.testing.assert_array_equal(ids, exact_ids)
     np.testing.assert_array_equal(scores, exact_scores)
-    ids, scores = index.search_batch(queries, k=10, query_cut=3)
+    ids, scores = index.search_batch_padded(queries, k=10, query_cut=3)
     ref = np.argsort(-want, axis=1, kind="stable")[:, :10]
     recall = np.mean([len(set(a[a >= 0]) & set(b)) / 10 for a, b in zip(ids, ref)])
     assert 0.2 < recall < 1.0
@@ -142,8 +142,8 @@ def test_query_cut_is_approximate_and_opt_in():
     # Without float vectors the cut still applies to the quantised search.
     q_index = SparseVectorIndex(dim, exact=False)
     q_index.add(docs)
-    c_ids, _ = q_index.search_batch(queries, k=10, query_cut=3)
-    assert not np.array_equal(c_ids, q_index.search_batch(queries, k=10)[0])
+    c_ids, _ = q_index.search_batch_padded(queries, k=10, query_cut=3)
+    assert not np.array_equal(c_ids, q_index.search_batch_padded(queries, k=10)[0])
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True, "3"])
@@ -177,11 +177,11 @@ def test_save_load_keeps_exact_and_adds_after_load(tmp_path):
     for mmap in (True, False):
         loaded = SparseVectorIndex.load(path, mmap=mmap)
         assert loaded.exact
-        ids, scores = loaded.search_batch(queries, k=10)
+        ids, scores = loaded.search_batch_padded(queries, k=10)
         _check_exact(ids, scores, want, 10, allowed=live)  # ids (not rows) are returned
     loaded.add(_slice(docs, 800, 1200), ids=np.arange(800, 1200))
     live[800:] = True
-    ids, scores = loaded.search_batch(queries, k=10)
+    ids, scores = loaded.search_batch_padded(queries, k=10)
     _check_exact(ids, scores, want, 10, allowed=live)
 
 
@@ -216,8 +216,8 @@ def test_version_2_file_loads_with_quantised_results(tmp_path):
     _write_v2(quantised, path)
     loaded = SparseVectorIndex.load(path)
     assert not loaded.exact
-    a_ids, a_scores = loaded.search_batch(queries, k=10)
-    b_ids, b_scores = quantised.search_batch(queries, k=10)
+    a_ids, a_scores = loaded.search_batch_padded(queries, k=10)
+    b_ids, b_scores = quantised.search_batch_padded(queries, k=10)
     np.testing.assert_array_equal(a_ids, b_ids)
     np.testing.assert_array_equal(a_scores, b_scores)
 

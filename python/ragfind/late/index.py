@@ -16,6 +16,7 @@ import numpy as np
 from ragfind import _core
 from ragfind.errors import IndexFileError, check_k
 from ragfind.ids import IdFilter, IdMap, as_id_filter
+from ragfind.index import Contribution, Explanation, check_threads, renamed_option
 from ragfind.persist.sectioned import SectionedFile, refuse_old_version, write_sectioned
 
 __all__ = ["maxsim", "LateInteractionIndex", "MaxSimExplanation", "TokenMatch"]
@@ -252,14 +253,20 @@ class LateInteractionIndex:
         mask = self._ids.compile_mask(flt).view(bool)
         return np.flatnonzero(mask), mask
 
-    def _score_rows(self, q: np.ndarray, tokens, offsets, rows, n_threads) -> np.ndarray:
+    def _score_rows(self, q: np.ndarray, tokens, offsets, rows, threads: int) -> np.ndarray:
         if len(offsets) == 1 or (rows is not None and not len(rows)):
             return np.zeros(0, dtype=np.float32)
-        return _core.maxsim_packed(q, tokens, offsets, rows, 0 if n_threads is None else n_threads, False)
+        return _core.maxsim_packed(q, tokens, offsets, rows, threads, False)
 
-    def score(self, query_vectors, ids=None, *, n_threads: int | None = None) -> np.ndarray:
+    def score(self, query_vectors, ids=None, *, threads: int | None = None, **old) -> np.ndarray:
         """MaxSim of the query against the documents ``ids`` (default: every live document,
-        in :attr:`ids` order), float32, in order. UnknownIdError for an id not in the index."""
+        in :attr:`ids` order), float32, in order. ``threads``: worker threads (None or 0: one
+        per core; ``n_threads`` is its deprecated older name). UnknownIdError for an id not
+        in the index."""
+        threads = check_threads(
+            renamed_option(old, "n_threads", "threads", threads, "LateInteractionIndex.score")
+        )
+        _no_more_options(old, "score")
         q = self._query(query_vectors)
         with self._lock:
             self._flush()
@@ -269,7 +276,7 @@ class LateInteractionIndex:
             else:
                 rows = self._ids.rows_of(ids, "ids")[0]
             tokens, offsets = self._tokens, self._offsets
-        return self._score_rows(q, tokens, offsets, rows, n_threads)
+        return self._score_rows(q, tokens, offsets, rows, threads)
 
     def _query(self, query_vectors) -> np.ndarray:
         q = _as_query(query_vectors)
@@ -295,7 +302,7 @@ class LateInteractionIndex:
             self._flush()
             rows = np.unique(self._ids.rows_of(candidate_ids, "candidate_ids")[0])
             tokens, offsets, row_ids = self._tokens, self._offsets, self._ids.row_ids
-        scores = self._score_rows(q, tokens, offsets, rows, None)
+        scores = self._score_rows(q, tokens, offsets, rows, 0)
         top_rows, top_scores = _top_k(rows, scores, len(rows) if k is None else k)
         return self._ids_of(row_ids, top_rows), top_scores
 
@@ -310,9 +317,11 @@ class LateInteractionIndex:
         k: int = 10,
         filter=None,  # noqa: A002 - the API's name
         *,
-        n_probe: int = 4,
+        threads: int | None = None,
+        nprobe: int | None = None,
         n_rerank: int | None = None,
         exhaustive: bool | None = None,
+        **old,
     ) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` best documents for a query: (ids, scores float32), best first.
 
@@ -321,11 +330,17 @@ class LateInteractionIndex:
         compiled once per index state). Exhaustive MaxSim over every live allowed document
         unless centroids were built (or ``exhaustive=True``): then exactly min(k, allowed)
         results, the unfiltered ranking restricted to the allowed ids (ties: the earlier added
-        document first). With centroids: the ``n_probe`` nearest centroids of each query token
-        select candidate documents among the allowed ones, ranked by the centroid-approximated
-        MaxSim; the best ``n_rerank`` (default max(4 * k, 256)) are re-scored exactly.
+        document first). With centroids: the ``nprobe`` (default 4) nearest centroids of each
+        query token select candidate documents among the allowed ones, ranked by the
+        centroid-approximated MaxSim; the best ``n_rerank`` (default max(4 * k, 256)) are
+        re-scored exactly. ``threads``: MaxSim worker threads (None or 0: one per core).
+        ``n_probe`` is the deprecated older name of ``nprobe``.
         """
+        nprobe = renamed_option(old, "n_probe", "nprobe", nprobe, "LateInteractionIndex.search")
+        _no_more_options(old, "search")
+        nprobe = 4 if nprobe is None else nprobe
         k = check_k(k)
+        threads = check_threads(threads)
         q = self._query(query_vectors)
         flt = as_id_filter(filter)
         with self._lock:
@@ -343,12 +358,12 @@ class LateInteractionIndex:
             return self._ids_of(row_ids, np.zeros(0, np.int64)), np.zeros(0, dtype=np.float32)
         if use_exhaustive:
             rows = np.arange(len(offsets) - 1, dtype=np.int64) if allowed is None else allowed[0]
-            scores = self._score_rows(q, tokens, offsets, None if allowed is None else rows, None)
+            scores = self._score_rows(q, tokens, offsets, None if allowed is None else rows, threads)
         else:
             mask = None if allowed is None else allowed[1]
-            cand = _candidate_rows(q, offsets, ivf, mask, n_probe, n_rerank or max(4 * k, 256))
+            cand = _candidate_rows(q, offsets, ivf, mask, nprobe, n_rerank or max(4 * k, 256))
             rows = np.sort(cand)
-            scores = self._score_rows(q, tokens, offsets, rows, None)
+            scores = self._score_rows(q, tokens, offsets, rows, threads)
         top_rows, top_scores = _top_k(rows, scores, k)
         return self._ids_of(row_ids, top_rows), top_scores
 
@@ -358,17 +373,26 @@ class LateInteractionIndex:
         self,
         queries: Sequence,
         k: int = 10,
-        filter=None,
-        **options,  # noqa: A002
+        filter=None,  # noqa: A002 - the API's name
+        *,
+        threads: int | None = None,
+        **options,
     ) -> list[tuple[np.ndarray, np.ndarray]]:
         """:meth:`search` for each query matrix (their token counts differ), in order: one
         ``(ids, scores)`` per query. ``filter`` is compiled once for the batch; each query's
-        MaxSim scoring already runs on every core. ``options`` as for :meth:`search`.
+        MaxSim scoring runs on ``threads`` workers (None or 0: one per core). ``options`` as
+        for :meth:`search`.
         """
         if isinstance(queries, np.ndarray) and queries.ndim == 2:
             raise ValueError("queries must be a list of (tokens, dim) matrices; a 2-D array is one query")
+        check_k(k)
+        threads = check_threads(threads)
+        if "n_probe" in options:  # warn once for the batch, here, not once per query
+            options["nprobe"] = renamed_option(
+                options, "n_probe", "nprobe", options.get("nprobe"), "LateInteractionIndex.search_batch"
+            )
         flt = as_id_filter(filter)
-        return [self.search(q, k, flt, **options) for q in queries]
+        return [self.search(q, k, flt, threads=threads, **options) for q in queries]
 
     def build_centroids(
         self,
@@ -421,14 +445,24 @@ class LateInteractionIndex:
             self._ivf_docs = ivf_docs
 
     def candidates(
-        self, query_vectors, *, n_probe: int = 4, n_candidates: int = 256, filter=None
-    ) -> np.ndarray:  # noqa: A002
+        self,
+        query_vectors,
+        *,
+        nprobe: int | None = None,
+        n_candidates: int = 256,
+        filter=None,  # noqa: A002 - the API's name
+        **old,
+    ) -> np.ndarray:
         """Candidate document ids from the centroids (PLAID stages 1-2), best approximate
-        first, among the live documents ``filter`` allows (None: all)."""
+        first, among the live documents ``filter`` allows (None: all). ``nprobe`` (default 4;
+        ``n_probe`` is its deprecated older name) centroids are probed per query token."""
+        nprobe = renamed_option(old, "n_probe", "nprobe", nprobe, "LateInteractionIndex.candidates")
+        _no_more_options(old, "candidates")
+        n_probe = 4 if nprobe is None else nprobe
         if not self.has_centroids:
             raise ValueError("no centroids: call build_centroids() first")
         if n_probe <= 0 or n_candidates <= 0:
-            raise ValueError(f"n_probe and n_candidates must be positive, got {n_probe}, {n_candidates}")
+            raise ValueError(f"nprobe and n_candidates must be positive, got {n_probe}, {n_candidates}")
         q = self._query(query_vectors)
         flt = as_id_filter(filter)
         with self._lock:
@@ -445,8 +479,12 @@ class LateInteractionIndex:
         return self._ids_of(row_ids, cand)
 
     # ----------------------------------------------------------------- explanations
-    def explain(self, query_vectors, doc_id, *, query_tokens=None, doc_tokens=None) -> MaxSimExplanation:
-        """For each query token, the document token it matched and their similarity.
+    def explain(self, query_vectors, doc_id, *, query_tokens=None, doc_tokens=None) -> Explanation:
+        """For each query token, the document token it matched and their similarity: an
+        :class:`~ragfind.index.Explanation` of kind ``"late"`` with one contribution per query
+        token (name its label, else ``q[i]``; value the similarity; ``detail`` with
+        ``query_token``, ``doc_token`` (row indexes), ``query_text`` and ``doc_text``) and
+        ``detail`` with ``n_doc_tokens``.
 
         ``query_tokens`` / ``doc_tokens`` (optional lists of strings, e.g. from the ColBERT
         encoder's ``tokenize``) label the matches. The similarities sum to the MaxSim score.
@@ -468,7 +506,21 @@ class LateInteractionIndex:
             )
             for i in range(len(q))
         ]
-        return MaxSimExplanation(doc_id, float(np.sum(sims, dtype=np.float64)), matches)
+        old = MaxSimExplanation(doc_id, float(np.sum(sims, dtype=np.float64)), matches)
+        parts = tuple(
+            Contribution(
+                m.query_text if m.query_text is not None else f"q[{m.query_token}]",
+                m.similarity,
+                {
+                    "query_token": m.query_token,
+                    "doc_token": m.doc_token,
+                    "query_text": m.query_text,
+                    "doc_text": m.doc_text,
+                },
+            )
+            for m in matches
+        )
+        return Explanation("late", doc_id, old.score, parts, {"n_doc_tokens": len(doc)}, _legacy=old)
 
     # ----------------------------------------------------------------- persistence
     def save(self, path) -> None:
@@ -566,6 +618,12 @@ class LateInteractionIndex:
             f"dtype={self.dtype!r}, centroids={0 if self._centroids is None else len(self._centroids)}, "
             f"ids={self.id_kind})"
         )
+
+
+def _no_more_options(options: dict, where: str) -> None:
+    if options:
+        name = next(iter(options))
+        raise TypeError(f"LateInteractionIndex.{where}() got an unexpected keyword argument {name!r}")
 
 
 def _candidate_rows(q, offsets, ivf, allowed_mask, n_probe: int, n_candidates: int) -> np.ndarray:

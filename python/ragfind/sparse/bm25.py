@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Sequence
 from typing import Any, Union
 
 import numpy as np
 
 from ragfind import _core
-from ragfind.errors import check_k
+from ragfind.errors import check_k, unknown_ids
 from ragfind.ids import as_id_filter
+from ragfind.index import Contribution, Explanation, check_threads
 from ragfind.sparse.query import parse_query
 
 __all__ = ["ENGLISH_STOPWORDS", "Analyzer", "BM25Index", "IndexFileError", "METHODS"]
@@ -78,6 +80,50 @@ def _check_ids(ids: Any) -> Any:
     if isinstance(ids, (str, bytes)):
         raise TypeError(f"ids: expected a list of ids, got a single {type(ids).__name__}")
     return ids if isinstance(ids, (list, tuple)) else list(ids)
+
+
+def _added_ids(index: Any, ids: Any, n: int) -> np.ndarray:
+    """The ids ``add`` just gave ``n`` documents, as the index returns them from ``ids``."""
+    if ids is None:
+        all_ids = index.ids
+        return all_ids[len(all_ids) - n :] if n else all_ids[:0]
+    ids = list(ids)
+    if ids and isinstance(ids[0], str):
+        out = np.empty(len(ids), dtype=object)
+        out[:] = ids
+        return out
+    return np.asarray(ids, dtype=np.int64)
+
+
+def _positions_of(all_ids: np.ndarray, ids: Any) -> np.ndarray:
+    """Where each of ``ids`` sits in ``all_ids`` (UnknownIdError naming the absent ones)."""
+    if isinstance(ids, (str, bytes, int, np.integer)):
+        ids = [ids]
+    wanted = _check_ids(ids)
+    at = {v: i for i, v in enumerate(all_ids.tolist())}
+    missing = [i for i in wanted if at.get(i) is None]
+    if missing:
+        raise unknown_ids(missing)
+    return np.asarray([at[i] for i in wanted], dtype=np.int64)
+
+
+def _bm25_explanation(out: dict) -> Explanation:
+    """The core's explain dict as an :class:`Explanation` (the dict stays reachable, deprecated)."""
+    detail = {k: out[k] for k in ("method", "k1", "b", "delta", "num_docs", "doc_len", "avgdl")}
+    parts = [
+        Contribution(
+            t["term"], t["contribution"], {k: v for k, v in t.items() if k not in ("term", "contribution")}
+        )
+        for t in out["terms"]
+    ]
+    if "phrases" in out:
+        detail["phrases"] = out["phrases"]
+        for ph in out["phrases"]:
+            name = '"' + " ".join(ph["terms"]) + '"' + (f"~{ph['slop']}" if ph["slop"] else "")
+            parts.append(
+                Contribution(name, ph["contribution"], {k: ph[k] for k in ("terms", "slop", "phrase_freq")})
+            )
+    return Explanation("bm25", out["doc_id"], out["score"], tuple(parts), detail, _legacy=out)
 
 
 class BM25Index:
@@ -183,13 +229,16 @@ class BM25Index:
 
     # ----- building
 
-    def add(self, texts: Sequence[str], ids: IdList | None = None) -> None:
-        """Adds documents, searchable as soon as this returns.
+    def add(self, texts: Sequence[str], ids: IdList | None = None) -> np.ndarray:
+        """Adds documents, searchable as soon as this returns; returns their ids.
 
         Args:
             texts: the documents (str; bytes are rejected: decode them first).
             ids: one id per document, all int or all str, unique in the index. Default:
                 consecutive ints after the largest int id so far (0, 1, 2, ... for a new index).
+
+        Returns:
+            the ids of the new documents (int64, or an object array of str).
 
         Raises:
             TypeError: an item is not str (the message names its position).
@@ -198,14 +247,20 @@ class BM25Index:
             ValueError: as many ids as texts was not given.
             Nothing is added when an error is raised.
         """
-        self._core.add(_check_texts(texts, "texts"), _check_ids(ids))
+        texts = _check_texts(texts, "texts")
+        ids = _check_ids(ids)
+        self._core.add(texts, ids)
+        return _added_ids(self, ids, len(texts))
 
-    def add_tokenized(self, token_lists: Sequence[Sequence[str]], ids: IdList | None = None) -> None:
+    def add_tokenized(self, token_lists: Sequence[Sequence[str]], ids: IdList | None = None) -> np.ndarray:
         """Adds pre-tokenized documents, bypassing the analyzer: each token is an index term.
 
-        Use with :meth:`search_tokenized`. Same ``ids`` rules and errors as :meth:`add`.
+        Use with :meth:`search_tokenized`. Same ``ids`` rules, result and errors as :meth:`add`.
         """
-        self._core.add_tokenized(_check_texts(token_lists, "token_lists"), _check_ids(ids))
+        token_lists = _check_texts(token_lists, "token_lists")
+        ids = _check_ids(ids)
+        self._core.add_tokenized(token_lists, ids)
+        return _added_ids(self, ids, len(token_lists))
 
     def delete(self, ids: IdList) -> None:
         """Removes documents by id; statistics are updated as if they had never been added.
@@ -228,6 +283,7 @@ class BM25Index:
         k: int = 10,
         filter: Any = None,
         *,
+        threads: int | None = None,
         algorithm: str = "auto",  # noqa: A002
         stats: tuple | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -258,6 +314,9 @@ class BM25Index:
         for every analyzed query term, see :meth:`analyze_query`), so that the scores equal
         those of one index over the whole collection.
 
+        ``threads`` is checked as everywhere (None or an int >= 0) and otherwise unused: one
+        query runs on the calling thread.
+
         Returns:
             ``(ids, scores)``: ids as int64 (or an object array of str for str ids) and
             float32 scores, sorted by score descending, ties by insertion order.
@@ -281,6 +340,7 @@ class BM25Index:
             TypeError: ``query`` is not str.
         """
         k = check_k(k)
+        check_threads(threads)
         if not isinstance(query, str):
             raise TypeError(f"query: expected str, got {type(query).__name__}")
         algo = _algorithm(algorithm)
@@ -315,9 +375,11 @@ class BM25Index:
         k: int = 10,
         filter: Any = None,
         *,
+        threads: int | None = None,
         algorithm: str = "auto",  # noqa: A002
     ) -> tuple[np.ndarray, np.ndarray]:
         """Like :meth:`search` for a pre-tokenized query (tokens are index terms as given)."""
+        check_threads(threads)
         return self._core.search_tokenized(
             _check_texts(tokens, "tokens"), check_k(k), _algorithm(algorithm), _compile_filter(self, filter)
         )
@@ -327,12 +389,12 @@ class BM25Index:
         queries: Sequence[str],
         k: int = 10,
         filter: Any = None,  # noqa: A002
-        threads: int = 0,
+        threads: int | None = None,
         *,
         algorithm: str = "auto",
         stats: tuple | None = None,
     ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """:meth:`search` for many queries on C++ threads (``threads=0``: one per core).
+        """:meth:`search` for many queries on C++ threads (``threads``: None or 0, one per core).
 
         Queries are analyzed first, then searched with the GIL released, concurrently with
         other readers. ``filter`` applies to every query. Returns one ``(ids, scores)`` per
@@ -340,7 +402,8 @@ class BM25Index:
         collection statistics to score with (see :meth:`search`).
 
         Raises:
-            ValueError: ``k <= 0`` or ``threads < 0``.  TypeError: a query is not str.
+            ValueError: ``k <= 0`` or ``threads < 0``.  TypeError: a query is not str, or
+            ``threads`` is not an int.
         """
         queries = _check_texts(queries, "queries")
         has_phrases = self._core.has_positions and any(isinstance(q, str) and '"' in q for q in queries)
@@ -351,7 +414,7 @@ class BM25Index:
             return self._core.search_batch_with_stats(
                 queries,
                 check_k(k),
-                _check_threads(threads),
+                check_threads(threads),
                 False,
                 _algorithm(algorithm),
                 _compile_filter(self, filter),
@@ -361,12 +424,12 @@ class BM25Index:
             )
         if has_phrases:
             check_k(k)
-            _check_threads(threads)
+            check_threads(threads)
             return [self.search(q, k, filter, algorithm=algorithm) for q in queries]
         return self._core.search_batch(
             queries,
             check_k(k),
-            _check_threads(threads),
+            check_threads(threads),
             False,
             _algorithm(algorithm),
             _compile_filter(self, filter),
@@ -377,7 +440,7 @@ class BM25Index:
         token_lists: Sequence[Sequence[str]],
         k: int = 10,
         filter: Any = None,  # noqa: A002
-        threads: int = 0,
+        threads: int | None = None,
         *,
         algorithm: str = "auto",
     ) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -385,32 +448,51 @@ class BM25Index:
         return self._core.search_batch(
             _check_texts(token_lists, "token_lists"),
             check_k(k),
-            _check_threads(threads),
+            check_threads(threads),
             True,
             _algorithm(algorithm),
             _compile_filter(self, filter),
         )
 
-    def get_scores(self, query: str | Sequence[str]) -> np.ndarray:
-        """The score of every live document, in insertion order (rank_bm25's ``get_scores``).
+    def score(self, query: str | Sequence[str], ids: IdList | None = None) -> np.ndarray:
+        """The score of the documents ``ids`` for ``query`` (default: every live document, in
+        :attr:`ids` order), in that order.
 
         ``query`` is a string (analyzed) or a list of tokens (used as index terms). Documents
         with no query term get 0 (or, for bm25l / bm25+, the score of absent terms).
-        Computed exhaustively in double precision; returns a float64 array of ``len(self)``.
-        Quoted phrases are not evaluated here: their words count as plain terms.
+        Computed exhaustively in double precision; returns a float64 array. Quoted phrases
+        are not evaluated here: their words count as plain terms.
+
+        Raises:
+            ragfind.UnknownIdError (a KeyError): an id is not in the index.
         """
         if not isinstance(query, (str, bytes)):
             query = _check_texts(query, "query")
-        return self._core.get_scores(query)
+        scores = self._core.get_scores(query)
+        if ids is None:
+            return scores
+        return scores[_positions_of(self.ids, ids)]
 
-    def explain(self, query: str | Sequence[str], doc_id: int | str) -> dict:
+    def get_scores(self, query: str | Sequence[str]) -> np.ndarray:
+        """Deprecated name of :meth:`score` (``ragfind.compat.BM25Okapi`` keeps rank_bm25's)."""
+        warnings.warn(
+            "BM25Index.get_scores is deprecated and will be removed in the next release; use score()",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.score(query)
+
+    def explain(self, query: str | Sequence[str], doc_id: int | str) -> Explanation:
         """Why ``doc_id`` scores what it does for ``query``.
 
-        Returns a dict with ``score``, ``method``, ``k1``, ``b``, ``delta``, ``num_docs``,
-        ``doc_len``, ``avgdl`` and ``terms``: per distinct query term ``term``, ``query_tf``,
-        ``in_vocabulary``, ``tf``, ``df``, ``idf``, ``length_norm`` (1 - b + b dl/avgdl),
-        ``tf_component`` and ``contribution`` (query_tf * idf * tf_component); the
-        contributions sum to ``score``. Change parameters with :meth:`set_params` and compare.
+        Returns an :class:`~ragfind.index.Explanation` of kind ``"bm25"``: ``score``;
+        ``detail`` with ``method``, ``k1``, ``b``, ``delta``, ``num_docs``, ``doc_len``,
+        ``avgdl`` (and ``phrases`` for a phrase query: ``terms``, ``slop``, ``phrase_freq``,
+        ``contribution`` each); one contribution per distinct query term (name the term,
+        value ``query_tf * idf * tf_component``, ``detail`` with ``query_tf``,
+        ``in_vocabulary``, ``tf``, ``df``, ``idf``, ``length_norm`` (1 - b + b dl/avgdl) and
+        ``tf_component``), then one per phrase (``"new york"~1``). The values sum to
+        ``score``. Change parameters with :meth:`set_params` and compare.
 
         Raises:
             ragfind.UnknownIdError (a KeyError): ``doc_id`` is not in the index (or was deleted).
@@ -419,7 +501,7 @@ class BM25Index:
             query = _check_texts(query, "query")
         split = self._phrases(query) if isinstance(query, str) else None
         if split is None:
-            return self._core.explain(query, doc_id)
+            return _bm25_explanation(self._core.explain(query, doc_id))
         text, phrases = split
         out = self._core.explain(text, doc_id)
         out["phrases"] = []
@@ -427,7 +509,7 @@ class BM25Index:
             part, (pf,) = self._core.phrase_score("", [(terms, slop)], doc_id)
             out["phrases"].append({"terms": terms, "slop": slop, "phrase_freq": pf, "contribution": part})
         out["score"] = self._core.phrase_score(text, phrases, doc_id)[0]
-        return out
+        return _bm25_explanation(out)
 
     def set_params(
         self,
@@ -594,11 +676,3 @@ def _algorithm(name: str) -> int:
         return _ALGORITHMS[name]
     except (KeyError, TypeError):
         raise ValueError(f"algorithm: unknown {name!r}; expected one of {tuple(_ALGORITHMS)}") from None
-
-
-def _check_threads(threads: Any) -> int:
-    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)):
-        raise TypeError(f"threads: expected an int (0 = one per core), got {type(threads).__name__}")
-    if threads < 0:
-        raise ValueError(f"threads: expected >= 0 (0 = one per core), got {threads}")
-    return int(threads)

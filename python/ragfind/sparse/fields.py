@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ import numpy as np
 
 from ragfind.errors import IndexFileError, check_k
 from ragfind.ids import as_id_filter
+from ragfind.index import Contribution, Explanation, check_threads
 
 __all__ = ["BM25FIndex", "FIELDS_MAGIC"]
 
@@ -95,8 +97,9 @@ class BM25FIndex:
 
     # ----- building
 
-    def add(self, docs: Sequence[Mapping[str, str]], ids: Any = None) -> None:
-        """Adds documents (dicts of field -> str; missing fields are empty).
+    def add(self, docs: Sequence[Mapping[str, str]], ids: Any = None) -> np.ndarray:
+        """Adds documents (dicts of field -> str; missing fields are empty); returns their ids
+        (int64, or an object array of str).
 
         Raises:
             TypeError: a document is not a dict or a field value is not str.
@@ -119,11 +122,10 @@ class BM25FIndex:
                 columns[f].append(d.get(f, ""))
         names = list(self._parts)
         first = self._parts[names[0]]
-        first.add(columns[names[0]], ids)  # raises the id errors before anything changes
-        if ids is None:
-            ids = first.ids[len(first) - len(docs) :]
+        added = first.add(columns[names[0]], ids)  # raises the id errors before anything changes
         for f in names[1:]:
-            self._parts[f].add(columns[f], ids)
+            self._parts[f].add(columns[f], added)
+        return added
 
     def delete(self, ids: Any) -> None:
         """Removes documents by id (UnknownIdError, nothing deleted, for an unknown one)."""
@@ -177,8 +179,26 @@ class BM25FIndex:
         n = len(self)
         return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
+    def score(self, query: str, ids: Any = None) -> np.ndarray:
+        """The BM25F score of the documents ``ids`` (default: every live document, in
+        :attr:`ids` order), float64, in that order. UnknownIdError for an id not in the index."""
+        scores = self._all_scores(query)
+        if ids is None:
+            return scores
+        from ragfind.sparse.bm25 import _positions_of
+
+        return scores[_positions_of(self._ids_array(), ids)]
+
     def get_scores(self, query: str) -> np.ndarray:
-        """The BM25F score of every live document, in insertion order (float64)."""
+        """Deprecated name of :meth:`score`."""
+        warnings.warn(
+            "BM25FIndex.get_scores is deprecated and will be removed in the next release; use score()",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.score(query)
+
+    def _all_scores(self, query: str) -> np.ndarray:
         scores = np.zeros(len(self))
         norms = self._field_norms()
         for term, qtf in self._terms(query).items():
@@ -189,12 +209,21 @@ class BM25FIndex:
                 scores[docs] += qtf * self._idf(len(docs)) * ptf / (self._k1 + ptf)
         return scores
 
-    def search(self, query: str, k: int = 10, filter: Any = None) -> tuple[np.ndarray, np.ndarray]:  # noqa: A002
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        filter: Any = None,  # noqa: A002
+        *,
+        threads: int | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` best documents (matching at least one query term in any field), best
         first, ties by insertion order; ``filter`` as in :meth:`BM25Index.search`.
+        ``threads`` is checked (None or an int >= 0) and otherwise unused.
 
         Returns ``(ids, float32 scores)``."""
         k = check_k(k)
+        check_threads(threads)
         n = len(self)
         norms = self._field_norms()
         scores = np.zeros(n)
@@ -217,12 +246,33 @@ class BM25FIndex:
         order = np.lexsort((cand, -s32))[:k]
         return self._ids_array()[cand[order]], s32[order]
 
-    def explain(self, query: str, doc_id: Any) -> dict:
-        """Why ``doc_id`` scores what it does: ``score``, ``k1``, ``num_docs`` and per distinct
-        query term ``term``, ``query_tf``, ``df``, ``idf``, ``pseudo_tf``, ``contribution``
-        and ``fields``: per field ``tf``, ``length``, ``avg_length``, ``weight``, ``b``,
-        ``weighted_tf`` (its part of pseudo_tf) and ``share`` (its part of the contribution:
-        contribution * weighted_tf / pseudo_tf). The contributions sum to ``score``.
+    def search_batch(
+        self,
+        queries: Sequence[str],
+        k: int = 10,
+        filter: Any = None,  # noqa: A002
+        *,
+        threads: int | None = None,
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`search` for each query, in order: one ``(ids, scores)`` per query. The
+        queries run one after another on the calling thread (``threads`` is checked only)."""
+        from ragfind.sparse.bm25 import _check_texts
+
+        queries = _check_texts(queries, "queries")
+        k = check_k(k)
+        check_threads(threads)
+        flt = as_id_filter(filter)
+        return [self.search(q, k, flt) for q in queries]
+
+    def explain(self, query: str, doc_id: Any) -> Explanation:
+        """Why ``doc_id`` scores what it does: an :class:`~ragfind.index.Explanation` of kind
+        ``"bm25f"`` whose ``detail`` holds ``k1``, ``num_docs`` and ``terms`` (per distinct
+        query term ``term``, ``query_tf``, ``df``, ``idf``, ``pseudo_tf``, ``contribution``)
+        and whose contributions are one per query term and field (name ``field:term``, value
+        the field's ``share`` of the term's contribution: contribution * weighted_tf /
+        pseudo_tf), ``detail`` with ``term``, ``field``, ``tf``, ``length``, ``avg_length``,
+        ``weight``, ``b`` and ``weighted_tf`` (its part of pseudo_tf). The values sum to
+        ``score``.
 
         Raises:
             ragfind.UnknownIdError (a KeyError): ``doc_id`` is not in the index.
@@ -267,7 +317,15 @@ class BM25FIndex:
                     "fields": per,
                 }
             )
-        return {"score": total, "k1": self._k1, "num_docs": len(self), "terms": terms}
+        old = {"score": total, "k1": self._k1, "num_docs": len(self), "terms": terms}
+        parts = tuple(
+            Contribution(f"{f}:{t['term']}", per["share"], {"term": t["term"], "field": f, **per})
+            for t in terms
+            for f, per in t["fields"].items()
+        )
+        summary = [{k: v for k, v in t.items() if k != "fields"} for t in terms]
+        detail = {"k1": self._k1, "num_docs": len(self), "terms": summary}
+        return Explanation("bm25f", doc_id, total, parts, detail, _legacy=old)
 
     # ----- persistence
 

@@ -30,6 +30,7 @@ import numpy as np
 from ragfind import _core
 from ragfind.errors import IndexFileError, check_k
 from ragfind.ids import IdFilter, IdMap, as_id_filter
+from ragfind.index import Contribution, Explanation, check_threads, pairs_from_padded, renamed_option
 from ragfind.models.splade import SparseEmbeddings
 from ragfind.persist.sectioned import SectionedFile, refuse_old_version, write_sectioned
 
@@ -98,6 +99,12 @@ def _csr(vectors, dim: int, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarr
         "(indices, values) tuples; "
         f"got {type(vectors).__name__}"
     )
+
+
+def _no_more_options(options: dict, where: str) -> None:
+    if options:
+        name = next(iter(options))
+        raise TypeError(f"SparseVectorIndex.{where}() got an unexpected keyword argument {name!r}")
 
 
 def _file_version(path) -> int:
@@ -254,8 +261,15 @@ class SparseVectorIndex:
             return self.generation, self._ids.compile_mask(flt)
 
     def search(
-        self, query, k: int = 10, filter=None, *, algorithm: str = "auto", query_cut: int | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:  # noqa: A002
+        self,
+        query,
+        k: int = 10,
+        filter=None,  # noqa: A002 - the API's name
+        *,
+        threads: int | None = None,
+        algorithm: str = "auto",
+        query_cut: int | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Top-k documents for one query: (ids, scores float32), best first.
 
         ``query``: a text (needs the encoder), a ``{term_id: weight}`` dict, an ``(indices,
@@ -269,6 +283,7 @@ class SparseVectorIndex:
         ``query_cut``: None (exact) or a number of query terms: approximate search, candidates
         from the query's ``query_cut`` largest weights only (fewer lists read), re-scored with
         the whole query when the index is exact; smaller is faster and loses more.
+        ``threads``: worker threads for the query's lists (None or 0: one per core).
         Ids are int64 (an object array for str ids).
         """
         if isinstance(query, SparseEmbeddings):
@@ -277,7 +292,9 @@ class SparseVectorIndex:
             batch = query
         else:
             batch = [query]
-        ids, scores = self.search_batch(batch, k, filter, algorithm=algorithm, query_cut=query_cut)
+        ids, scores = self.search_batch_padded(
+            batch, k, filter, threads=threads, algorithm=algorithm, query_cut=query_cut
+        )
         keep = scores[0] > -np.inf
         return ids[0][keep], scores[0][keep]
 
@@ -286,20 +303,51 @@ class SparseVectorIndex:
         queries,
         k: int = 10,
         filter=None,  # noqa: A002 - the API's name
-        threads: int = 0,
+        threads: int | None = None,
         *,
         algorithm: str = "auto",
-        n_threads: int | None = None,
         query_cut: int | None = None,
+        **old,
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`search` for many queries in parallel: one ``(ids, scores)`` per query, in
+        order, each equal to what :meth:`search` returns for that query.
+
+        ``filter`` as in :meth:`search`, compiled once per index state. ``threads``: worker
+        threads (None or 0: one per core; ``n_threads`` is its deprecated older name).
+        ``query_cut`` as in :meth:`search`. :meth:`search_batch_padded` gives the same as
+        padded (nq, k) arrays.
+        """
+        threads = renamed_option(old, "n_threads", "threads", threads, "SparseVectorIndex.search_batch")
+        _no_more_options(old, "search_batch")
+        return pairs_from_padded(
+            *self.search_batch_padded(
+                queries, k, filter, threads=threads, algorithm=algorithm, query_cut=query_cut
+            )
+        )
+
+    def search_batch_padded(
+        self,
+        queries,
+        k: int = 10,
+        filter=None,  # noqa: A002 - the API's name
+        *,
+        threads: int | None = None,
+        algorithm: str = "auto",
+        query_cut: int | None = None,
+        **old,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Top-k for many queries in parallel: (ids (nq, k'), scores float32 (nq, k')), with
         k' = min(k, len(self)).
 
         Rows with fewer than k' matching documents are padded with score -inf and id -1 (None
         for str ids). ``filter`` as in :meth:`search`, compiled once per index state.
-        ``threads``: worker threads (0: one per core); ``n_threads`` is its older name.
-        ``query_cut`` as in :meth:`search`.
+        ``threads``: worker threads (None or 0: one per core; ``n_threads`` is its deprecated
+        older name). ``query_cut`` as in :meth:`search`.
         """
+        threads = renamed_option(
+            old, "n_threads", "threads", threads, "SparseVectorIndex.search_batch_padded"
+        )
+        _no_more_options(old, "search_batch_padded")
         k = check_k(k)
         if query_cut is None:
             cut = 0
@@ -309,10 +357,7 @@ class SparseVectorIndex:
             cut = int(query_cut)
         if algorithm not in _ALGORITHMS:
             raise ValueError(f"algorithm={algorithm!r}: expected one of {_ALGORITHMS}")
-        if n_threads is not None:
-            threads = n_threads
-        if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 0:
-            raise ValueError(f"threads must be an integer >= 0 (0: one per core), got {threads!r}")
+        threads = check_threads(threads)
         flt = as_id_filter(filter)
         indptr, indices, values = self._queries(queries)
         while True:
@@ -328,9 +373,11 @@ class SparseVectorIndex:
         rows, scores = res
         return self._ids.result_ids(rows), scores
 
-    def score(self, query, ids=None) -> np.ndarray:
+    def score(self, query, ids=None, *, threads: int | None = None) -> np.ndarray:
         """Dot product of one query with the documents ``ids`` (default: every live document,
-        in :attr:`ids` order), float32. UnknownIdError for an id not in the index."""
+        in :attr:`ids` order), float32. UnknownIdError for an id not in the index.
+        ``threads`` is checked (None or an int >= 0): one query is scored on one thread."""
+        check_threads(threads)
         indptr, indices, values = self._queries(
             [query] if not isinstance(query, SparseEmbeddings) else query, "query"
         )
@@ -342,8 +389,12 @@ class SparseVectorIndex:
             rows, _ = self._ids.rows_of(ids, "ids")
         return self._index.score_all(indices, values)[rows]
 
-    def explain(self, query, doc_id) -> list[SparseTermMatch]:
-        """The terms query and document ``doc_id`` share, by contribution (query weight x doc weight).
+    def explain(self, query, doc_id) -> Explanation:
+        """Why ``doc_id`` scores what it does for ``query``: an :class:`~ragfind.index.Explanation`
+        of kind ``"splade"`` with one contribution per term the query and the document share,
+        largest first (name the vocabulary string, else the term id; value query weight x
+        document weight; ``detail`` with ``term_id``, ``term``, ``query_weight``,
+        ``doc_weight`` and ``expansion``), and ``detail`` with ``scale`` and ``exact``.
 
         With a text query and an encoder, terms carry their vocabulary string and whether they
         are expansion terms (not among the query's own word pieces). UnknownIdError for an id
@@ -374,7 +425,23 @@ class SparseVectorIndex:
                     )
                 )
         out.sort(key=lambda m: -m.contribution)
-        return out
+        parts = tuple(
+            Contribution(
+                m.term if m.term is not None else str(m.term_id),
+                m.contribution,
+                {
+                    "term_id": m.term_id,
+                    "term": m.term,
+                    "query_weight": m.query_weight,
+                    "doc_weight": m.doc_weight,
+                    "expansion": m.expansion,
+                },
+            )
+            for m in out
+        )
+        total = float(np.sum([m.contribution for m in out], dtype=np.float64))
+        detail = {"scale": self.scale, "exact": self.exact}
+        return Explanation("splade", doc_id, total, parts, detail, _legacy=out)
 
     # ----------------------------------------------------------------- persistence
     def save(self, path) -> None:
