@@ -9,15 +9,19 @@ from __future__ import annotations
 from ragfind._capabilities import capabilities, set_simd_level
 from ragfind.errors import DuplicateIdError, IdKindError, UnknownIdError
 from ragfind.ids import IdFilter
+from ragfind.index import Contribution, Explanation, Index
 
 __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
     "capabilities",
+    "Contribution",
     "DuplicateIdError",
+    "Explanation",
     "IdFilter",
     "IdKindError",
+    "Index",
     "UnknownIdError",
     "DenseIndex",
     "dense",

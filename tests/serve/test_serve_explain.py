@@ -23,16 +23,16 @@ def test_rescore_equals_the_native_scorer_at_any_k1_and_b(method):
     for q in QUERIES:
         for doc in range(len(TEXTS)):
             ex = index.explain(q, doc)
-            assert bm25_rescore(ex)["score"] == pytest.approx(ex["score"], rel=1e-12, abs=1e-12)
+            assert bm25_rescore(ex)["score"] == pytest.approx(ex.score, rel=1e-12, abs=1e-12)
             for k1, b in ((0.0, 0.0), (0.5, 1.0), (2.0, 0.3), (3.0, 0.75), (1.2, 0.0)):
                 other = ragfind.BM25Index(method=method, k1=k1, b=b)
                 other.add(TEXTS, ids=list(range(len(TEXTS))))
                 want = other.explain(q, doc)
                 got = bm25_rescore(ex, k1, b)
-                assert got["score"] == pytest.approx(want["score"], rel=1e-12, abs=1e-12), (q, doc, k1, b)
-                for g, w in zip(got["terms"], want["terms"]):
-                    assert g["contribution"] == pytest.approx(w["contribution"], rel=1e-12, abs=1e-12)
-                    assert g["length_norm"] == pytest.approx(w["length_norm"], rel=1e-12)
+                assert got["score"] == pytest.approx(want.score, rel=1e-12, abs=1e-12), (q, doc, k1, b)
+                for g, w in zip(got["terms"], want.contributions):
+                    assert g["contribution"] == pytest.approx(w.value, rel=1e-12, abs=1e-12)
+                    assert g["length_norm"] == pytest.approx(w.detail["length_norm"], rel=1e-12)
 
 
 def test_rescore_rejects_parameters_out_of_range():

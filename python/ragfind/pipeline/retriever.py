@@ -374,19 +374,19 @@ class Retriever:
             f"no stage {name!r}; stages: {[s.name for s in self.first_stages + self.rerank_stages]}"
         )
 
-    def _first_of(self, kind: type) -> Any:
-        return next((s for s in self.first_stages if isinstance(s, kind)), None)
+    def _first_of(self, kind: str) -> Any:
+        return next((s for s in self.first_stages if getattr(s, "kind", None) == kind), None)
 
     @property
     def bm25(self) -> Any:
         """The :class:`ragfind.BM25Index` of the BM25 stage, or None."""
-        s = self._first_of(BM25Stage)
+        s = self._first_of("bm25")
         return s.index if s is not None else None
 
     @property
     def dense(self) -> Any:
         """The :class:`ragfind.DenseIndex` of the dense stage, or None."""
-        s = self._first_of(DenseStage)
+        s = self._first_of("dense")
         return s.index if s is not None else None
 
     # ------------------------------------------------------------------ documents
@@ -506,7 +506,7 @@ class Retriever:
                     for s in self.first_stages + [s for s in self.rerank_stages if hasattr(s, "add")]:
                         if id(s) in prepared:
                             s.add(chunk_ids, indexed, prepared[id(s)])
-                        elif isinstance(s, BM25Stage) and s.fields:
+                        elif getattr(s, "kind", None) == "bm25" and s.fields:
                             s.add(chunk_ids, s.field_docs(chunks, indexed))
                         else:
                             s.add(chunk_ids, indexed)
@@ -571,7 +571,7 @@ class Retriever:
 
     def embed_query(self, query: str) -> np.ndarray:
         """The (cached) query embedding of the dense stage; ValueError without one."""
-        s = self._first_of(DenseStage)
+        s = self._first_of("dense")
         if s is None:
             raise ValueError("this retriever has no encoder")
         return s.embed(query)
@@ -915,7 +915,7 @@ class Retriever:
     def __repr__(self) -> str:
         parts = [f"documents={len(self)}", f"chunks={self.n_chunks}"]
         for s in self.first_stages:
-            parts.append(f"dense(dim={self.encoder.dim})" if isinstance(s, DenseStage) else s.name)
+            parts.append(f"dense(dim={self.encoder.dim})" if getattr(s, "kind", None) == "dense" else s.name)
         if self.reranker is not None:
             parts.append("cross-encoder")
         parts += [s.name for s in self.rerank_stages]

@@ -1,5 +1,8 @@
 """Why a passage ranked where it did: per stage, for one query and one chunk.
 
+Each stage is asked for its :class:`ragfind.Explanation` (``stage.explain``), written in the
+shape the page reads:
+
 - BM25: per query term tf, df, N, avgdl, the document length, idf, the length norm and the
   contribution (:meth:`ragfind.BM25Index.explain`), plus :func:`bm25_rescore`, the same formulas
   as the C++ scorer, so a page (``static/app.js`` holds the JavaScript twin) can re-score for any
@@ -15,7 +18,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["bm25_idf", "bm25_tf_component", "bm25_rescore", "check_params", "explain_passage"]
+from ragfind.index import Explanation
+
+__all__ = ["bm25_idf", "bm25_tf_component", "bm25_rescore", "bm25_terms", "check_params", "explain_passage"]
 
 
 def bm25_idf(method: str, df: float, n: float) -> float:
@@ -66,12 +71,18 @@ def check_params(k1: float | None, b: float | None) -> None:
             raise ValueError(f"{name} = {v!r}; expected {want}")
 
 
-def bm25_rescore(explanation: Mapping[str, Any], k1: float | None = None, b: float | None = None) -> dict:
+def bm25_rescore(
+    explanation: Explanation | Mapping[str, Any], k1: float | None = None, b: float | None = None
+) -> dict:
     """The explanation re-computed for other ``k1`` / ``b`` (default: its own), term by term.
 
-    Returns ``{"k1", "b", "score", "terms": [{term, tf, df, idf, length_norm, tf_component,
-    contribution}]}``. With the explanation's own parameters it reproduces its score.
+    ``explanation``: what :meth:`ragfind.BM25Index.explain` returns, or its page dict
+    (:func:`bm25_terms`). Returns ``{"k1", "b", "score", "terms": [{term, tf, df, idf,
+    length_norm, tf_component, contribution}]}``. With the explanation's own parameters it
+    reproduces its score.
     """
+    if isinstance(explanation, Explanation):
+        explanation = bm25_terms(explanation)
     method = explanation["method"]
     k1 = float(explanation["k1"] if k1 is None else k1)
     b = float(explanation["b"] if b is None else b)
@@ -104,79 +115,83 @@ def bm25_rescore(explanation: Mapping[str, Any], k1: float | None = None, b: flo
     return {"k1": k1, "b": b, "score": total, "terms": terms}
 
 
-def _stage_kind(stage: Any) -> str:
-    from ragfind.pipeline.stages.bm25 import BM25Stage
-    from ragfind.pipeline.stages.dense import DenseStage
-    from ragfind.pipeline.stages.late import LateInteractionStage
+def bm25_terms(explanation: Explanation) -> dict:
+    """A ``"bm25"`` :class:`~ragfind.Explanation` as the page's dict: ``score``, the
+    document-wide figures (``method``, ``k1``, ``b``, ``delta``, ``num_docs``, ``doc_len``,
+    ``avgdl``, ``phrases`` for a phrase query) and ``terms`` (per query term ``term``, its
+    figures and ``contribution``)."""
+    terms = [
+        {"term": c.name, **c.detail, "contribution": c.value}
+        for c in explanation.contributions
+        if "phrase_freq" not in c.detail
+    ]
+    return {"score": explanation.score, **explanation.detail, "terms": terms}
 
-    if isinstance(stage, BM25Stage):
-        return "bm25"
-    if isinstance(stage, DenseStage):
-        return "dense"
-    if isinstance(stage, LateInteractionStage):
-        return "late"
-    return "other"
+
+def _bm25f_terms(explanation: Explanation) -> dict:
+    """A ``"bm25f"`` Explanation as the page's dict: ``score``, ``k1``, ``num_docs`` and per
+    query term its figures with ``fields`` (per field tf, lengths, weight, b, share)."""
+    fields: dict = {}
+    for c in explanation.contributions:
+        per = {k: v for k, v in c.detail.items() if k not in ("term", "field")}
+        fields.setdefault(c.detail["term"], {})[c.detail["field"]] = per
+    detail = dict(explanation.detail)
+    terms = [{**t, "fields": fields.get(t["term"], {})} for t in detail.pop("terms")]
+    return {"score": explanation.score, **detail, "terms": terms}
 
 
-def _bm25(stage: Any, query: str, chunk_id: int, k1: float | None, b: float | None) -> dict:
+def _page(kind: str, ex: Explanation, k1: float | None, b: float | None) -> dict:
+    """The page's detail of one stage from its Explanation (the shape ``static/app.js`` reads)."""
+    if ex.kind == "bm25":
+        out = {"kind": kind, "present": True, **bm25_terms(ex)}
+        if k1 is not None or b is not None:
+            out["rescored"] = bm25_rescore(out, k1, b)
+        return out
+    if ex.kind == "bm25f":
+        return {"kind": kind, "present": True, **_bm25f_terms(ex)}
+    if ex.kind == "dense":
+        return {
+            "kind": kind,
+            "present": True,
+            "metric": ex.detail.get("metric"),
+            "dim": ex.detail.get("dim"),
+            "cosine": float(ex.score),
+        }
+    if ex.kind == "late":
+        matches = [
+            {
+                "query_token": c.detail["query_token"],
+                "doc_token": c.detail["doc_token"],
+                "similarity": c.value,
+                "query_text": c.detail["query_text"],
+                "doc_text": c.detail["doc_text"],
+            }
+            for c in ex.contributions
+        ]
+        return {"kind": kind, "present": True, "score": ex.score, "matches": matches}
+    d = ex.to_dict()
+    return {
+        "kind": kind,
+        "present": True,
+        "score": d["score"],
+        "detail": d["detail"],
+        "contributions": d["contributions"],
+    }
+
+
+def _stage_detail(stage: Any, query: str, chunk_id: int, text: str, k1: Any, b: Any, ranked: bool) -> dict:
+    """What one stage says about the chunk: its explanation when it has ``explain``."""
     from ragfind.errors import UnknownIdError
 
+    explain = getattr(stage, "explain", None)
+    if explain is None:
+        return {"kind": "other", "present": ranked}
+    kind = getattr(stage, "kind", None) or "other"
     try:
-        ex = dict(stage.index.explain(query, chunk_id))
+        ex = explain(query, chunk_id, text=text)
     except UnknownIdError:
-        return {"kind": "bm25", "present": False}
-    ex.pop("doc_id", None)
-    out = {"kind": "bm25", "present": True, **ex}
-    if k1 is not None or b is not None:
-        out["rescored"] = bm25_rescore(ex, k1, b)
-    return out
-
-
-def _dense(stage: Any, query: str, chunk_id: int) -> dict:
-    import numpy as np
-
-    from ragfind.ids import IdFilter
-
-    vec = stage.embed(query)
-    ids, scores = stage.index.search(vec, 1, filter=IdFilter([chunk_id]))
-    if not len(ids):
-        return {"kind": "dense", "present": False}
-    return {
-        "kind": "dense",
-        "present": True,
-        "metric": stage.index.metric,
-        "dim": int(stage.index.dim),
-        "cosine": float(np.asarray(scores)[0]),
-    }
-
-
-def _late(stage: Any, query: str, chunk_id: int, text: str) -> dict:
-    index = getattr(stage, "_index", None)
-    if index is None or chunk_id not in index:
-        return {"kind": "late", "present": False}
-    enc = stage.encoder
-    q = enc.encode_query(query)
-    qt = enc.tokenize_query(query) if hasattr(enc, "tokenize_query") else None
-    dt = enc.tokenize_document(text) if hasattr(enc, "tokenize_document") else None
-    try:
-        ex = index.explain(q, chunk_id, query_tokens=qt, doc_tokens=dt)
-    except ValueError:  # labels that do not line up with the stored rows: explain without them
-        ex = index.explain(q, chunk_id)
-    return {
-        "kind": "late",
-        "present": True,
-        "score": ex.score,
-        "matches": [
-            {
-                "query_token": m.query_token,
-                "doc_token": m.doc_token,
-                "similarity": m.similarity,
-                "query_text": m.query_text,
-                "doc_text": m.doc_text,
-            }
-            for m in ex.matches
-        ],
-    }
+        return {"kind": kind, "present": False}
+    return _page(kind, ex, k1, b)
 
 
 def explain_passage(
@@ -222,15 +237,7 @@ def explain_passage(
             terms.append({"stage": s.name, "rank": ranks[s.name], "weight": w, "term": term})
     stages: dict = {}
     for s in retriever.first_stages + retriever.rerank_stages:
-        kind = _stage_kind(s)
-        if kind == "bm25":
-            stages[s.name] = _bm25(s, query, int(chunk_id), k1, b)
-        elif kind == "dense":
-            stages[s.name] = _dense(s, query, int(chunk_id))
-        elif kind == "late":
-            stages[s.name] = _late(s, query, int(chunk_id), indexed)
-        else:
-            stages[s.name] = {"kind": "other", "present": s.name in ranks}
+        stages[s.name] = _stage_detail(s, query, int(chunk_id), indexed, k1, b, s.name in ranks)
         if s.name in ranks:
             stages[s.name]["rank"] = ranks[s.name]
             stages[s.name]["stage_score"] = float(hit.scores[s.name])

@@ -37,6 +37,12 @@ class RetrievalStage(Protocol):
       Precomputed ``embeddings`` given to ``add_documents`` go to the stage(s) having it.
     - ``embed(query)``: encodes a phrasing (timed as ``embed``); ``search`` then receives
       its result instead of the text.
+    - ``explain(query, chunk_id, text=None) -> ragfind.Explanation``: why the stage scores
+      the chunk what it does (``text``: the chunk's indexed text, for stages that label
+      tokens); ``ragfind.UnknownIdError`` when the stage does not hold the chunk. The
+      service's ``/explain`` asks every stage that has it.
+    - ``kind``: what the stage is (``"bm25"``, ``"dense"``, ``"splade"``, ``"late"``; the
+      built-in stages set it), so that callers ask the stage instead of testing its class.
     """
 
     name: str
@@ -53,6 +59,7 @@ class RerankStage(Protocol):
     """A re-ranker over the fused candidates (e.g. late interaction / ColBERT MaxSim).
 
     ``rerank(query, ids, texts)`` returns ``(ids, scores)`` best first over the given chunks.
+    The optional ``explain`` and ``kind`` are those of :class:`RetrievalStage`.
     """
 
     name: str

@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from ragfind.index import Explanation
+
 __all__ = ["BM25Stage"]
 
 
@@ -17,6 +19,8 @@ class BM25Stage:
             English stemming); the stage owns its ids (the Retriever's chunk ids).
         name: the stage's name (timings, RRF weights, ``Passage.ranks``).
     """
+
+    kind = "bm25"
 
     def __init__(self, index: Any = None, name: str = "bm25") -> None:
         from ragfind.sparse.bm25 import BM25Index
@@ -66,6 +70,11 @@ class BM25Stage:
         if stats is None:  # BM25F indexes take no external statistics
             return self.index.search(query, min(k, n), filter=filter)
         return self.index.search(query, min(k, n), filter=filter, stats=stats)
+
+    def explain(self, query: str, chunk_id: int, text: Any = None) -> Explanation:
+        """The index's explanation of the chunk (kind ``"bm25"``, or ``"bm25f"`` for a fielded
+        index); ``text`` is not needed. UnknownIdError when the index does not hold it."""
+        return self.index.explain(query, chunk_id)
 
     def save(self, path: Any) -> None:
         self.index.save(path)

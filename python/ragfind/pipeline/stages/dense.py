@@ -8,6 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from ragfind.errors import unknown_ids
+from ragfind.ids import IdFilter
+from ragfind.index import Contribution, Explanation
 from ragfind.pipeline.cache import LRUCache
 
 __all__ = ["DenseStage"]
@@ -42,6 +45,8 @@ class DenseStage:
         name: the stage's name.
         cache: the LRU cache of query embeddings (shared with the Retriever's statistics).
     """
+
+    kind = "dense"
 
     def __init__(
         self,
@@ -119,6 +124,19 @@ class DenseStage:
         if n == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         return self.index.search(vec, min(k, n), filter=filter)
+
+    def explain(self, query: Any, chunk_id: int, text: Any = None) -> Explanation:
+        """The similarity of the query embedding and the chunk's stored vector: an Explanation
+        of kind ``"dense"``, one contribution (named by the metric), ``detail`` with ``metric``
+        and ``dim``. UnknownIdError when the index does not hold the chunk."""
+        vec = self.embed(query) if isinstance(query, str) else query
+        ids, scores = self.index.search(vec, 1, filter=IdFilter([chunk_id]))
+        if not len(ids):
+            raise unknown_ids([chunk_id], "chunk_id")
+        score = float(np.asarray(scores)[0])
+        metric = str(self.index.metric)
+        detail = {"metric": metric, "dim": int(self.index.dim)}
+        return Explanation("dense", chunk_id, score, (Contribution(metric, score),), detail)
 
     def save(self, path: Any) -> None:
         self.index.save(path)

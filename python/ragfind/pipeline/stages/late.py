@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from ragfind.errors import unknown_ids
+from ragfind.index import Explanation
 from ragfind.pipeline.stages.base import load_stage_index
 
 __all__ = ["LateInteractionStage"]
@@ -29,6 +31,8 @@ class LateInteractionStage:
     The index's ids are the Retriever's chunk ids; deleting a chunk deletes its vectors (the
     index compacts its storage as deleted vectors accumulate).
     """
+
+    kind = "late"
 
     def __init__(self, encoder: Any, name: str = "late", dtype: str = "float16") -> None:
         for attr in ("encode_documents", "encode_query"):
@@ -84,6 +88,23 @@ class LateInteractionStage:
         scores = index.score(q, known)
         order = np.argsort(-scores, kind="stable")
         return np.asarray(known, np.int64)[order], np.asarray(scores, np.float32)[order]
+
+    def explain(self, query: str, chunk_id: int, text: Any = None) -> Explanation:
+        """The index's explanation (kind ``"late"``): per query token, the chunk token it
+        matched and their similarity, labelled by the encoder's ``tokenize_query`` and, given
+        the chunk's indexed ``text``, ``tokenize_document``. UnknownIdError when the stage
+        does not hold the chunk."""
+        index = self._index
+        if index is None or chunk_id not in index:
+            raise unknown_ids([chunk_id], "chunk_id")
+        enc = self.encoder
+        q = enc.encode_query(query)
+        qt = enc.tokenize_query(query) if hasattr(enc, "tokenize_query") else None
+        dt = enc.tokenize_document(text) if text is not None and hasattr(enc, "tokenize_document") else None
+        try:
+            return index.explain(q, chunk_id, query_tokens=qt, doc_tokens=dt)
+        except ValueError:  # labels that do not line up with the stored rows: explain without them
+            return index.explain(q, chunk_id)
 
     def save(self, path: Path) -> None:
         """Writes the token index (chunk ids included) into the stage folder as ``late.idx``."""

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ragfind.errors import unknown_ids
+from ragfind.index import Explanation
 from ragfind.pipeline.stages.base import load_stage_index
 
 __all__ = ["SpladeStage"]
@@ -29,6 +32,8 @@ class SpladeStage:
     The index's ids are the Retriever's chunk ids; deletes and the metadata filter go to the
     index, which skips deleted and disallowed chunks inside its scorers.
     """
+
+    kind = "splade"
 
     def __init__(self, encoder: Any, name: str = "splade", scale: float = 0.0) -> None:
         for attr in ("encode_documents", "encode_queries"):
@@ -77,6 +82,23 @@ class SpladeStage:
         if index is None or not len(index):
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         return index.search(self.encoder.encode_queries([query]), k, filter)
+
+    def explain(self, query: str, chunk_id: int, text: Any = None) -> Explanation:
+        """The index's explanation of the chunk for the encoded query (kind ``"splade"``: the
+        shared terms, named by the encoder's vocabulary when it has ``term``). UnknownIdError
+        when the stage does not hold the chunk."""
+        index = self._index
+        if index is None:
+            raise unknown_ids([chunk_id], "chunk_id")
+        ex = index.explain(self.encoder.encode_queries([query]), chunk_id)
+        term = getattr(self.encoder, "term", None)
+        if term is None:
+            return ex
+        parts = []
+        for c in ex.contributions:
+            name = str(term(c.detail["term_id"]))
+            parts.append(replace(c, name=name, detail={**c.detail, "term": name}))
+        return replace(ex, contributions=tuple(parts))
 
     def save(self, path: Path) -> None:
         """Writes the index (ids included) into the stage folder as ``splade.idx``."""
