@@ -61,4 +61,4 @@ def test_sparse_search_batch(benchmark):
     index.add(docs)
     queries = [(np.unique(rng.integers(0, vocab, size=30)), None) for _ in range(200)]
     queries = [(t, rng.random(len(t)).astype(np.float32) + 0.1) for t, _ in queries]
-    benchmark(index.search_batch, queries, 10)
+    benchmark(index.search_batch_padded, queries, 10)

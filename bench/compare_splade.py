@@ -108,8 +108,8 @@ def speed(args, docs, queries, label):
     Q = queries.to_scipy()
     k = 10
     methods = {
-        "ragfind SparseVectorIndex (all threads)": lambda: index.search_batch(queries, k),
-        "ragfind SparseVectorIndex (1 thread)": lambda: index.search_batch(queries, k, threads=1),
+        "ragfind SparseVectorIndex (all threads)": lambda: index.search_batch_padded(queries, k),
+        "ragfind SparseVectorIndex (1 thread)": lambda: index.search_batch_padded(queries, k, threads=1),
         "scipy.sparse Q @ D.T + argpartition": lambda: scipy_topk(Q, DT, k),
         "scipy.sparse D @ q per query + argpartition": lambda: scipy_per_query(D, Q, k),
     }
@@ -227,7 +227,7 @@ def quality(args):
             )
     index = ragfind.SparseVectorIndex(enc.vocab_size, encoder=enc)
     index.add(dvec)
-    ids, scores = index.search_batch(qvec, k=100)
+    ids, scores = index.search_batch_padded(qvec, k=100)
     run = {q: {doc_ids[d]: float(s) for d, s in zip(ids[i], scores[i]) if d >= 0} for i, q in enumerate(qids)}
     s_ndcg, s_rec = evaluate(run, qrels)
     bm = ragfind.BM25Index()
@@ -309,8 +309,9 @@ def worker(args):
         flt = IdFilter(np.random.default_rng(1).choice(args.docs, size=args.docs // 100, replace=False))
 
     def run(filtered):
-        if new_api:
-            return index.search_batch(queries, 10, flt if filtered else None, threads=1)
+        if new_api:  # the padded arrays: search_batch_padded since search_batch returns a list
+            batch = getattr(index, "search_batch_padded", index.search_batch)
+            return batch(queries, 10, flt if filtered else None, threads=1)
         return index.search_batch(queries, 10, n_threads=1)
 
     checksum = None
@@ -462,7 +463,7 @@ def seismic_worker(args):
 
         def batch(cfg):
             ix, cut = indexes[cfg[0]], cfg[1]
-            return ix.search_batch(queries, k, threads=1, query_cut=cut)[0]
+            return ix.search_batch_padded(queries, k, threads=1, query_cut=cut)[0]
 
         def ids_of(res):
             if isinstance(res, np.ndarray):

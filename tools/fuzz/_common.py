@@ -86,7 +86,7 @@ def exercise(kind: str, index) -> None:
         index.search("alpha beta gamma", k=5)
         index.search_tokenized(["alpha", "zeta"], k=3)
         index.search_batch(["alpha", "beta delta"], k=4, threads=2)
-        index.get_scores("alpha")
+        index.score("alpha")
         index.add(["a new document about alpha"])
         index.delete(index.ids[-1:])
     elif kind.startswith("dense"):
@@ -116,7 +116,7 @@ def exercise(kind: str, index) -> None:
 def _exercise_sparse(index) -> None:
     index.search({0: 1.0, 3: 0.5, index.dim - 1: 2.0}, k=5)
     index.search({1: 1.0}, k=3, algorithm="exhaustive")
-    index.search_batch([{0: 1.0}, {2: 0.3, 4: 0.1}], k=4, n_threads=2)
+    index.search_batch([{0: 1.0}, {2: 0.3, 4: 0.1}], k=4, threads=2)
     if len(index):
         index.score({0: 1.0})
     index.add([{0: 0.5, 1: 1.5}])
