@@ -569,7 +569,7 @@ class BM25Index:
         try:
             with open(path, "rb") as f:
                 if f.read(8) == FIELDS_MAGIC:
-                    return BM25FIndex.load(path, analyzer=analyzer)  # type: ignore[return-value]
+                    return BM25FIndex.load(path, mmap, analyzer=analyzer)  # type: ignore[return-value]
         except OSError:
             pass  # the C++ loader reports it
         meta_text = _core.BM25Core.read_analyzer_json(path)

@@ -348,8 +348,11 @@ class BM25FIndex:
             write_sectioned(path, FIELDS_MAGIC, _VERSION, header, sections)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, analyzer: Any = None) -> BM25FIndex:
-        """Loads a file written by :meth:`save` (IndexFileError for a bad one)."""
+    def load(cls, path: str | os.PathLike, mmap: bool = False, analyzer: Any = None) -> BM25FIndex:
+        """Loads a file written by :meth:`save` (IndexFileError for a bad one). ``mmap`` is
+        accepted as by every index; the fields' postings are read into memory either way."""
+        if not isinstance(mmap, (bool, np.bool_)):  # analyzer was the second parameter before mmap
+            raise TypeError(f"mmap: expected a bool, got {type(mmap).__name__}; pass analyzer= by keyword")
         from ragfind.persist.sectioned import SectionedFile
         from ragfind.sparse.analyzer import Analyzer, resolve_analyzer
         from ragfind.sparse.bm25 import BM25Index

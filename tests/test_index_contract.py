@@ -1,0 +1,229 @@
+"""The index protocol (``ragfind.index``), checked the same way on every index kind: BM25, BM25F,
+SPLADE (SparseVectorIndex), dense exact / HNSW / IVF and late interaction.
+
+add returns the ids as an array; delete and explain fail with one class and message; search_batch
+item i is search(queries[i]) exactly, with and without a filter; ``threads`` is the one spelling
+and a bad value gets the one error; explain's parts sum to the search score; save/load round
+trips; len and ids follow every write."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import ragfind
+from ragfind import BM25Index, DenseIndex, Explanation, IdFilter, LateInteractionIndex, SparseVectorIndex
+from ragfind.errors import UnknownIdError, unknown_ids
+from ragfind.index import check_threads
+from ragfind.models.splade import SparseEmbeddings
+
+KINDS = ["bm25", "bm25f", "splade", "dense-exact", "dense-hnsw", "dense-ivf", "late"]
+EXPLANATION_KIND = {"bm25f": "bm25f", "splade": "splade", "late": "late", "bm25": "bm25"}
+N = 12
+WORDS = ["alpha", "beta", "gamma", "delta", "omega", "sigma"]
+
+
+def _texts(rng: np.random.Generator) -> list[str]:
+    return [" ".join(rng.choice(WORDS, size=int(rng.integers(3, 9)))) + f" w{i}" for i in range(N)]
+
+
+def make(kind: str):
+    """(an empty index, N items, three queries) for ``kind``; queries match most items."""
+    rng = np.random.default_rng(11)
+    if kind == "bm25":
+        return BM25Index(), _texts(rng), ["alpha beta", "gamma omega sigma", "delta"]
+    if kind == "bm25f":
+        titles, bodies = _texts(rng), _texts(rng)
+        docs = [{"title": t, "body": b} for t, b in zip(titles, bodies)]
+        return BM25Index(fields={"title": 2.0, "body": 1.0}), docs, ["alpha beta", "gamma omega", "sigma"]
+    if kind == "splade":
+        # Small random CSR vectors over a vocabulary of 40 (term 0 in every document).
+        dim, rows = 40, []
+        for _ in range(N):
+            terms = np.unique(np.concatenate([[0], rng.choice(np.arange(1, dim), size=5, replace=False)]))
+            rows.append((terms, rng.uniform(0.1, 2.0, size=len(terms))))
+        indptr = np.concatenate([[0], np.cumsum([len(t) for t, _ in rows])]).astype(np.int64)
+        indices = np.concatenate([t for t, _ in rows]).astype(np.int32)
+        values = np.concatenate([v for _, v in rows]).astype(np.float32)
+        queries = [{0: 1.0, 3: 0.5, 7: 0.25}, {0: 0.2, 11: 1.5}, {5: 1.0, 9: 1.0, 0: 0.1}]
+        return SparseVectorIndex(dim), SparseEmbeddings(indptr, indices, values, dim), queries
+    if kind.startswith("dense"):
+        X = rng.standard_normal((N, 8)).astype(np.float32)
+        Q = rng.standard_normal((3, 8)).astype(np.float32)
+        return DenseIndex(8, metric="ip", kind=kind.split("-")[1]), X, list(Q)
+    docs = [rng.standard_normal((int(rng.integers(2, 6)), 8)).astype(np.float32) for _ in range(N)]
+    queries = [rng.standard_normal((m, 8)).astype(np.float32) for m in (2, 3, 1)]
+    return LateInteractionIndex(8), docs, queries
+
+
+def batch(kind: str, queries: list):
+    """The queries as ``search_batch`` takes them (dense: one (nq, dim) array)."""
+    return np.stack(queries) if kind.startswith("dense") else queries
+
+
+def take(kind: str, items, rows):
+    """Some of ``items`` (a list, a 2-D array or a SparseEmbeddings), in ``rows`` order."""
+    if isinstance(items, SparseEmbeddings):
+        parts = [
+            (
+                items.indices[items.indptr[r] : items.indptr[r + 1]],
+                items.values[items.indptr[r] : items.indptr[r + 1]],
+            )
+            for r in rows
+        ]
+        return [(np.asarray(t, np.int64), np.asarray(v, np.float64)) for t, v in parts]
+    if isinstance(items, np.ndarray):
+        return items[list(rows)]
+    return [items[r] for r in rows]
+
+
+def id_list(id_kind: str, n: int, start: int = 0) -> list:
+    return (
+        [f"d{i}" for i in range(start, start + n)]
+        if id_kind == "str"
+        else [100 + i for i in range(start, start + n)]
+    )
+
+
+def same_pair(a, b) -> None:
+    """Two (ids, scores) results are the same: ids (values and dtype) and scores bit for bit."""
+    assert np.asarray(a[0]).dtype == np.asarray(b[0]).dtype
+    assert np.asarray(a[0]).tolist() == np.asarray(b[0]).tolist()
+    np.testing.assert_array_equal(np.asarray(a[1]), np.asarray(b[1]))
+
+
+@pytest.fixture(params=KINDS)
+def kind(request):
+    return request.param
+
+
+@pytest.fixture(params=["int", "str"])
+def id_kind(request):
+    return request.param
+
+
+@pytest.fixture
+def built(kind, id_kind):
+    """(index holding the N items under ``id_kind`` ids, items, queries, ids)."""
+    index, items, queries = make(kind)
+    ids = id_list(id_kind, N)
+    index.add(items, ids=ids)
+    return index, items, queries, ids
+
+
+def test_every_kind_is_an_index(kind):
+    index, _, _ = make(kind)
+    assert isinstance(index, ragfind.Index)
+
+
+def test_add_returns_the_ids_as_an_array(kind):
+    index, items, _ = make(kind)
+    got = index.add(take(kind, items, range(4)))
+    assert isinstance(got, np.ndarray) and got.dtype == np.int64 and got.tolist() == [0, 1, 2, 3]
+    got = index.add(take(kind, items, range(4, 6)), ids=[10, 11])
+    assert isinstance(got, np.ndarray) and got.dtype == np.int64 and got.tolist() == [10, 11]
+    got = index.add(take(kind, items, range(6, 8)))  # after the largest int id so far
+    assert got.tolist() == [12, 13]
+    assert len(index) == 8 and np.asarray(index.ids).tolist() == [0, 1, 2, 3, 10, 11, 12, 13]
+
+    index, items, _ = make(kind)
+    got = index.add(take(kind, items, range(3)), ids=["a", "b", "c"])
+    assert isinstance(got, np.ndarray) and got.dtype == object and got.tolist() == ["a", "b", "c"]
+    assert np.asarray(index.ids).dtype == object
+
+
+def test_delete_and_explain_of_an_unknown_id_fail_with_one_class_and_message(built, id_kind):
+    index, _, queries, ids = built
+    absent = "nope" if id_kind == "str" else 99
+    want = str(unknown_ids([absent], deleting=True))
+    with pytest.raises(UnknownIdError, match=f"^{re.escape(want)}$"):
+        index.delete([absent])
+    with pytest.raises(UnknownIdError, match=f"^{re.escape(want)}$"):
+        index.delete([ids[0], absent])  # all or nothing
+    assert len(index) == N
+    want = str(unknown_ids([absent], "doc_id"))
+    with pytest.raises(UnknownIdError, match=f"^{re.escape(want)}$"):
+        index.explain(queries[0], absent)
+    index.delete([ids[1], ids[4]])
+    assert len(index) == N - 2
+    assert np.asarray(index.ids).tolist() == [i for i in ids if i not in (ids[1], ids[4])]
+    with pytest.raises(UnknownIdError):
+        index.explain(queries[0], ids[1])
+
+
+@pytest.mark.parametrize("filtered", [None, "list", "IdFilter"])
+def test_search_batch_item_i_is_search_of_query_i(built, kind, filtered):
+    index, _, queries, ids = built
+    allowed = [ids[i] for i in (0, 2, 3, 5, 8, 9, 11)]
+    flt = {None: None, "list": allowed, "IdFilter": IdFilter(allowed)}[filtered]
+    for k in (1, 4, N + 5):
+        results = index.search_batch(batch(kind, queries), k, flt)
+        assert isinstance(results, list) and len(results) == len(queries)
+        for q, got in zip(queries, results):
+            assert isinstance(got, tuple) and len(got) == 2
+            single = index.search(q, k, flt)
+            same_pair(got, single)
+            if flt is not None:
+                assert set(np.asarray(got[0]).tolist()) <= set(allowed)
+    threaded = index.search_batch(batch(kind, queries), 4, flt, threads=2)
+    for q, got in zip(queries, threaded):
+        same_pair(got, index.search(q, 4, flt, threads=1))
+
+
+def test_threads_is_the_one_spelling_with_one_error(built, kind):
+    index, _, queries, _ = built
+    ref = index.search(queries[0], 5)
+    for threads in (None, 0, 1, 2):
+        same_pair(index.search(queries[0], 5, threads=threads), ref)
+        same_pair(index.search_batch(batch(kind, queries[:1]), 5, threads=threads)[0], ref)
+    for bad in (-1, 1.5, "2", True):
+        with pytest.raises((TypeError, ValueError)) as want:
+            check_threads(bad)
+        expected = f"^{re.escape(str(want.value))}$"
+        with pytest.raises(type(want.value), match=expected):
+            index.search(queries[0], 5, threads=bad)
+        with pytest.raises(type(want.value), match=expected):
+            index.search_batch(batch(kind, queries), 5, threads=bad)
+
+
+def test_explain_parts_sum_to_the_search_score(built, kind):
+    index, _, queries, _ = built
+    for q in queries:
+        ids, scores = index.search(q, 4)
+        assert len(ids)
+        for doc, score in zip(ids.tolist(), np.asarray(scores).tolist()):
+            ex = index.explain(q, doc)
+            assert isinstance(ex, Explanation)
+            assert ex.kind == EXPLANATION_KIND.get(kind, "dense")
+            assert ex.id == doc
+            assert ex.score == pytest.approx(score, rel=1e-5, abs=1e-5)
+            assert sum(c.value for c in ex.contributions) == pytest.approx(ex.score, rel=1e-5, abs=1e-5)
+            assert ex.to_dict()["score"] == pytest.approx(ex.score)
+
+
+@pytest.mark.parametrize("mmap", [True, False])
+def test_save_load_round_trip_gives_identical_results(built, kind, tmp_path, mmap):
+    index, items, queries, ids = built
+    index.delete([ids[2]])
+    path = tmp_path / f"{kind}.idx"
+    index.save(path)
+    loaded = type(index).load(path, mmap=mmap)
+    assert type(loaded) is type(index)
+    assert len(loaded) == len(index) == N - 1
+    assert np.asarray(loaded.ids).tolist() == np.asarray(index.ids).tolist()
+    for q in queries:
+        same_pair(loaded.search(q, 5), index.search(q, 5))
+        same_pair(loaded.search(q, 5, [ids[0], ids[5]]), index.search(q, 5, [ids[0], ids[5]]))
+    for a, b in zip(
+        loaded.search_batch(batch(kind, queries), 5), index.search_batch(batch(kind, queries), 5)
+    ):
+        same_pair(a, b)
+    doc = index.search(queries[0], 1)[0][0]
+    assert loaded.explain(queries[0], doc).score == pytest.approx(
+        index.explain(queries[0], doc).score, rel=1e-6
+    )
+    # The loaded index keeps taking writes under the same rules.
+    new = loaded.add(take(kind, items, [2]), ids=[ids[2]])
+    assert np.asarray(new).tolist() == [ids[2]] and len(loaded) == N
