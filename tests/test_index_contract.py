@@ -227,3 +227,44 @@ def test_save_load_round_trip_gives_identical_results(built, kind, tmp_path, mma
     # The loaded index keeps taking writes under the same rules.
     new = loaded.add(take(kind, items, [2]), ids=[ids[2]])
     assert np.asarray(new).tolist() == [ids[2]] and len(loaded) == N
+
+
+def test_old_spellings_still_work_for_one_release_with_a_warning():
+    index, texts, queries = make("bm25")
+    index.add(texts)
+    with pytest.warns(DeprecationWarning, match="get_scores is deprecated"):
+        np.testing.assert_array_equal(index.get_scores(queries[0]), index.score(queries[0]))
+    for got, want in zip(index.search_batch(queries, 3, None, 2), index.search_batch(queries, 3, threads=2)):
+        same_pair(got, want)  # threads stays the 4th positional of BM25's search_batch
+    fielded, docs, _ = make("bm25f")
+    fielded.add(docs)
+    with pytest.warns(DeprecationWarning, match="get_scores is deprecated"):
+        np.testing.assert_array_equal(fielded.get_scores(queries[0]), fielded.score(queries[0]))
+    ex = index.explain(queries[0], 0)
+    with pytest.warns(DeprecationWarning, match="old dict result"):
+        assert dict(ex)["score"] == ex.score and ex["doc_len"] == ex.detail["doc_len"]
+
+    sparse, vectors, squeries = make("splade")
+    sparse.add(vectors)
+    with pytest.warns(DeprecationWarning, match="n_threads= is deprecated"):
+        old = sparse.search_batch(squeries, 3, n_threads=1)
+    for got, want in zip(old, sparse.search_batch(squeries, 3, threads=1)):
+        same_pair(got, want)
+    with pytest.warns(DeprecationWarning, match="n_threads= is deprecated"):
+        sparse.search_batch_padded(squeries, 3, n_threads=1)
+    with pytest.warns(DeprecationWarning, match="old list result"):
+        terms = [m.term_id for m in sparse.explain(squeries[0], 0)]
+    assert terms == [c.detail["term_id"] for c in sparse.explain(squeries[0], 0).contributions]
+
+    late, docs, lqueries = make("late")
+    late.add(docs)
+    with pytest.warns(DeprecationWarning, match="n_threads= is deprecated"):
+        np.testing.assert_array_equal(
+            late.score(lqueries[0], n_threads=1), late.score(lqueries[0], threads=1)
+        )
+    with pytest.warns(DeprecationWarning, match="n_probe= is deprecated"):
+        old = late.search_batch(lqueries, 3, n_probe=2)
+    for got, want in zip(old, late.search_batch(lqueries, 3, nprobe=2)):
+        same_pair(got, want)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'n_prob'"):
+        late.search(lqueries[0], 3, n_prob=2)

@@ -101,11 +101,9 @@ class Explanation:
         return "\n".join(lines)
 
     def __getattr__(self, name: str) -> Any:
-        # Only reached for names the dataclass lacks (MaxSimExplanation's doc_id, matches).
+        # Only reached for names the dataclass lacks (MaxSimExplanation's matches, dict's keys).
         legacy = self.__dict__.get("_legacy")
-        if name.startswith("_") or legacy is None or isinstance(legacy, (dict, list)):
-            raise AttributeError(f"'Explanation' object has no attribute {name!r}")
-        if not hasattr(legacy, name):
+        if name.startswith("_") or legacy is None or not hasattr(legacy, name):
             raise AttributeError(f"'Explanation' object has no attribute {name!r}")
         return getattr(self._old(f"attribute {name!r}"), name)
 

@@ -180,3 +180,22 @@ def test_empty_stages_round_trip_and_old_layouts_are_refused(tmp_path):
     (bad / "splade.idx").write_bytes(b"RAGFBM25" + b"\0" * 100)
     with pytest.raises(ValueError, match="not a saved SPLADE stage .*bad magic"):
         ragfind.SpladeStage.load(bad, FakeSplade())
+
+
+def test_every_stage_explains_its_score():
+    splade = ragfind.SpladeStage(FakeSplade())
+    late = ragfind.LateInteractionStage(FakeColbert())
+    r = ragfind.Retriever(encoder=HashEncoder(), stages=[splade, late], rerank_candidates=5)
+    r.add_documents(DOCS)
+    query = "cats purr and hunt mice"
+    top = r.search(query, k=3)[0]
+    for stage in r.first_stages + r.rerank_stages:
+        ex = stage.explain(query, top.id, text=top.text)
+        assert isinstance(ex, ragfind.Explanation) and ex.id == top.id
+        assert ex.kind == stage.kind and stage.kind in ("bm25", "dense", "splade", "late")
+        assert sum(c.value for c in ex.contributions) == pytest.approx(ex.score, rel=1e-5, abs=1e-5)
+        if stage.name in top.scores:
+            assert ex.score == pytest.approx(top.scores[stage.name], rel=1e-5, abs=1e-5)
+        with pytest.raises(ragfind.UnknownIdError):
+            stage.explain(query, 10**6)
+    r.close()
