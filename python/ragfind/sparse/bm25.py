@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import warnings
 from collections.abc import Sequence
 from typing import Any, Union
@@ -195,6 +196,7 @@ class BM25Index:
         if delta is None:
             delta = DEFAULT_DELTA.get("bm25+" if method == "bm25plus" else method, 0.0)
         self._core = _core.BM25Core(method, float(k1), float(b), float(delta), self._analyzer._core)
+        self._writes = threading.Lock()
         if positions:
             self._core.enable_positions()
 
@@ -225,6 +227,7 @@ class BM25Index:
         obj._analyzer = analyzer
         obj._core = core
         obj._delta_given = True
+        obj._writes = threading.Lock()
         return obj
 
     # ----- building
@@ -249,8 +252,9 @@ class BM25Index:
         """
         texts = _check_texts(texts, "texts")
         ids = _check_ids(ids)
-        self._core.add(texts, ids)
-        return _added_ids(self, ids, len(texts))
+        with self._writes:  # no other write between the add and reading its default ids back
+            self._core.add(texts, ids)
+            return _added_ids(self, ids, len(texts))
 
     def add_tokenized(self, token_lists: Sequence[Sequence[str]], ids: IdList | None = None) -> np.ndarray:
         """Adds pre-tokenized documents, bypassing the analyzer: each token is an index term.
@@ -259,8 +263,9 @@ class BM25Index:
         """
         token_lists = _check_texts(token_lists, "token_lists")
         ids = _check_ids(ids)
-        self._core.add_tokenized(token_lists, ids)
-        return _added_ids(self, ids, len(token_lists))
+        with self._writes:
+            self._core.add_tokenized(token_lists, ids)
+            return _added_ids(self, ids, len(token_lists))
 
     def delete(self, ids: IdList) -> None:
         """Removes documents by id; statistics are updated as if they had never been added.
@@ -273,7 +278,9 @@ class BM25Index:
         Raises:
             ragfind.UnknownIdError (a KeyError): an id is not in the index (nothing is deleted).
         """
-        self._core.delete(_check_ids(ids))
+        ids = _check_ids(ids)
+        with self._writes:
+            self._core.delete(ids)
 
     # ----- searching
 
