@@ -56,8 +56,8 @@ def main():
         ref = np.array([(q.astype(np.float64) @ d.astype(np.float64).T).max(axis=1).sum() for d in docs])
         ref16 = np.array([(q.astype(np.float64) @ d.astype(np.float64).T).max(axis=1).sum() for d in docs16])
         methods = {
-            "ragfind f32": lambda docs=docs: ragfind.maxsim(q, docs, n_threads=args.threads),
-            "ragfind f16": lambda docs16=docs16: ragfind.maxsim(q, docs16, n_threads=args.threads),
+            "ragfind f32": lambda docs=docs: ragfind.maxsim(q, docs, threads=args.threads),
+            "ragfind f16": lambda docs16=docs16: ragfind.maxsim(q, docs16, threads=args.threads),
             "numpy (BLAS per doc)": lambda docs=docs: numpy_maxsim(q, docs),
         }
         if maxsim_cpu is not None:

@@ -72,8 +72,8 @@ def test_packed_form_and_threads_match_list(simd_level):
     docs = [rng.standard_normal((n, 64)).astype(np.float32) for n in rng.integers(1, 200, size=300)]
     packed = np.concatenate(docs)
     offsets = np.concatenate([[0], np.cumsum([len(d) for d in docs])])
-    a = ragfind.maxsim(q, docs, n_threads=1)
-    b = ragfind.maxsim(q, packed, offsets=offsets, n_threads=4)
+    a = ragfind.maxsim(q, docs, threads=1)
+    b = ragfind.maxsim(q, packed, offsets=offsets, threads=4)
     np.testing.assert_array_equal(a, b)  # same kernel, same order of operations
     sub = _core.maxsim_packed(q, packed, offsets.astype(np.int64), np.array([5, 0, 5]), 0, True)
     np.testing.assert_array_equal(sub, a[[5, 0, 5]])
@@ -143,6 +143,16 @@ def test_first_non_finite_document_is_reported_whatever_the_threads(threads):
         with pytest.raises(
             ValueError, match=r"documents\[411\] contains a non-finite value.*row 3, column 7"
         ):
-            ragfind.maxsim(q, docs, n_threads=threads)
-    good = ragfind.maxsim(q, docs[:400], n_threads=threads)
-    np.testing.assert_allclose(good, ragfind.maxsim(q, docs[:400], n_threads=1), rtol=1e-6)
+            ragfind.maxsim(q, docs, threads=threads)
+    good = ragfind.maxsim(q, docs[:400], threads=threads)
+    np.testing.assert_allclose(good, ragfind.maxsim(q, docs[:400], threads=1), rtol=1e-6)
+
+
+def test_n_threads_is_the_deprecated_name_of_threads():
+    q = np.ones((2, 4), np.float32)
+    docs = [np.ones((3, 4), np.float32), np.eye(4, dtype=np.float32)]
+    with pytest.warns(DeprecationWarning, match="maxsim: n_threads= is deprecated"):
+        old = ragfind.maxsim(q, docs, n_threads=1)
+    np.testing.assert_array_equal(old, ragfind.maxsim(q, docs, threads=1))
+    with pytest.raises(ValueError, match=r"^threads: expected None or an int >= 0"):
+        ragfind.maxsim(q, docs, threads=-1)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ragfind import _core
+from ragfind.index import check_threads, renamed_option
 
 __all__ = ["maxsim", "MaxSimExplanation", "TokenMatch"]
 
@@ -49,8 +50,9 @@ def maxsim(
     documents,
     *,
     offsets=None,
-    n_threads: int | None = None,
+    threads: int | None = None,
     check_finite: bool = True,
+    **old,
 ) -> np.ndarray:
     """MaxSim scores of one query against many documents.
 
@@ -63,7 +65,8 @@ def maxsim(
         offsets: (n_docs + 1,) integer array for the packed form: document ``d`` is rows
             ``offsets[d]:offsets[d + 1]`` (strictly increasing, starting at 0, ending at
             ``total_tokens``).
-        n_threads: worker threads (None: all cores; small batches use fewer).
+        threads: worker threads (None or 0: all cores; small batches use fewer).
+            ``n_threads`` is its deprecated older name.
         check_finite: scan the inputs for NaN/Inf first (cheap next to the scoring).
 
     Returns:
@@ -73,8 +76,10 @@ def maxsim(
         TypeError: non-float input. ValueError: wrong shapes, mismatched dims, an empty
         document, malformed offsets, or NaN/Inf (the message names the argument and row).
     """
+    threads = check_threads(renamed_option(old, "n_threads", "threads", threads, "maxsim"))
+    if old:
+        raise TypeError(f"maxsim() got an unexpected keyword argument {next(iter(old))!r}")
     q = _as_query(query_vectors)
-    threads = 0 if n_threads is None else int(n_threads)
     if offsets is not None:
         tokens = _as_doc(documents, "documents", None)
         off = np.ascontiguousarray(np.asarray(offsets), dtype=np.int64)
