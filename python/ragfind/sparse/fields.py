@@ -31,6 +31,7 @@ import numpy as np
 
 from ragfind.errors import IndexFileError, check_k
 from ragfind.ids import as_id_filter
+from ragfind.sparse.bm25 import BM25Index, register_fielded
 
 __all__ = ["BM25FIndex", "FIELDS_MAGIC"]
 
@@ -82,7 +83,6 @@ class BM25FIndex:
         analyzer: Any = None,
     ) -> None:
         from ragfind.sparse.analyzer import Analyzer, resolve_analyzer
-        from ragfind.sparse.bm25 import BM25Index
 
         if isinstance(k1, bool) or not isinstance(k1, (int, float)) or not math.isfinite(k1) or k1 < 0:
             raise ValueError(f"k1: expected a finite number >= 0, got {k1!r}")
@@ -294,7 +294,6 @@ class BM25FIndex:
         """Loads a file written by :meth:`save` (IndexFileError for a bad one)."""
         from ragfind.persist.sectioned import SectionedFile
         from ragfind.sparse.analyzer import Analyzer, resolve_analyzer
-        from ragfind.sparse.bm25 import BM25Index
 
         path = Path(os.fspath(path))
         sf = SectionedFile(path, FIELDS_MAGIC, _VERSION, "BM25F index")
@@ -363,3 +362,6 @@ class BM25FIndex:
 
     def __repr__(self) -> str:
         return f"BM25FIndex(fields={self._weights}, field_b={self._b}, k1={self._k1}, num_docs={len(self)})"
+
+
+register_fielded(BM25FIndex, FIELDS_MAGIC)
