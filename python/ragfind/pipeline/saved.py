@@ -295,6 +295,7 @@ def load_folder(
     contextualize: Any,
     stages: Sequence[Any],
     verify: bool,
+    chunk_id_policy: Any = None,
 ) -> Any:
     """Reads a folder written by :func:`save_folder` (see :meth:`Retriever.load`)."""
     from ragfind.dense.index import DenseIndex
@@ -414,6 +415,7 @@ def load_folder(
             threads=2,
             show_progress=False,
             store=store,
+            chunk_id_policy=chunk_id_policy,
         )
         chunk_ids = store.chunk_ids()
         for stage in obj.first_stages:
