@@ -13,6 +13,7 @@ Replicas of a shard share its folder and log; only the primary (replica 0) write
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import os
@@ -23,11 +24,25 @@ import numpy as np
 
 from ragfind.distributed.folder import MANIFEST
 from ragfind.distributed.partition import ShardChunkIds
-from ragfind.distributed.wal import WriteAheadLog, decode_array, encode_array
+from ragfind.persist.wal import WriteLog
 from ragfind.pipeline.retriever import Retriever
 
 STATE = "state.json"
 WAL = "wal.log"
+
+
+def encode_array(a: np.ndarray | None) -> dict | None:
+    """An array as a JSON value for a write-log record."""
+    if a is None:
+        return None
+    a = np.ascontiguousarray(a, dtype="<f4")
+    return {"shape": list(a.shape), "f4": base64.b64encode(a.tobytes()).decode("ascii")}
+
+
+def decode_array(d: dict | None) -> np.ndarray | None:
+    if d is None:
+        return None
+    return np.frombuffer(base64.b64decode(d["f4"]), dtype="<f4").reshape(d["shape"]).copy()
 
 
 def bm25_spec(index: Any) -> dict:
@@ -90,7 +105,7 @@ class ShardActor:
         self.home.mkdir(parents=True, exist_ok=True)
         self.primary = bool(primary)
         self.options = retriever_options(options)
-        self.wal = WriteAheadLog(self.home / WAL)
+        self.wal = WriteLog(self.home / WAL)
         self.chunk_ids = ShardChunkIds(self.shard)
         snapshot, self.applied = self._snapshot()
         if snapshot is not None:
@@ -106,7 +121,9 @@ class ShardActor:
         else:
             self.r = Retriever(**self.options, chunk_id_policy=self.chunk_ids)
         self.replayed = 0
-        for rec in self.wal.records():
+        # Only the primary writes the log; a replica reads it as it is (the primary may be
+        # appending to it).
+        for rec in self.wal.recover() if self.primary else self.wal.records():
             if rec["lsn"] > self.applied:
                 self._apply(rec)
                 self.applied = rec["lsn"]
@@ -179,7 +196,7 @@ class ShardActor:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self.home / STATE)
-        self.wal.truncate()
+        self.wal.reset()
 
     # ----- reads
 
