@@ -540,8 +540,9 @@ class Retriever:
             return n_chunks
 
     def chunks(self, documents: Iterable[Mapping[str, Any]]) -> list:
-        """The :class:`ragfind.Chunk` s :meth:`add_documents` would index for ``documents``, in
-        order (e.g. to split precomputed embeddings by document); checked as it checks them."""
+        """The chunks (:class:`ragfind.Chunk`) :meth:`add_documents` would index for
+        ``documents``, in order (e.g. to split precomputed embeddings by document); the documents
+        are checked as it checks them."""
         docs = list(documents)
         self.check_documents(docs)
         return self._chunk(docs)
