@@ -13,7 +13,7 @@ from sharded_helpers import load_collection
 
 import ragfind
 from ragfind.distributed import ShardedRetriever, ShardUnavailableError
-from ragfind.distributed.wal import WALCorruptError, WriteAheadLog
+from ragfind.persist.wal import WriteLog, WriteLogError
 
 ray_session = sharded_helpers.ray_session  # the session's local Ray (a fixture)
 
@@ -133,7 +133,7 @@ def test_restart_without_a_save_replays_the_whole_log(ray_session, tmp_path) -> 
 
 
 def test_wal_records_torn_tail_and_corruption(tmp_path) -> None:
-    wal = WriteAheadLog(tmp_path / "wal.log")
+    wal = WriteLog(tmp_path / "wal.log")
     for i in range(3):
         wal.append({"op": "delete", "lsn": i + 1, "ids": [str(i)]})
     assert [r["lsn"] for r in wal.records()] == [1, 2, 3]
@@ -143,7 +143,7 @@ def test_wal_records_torn_tail_and_corruption(tmp_path) -> None:
     bad = bytearray(data)
     bad[12] ^= 0xFF  # inside the first record
     (tmp_path / "wal.log").write_bytes(bytes(bad))
-    with pytest.raises(WALCorruptError, match="checksum"):
+    with pytest.raises(WriteLogError, match="record 1 is corrupt"):
         list(wal.records())
-    wal.truncate()
+    wal.reset()
     assert list(wal.records()) == []

@@ -116,7 +116,7 @@ def test_chunking_and_contexts_are_indexed_apart_from_text():
     # The heading path is indexed: BM25 finds every Usage chunk (and only those) for "usage".
     ids, _ = r.bm25.search("usage", 50)
     usage = {int(i) for i in ids}
-    rows = r._fetch(np.asarray(sorted(usage)))
+    rows = r.store.fetch(np.asarray(sorted(usage)))
     assert all("Usage" in rows[i][7] or "Usage" in rows[i][2] for i in usage)
     with r.store.lock:
         in_usage = {c for (c,) in r.store.db.execute("SELECT id FROM chunks WHERE context = 'Guide > Usage'")}

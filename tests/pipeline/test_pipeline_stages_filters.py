@@ -75,13 +75,13 @@ def big():
 
 def allowed_chunks(r, docs, pred):
     keep = {d["id"] for d in docs if pred(d["metadata"])}
-    return {c for c, row in r._fetch(r.store.chunk_ids()).items() if row[1] in keep}
+    return {c for c, row in r.store.fetch(r.store.chunk_ids()).items() if row[1] in keep}
 
 
 def brute_dense(r, enc, q):
     """Exact cosine ranking by numpy over every stored chunk (ties by chunk id)."""
     ids = r.store.chunk_ids()
-    rows = r._fetch(ids)
+    rows = r.store.fetch(ids)
     vecs = enc.encode([rows[int(i)][2] for i in ids])
     s = vecs @ enc.encode_query(q)
     order = np.lexsort((ids, -s))
@@ -102,7 +102,7 @@ FILTERS = [
 def test_every_stage_filters_inside_its_index(big, filters, pred, q, k):
     r, enc, docs = big
     allowed = allowed_chunks(r, docs, pred)
-    flt = r._filters(filters)
+    flt = r.stage_runner.compile_filters(filters)
     assert set(flt.ids.tolist()) == allowed
     n = r.n_chunks
     for stage in r.first_stages:

@@ -17,8 +17,9 @@ from serve_process import start_ragfind_serve  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402
 
 import ragfind  # noqa: E402
+from ragfind.persist.wal import WriteLog, WriteLogError  # noqa: E402
 from ragfind.serve import ServeConfig, create_app  # noqa: E402
-from ragfind.serve.wal import LOG_FILE, WriteLog, WriteLogError, replay  # noqa: E402
+from ragfind.serve.service import LOG_FILE, replay  # noqa: E402
 
 
 def state(r) -> dict:
@@ -116,14 +117,14 @@ def test_replay_is_idempotent_over_a_folder_that_already_holds_the_records(bm25_
 
 
 def test_torn_tail_is_dropped_and_a_corrupt_record_refused(bm25_folder):
-    log = WriteLog(bm25_folder)
+    log = WriteLog(bm25_folder / LOG_FILE)
     log.append({"op": "add", "documents": [{"id": "owls", "text": "Owls"}]})
     log.close()
     with open(log.path, "ab") as f:
         f.write(b'0badcafe {"op": "add", "docum')  # a crash mid-write: never acknowledged
     app = create_app(folder=bm25_folder)
     assert "owls" in state(app.state.service.retriever)
-    log = WriteLog(bm25_folder)
+    log = WriteLog(bm25_folder / LOG_FILE)
     log.append({"op": "delete", "ids": ["owls"]})
     log.append({"op": "delete", "ids": ["cats"]})
     log.close()

@@ -2,7 +2,8 @@
 
 ``read_json``/``read_parquet`` -> ``map_batches`` over an actor pool of encoders (each chunks
 its batch exactly as a Retriever would and embeds the chunks) -> one builder actor per shard
-(a :class:`ShardRetriever` given the embeddings) -> ``shard-XXXX/`` folders + ``shards.json``.
+(a Retriever with the shard's chunk-id policy, given the embeddings) -> ``shard-XXXX/``
+folders + ``shards.json``.
 The driver streams the embedded documents to the shard builders in source order, numbering
 them as one Retriever fed the whole source would, so the folder loads with
 :meth:`ShardedRetriever.load` and answers exactly as that Retriever.
@@ -21,8 +22,8 @@ import numpy as np
 
 from ragfind.distributed import folder as fmt
 from ragfind.distributed._ray import require_ray
-from ragfind.distributed.partition import MAX_SHARDS, shard_of
-from ragfind.distributed.shard import ShardRetriever, bm25_spec, retriever_options
+from ragfind.distributed.partition import MAX_SHARDS, ShardChunkIds, shard_of
+from ragfind.distributed.shard import bm25_spec, retriever_options
 from ragfind.persist.atomic import fsync_dir
 
 __all__ = ["build"]
@@ -55,9 +56,7 @@ class _Embedder:
         n = len(next(iter(batch.values())))
         rows = [{k: batch[k][i] for k in batch} for i in range(n)]
         docs = [_doc_of(r, self.id_field) for r in rows]
-        Retriever = type(self.r)
-        Retriever._check_documents(docs)
-        chunks = self.r._chunk(docs)
+        chunks = self.r.chunks(docs)
         counts: dict = {}
         for c in chunks:
             counts[c.doc_id] = counts.get(c.doc_id, 0) + 1
@@ -82,19 +81,18 @@ class _ShardBuilder:
     """A Ray actor building one shard's Retriever from embedded documents, then saving it."""
 
     def __init__(self, shard: int, options: dict) -> None:
-        self.r = ShardRetriever(**retriever_options(options))
-        self.r.shard = shard
+        from ragfind.pipeline.retriever import Retriever
+
+        self.chunk_ids = ShardChunkIds(shard)
+        self.r = Retriever(**retriever_options(options), chunk_id_policy=self.chunk_ids)
         self.dim = self.r.encoder.dim if self.r.encoder is not None else 0
 
     def add(self, docs: list, seqs: list, emb: list) -> int:
-        self.r._seqs = {d["id"]: s for d, s in zip(docs, seqs)}
-        try:
+        with self.chunk_ids.numbering({d["id"]: s for d, s in zip(docs, seqs)}):
             vectors = None
             if self.dim:
                 vectors = np.frombuffer(b"".join(emb), np.float32).reshape(-1, self.dim)
             return self.r.add_documents(docs, embeddings=vectors)
-        finally:
-            self.r._seqs = None
 
     def save(self, path: str) -> int:
         self.r.save(path)

@@ -12,6 +12,9 @@ counter of added documents. The shard of any returned id is read back from its b
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
@@ -42,3 +45,26 @@ def shard_of_chunk(ids: np.ndarray) -> np.ndarray:
 
 def doc_seq_of_chunk(ids: np.ndarray) -> np.ndarray:
     return np.asarray(ids, np.int64) >> (CHUNK_BITS + SHARD_BITS)
+
+
+class ShardChunkIds:
+    """The chunk-id policy of shard ``shard`` (:mod:`ragfind.pipeline.chunk_ids`): chunk ``i``
+    of the document the router numbered ``seq`` gets ``chunk_id(seq, shard, i)``. A shard's
+    documents are added inside ``numbering(seqs)``, which gives their numbers by id."""
+
+    def __init__(self, shard: int) -> None:
+        self.shard = int(shard)
+        self._seqs: Mapping[str, int] | None = None
+
+    @contextmanager
+    def numbering(self, seqs: Mapping[str, int]) -> Iterator[None]:
+        self._seqs = seqs
+        try:
+            yield
+        finally:
+            self._seqs = None
+
+    def __call__(self, store: Any, chunks: Sequence[Any]) -> np.ndarray:
+        if self._seqs is None:
+            raise RuntimeError("a shard's documents are added through its ShardedRetriever")
+        return np.asarray([chunk_id(self._seqs[c.doc_id], self.shard, c.index) for c in chunks], np.int64)

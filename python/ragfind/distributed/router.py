@@ -5,9 +5,9 @@ frequencies, document count and total length, which are summed; then every shard
 stage (BM25 scored with the summed statistics, dense with the query vector embedded once
 here), and each stage's per-shard top lists are merged by (score, collection-wide chunk id)
 into the global top list. Fusion, passage assembly and re-ranking run here with the
-Retriever's own code (:class:`_Head` is a Retriever without documents whose first stage,
-passage fetch and re-rank stages are these remote ones), so the results equal one
-Retriever's over the same documents.
+Retriever's own code (the head is a Retriever without documents built with
+:class:`_ShardStages`, a stage runner whose filters, first stages, re-rank stages and passage
+fetches go to the shards), so the results equal one Retriever's over the same documents.
 
 Writes are serialised (a write excludes searches, so both phases see one state) and
 acknowledged only once durable on their shard (its write-ahead log, fsynced). A dead actor is
@@ -22,13 +22,15 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ragfind import _core
 from ragfind.distributed import folder as fmt
 from ragfind.distributed._ray import actor_errors, require_ray
 from ragfind.distributed.partition import MAX_SHARDS, shard_of, shard_of_chunk
@@ -36,6 +38,7 @@ from ragfind.distributed.shard import STATE, ShardActor, _Err, bm25_spec
 from ragfind.persist.atomic import fsync_dir
 from ragfind.pipeline.results import SearchResult
 from ragfind.pipeline.retriever import Retriever
+from ragfind.pipeline.runner import StageLists
 from ragfind.pipeline.stages.bm25 import BM25Stage
 
 __all__ = ["ShardedRetriever", "ShardedSearchResult", "ShardUnavailableError"]
@@ -60,8 +63,10 @@ class ShardedSearchResult(SearchResult):
     """A :class:`ragfind.SearchResult`; ``partial`` is True when shards were left out
     (``missing_shards``), which only a search with ``partial=True`` returns."""
 
-    partial: bool = False
-    missing_shards: tuple = ()
+    @property
+    def missing_shards(self) -> tuple:
+        """The shards left out (``missing``)."""
+        return self.missing
 
 
 def _positive(value: Any, name: str) -> int:
@@ -76,104 +81,131 @@ def _raise_err(res: Any) -> Any:
     return res
 
 
-class _RWLock:
-    """Many readers or one writer; a waiting writer stops new readers."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._readers = 0
-        self._writer = False
-        self._waiting = 0
-
-    def read(self):
-        lock = self
-
-        class _R:
-            def __enter__(self):
-                with lock._cond:
-                    while lock._writer or lock._waiting:
-                        lock._cond.wait()
-                    lock._readers += 1
-
-            def __exit__(self, *exc):
-                with lock._cond:
-                    lock._readers -= 1
-                    lock._cond.notify_all()
-
-        return _R()
-
-    def write(self):
-        lock = self
-
-        class _W:
-            def __enter__(self):
-                with lock._cond:
-                    lock._waiting += 1
-                    while lock._writer or lock._readers:
-                        lock._cond.wait()
-                    lock._waiting -= 1
-                    lock._writer = True
-
-            def __exit__(self, *exc):
-                with lock._cond:
-                    lock._writer = False
-                    lock._cond.notify_all()
-
-        return _W()
+@contextmanager
+def _reading(lock: _core.ReaderWriterLock) -> Iterator[None]:
+    lock.acquire_read()
+    try:
+        yield
+    finally:
+        lock.release_read()
 
 
-class _PassFilters:
-    """The head's filter "compiler": the conditions go to the shards, which compile them."""
+@contextmanager
+def _writing(lock: _core.ReaderWriterLock) -> Iterator[None]:
+    lock.acquire_write()
+    try:
+        yield
+    finally:
+        lock.release_write()
 
-    def __call__(self, filters: Any) -> Any:
-        return dict(filters) if filters else None
 
-    def clear(self) -> None:
-        pass
+class _ShardStages:
+    """The head's stage runner (:class:`ragfind.pipeline.runner.StageRunner`): filters are
+    compiled by the shards, first stages run on every shard and their lists are merged here,
+    re-rank stages run on the shards holding the chunks, passages are fetched from them."""
 
-
-class _RemoteRerank:
-    """A re-rank stage run on the shards holding the chunks; scores merged (ties: input order)."""
-
-    def __init__(self, name: str, router: ShardedRetriever) -> None:
-        self.name = name
+    def __init__(self, router: ShardedRetriever) -> None:
         self._router = router
 
-    def rerank(self, query: str, ids: np.ndarray, texts: list) -> tuple:
+    @property
+    def generation(self) -> int:
+        return self._router._generation
+
+    def compile_filters(self, filters: Any) -> Any:
+        return dict(filters) if filters else None
+
+    def first_stage(
+        self, stages: list, queries: tuple, depth: int, flt: Any, timings: dict, *, partial: bool = False
+    ) -> StageLists:
+        router = self._router
+        t0 = time.perf_counter()
+        plan = []
+        t_embed = 0.0
+        terms: dict = {}
+        for s in stages:
+            if isinstance(s, BM25Stage):
+                plan.append((s.name, "bm25", list(queries)))
+                terms[s.name] = [list(dict.fromkeys(s.index.analyze_query(q))) for q in queries]
+            elif hasattr(s, "embed"):
+                t = time.perf_counter()
+                plan.append((s.name, "vector", [np.asarray(s.embed(q)) for q in queries]))
+                t_embed += time.perf_counter() - t
+            else:
+                plan.append((s.name, "text", list(queries)))
+        everyone = range(router.num_shards)
+        missing: set = set()
+        stats = None
+        if terms:
+            t = time.perf_counter()
+            per = router._scatter({s: ("term_stats", terms) for s in everyone}, partial)
+            missing.update(set(everyone) - set(per))
+            stats = {}
+            for name, term_lists in terms.items():
+                rows = []
+                for qi, ts in enumerate(term_lists):
+                    n = sum(int(p[name][qi][0]) for p in per.values())
+                    total = sum(int(p[name][qi][1]) for p in per.values())
+                    df = np.zeros(len(ts), np.int64)
+                    for p in per.values():
+                        df += np.asarray(p[name][qi][2], np.int64)
+                    rows.append((n, total, dict(zip(ts, df.tolist()))))
+                stats[name] = rows
+            timings["stats"] = time.perf_counter() - t
+        t = time.perf_counter()
+        got = router._scatter({s: ("first_stage", plan, stats, depth, flt) for s in everyone}, partial)
+        missing.update(set(everyone) - set(got))
+        t_search = time.perf_counter() - t
+        lists, names = [], []
+        for name, _, inputs in plan:
+            for qi in range(len(inputs)):
+                parts = [got[s][name][qi] for s in sorted(got)]
+                ids = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+                scores = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.float32)
+                # Score descending, ties by chunk id (= insertion order, as in one Retriever).
+                order = np.lexsort((ids, -scores.astype(np.float64)))[:depth]
+                lists.append((ids[order], scores[order]))
+                names.append(name)
+            timings[name] = t_search
+        if t_embed:
+            timings["embed"] = t_embed
+        timings["first_stage"] = time.perf_counter() - t0
+        return StageLists(lists, names, (), tuple(sorted(missing)))
+
+    def rerank(self, stage: Any, query: str, ids: np.ndarray, texts: list) -> tuple:
+        """``stage`` run on the shards holding the chunks; scores merged (ties: input order)."""
         ids = np.asarray(ids, np.int64)
         pos = {int(i): n for n, i in enumerate(ids.tolist())}
         shards = shard_of_chunk(ids)
         calls = {}
         for s in np.unique(shards).tolist():
             sel = np.nonzero(shards == s)[0]
-            calls[s] = ("rerank", self.name, query, ids[sel], [texts[j] for j in sel])
+            calls[s] = ("rerank", stage.name, query, ids[sel], [texts[j] for j in sel])
         rows = []
         for out_ids, scores in self._router._scatter(calls).values():
             rows += [(-float(sc), pos[int(i)], int(i), sc) for i, sc in zip(out_ids, scores)]
         rows.sort()
         return np.asarray([r[2] for r in rows], np.int64), np.asarray([r[3] for r in rows], np.float32)
 
+    def fetch(self, ids: Sequence[int], *, partial: bool = False) -> tuple:
+        ids = np.asarray(ids, np.int64)
+        if not len(ids):
+            return {}, ()
+        shards = shard_of_chunk(ids)
+        calls = {s: ("fetch", ids[shards == s].tolist()) for s in np.unique(shards).tolist()}
+        rows: dict = {}
+        got = self._router._scatter(calls, partial)
+        for part in got.values():
+            rows.update(part)
+        return rows, tuple(sorted(set(calls) - set(got)))
 
-class _Head(Retriever):
-    """The router's query side: a Retriever without documents (encoder, fusion settings,
-    re-ranker, caches) whose first stage, passage fetch and re-rank stages are remote."""
-
-    _router: ShardedRetriever
-
-    def _bind(self, router: ShardedRetriever, rerank_names: Sequence[str]) -> None:
-        self._router = router
-        self._filters = _PassFilters()
-        self.rerank_stages = [_RemoteRerank(n, router) for n in rerank_names]
-
-    @property
-    def n_chunks(self) -> int:
+    def count_chunks(self) -> int:
         return self._router.n_chunks
 
-    def _first_stage(self, stages: list, queries: tuple, depth: int, flt: Any, timings: dict) -> tuple:
-        return self._router._first_stage(stages, queries, depth, flt, timings)
+    def clear(self) -> None:
+        pass
 
-    def _fetch(self, ids: Sequence[int]) -> dict:
-        return self._router._fetch(ids)
+    def close(self) -> None:
+        pass
 
 
 class ShardedRetriever:
@@ -256,9 +288,11 @@ class ShardedRetriever:
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         options = dict(retriever_options)
         stages = options.get("stages", ())
-        head = _Head(
+        self._generation = 0  # counts the writes: the head caches results per generation
+        head = Retriever(
             **{k: v for k, v in options.items() if k != "stages"},
             stages=stages() if callable(stages) else stages,
+            stage_runner=_ShardStages(self),
         )
         shard_options = dict(options)
         if head.bm25 is not None:
@@ -282,8 +316,7 @@ class ShardedRetriever:
         self._closed = False
         self._rr = [0] * self.num_shards
         self._rr_lock = threading.Lock()
-        self._rw = _RWLock()
-        self._local = threading.local()
+        self._rw = _core.ReaderWriterLock()
         try:
             infos = self._scatter({s: ("info",) for s in range(self.num_shards)})
         except BaseException:
@@ -298,12 +331,13 @@ class ShardedRetriever:
                 self.close()
                 raise fmt.ShardedFolderError(f"shard {s} has other stages than shard 0: {info} vs {first}")
         head_names = [st.name for st in head.first_stages]
-        if head_names != first["first_stages"]:
+        rerank_names = [st.name for st in head.rerank_stages]
+        if head_names != first["first_stages"] or rerank_names != first["rerank_stages"]:
             self.close()
             raise ValueError(
-                f"the shards' stages {first['first_stages']} differ from the options' {head_names}"
+                f"the shards' stages {first['first_stages']} + {first['rerank_stages']} differ from "
+                f"the options' {head_names} + {rerank_names}"
             )
-        head._bind(self, first["rerank_stages"])
         self._head = head
         self._lsn = [int(infos[s]["applied"]) for s in range(self.num_shards)]
         self._next_seq = max([i["max_seq"] for i in infos.values()] + [-1]) + 1
@@ -311,10 +345,6 @@ class ShardedRetriever:
             self._next_seq = max(self._next_seq, int(manifest["next_doc_seq"]))
 
     # ------------------------------------------------------------------ calls
-
-    def _actor(self, shard: int, attempt: int) -> Any:
-        reps = self._actors[shard]
-        return reps[(self._rr[shard] + attempt) % len(reps)]
 
     def _next_replica(self, shard: int) -> int:
         with self._rr_lock:
@@ -344,7 +374,7 @@ class ShardedRetriever:
     def _scatter(self, calls: Mapping[int, tuple], partial: bool = False) -> dict:
         """Runs ``calls[shard]`` on every given shard concurrently; ``{shard: result}`` (errors
         returned by a shard are re-raised here). With ``partial``, an unavailable shard is left
-        out and recorded for the current search."""
+        out of the result instead of raising."""
         ray = self._ray
         starts = {s: self._next_replica(s) for s in calls}
         futures = {}
@@ -361,9 +391,6 @@ class ShardedRetriever:
                 except ShardUnavailableError:
                     if not partial:
                         raise
-                    missing = getattr(self._local, "missing", None)
-                    if missing is not None:
-                        missing.add(s)
                     continue
         return {s: _raise_err(r) for s, r in out.items()}
 
@@ -449,7 +476,7 @@ class ShardedRetriever:
         docs = [dict(d) if isinstance(d, Mapping) else d for d in documents]
         if not docs:
             return 0
-        Retriever._check_documents(docs)
+        Retriever.check_documents(docs)
         seen: set = set()
         for n, d in enumerate(docs):
             if "id" not in d or "text" not in d:
@@ -469,7 +496,7 @@ class ShardedRetriever:
             if not any(hasattr(st, "prepare") for st in self._head.first_stages):
                 raise ValueError("embeddings were given but this retriever has no encoder")
             counts: dict = {}
-            for c in self._head._chunk(docs):
+            for c in self._head.chunks(docs):
                 counts[c.doc_id] = counts.get(c.doc_id, 0) + 1
             emb = np.asarray(embeddings)
             total = sum(counts.values())
@@ -479,7 +506,7 @@ class ShardedRetriever:
                 )
             ends = np.cumsum([counts.get(d["id"], 0) for d in docs])
             rows = [emb[e - counts.get(d["id"], 0) : e] for d, e in zip(docs, ends)]
-        with self._rw.write():
+        with _writing(self._rw):
             by_shard: dict = {}
             for n, d in enumerate(docs):
                 by_shard.setdefault(shard_of(d["id"], self.num_shards), []).append(n)
@@ -518,7 +545,7 @@ class ShardedRetriever:
                 raise
             finally:
                 self._next_seq += len(docs)
-                self._head._store_changed()
+                self._generation += 1
             return added
 
     def delete_documents(self, doc_ids: Iterable[Any]) -> int:
@@ -531,7 +558,7 @@ class ShardedRetriever:
         ids = [str(d) for d in ([doc_ids] if isinstance(doc_ids, (str, int)) else doc_ids)]
         if not ids:
             return 0
-        with self._rw.write():
+        with _writing(self._rw):
             by_shard: dict = {}
             for d in dict.fromkeys(ids):
                 by_shard.setdefault(shard_of(d, self.num_shards), []).append(d)
@@ -548,7 +575,7 @@ class ShardedRetriever:
                     self._lsn[s] = lsn
                     removed += res or 0
             finally:
-                self._head._store_changed()
+                self._generation += 1
             return removed
 
     def get_document(self, doc_id: Any) -> dict:
@@ -579,85 +606,20 @@ class ShardedRetriever:
         statistics phase).
         """
         self._check_open()
-        with self._rw.read():
-            self._local.missing = set()
-            self._local.partial = bool(partial)
-            try:
-                res = self._head.search(
-                    query, k, filters, rerank=rerank, use_cache=use_cache, collapse=collapse, stages=stages
-                )
-                missing = tuple(sorted(self._local.missing))
-            finally:
-                self._local.missing = None
-                self._local.partial = False
-        if missing:
-            self._head.result_cache.clear()  # never serve a partial result from the cache
+        with _reading(self._rw):
+            res = self._head.search(
+                query,
+                k,
+                filters,
+                rerank=rerank,
+                use_cache=use_cache,
+                collapse=collapse,
+                stages=stages,
+                partial=partial,
+            )
         return ShardedSearchResult(
-            res.passages, res.timings, res.cached, res.queries, res.concurrent, bool(missing), missing
+            res.passages, res.timings, res.cached, res.queries, res.concurrent, res.missing
         )
-
-    def _first_stage(self, stages: list, queries: tuple, depth: int, flt: Any, timings: dict) -> tuple:
-        t0 = time.perf_counter()
-        partial = bool(getattr(self._local, "partial", False))
-        plan = []
-        t_embed = 0.0
-        terms: dict = {}
-        for s in stages:
-            if isinstance(s, BM25Stage):
-                plan.append((s.name, "bm25", list(queries)))
-                terms[s.name] = [list(dict.fromkeys(s.index.analyze_query(q))) for q in queries]
-            elif hasattr(s, "embed"):
-                t = time.perf_counter()
-                plan.append((s.name, "vector", [np.asarray(s.embed(q)) for q in queries]))
-                t_embed += time.perf_counter() - t
-            else:
-                plan.append((s.name, "text", list(queries)))
-        everyone = range(self.num_shards)
-        stats = None
-        if terms:
-            t = time.perf_counter()
-            per = self._scatter({s: ("term_stats", terms) for s in everyone}, partial)
-            stats = {}
-            for name, term_lists in terms.items():
-                rows = []
-                for qi, ts in enumerate(term_lists):
-                    n = sum(int(p[name][qi][0]) for p in per.values())
-                    total = sum(int(p[name][qi][1]) for p in per.values())
-                    df = np.zeros(len(ts), np.int64)
-                    for p in per.values():
-                        df += np.asarray(p[name][qi][2], np.int64)
-                    rows.append((n, total, dict(zip(ts, df.tolist()))))
-                stats[name] = rows
-            timings["stats"] = time.perf_counter() - t
-        t = time.perf_counter()
-        got = self._scatter({s: ("first_stage", plan, stats, depth, flt) for s in everyone}, partial)
-        t_search = time.perf_counter() - t
-        lists, names = [], []
-        for name, _, inputs in plan:
-            for qi in range(len(inputs)):
-                parts = [got[s][name][qi] for s in sorted(got)]
-                ids = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
-                scores = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.float32)
-                # Score descending, ties by chunk id (= insertion order, as in one Retriever).
-                order = np.lexsort((ids, -scores.astype(np.float64)))[:depth]
-                lists.append((ids[order], scores[order]))
-                names.append(name)
-            timings[name] = t_search
-        if t_embed:
-            timings["embed"] = t_embed
-        timings["first_stage"] = time.perf_counter() - t0
-        return lists, names, ()
-
-    def _fetch(self, ids: Sequence[int]) -> dict:
-        ids = np.asarray(ids, np.int64)
-        if not len(ids):
-            return {}
-        shards = shard_of_chunk(ids)
-        calls = {s: ("fetch", ids[shards == s].tolist()) for s in np.unique(shards).tolist()}
-        rows: dict = {}
-        for part in self._scatter(calls, bool(getattr(self._local, "partial", False))).values():
-            rows.update(part)
-        return rows
 
     def embed_query(self, query: str) -> np.ndarray:
         """The (cached) query embedding, computed at the router."""
@@ -688,7 +650,7 @@ class ShardedRetriever:
                 f"{str(dst)!r} exists and is not a sharded retriever folder; refusing to replace it"
             )
         tmp = parent / f".{dst.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        with self._rw.write():
+        with _writing(self._rw):
             try:
                 tmp.mkdir()
                 calls = {s: ("save", os.fspath(tmp / fmt.shard_dir(s))) for s in range(self.num_shards)}

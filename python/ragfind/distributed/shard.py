@@ -1,10 +1,11 @@
 """One shard: a Retriever over a partition of the documents, served by a Ray actor.
 
-:class:`ShardRetriever` is a :class:`ragfind.Retriever` whose chunk ids are collection-wide
-(:mod:`.partition`), so a shard folder is an ordinary Retriever folder. :class:`ShardActor`
-holds one, applies the router's writes (each recorded in the shard's write-ahead log, fsynced,
-before it is acknowledged), and answers the router's two search phases: the BM25 statistics
-of the query terms, then every stage's top list scored with the global statistics.
+A shard is a :class:`ragfind.Retriever` whose chunk ids are collection-wide (its chunk-id
+policy is :class:`.partition.ShardChunkIds`), so a shard folder is an ordinary Retriever
+folder. :class:`ShardActor` holds one, applies the router's writes (each recorded in the
+shard's write-ahead log, fsynced, before it is acknowledged), and answers the router's two
+search phases: the BM25 statistics of the query terms, then every stage's top list scored
+with the global statistics.
 
 On (re)start the actor loads the shard's last saved folder, if any, and replays the log.
 Replicas of a shard share its folder and log; only the primary (replica 0) writes them.
@@ -12,6 +13,7 @@ Replicas of a shard share its folder and log; only the primary (replica 0) write
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import os
@@ -21,26 +23,26 @@ from typing import Any
 import numpy as np
 
 from ragfind.distributed.folder import MANIFEST
-from ragfind.distributed.partition import chunk_id
-from ragfind.distributed.wal import WriteAheadLog, decode_array, encode_array
+from ragfind.distributed.partition import ShardChunkIds
+from ragfind.persist.wal import WriteLog
 from ragfind.pipeline.retriever import Retriever
-from ragfind.pipeline.stages.bm25 import BM25Stage
 
 STATE = "state.json"
 WAL = "wal.log"
 
 
-class ShardRetriever(Retriever):
-    """A Retriever numbering its chunks with collection-wide ids (set ``shard`` and, for each
-    add, ``_seqs``: document id -> the router's sequence number)."""
+def encode_array(a: np.ndarray | None) -> dict | None:
+    """An array as a JSON value for a write-log record."""
+    if a is None:
+        return None
+    a = np.ascontiguousarray(a, dtype="<f4")
+    return {"shape": list(a.shape), "f4": base64.b64encode(a.tobytes()).decode("ascii")}
 
-    shard: int = 0
-    _seqs: dict | None = None
 
-    def _new_chunk_ids(self, docs: list, chunks: list) -> np.ndarray:
-        if self._seqs is None:
-            raise RuntimeError("a shard's documents are added through its ShardedRetriever")
-        return np.asarray([chunk_id(self._seqs[c.doc_id], self.shard, c.index) for c in chunks], np.int64)
+def decode_array(d: dict | None) -> np.ndarray | None:
+    if d is None:
+        return None
+    return np.frombuffer(base64.b64decode(d["f4"]), dtype="<f4").reshape(d["shape"]).copy()
 
 
 def bm25_spec(index: Any) -> dict:
@@ -103,22 +105,25 @@ class ShardActor:
         self.home.mkdir(parents=True, exist_ok=True)
         self.primary = bool(primary)
         self.options = retriever_options(options)
-        self.wal = WriteAheadLog(self.home / WAL)
+        self.wal = WriteLog(self.home / WAL)
+        self.chunk_ids = ShardChunkIds(self.shard)
         snapshot, self.applied = self._snapshot()
         if snapshot is not None:
             opts = self.options
-            self.r = ShardRetriever.load(
+            self.r = Retriever.load(
                 snapshot,
                 encoder=opts.get("encoder"),
                 reranker=None,
                 contextualize=opts.get("contextualize") if callable(opts.get("contextualize")) else None,
                 stages=opts.get("stages", ()),
+                chunk_id_policy=self.chunk_ids,
             )
         else:
-            self.r = ShardRetriever(**self.options)
-        self.r.shard = self.shard
+            self.r = Retriever(**self.options, chunk_id_policy=self.chunk_ids)
         self.replayed = 0
-        for rec in self.wal.records():
+        # Only the primary writes the log; a replica reads it as it is (the primary may be
+        # appending to it).
+        for rec in self.wal.recover() if self.primary else self.wal.records():
             if rec["lsn"] > self.applied:
                 self._apply(rec)
                 self.applied = rec["lsn"]
@@ -142,11 +147,8 @@ class ShardActor:
     def _apply(self, rec: dict) -> int:
         if rec["op"] == "add":
             docs = rec["docs"]
-            self.r._seqs = {str(d["id"]): s for d, s in zip(docs, rec["seqs"])}
-            try:
+            with self.chunk_ids.numbering({str(d["id"]): s for d, s in zip(docs, rec["seqs"])}):
                 return self.r.add_documents(docs, embeddings=decode_array(rec.get("emb")))
-            finally:
-                self.r._seqs = None
         return self.r.delete_documents(rec["ids"])
 
     def _write(self, rec: dict) -> Any:
@@ -194,12 +196,9 @@ class ShardActor:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self.home / STATE)
-        self.wal.truncate()
+        self.wal.reset()
 
     # ----- reads
-
-    def ping(self) -> int:
-        return os.getpid()
 
     def info(self) -> dict:
         r = self.r
@@ -234,7 +233,7 @@ class ShardActor:
     def first_stage(self, plan: list, stats: dict | None, depth: int, filters: Any) -> dict:
         """Every planned stage's ``[(ids, scores) per query]`` over this shard, BM25 scored
         with the given global statistics, dense/other stages with the given query vectors."""
-        flt = self.r._filters(filters)
+        flt = self.r.stage_runner.compile_filters(filters)
         out: dict = {}
         empty = (np.zeros(0, np.int64), np.zeros(0, np.float32))
         for name, kind, inputs in plan:
@@ -266,7 +265,3 @@ def _max_seq(r: Retriever) -> int:
     if r.store.next_chunk_id == 0:
         return -1
     return int(doc_seq_of_chunk(np.asarray([r.store.next_chunk_id - 1]))[0])
-
-
-def is_bm25(stage: Any) -> bool:
-    return isinstance(stage, BM25Stage)

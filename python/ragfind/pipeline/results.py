@@ -82,6 +82,8 @@ class SearchResult(Sequence):
         concurrent: the first stages whose run overlapped another's in time (they run on the
             worker pool and the calling thread at once; a stage waiting for a free worker may
             not overlap); empty when one stage ran, or on a cache hit.
+        missing: the parts of the collection a ``partial=True`` search left out (shard
+            numbers of a sharded retriever); empty when it searched them all.
     """
 
     passages: tuple
@@ -89,6 +91,12 @@ class SearchResult(Sequence):
     cached: bool = False
     queries: tuple = ()
     concurrent: tuple = ()
+    missing: tuple = ()
+
+    @property
+    def partial(self) -> bool:
+        """True when part of the collection was left out (see ``missing``)."""
+        return bool(self.missing)
 
     def __len__(self) -> int:
         return len(self.passages)

@@ -27,7 +27,6 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, Callable
@@ -35,9 +34,11 @@ from typing import Any, Callable
 import numpy as np
 
 from ragfind.pipeline.cache import LRUCache, freeze
+from ragfind.pipeline.chunk_ids import ChunkIdPolicy, sequential_chunk_ids
 from ragfind.pipeline.chunking import Chunk, chunk_documents, default_context, load_tokenizer
-from ragfind.pipeline.filters import BUILTIN_FIELDS, FilterCompiler, check_filters
+from ragfind.pipeline.filters import BUILTIN_FIELDS, check_filters
 from ragfind.pipeline.results import Passage, SearchResult
+from ragfind.pipeline.runner import LocalStages, StageRunner
 from ragfind.pipeline.saved import FORMAT_VERSION, RetrieverFolderError, load_folder, save_folder
 from ragfind.pipeline.stages import RerankStage, RetrievalStage
 from ragfind.pipeline.stages.bm25 import BM25Stage
@@ -97,10 +98,6 @@ def _path_of(model: Any) -> str | None:
     return os.fspath(path) if path is not None else None
 
 
-def _empty() -> tuple:
-    return np.zeros(0, np.int64), np.zeros(0, np.float32)
-
-
 class Retriever:
     """Retrieval over a document store: first stages (BM25 + dense + more), fused, re-ranked, cached.
 
@@ -135,6 +132,12 @@ class Retriever:
         cache_size: entries in each of the embedding and result caches (0 disables them).
         threads: worker threads for concurrent stages (default 2).
         show_progress: tqdm progress bars during :meth:`add_documents`.
+        stage_runner: how the stages run (:class:`ragfind.pipeline.runner.StageRunner`):
+            filters compiled, first-stage lists searched, re-rankers called, passages fetched.
+            Default: :class:`~ragfind.pipeline.runner.LocalStages` over this retriever's
+            store, with ``threads`` workers; a sharded retriever passes one that asks its shards.
+        chunk_id_policy: how new chunks get ids (:mod:`ragfind.pipeline.chunk_ids`); default:
+            sequential from the store's next id.
 
     Thread safety: searches may run concurrently with each other and with writes; writes are
     serialised.
@@ -160,6 +163,8 @@ class Retriever:
         cache_size: int = 1024,
         threads: int = 2,
         show_progress: bool = False,
+        stage_runner: StageRunner | None = None,
+        chunk_id_policy: ChunkIdPolicy | None = None,
     ) -> None:
         from ragfind.sparse.bm25 import BM25Index
         from ragfind.sparse.fields import BM25FIndex
@@ -221,6 +226,8 @@ class Retriever:
             threads=threads,
             show_progress=show_progress,
             store=DocumentStore(),
+            stage_runner=stage_runner,
+            chunk_id_policy=chunk_id_policy,
         )
 
     def _setup(
@@ -247,8 +254,10 @@ class Retriever:
         show_progress: bool,
         store: DocumentStore,
         dense_options: Mapping[str, Any] | None = None,
+        stage_runner: StageRunner | None = None,
+        chunk_id_policy: ChunkIdPolicy | None = None,
     ) -> None:
-        """Everything ``__init__`` and ``load`` share: the stage lists, caches, store, pool."""
+        """Everything ``__init__`` and ``load`` share: the stage lists, caches, store, runner."""
         for s in stages:
             if not isinstance(s, (RetrievalStage, RerankStage)):
                 raise TypeError(f"stage {s!r} implements neither RetrievalStage nor RerankStage")
@@ -295,10 +304,26 @@ class Retriever:
         self.candidates = _positive_int(candidates, "candidates")
         self.rerank_candidates = _positive_int(rerank_candidates, "rerank_candidates")
         self.store = store
-        self._filters = FilterCompiler(store, 256 if cache_size else 0)
+        threads = _positive_int(threads, "threads")
+        if stage_runner is not None and not isinstance(stage_runner, StageRunner):
+            raise TypeError(
+                f"stage_runner is a {type(stage_runner).__name__}; expected a "
+                "ragfind.pipeline.runner.StageRunner (or None)"
+            )
+        if chunk_id_policy is not None and not callable(chunk_id_policy):
+            raise TypeError(
+                f"chunk_id_policy is a {type(chunk_id_policy).__name__}; expected a callable "
+                "(store, chunks) -> ids (or None)"
+            )
+        #: Runs the stages (here by default; a sharded retriever's runs them on its shards).
+        self.stage_runner: StageRunner = (
+            stage_runner
+            if stage_runner is not None
+            else LocalStages(store, threads=threads, filter_cache=256 if cache_size else 0)
+        )
+        #: Gives new chunks their ids.
+        self.chunk_id_policy: ChunkIdPolicy = chunk_id_policy or sequential_chunk_ids
         self.show_progress = show_progress
-        self._threads = _positive_int(threads, "threads")
-        self._pool: ThreadPoolExecutor | None = None
         self._write_lock = threading.RLock()
 
     # ------------------------------------------------------------------ construction helpers
@@ -345,23 +370,9 @@ class Retriever:
             return max(32, min(384, int(window) - room))
         return _positive_int(chunk_size, "chunk_size")
 
-    def _executor(self) -> ThreadPoolExecutor:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="ragfind-retriever")
-        return self._pool
-
     def close(self) -> None:
         """Stops the worker threads (the object stays usable; they restart on demand)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
-
-    def __del__(self):  # pragma: no cover - best effort
-        try:
-            if getattr(self, "_pool", None) is not None:
-                self._pool.shutdown(wait=False)
-        except Exception:
-            pass
+        self.stage_runner.close()
 
     # ------------------------------------------------------------------ stages
 
@@ -397,8 +408,8 @@ class Retriever:
 
     @property
     def n_chunks(self) -> int:
-        """Number of chunks (passages) indexed."""
-        return self.store.count_chunks()
+        """Number of chunks (passages) indexed (wherever the stage runner searches)."""
+        return self.stage_runner.count_chunks()
 
     @property
     def fields(self) -> list:
@@ -406,7 +417,9 @@ class Retriever:
         return sorted(set(BUILTIN_FIELDS) | self.store.fields)
 
     @staticmethod
-    def _check_documents(docs: list) -> None:
+    def check_documents(docs: list) -> None:
+        """Raises the TypeError or ValueError :meth:`add_documents` raises for a malformed
+        document (not a dict, a key other than id/title/text/metadata, a bad title or metadata)."""
         for n, d in enumerate(docs):
             if not isinstance(d, Mapping):
                 raise TypeError(
@@ -455,7 +468,7 @@ class Retriever:
         docs = list(documents)
         if not docs:
             return 0
-        self._check_documents(docs)
+        self.check_documents(docs)
         chunks = self._chunk(docs)
         meta_json = []
         for n, d in enumerate(docs):
@@ -479,7 +492,7 @@ class Retriever:
                     "delete_documents() it first to replace it"
                 )
             n_chunks = len(chunks)
-            chunk_ids = self._new_chunk_ids(docs, chunks)
+            chunk_ids = np.asarray(self.chunk_id_policy(store, chunks), np.int64)
             indexed = [c.indexed_text() for c in chunks]
             # The expensive, side-effect-free part first (encoding): a failure changes nothing.
             prepared = {}
@@ -526,6 +539,14 @@ class Retriever:
             self._store_changed()
             return n_chunks
 
+    def chunks(self, documents: Iterable[Mapping[str, Any]]) -> list:
+        """The chunks (:class:`ragfind.Chunk`) :meth:`add_documents` would index for
+        ``documents``, in order (e.g. to split precomputed embeddings by document); the documents
+        are checked as it checks them."""
+        docs = list(documents)
+        self.check_documents(docs)
+        return self._chunk(docs)
+
     def _chunk(self, docs: list) -> list:
         """The chunks of checked documents, in order, as :meth:`add_documents` indexes them."""
         return chunk_documents(
@@ -535,12 +556,6 @@ class Retriever:
             tokenizer=self.tokenizer,
             contextualize=self.contextualize,
         )
-
-    def _new_chunk_ids(self, docs: list, chunks: list) -> np.ndarray:
-        """The ids of new chunks (write lock held): the next ones in order. A subclass may
-        number them otherwise (a shard of a sharded retriever uses collection-wide ids)."""
-        start = self.store.next_chunk_id
-        return np.arange(start, start + len(chunks), dtype=np.int64)
 
     def delete_documents(self, doc_ids: Iterable[Any]) -> int:
         """Removes documents and their chunks; returns the number of chunks removed.
@@ -565,7 +580,7 @@ class Retriever:
     def _store_changed(self) -> None:
         self.store.changed()
         self.result_cache.clear()
-        self._filters.clear()
+        self.stage_runner.clear()
 
     # ------------------------------------------------------------------ search
 
@@ -575,55 +590,6 @@ class Retriever:
         if s is None:
             raise ValueError("this retriever has no encoder")
         return s.embed(query)
-
-    @staticmethod
-    def _run_stage(stage: Any, queries: tuple, k: int, flt: Any) -> tuple:
-        """One first stage over every phrasing: ``(lists, start, end, embed seconds)``."""
-        t0 = _now()
-        embed = getattr(stage, "embed", None)
-        t_embed = 0.0
-        out = []
-        for q in queries:
-            if embed is not None:
-                t = _now()
-                q = embed(q)
-                t_embed += _now() - t
-            ids, scores = stage.search(q, k, flt)
-            out.append((np.asarray(ids, np.int64), np.asarray(scores)))
-        return out, t0, _now(), t_embed
-
-    def _first_stage(self, stages: list, queries: tuple, depth: int, flt: Any, timings: dict) -> tuple:
-        """Runs the stages concurrently (the first on this thread, the rest on the pool);
-        returns ``(lists, list names, names of the stages whose run overlapped another's)``."""
-        t0 = _now()
-        if flt is not None and len(flt) == 0:
-            # Nothing is allowed: no stage can return anything.
-            for s in stages:
-                timings[s.name] = 0.0
-            timings["first_stage"] = _now() - t0
-            return [], [], ()
-        futures = []
-        if len(stages) > 1:
-            pool = self._executor()
-            futures = [pool.submit(self._run_stage, s, queries, depth, flt) for s in stages[1:]]
-        results = [self._run_stage(stages[0], queries, depth, flt)]
-        results += [f.result() for f in futures]
-        timings["first_stage"] = _now() - t0
-        lists, names, t_embed = [], [], 0.0
-        for s, (res, start, end, embed) in zip(stages, results):
-            lists += res
-            names += [s.name] * len(res)
-            timings[s.name] = end - start
-            t_embed += embed
-        if any(hasattr(s, "embed") for s in stages):
-            timings["embed"] = t_embed
-        spans = [(start, end) for _, start, end, _ in results]
-        overlapped = tuple(
-            s.name
-            for n, (s, (a, b)) in enumerate(zip(stages, spans))
-            if any(a < d and c < b for m, (c, d) in enumerate(spans) if m != n)
-        )
-        return lists, names, overlapped
 
     def search(
         self,
@@ -635,6 +601,7 @@ class Retriever:
         use_cache: bool = True,
         collapse: str | None = None,
         stages: Sequence[str] | None = None,
+        partial: bool = False,
     ) -> SearchResult:
         """The ``k`` best passages for a question (or several phrasings of it).
 
@@ -653,6 +620,9 @@ class Retriever:
             collapse: ``"document"``: at most one passage per document (its best-fused chunk,
                 re-ranked afterwards), still ``k`` passages when ``k`` documents match.
             stages: names of the first stages to run (default: all), e.g. ``["bm25"]``.
+            partial: when the stage runner cannot reach part of the collection (a shard),
+                answer from the rest and name the parts left out in ``missing`` instead of
+                raising. Such a result is never cached. A local retriever always answers whole.
 
         Returns:
             A :class:`SearchResult` (a sequence of :class:`Passage`, with per-stage timings).
@@ -673,7 +643,7 @@ class Retriever:
         if use_cache and self.result_cache.max_entries:
             try:
                 key = (
-                    self.store.generation,
+                    self.stage_runner.generation,
                     queries,
                     k,
                     freeze(dict(filters)) if filters else None,
@@ -688,19 +658,24 @@ class Retriever:
                 if hit is not None:
                     dt = _now() - t0
                     return SearchResult(hit.passages, {"cache": dt, "total": dt}, True, queries)
-        generation = self.store.generation
-        flt = self._filters(filters)
+        runner = self.stage_runner
+        generation = runner.generation
+        flt = runner.compile_filters(filters)
         timings: dict = {}
         rerankers = bool(rerank) and (self.reranker is not None or bool(self.rerank_stages))
         head = max(k, self.rerank_candidates) if rerankers else k
         depth = max(self.candidates, head)
+        missing: set = set()
         while True:
-            lists, names, concurrent = self._first_stage(run, queries, depth, flt, timings)
+            found = runner.first_stage(run, queries, depth, flt, timings, partial=partial)
+            lists, names, concurrent = found.lists, found.names, found.concurrent
+            missing.update(found.missing)
             t = _now()
             ids, fused = self._fuse(lists, names, None if collapse else head)
             timings["fusion"] = _now() - t
             t = _now()
-            rows = self._fetch(ids)
+            rows, left_out = runner.fetch(ids, partial=partial)
+            missing.update(left_out)
             timings["store"] = _now() - t
             order = [(int(i), float(s)) for i, s in zip(ids, fused) if int(i) in rows]
             if collapse == "document":
@@ -730,8 +705,8 @@ class Retriever:
             timings["rerank"] = _now() - t
         passages = tuple(self._highlighted(passages[:k], queries))
         timings["total"] = _now() - t0
-        result = SearchResult(passages, timings, False, queries, concurrent)
-        if key is not None and generation == self.store.generation:
+        result = SearchResult(passages, timings, False, queries, concurrent, tuple(sorted(missing)))
+        if key is not None and not missing and generation == runner.generation:
             self.result_cache.put(key, result)
         return result
 
@@ -778,7 +753,9 @@ class Retriever:
         for stage in self.rerank_stages:
             t = _now()
             ids = np.asarray([p.id for p in head], dtype=np.int64)
-            new_ids, new_scores = stage.rerank(query, ids, [self._indexed_text(p) for p in head])
+            new_ids, new_scores = self.stage_runner.rerank(
+                stage, query, ids, [self._indexed_text(p) for p in head]
+            )
             by_id = {p.id: p for p in head}
             head = [_with_score(by_id[int(i)], float(s), stage.name) for i, s in zip(new_ids, new_scores)]
             timings[stage.name] = _now() - t
@@ -803,9 +780,6 @@ class Retriever:
     @staticmethod
     def _indexed_text(p: Passage) -> str:
         return f"{p.context}\n{p.text}" if p.context else p.text
-
-    def _fetch(self, ids: Sequence[int]) -> dict:
-        return self.store.fetch(ids)
 
     @staticmethod
     def _passage(row: tuple, score: float, ranks: Mapping[str, tuple]) -> Passage:
@@ -840,7 +814,7 @@ class Retriever:
         """Empties both caches (and the compiled filters)."""
         self.embedding_cache.clear()
         self.result_cache.clear()
-        self._filters.clear()
+        self.stage_runner.clear()
 
     # ------------------------------------------------------------------ persistence
 
@@ -887,6 +861,7 @@ class Retriever:
         contextualize: Any = None,
         stages: Sequence[Any] = (),
         verify: bool = True,
+        chunk_id_policy: ChunkIdPolicy | None = None,
     ) -> Retriever:
         """Opens a folder written by :meth:`save` (format version 2, or 1: its ``"sparse"``
         weight is read as ``"bm25"``).
@@ -900,6 +875,7 @@ class Retriever:
                 retriever used the default or none; that choice is restored otherwise).
             stages: the extra stages, already loaded, when the saved retriever had some.
             verify: check every file's SHA-256 against the manifest before reading it.
+            chunk_id_policy: how chunks added later get ids (as for the constructor).
 
         Raises:
             RetrieverFolderError: a missing folder or manifest, another format or version, a
@@ -910,7 +886,9 @@ class Retriever:
             ragfind.ModelMismatchError (a ValueError): ``encoder`` is not the model the dense
                 vectors were built with (or gives vectors of another dimension).
         """
-        return load_folder(cls, path, encoder, reranker, contextualize, stages, verify)
+        return load_folder(
+            cls, path, encoder, reranker, contextualize, stages, verify, chunk_id_policy=chunk_id_policy
+        )
 
     def __repr__(self) -> str:
         parts = [f"documents={len(self)}", f"chunks={self.n_chunks}"]

@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -26,9 +26,6 @@ from ragfind.pipeline.chunking import default_context
 from ragfind.pipeline.stages.bm25 import BM25Stage
 from ragfind.pipeline.stages.dense import DenseStage
 from ragfind.pipeline.store import STORE_FILE, DocumentStore
-
-if TYPE_CHECKING:
-    from ragfind.pipeline.retriever import Retriever
 
 __all__ = [
     "RetrieverFolderError",
@@ -139,7 +136,7 @@ def recover_folder(path: str | os.PathLike, wait: float = 5.0) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
-def save_folder(r: Retriever, path: str | os.PathLike) -> None:
+def save_folder(r: Any, path: str | os.PathLike) -> None:
     """Writes ``r`` to the folder ``path`` atomically (see :meth:`Retriever.save`)."""
     dst = Path(path)
     parent = dst.parent if str(dst.parent) else Path(".")
@@ -298,7 +295,8 @@ def load_folder(
     contextualize: Any,
     stages: Sequence[Any],
     verify: bool,
-) -> Retriever:
+    chunk_id_policy: Any = None,
+) -> Any:
     """Reads a folder written by :func:`save_folder` (see :meth:`Retriever.load`)."""
     from ragfind.dense.index import DenseIndex
     from ragfind.models import ModelMismatchError
@@ -417,6 +415,7 @@ def load_folder(
             threads=2,
             show_progress=False,
             store=store,
+            chunk_id_policy=chunk_id_policy,
         )
         chunk_ids = store.chunk_ids()
         for stage in obj.first_stages:

@@ -4,7 +4,8 @@ saved retriever folder, with a page at ``/`` that shows why each passage ranked 
 - :mod:`.app`: :func:`create_app` (the ASGI app) and :func:`load_retriever` (a folder, or a
   sharded folder with ``shards.json``);
 - :mod:`.config`: :class:`ServeConfig` (limits, API key, checkpoint policy);
-- :mod:`.wal`: the append-only write log that makes a write durable before it is acknowledged;
+- :mod:`.service`: validation and writes, each durable in the folder's write log
+  (:mod:`ragfind.persist.wal`) before it is acknowledged;
 - :mod:`.explain`: the per-stage explanation of one passage (BM25 terms, cosine, fusion, MaxSim);
 - :mod:`.metrics`: the Prometheus text exposition.
 """

@@ -1,5 +1,17 @@
 """The service's state and operations, without HTTP: a retriever, its write log, the locks and
-the metrics. :mod:`ragfind.serve.app` maps requests onto :class:`Service` methods."""
+the metrics. :mod:`ragfind.serve.app` maps requests onto :class:`Service` methods.
+
+Durability: a write is applied in memory, then appended to the write log
+(``FOLDER/serve-log.jsonl``, a :class:`ragfind.persist.wal.WriteLog`, fsync'd), and only then
+answered (a failed append undoes it in memory, so searches may see a write a few milliseconds
+before it is durable, never one that is lost); a checkpoint re-saves the folder atomically
+(:meth:`Retriever.save`) and then empties the log. The log lives inside the folder, so the
+atomic save that replaces the folder also drops the records it folded in. If the process dies
+between the save and the truncation, the log is replayed over a folder that already holds some
+of its records; :func:`replay` therefore uses idempotent semantics (an add replaces a document
+of the same id, a delete of a missing id is a no-op), under which every document ends in the
+state of the last record that touched it, whatever state replay started from.
+"""
 
 from __future__ import annotations
 
@@ -12,17 +24,58 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ragfind.persist.wal import WriteLog, WriteLogError
 from ragfind.serve.config import ServeConfig
 from ragfind.serve.metrics import Metrics
-from ragfind.serve.wal import WriteLog, replay
 
-__all__ = ["Service", "ApiError", "load_retriever"]
+__all__ = ["Service", "ApiError", "load_retriever", "LOG_FILE", "replay"]
+
+#: The write log's file in the folder (named when it held JSON lines; those still replay).
+LOG_FILE = "serve-log.jsonl"
 
 log = logging.getLogger("ragfind.serve")
 
 SEARCH_KEYS = ("query", "k", "filters", "stages", "rerank", "collapse")
 EXPLAIN_KEYS = ("query", "chunk_id", "filters", "k1", "b")
 DOC_KEYS = ("id", "title", "text", "metadata")
+
+
+def replay(retriever: Any, records: list) -> int:
+    """Applies write-log ``records`` idempotently (see the module docstring); returns how many.
+
+    Raises:
+        ragfind.persist.wal.WriteLogError: a record that is neither an add nor a delete.
+    """
+
+    for n, rec in enumerate(records):
+        if rec.get("op") not in ("add", "delete"):
+            raise WriteLogError(
+                f"write log record {n + 1} has op {rec.get('op')!r}; expected 'add' or 'delete'"
+            )
+    for rec in records:
+        if rec["op"] == "add":
+            docs = rec["documents"]
+            present = []
+            for d in docs:
+                try:
+                    retriever.get_document(d["id"])
+                    present.append(str(d["id"]))
+                except KeyError:
+                    pass
+            if present:
+                retriever.delete_documents(present)
+            retriever.add_documents(docs)
+        else:
+            gone = []
+            for i in rec["ids"]:
+                try:
+                    retriever.get_document(i)
+                    gone.append(i)
+                except KeyError:
+                    pass
+            if gone:
+                retriever.delete_documents(gone)
+    return len(records)
 
 
 class ApiError(Exception):
@@ -142,7 +195,7 @@ class Service:
         self.log: WriteLog | None = None
         self.replayed = 0
         if self.folder is not None and not self.config.read_only:
-            self.log = WriteLog(self.folder)
+            self.log = WriteLog(self.folder / LOG_FILE)
             records = self.log.recover()
             if records:
                 log.warning("replaying %d write(s) from %s", len(records), self.log.path)

@@ -1,5 +1,6 @@
 """Inverted-index retrieval: the analyzer, BM25 and learned sparse (SPLADE) vectors."""
 
+from ragfind.sparse import fields as _fields  # noqa: F401 - registers BM25F with BM25Index
 from ragfind.sparse.analyzer import ENGLISH_STOPWORDS, Analyzer
 from ragfind.sparse.bm25 import METHODS, BM25Index, IndexFileError
 from ragfind.sparse.splade_index import SparseVectorIndex

@@ -40,6 +40,16 @@ from ragfind.sparse.analyzer import ENGLISH_STOPWORDS, Analyzer, resolve_analyze
 
 _PHRASE_TERMS: list = []
 
+#: BM25F (:mod:`ragfind.sparse.fields`) is built on BM25Index, so this module does not import it:
+#: it registers its class and file magic here on import (``ragfind.sparse`` imports it).
+_FIELDED: dict = {}
+
+
+def register_fielded(cls: type, magic: bytes) -> None:
+    """Makes ``BM25Index(fields=...)`` build a ``cls`` and ``BM25Index.load`` open files that
+    start with ``magic`` as one."""
+    _FIELDED.update(cls=cls, magic=magic)
+
 
 def _phrase_terms() -> Any:
     """ragfind.pipeline.highlights.phrase_terms, imported once on first use (not at import
@@ -169,14 +179,12 @@ class BM25Index:
             if field_b is not None:
                 raise ValueError("field_b: only with fields=")
             return super().__new__(cls)
-        from ragfind.sparse.fields import BM25FIndex
-
         if args:
             raise TypeError("BM25Index(fields=...): pass k1, b and analyzer by keyword")
         method = kwargs.pop("method", "lucene")
         if method != "lucene" or kwargs.pop("delta", None) is not None or kwargs.pop("positions", False):
             raise ValueError("fields: BM25F supports method='lucene' only, without delta or positions")
-        return BM25FIndex(fields, field_b, **kwargs)
+        return _FIELDED["cls"](fields, field_b, **kwargs)
 
     def __init__(
         self,
@@ -571,12 +579,10 @@ class BM25Index:
         path = os.fspath(path)
         if analyzer is not None:
             analyzer = resolve_analyzer(analyzer)
-        from ragfind.sparse.fields import FIELDS_MAGIC, BM25FIndex
-
         try:
             with open(path, "rb") as f:
-                if f.read(8) == FIELDS_MAGIC:
-                    return BM25FIndex.load(path, mmap, analyzer=analyzer)  # type: ignore[return-value]
+                if f.read(8) == _FIELDED["magic"]:
+                    return _FIELDED["cls"].load(path, mmap, analyzer=analyzer)
         except OSError:
             pass  # the C++ loader reports it
         meta_text = _core.BM25Core.read_analyzer_json(path)

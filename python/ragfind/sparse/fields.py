@@ -33,6 +33,7 @@ import numpy as np
 from ragfind.errors import IndexFileError, check_k
 from ragfind.ids import as_id_filter
 from ragfind.index import Contribution, Explanation, check_threads
+from ragfind.sparse.bm25 import BM25Index, register_fielded
 
 __all__ = ["BM25FIndex", "FIELDS_MAGIC"]
 
@@ -84,7 +85,6 @@ class BM25FIndex:
         analyzer: Any = None,
     ) -> None:
         from ragfind.sparse.analyzer import Analyzer, resolve_analyzer
-        from ragfind.sparse.bm25 import BM25Index
 
         if isinstance(k1, bool) or not isinstance(k1, (int, float)) or not math.isfinite(k1) or k1 < 0:
             raise ValueError(f"k1: expected a finite number >= 0, got {k1!r}")
@@ -355,7 +355,6 @@ class BM25FIndex:
             raise TypeError(f"mmap: expected a bool, got {type(mmap).__name__}; pass analyzer= by keyword")
         from ragfind.persist.sectioned import SectionedFile
         from ragfind.sparse.analyzer import Analyzer, resolve_analyzer
-        from ragfind.sparse.bm25 import BM25Index
 
         path = Path(os.fspath(path))
         sf = SectionedFile(path, FIELDS_MAGIC, _VERSION, "BM25F index")
@@ -424,3 +423,6 @@ class BM25FIndex:
 
     def __repr__(self) -> str:
         return f"BM25FIndex(fields={self._weights}, field_b={self._b}, k1={self._k1}, num_docs={len(self)})"
+
+
+register_fielded(BM25FIndex, FIELDS_MAGIC)

@@ -1,0 +1,176 @@
+"""How a Retriever runs its stages: the stage runner it is built with.
+
+A search asks its stage runner for four things: the compiled form of a metadata filter, every
+first stage's ranked lists, the re-ranked order of a re-rank stage, and the stored rows of the
+passages fusion kept. :class:`LocalStages` (the default) runs them here, over the retriever's
+document store and indexes. A sharded retriever passes a runner whose calls go to its shards,
+so the Retriever's own fusion, passage assembly and re-ranking run unchanged over them.
+
+``partial`` travels with each call: a runner that cannot reach part of the collection returns
+what it has and names the parts left out (``missing``) when it is True, and raises otherwise.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ragfind.pipeline.filters import FilterCompiler
+from ragfind.pipeline.store import DocumentStore
+
+__all__ = ["StageLists", "StageRunner", "LocalStages"]
+
+
+def _now() -> float:
+    return time.perf_counter()
+
+
+@dataclass(frozen=True)
+class StageLists:
+    """What the first stages found for one search.
+
+    Attributes:
+        lists: ``(ids, scores)`` best first, per stage and phrasing, in fusion order.
+        names: the stage name of each list.
+        concurrent: the stages whose run overlapped another's in time.
+        missing: the parts of the collection left out (shard numbers); empty when complete.
+    """
+
+    lists: list
+    names: list
+    concurrent: tuple = ()
+    missing: tuple = ()
+
+
+@runtime_checkable
+class StageRunner(Protocol):
+    """Runs a Retriever's stages over its documents, wherever they are.
+
+    ``generation`` changes whenever the documents do: results cached under an older one are
+    not served. ``clear()`` drops whatever the runner compiled or cached; ``close()`` stops
+    its workers (they may restart on demand).
+    """
+
+    @property
+    def generation(self) -> int: ...
+
+    def compile_filters(self, filters: Mapping[str, Any] | None) -> Any: ...
+
+    def first_stage(
+        self, stages: list, queries: tuple, depth: int, flt: Any, timings: dict, *, partial: bool = False
+    ) -> StageLists: ...
+
+    def rerank(self, stage: Any, query: str, ids: np.ndarray, texts: list) -> tuple: ...
+
+    def fetch(self, ids: Sequence[int], *, partial: bool = False) -> tuple: ...
+
+    def count_chunks(self) -> int: ...
+
+    def clear(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class LocalStages:
+    """The stages run in this process over ``store``: first stages concurrently on a pool of
+    ``threads`` workers (their indexes release the GIL), filters compiled to SQL once per
+    store state (``filter_cache`` entries; 0 compiles every time)."""
+
+    def __init__(self, store: DocumentStore, *, threads: int = 2, filter_cache: int = 256) -> None:
+        self.store = store
+        self.filters = FilterCompiler(store, filter_cache)
+        self._threads = threads
+        self._pool: ThreadPoolExecutor | None = None
+
+    @property
+    def generation(self) -> int:
+        return self.store.generation
+
+    def compile_filters(self, filters: Mapping[str, Any] | None) -> Any:
+        """None for no filter, else the :class:`ragfind.IdFilter` of the chunks it allows."""
+        return self.filters(filters)
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="ragfind-retriever")
+        return self._pool
+
+    @staticmethod
+    def _run_stage(stage: Any, queries: tuple, k: int, flt: Any) -> tuple:
+        """One first stage over every phrasing: ``(lists, start, end, embed seconds)``."""
+        t0 = _now()
+        embed = getattr(stage, "embed", None)
+        t_embed = 0.0
+        out = []
+        for q in queries:
+            if embed is not None:
+                t = _now()
+                q = embed(q)
+                t_embed += _now() - t
+            ids, scores = stage.search(q, k, flt)
+            out.append((np.asarray(ids, np.int64), np.asarray(scores)))
+        return out, t0, _now(), t_embed
+
+    def first_stage(
+        self, stages: list, queries: tuple, depth: int, flt: Any, timings: dict, *, partial: bool = False
+    ) -> StageLists:
+        """Runs the stages concurrently (the first on this thread, the rest on the pool)."""
+        t0 = _now()
+        if flt is not None and len(flt) == 0:
+            # Nothing is allowed: no stage can return anything.
+            for s in stages:
+                timings[s.name] = 0.0
+            timings["first_stage"] = _now() - t0
+            return StageLists([], [])
+        futures = []
+        if len(stages) > 1:
+            pool = self._executor()
+            futures = [pool.submit(self._run_stage, s, queries, depth, flt) for s in stages[1:]]
+        results = [self._run_stage(stages[0], queries, depth, flt)]
+        results += [f.result() for f in futures]
+        timings["first_stage"] = _now() - t0
+        lists, names, t_embed = [], [], 0.0
+        for s, (res, start, end, embed) in zip(stages, results):
+            lists += res
+            names += [s.name] * len(res)
+            timings[s.name] = end - start
+            t_embed += embed
+        if any(hasattr(s, "embed") for s in stages):
+            timings["embed"] = t_embed
+        spans = [(start, end) for _, start, end, _ in results]
+        overlapped = tuple(
+            s.name
+            for n, (s, (a, b)) in enumerate(zip(stages, spans))
+            if any(a < d and c < b for m, (c, d) in enumerate(spans) if m != n)
+        )
+        return StageLists(lists, names, overlapped)
+
+    def rerank(self, stage: Any, query: str, ids: np.ndarray, texts: list) -> tuple:
+        return stage.rerank(query, ids, texts)
+
+    def fetch(self, ids: Sequence[int], *, partial: bool = False) -> tuple:
+        """``(rows by chunk id, missing)``: the store rows of the chunks still stored."""
+        return self.store.fetch(ids), ()
+
+    def count_chunks(self) -> int:
+        return self.store.count_chunks()
+
+    def clear(self) -> None:
+        self.filters.clear()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def __del__(self):  # pragma: no cover - best effort
+        try:
+            if getattr(self, "_pool", None) is not None:
+                self._pool.shutdown(wait=False)
+        except Exception:
+            pass
