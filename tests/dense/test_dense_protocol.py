@@ -114,3 +114,11 @@ def test_bad_threads_gets_the_one_message(call):
         getattr(idx, call)(q, 3, threads=t)
     with pytest.raises(ValueError, match=r"^threads: expected None or an int >= 0"):
         DenseIndex(4, threads=-1)
+
+
+def test_a_refused_first_add_leaves_the_id_kind_open():
+    idx = DenseIndex(4, kind="ivf", nlist=8)
+    with pytest.raises(ValueError, match="needs at least 8 vectors"):
+        idx.add(np.ones((3, 4), np.float32), ids=["a", "b", "c"])
+    rows = np.random.default_rng(0).standard_normal((10, 4)).astype(np.float32)
+    assert idx.add(rows).tolist() == list(range(10))

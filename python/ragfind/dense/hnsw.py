@@ -141,7 +141,6 @@ class HnswBackend:
 
     def add(self, X: np.ndarray, id_list: list, kind: str, norms: np.ndarray | None = None) -> None:
         """Adds X's rows (unit rows already for cosine) under new labels."""
-        self.id_kind = kind
         n = X.shape[0]
         labels = np.arange(self._next_label, self._next_label + n, dtype=np.int64)
         self._rw.acquire_write()
@@ -161,6 +160,7 @@ class HnswBackend:
                 self.id_to_slot[x] = lab
             self._set_label_live(labels, 1)
             self._label_ids_arr = None  # rebuilt lazily for id mapping
+            self.id_kind = kind
             self._generation += 1
         finally:
             self._rw.release_write()

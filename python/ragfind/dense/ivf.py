@@ -294,7 +294,6 @@ class IvfBackend:
     def add(self, X: np.ndarray, id_list: list, kind: str, norms: np.ndarray | None = None) -> None:
         """Adds X's rows; with ``norms`` (cosine) row i is X[i] / norms[i], divided a block at a
         time as it is read, so no normalised copy of X is ever allocated."""
-        self.id_kind = kind
         if self._centroids is None:
             self._train_ivf(X, norms)
         if kind == "str" and self._iv_ids.dtype != object:
@@ -369,6 +368,7 @@ class IvfBackend:
         for x, p in zip(id_list, pos.tolist()):
             self.id_to_slot[x] = p
         self._iv_start, self._iv_len, self._iv_room = start, ln + counts, room
+        self.id_kind = kind
         self._generation += 1
         self._iv_publish(live)
         # The add is stored and published: upkeep that runs out of memory must not report it as
