@@ -17,6 +17,7 @@ and back; the exact scan and the IVF lists both store rows through it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,33 +34,33 @@ _CHECK_BLOCK = 8192
 
 @dataclass(frozen=True)
 class Encoding:
-    """How float32 rows are stored: the row dtype, and per-row scales (i8) when needed."""
+    """How float32 rows are stored: the row dtype, per-row scales when ``scaled``, and the two
+    conversions. A new storage dtype is one more entry of ``ENCODINGS`` (plus its scan kernels
+    in ``_core``, which take the dtype's name)."""
 
     name: str
     dtype: np.dtype
     scaled: bool  # per-row float32 scales beside the rows
-
-    def encode(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """(stored rows, scales or None) of float32 rows X."""
-        if self.name == "f32":
-            return X, None
-        if self.name == "f16":
-            return X.astype(np.float16), None
-        return quantise_i8(X)
-
-    def decode(self, rows: np.ndarray, scales: np.ndarray | None) -> np.ndarray:
-        """float32 rows back from stored ones (approximate for f16/i8)."""
-        if self.name == "f32":
-            return rows
-        if scales is None:
-            return rows.astype(np.float32)
-        return rows.astype(np.float32) * scales[:, None]
+    encode: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray | None]]  # X -> (rows, scales)
+    decode: Callable[[np.ndarray, np.ndarray | None], np.ndarray]  # (rows, scales) -> float32 X
 
 
 ENCODINGS = {
-    "f32": Encoding("f32", np.dtype(np.float32), False),
-    "f16": Encoding("f16", np.dtype(np.float16), False),
-    "i8": Encoding("i8", np.dtype(np.int8), True),
+    "f32": Encoding("f32", np.dtype(np.float32), False, lambda X: (X, None), lambda r, s: r),
+    "f16": Encoding(
+        "f16",
+        np.dtype(np.float16),
+        False,
+        lambda X: (X.astype(np.float16), None),
+        lambda r, s: r.astype(np.float32),
+    ),
+    "i8": Encoding(
+        "i8",
+        np.dtype(np.int8),
+        True,
+        lambda X: quantise_i8(X),
+        lambda r, s: r.astype(np.float32) * s[:, None],
+    ),
 }
 
 

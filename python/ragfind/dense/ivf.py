@@ -211,9 +211,8 @@ class IvfBackend:
             return self._iv_data[pos]
         if self._iv_exact is not None:
             return self._iv_exact[pos]
-        if self.cfg.dtype == "f16":
-            return self._iv_data[pos].astype(np.float32)
-        return self._iv_data[pos].astype(np.float32) * self._iv_scales[pos][:, None]
+        scales = self._iv_scales[pos] if self.cfg.encoding.scaled else None
+        return self.cfg.encoding.decode(self._iv_data[pos], scales)
 
     def _iv_maybe_retrain(self) -> None:
         """Retrains automatic-nlist lists once the index has outgrown them (under the write lock)."""
