@@ -220,7 +220,7 @@ def test_verify_false_skips_data_checksums_but_not_header(saved):
     assert len(idx) == 200
 
 
-FUZZ_SEEDS = sorted((Path(__file__).parents[2] / "tools" / "fuzz" / "corpus").glob("load_dense_*/seed-*"))
+FUZZ_SEEDS = sorted((Path(__file__).parents[2] / "tools" / "fuzz" / "corpus").glob("load_dense_*/v1-seed-*"))
 
 
 @pytest.mark.parametrize("seed", FUZZ_SEEDS[::3], ids=lambda p: f"{p.parent.name}/{p.name}")
