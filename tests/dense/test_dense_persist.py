@@ -233,3 +233,14 @@ def test_version_1_fuzz_seeds_still_load(seed, tmp_path):
     index = DenseIndex.load(path, mmap=bool(data[0] & 2), verify=not data[0] & 4)
     ids, _ = index.search(np.ones(index.dim, np.float32), k=3)
     assert len(ids) == min(3, len(index))
+
+
+def test_every_header_byte_flip_is_refused(saved):
+    original = saved.read_bytes()
+    (hlen,) = struct.unpack_from("<I", original, 12)
+    for pos in range(16, 16 + hlen, 7):
+        data = bytearray(original)
+        data[pos] ^= 0x02
+        saved.write_bytes(bytes(data))
+        with pytest.raises(IndexFileError, match="not a valid ragfind dense index"):
+            DenseIndex.load(saved)

@@ -115,6 +115,8 @@ def load_index(cls: Any, path: str | os.PathLike, mmap: bool, verify: bool) -> A
 
 def _open_v2(path: Path, mmap: bool, verify: bool, where: str) -> tuple[dict, Any]:
     f = SectionedFile(path, MAGIC, VERSION, "dense index")
+    if "header_crc32" not in f.header:  # SectionedFile checks it when its key is intact
+        raise IndexFileError(f"{where}: the header has no checksum (corrupt file)")
 
     def read(name: str, dtype: Any, shape: tuple | None, always_verify: bool = False) -> np.ndarray:
         if shape is None:
