@@ -62,7 +62,9 @@ def test_exact_batch_256(benchmark, exact_indexes, vectors, dtype):
     _, Q = vectors
     idx = exact_indexes[dtype]
     benchmark.group = f"exact batch of 256, {N} x {D}"
-    ids, _ = benchmark.pedantic(idx.search_batch, args=(Q, K), kwargs={"threads": 0}, rounds=3, iterations=1)
+    ids, _ = benchmark.pedantic(
+        idx.search_batch_padded, args=(Q, K), kwargs={"threads": 0}, rounds=3, iterations=1
+    )
     assert ids.shape == (256, K)
 
 
@@ -88,6 +90,6 @@ def test_hnsw_single_query(benchmark, hnsw_index, vectors):
 def test_raw_hnswlib_single_query(benchmark, hnsw_index, vectors):
     _, Q = vectors
     benchmark.group = "hnsw single query, 20000 x 384"
-    raw = hnsw_index._hnsw  # the same graph, without the wrapper
+    raw = hnsw_index._backend.graph  # the same graph, without the wrapper
     labels, _ = benchmark(raw.knn_query, Q[0], k=K, num_threads=1)
     assert labels.shape == (1, K)

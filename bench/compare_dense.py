@@ -98,7 +98,8 @@ def exact_section(name: str, X: np.ndarray, Q1: np.ndarray, QB: np.ndarray, reps
         idx.add(X)
         indexes[dtype] = idx
     nbytes = {
-        dt: ix._state[0].nbytes + (ix._state[1].nbytes if ix._state[1] is not None else 0)
+        dt: ix._backend.snapshot.data.nbytes
+        + (ix._backend.snapshot.scales.nbytes if ix._backend.snapshot.scales is not None else 0)
         for dt, ix in indexes.items()
     }
     from threadpoolctl import threadpool_limits
@@ -126,7 +127,7 @@ def exact_section(name: str, X: np.ndarray, Q1: np.ndarray, QB: np.ndarray, reps
         for t in (1, 2):
             lbl = f"ragfind DenseIndex, {t} thread{'s' if t > 1 else ''}"
             single[(lbl, dtype)] = lambda q, idx=idx, t=t: idx.search(q, k=K, threads=t)
-            batch[(lbl, dtype)] = lambda _, idx=idx, t=t: idx.search_batch(QB, k=K, threads=t)
+            batch[(lbl, dtype)] = lambda _, idx=idx, t=t: idx.search_batch_padded(QB, k=K, threads=t)
     # The bandwidth reference runs interleaved with the scans, so it sees the same load.
     copy_dst = np.empty_like(X)
     single[("numpy copy of the f32 matrix (bandwidth reference)", "-")] = lambda _: np.copyto(copy_dst, X)
@@ -139,8 +140,8 @@ def exact_section(name: str, X: np.ndarray, Q1: np.ndarray, QB: np.ndarray, reps
     bw = 2 * X.nbytes / (copy_ms / 1e3) / 1e9
     read_bw = X.nbytes / (read_ms / 1e3) / 1e9
     b_ms = interleaved(batch, [None] * reps, warmup=1)
-    exact_ids, _ = indexes["f32"].search_batch(QB, k=K)
-    recalls = {dt: recall(exact_ids, indexes[dt].search_batch(QB, k=K)[0]) for dt in ("f16", "i8")}
+    exact_ids, _ = indexes["f32"].search_batch_padded(QB, k=K)
+    recalls = {dt: recall(exact_ids, indexes[dt].search_batch_padded(QB, k=K)[0]) for dt in ("f16", "i8")}
     np_ids = numpy_topk_batch(X, QB)
     out.append(
         f"| method | storage | single query ms (median of {len(Q1)}) | GB/s scanned | % of copy bw "
@@ -210,16 +211,16 @@ def hnsw_section(name: str, X: np.ndarray, Q: np.ndarray) -> list[str]:
     batch = interleaved(
         {
             "raw": lambda _: raw.knn_query(Qn, k=K, num_threads=2),
-            "ours": lambda _: ours.search_batch(Q, k=K, threads=2),
+            "ours": lambda _: ours.search_batch_padded(Q, k=K, threads=2),
         },
         [None] * 7,
         warmup=1,
     )
     exact = DenseIndex(d)
     exact.add(X)
-    e_ids, _ = exact.search_batch(Q, k=K)
+    e_ids, _ = exact.search_batch_padded(Q, k=K)
     r_ids, _ = raw.knn_query(Qn, k=K)
-    o_ids, _ = ours.search_batch(Q, k=K)
+    o_ids, _ = ours.search_batch_padded(Q, k=K)
     out = [f"### HNSW on {name}: {n:,} x {d}, M=16, ef_construction=200, ef=64, top-{K}", ""]
     out.append(
         f"| | build s | single query us (median of {len(Q)}) | batch of {len(Q)} ms (2 threads, median of 7) "

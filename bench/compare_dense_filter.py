@@ -110,12 +110,12 @@ def worker() -> dict:
 
 def crossover() -> None:
     from ragfind import _core
-    from ragfind.dense.exact import _quantise_i8
+    from ragfind.dense._common import quantise_i8
 
     X = _data(200_000)
     q = X[7] + 0.01
     rng = np.random.default_rng(3)
-    stores = {"f32": (X, None), "f16": (X.astype(np.float16), None), "i8": _quantise_i8(X)}
+    stores = {"f32": (X, None), "f16": (X.astype(np.float16), None), "i8": quantise_i8(X)}
     print("dtype | allowed fraction | masked scan ms | gathered rows ms")
     for dt, (data, scales) in stores.items():
         for frac in (0.01, 0.1, 0.3, 0.5, 0.7, 0.9):

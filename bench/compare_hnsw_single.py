@@ -56,7 +56,7 @@ def main() -> None:
     ours = DenseIndex(d, metric="cosine", kind="hnsw", M=16, ef_construction=200, ef=args.ef)
     ours.add(X)
     build_s = time.perf_counter() - t0
-    raw = ours._hnsw  # the very same graph, space='ip', same ef
+    raw = ours._backend._hnsw  # the very same graph, space='ip', same ef
     queries = [Q[i] for i in range(len(Q))]
     nqueries = [Qn[i] for i in range(len(Q))]
 
@@ -94,7 +94,7 @@ def main() -> None:
 
     # Wrapper-only cost: hnswlib replaced by a stub returning a precomputed result.
     lab, dist = raw.knn_query(nqueries[0], k=k, num_threads=1)
-    ours._hnsw = _StubHnsw(lab, dist)
+    ours._backend._hnsw = _StubHnsw(lab, dist)
     stub = []
     for _ in range(args.rounds):
         ts = np.empty(len(Q))
@@ -112,7 +112,7 @@ def main() -> None:
             stub_raw.knn_query(nqueries[j], k=k, num_threads=1)
             ts[j] = pc() - a
         sraw.append(float(np.median(ts)) / 1e3)
-    ours._hnsw = raw
+    ours._backend._hnsw = raw
 
     med_raw, med_ours = statistics.median(round_raw), statistics.median(round_ours)
     print(

@@ -75,7 +75,7 @@ class RagfindIvf:
 
     def build(self, X: np.ndarray) -> dict:
         # add() trains on its own rows first; the k-means step is timed from inside.
-        ix = self.index
+        ix = self.index._backend
         split: dict = {}
         train = ix._train_ivf
 
@@ -86,21 +86,22 @@ class RagfindIvf:
 
         ix._train_ivf = timed_train
         try:
-            ix.add(X)
+            self.index.add(X)
         finally:
             del ix._train_ivf
         return split
 
     def nbytes(self) -> int:
-        st = self.index._state
-        return sum(a.nbytes for a in (st[0], st[1], st[2], st[3], st[4], st[5]) if a is not None)
+        st = self.index._backend.snapshot
+        parts = (st.centroids, st.data, st.scales, st.sqnorms, st.exact, st.ids)
+        return sum(a.nbytes for a in parts if a is not None)
 
     def single(self, Q: np.ndarray, k: int, p: int) -> np.ndarray:
         s = self.index.search
         return np.stack([s(q, k, nprobe=p, threads=1)[0] for q in Q])
 
     def batch(self, Q: np.ndarray, k: int, p: int, threads: int) -> np.ndarray:
-        return self.index.search_batch(Q, k, threads=threads, nprobe=p)[0]
+        return self.index.search_batch_padded(Q, k, threads=threads, nprobe=p)[0]
 
 
 class FaissIvf:
@@ -129,7 +130,7 @@ class FaissIvf:
         return split
 
     def nbytes(self) -> int:
-        ix = self.index
+        ix = self.index._backend
         return ix.ntotal * (ix.code_size + 8) + ix.nlist * ix.d * 4
 
     def single(self, Q: np.ndarray, k: int, p: int) -> np.ndarray:
@@ -164,7 +165,7 @@ class RagfindHnsw:
 
     def batch(self, Q: np.ndarray, k: int, p: int, threads: int) -> np.ndarray:
         self.index.ef = p
-        return self.index.search_batch(Q, k, threads=threads)[0]
+        return self.index.search_batch_padded(Q, k, threads=threads)[0]
 
 
 def main() -> None:
@@ -201,7 +202,7 @@ def main() -> None:
     )
     exact = DenseIndex(a.dim, metric="cosine")
     exact.add(X)
-    truth = exact.search_batch(Q, a.k)[0]
+    truth = exact.search_batch_padded(Q, a.k)[0]
     k = a.k
     probes = [int(x) for x in a.probes.split(",") if int(x) <= a.nlist]
     engines: list[tuple[str, object, list[int], float]] = []
@@ -260,7 +261,7 @@ def main() -> None:
             row, s, e = plan[i]
             if e is None:
                 f1 = lambda: [exact.search(q, k, threads=1) for q in Q[:nq1]]  # noqa: E731
-                fb = lambda: exact.search_batch(Q, k, threads=threads)  # noqa: E731
+                fb = lambda: exact.search_batch_padded(Q, k, threads=threads)  # noqa: E731
             else:
                 f1 = lambda e=e, p=s["p"]: e.single(Q[:nq1], k, p)  # noqa: E731
                 fb = lambda e=e, p=s["p"]: e.batch(Q, k, p, threads)  # noqa: E731

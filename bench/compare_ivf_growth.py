@@ -44,7 +44,7 @@ def main() -> None:
     X, Q = make_data(a.n, a.nq, a.dim, 12, 0.25, 0)
     exact = DenseIndex(a.dim)
     exact.add(X)
-    truth = exact.search_batch(Q, 10)[0]
+    truth = exact.search_batch_padded(Q, 10)[0]
     rows = []
     for name, batches, nlist in (
         ("one add", 1, None),

@@ -52,17 +52,17 @@ SCENARIOS = {
         d = DenseIndex(16); d.add(rng.standard_normal((1000, 16)).astype(np.float32))
         ids, s = d.search(rng.standard_normal(16).astype(np.float32), k=K); mark(f"DenseIndex.search k=1e7 on 1000 vectors: {len(ids)} results")
         try:
-            ids, s = d.search_batch(rng.standard_normal((8, 16)).astype(np.float32), k=K)
-            mark(f"DenseIndex.search_batch 8 x k=1e7: shape {ids.shape} (padded to k)")
+            ids, s = d.search_batch_padded(rng.standard_normal((8, 16)).astype(np.float32), k=K)
+            mark(f"DenseIndex.search_batch_padded 8 x k=1e7: shape {ids.shape} (padded to k)")
         except (MemoryError, ValueError) as e:
-            mark(f"DenseIndex.search_batch 8 x k=1e7: {type(e).__name__}: {e}")
+            mark(f"DenseIndex.search_batch_padded 8 x k=1e7: {type(e).__name__}: {e}")
         h = DenseIndex(16, kind="hnsw"); h.add(rng.standard_normal((1000, 16)).astype(np.float32))
         ids, s = h.search(rng.standard_normal(16).astype(np.float32), k=K); mark(f"DenseIndex(hnsw).search k=1e7: {len(ids)} results")
         try:
-            ids, s = h.search_batch(rng.standard_normal((8, 16)).astype(np.float32), k=K)
-            mark(f"DenseIndex(hnsw).search_batch 8 x k=1e7: shape {ids.shape}")
+            ids, s = h.search_batch_padded(rng.standard_normal((8, 16)).astype(np.float32), k=K)
+            mark(f"DenseIndex(hnsw).search_batch_padded 8 x k=1e7: shape {ids.shape}")
         except (MemoryError, ValueError) as e:
-            mark(f"DenseIndex(hnsw).search_batch 8 x k=1e7: {type(e).__name__}: {e}")
+            mark(f"DenseIndex(hnsw).search_batch_padded 8 x k=1e7: {type(e).__name__}: {e}")
         li = LateInteractionIndex(8); li.add([rng.standard_normal((4, 8)).astype(np.float32) for _ in range(1000)])
         ids, s = li.search(rng.standard_normal((3, 8)).astype(np.float32), k=K); mark(f"LateInteractionIndex.search k=1e7: {len(ids)} results")
         ids, s = rrf([list(range(1000)), list(range(500, 1500))], top_k=K); mark(f"rrf top_k=1e7: {len(ids)} results")

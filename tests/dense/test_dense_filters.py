@@ -93,7 +93,7 @@ def test_exact_filter_equals_numpy_over_allowed_live_rows(simd_level, metric, dt
                 r_ids, r_scores = _restricted(index, q, set(allowed), k)
                 assert got_ids.tolist() == r_ids.tolist()
                 np.testing.assert_array_equal(got_scores, r_scores)
-            bids, bscores = index.search_batch(np.stack([q, -q]), k=10, filter=flt)
+            bids, bscores = index.search_batch_padded(np.stack([q, -q]), k=10, filter=flt)
             # The batch path scores i8 rows with a float query (single: int16), so ties may differ.
             _check_against_numpy(bids[0], bscores[0], allowed, ref, metric, 10, tol)
             # The gather path split over threads gives the same results.
@@ -185,7 +185,7 @@ def test_hnsw_filter_allowed_only_exact_scores_min_k(metric, allowed_n, monkeypa
             assert set(ids.tolist()) <= set(live.tolist())
             for i, s in zip(ids.tolist(), scores.tolist()):
                 assert s == pytest.approx(ref[i], rel=1e-4, abs=1e-4)
-            bids, bscores = index.search_batch(np.stack([q, q]), k=k, filter=flt)
+            bids, bscores = index.search_batch_padded(np.stack([q, q]), k=k, filter=flt)
             assert (bids[0] >= 0).sum() == min(k, len(live))
             assert set(bids[0][bids[0] >= 0].tolist()) <= set(live.tolist())
         index.delete(live[:3].tolist())
@@ -245,7 +245,7 @@ def test_huge_k_is_clamped_and_ids_property(kind):
     index.add(X[:1], ids=[45])
     assert index.ids.tolist() == [x for x in range(50, 30, -1) if x not in (45, 40)] + [45]
     with pytest.raises(ValueError, match="k="):
-        index.search_batch(X[:2], k=2**31)
+        index.search_batch_padded(X[:2], k=2**31)
     s = DenseIndex(8, kind=kind)
     s.add(X[:3], ids=["b", "a", "c"])
     assert s.ids.dtype == object and s.ids.tolist() == ["b", "a", "c"]
@@ -349,8 +349,8 @@ def test_incremental_compaction_matches_reference(dtype, tmp_path, monkeypatch):
                 Y = rng.standard_normal((len(new), d)).astype(np.float32)
                 index.add(Y, ids=new)
                 live.update(zip(new, Y))
-        saw_compaction |= index._compaction is not None
-        if step % 20 == 0 or index._compaction is not None:
+        saw_compaction |= index._backend._compaction is not None
+        if step % 20 == 0 or index._backend._compaction is not None:
             assert index.ids.tolist() == list(live)
             q = rng.standard_normal(d).astype(np.float32)
             for f in (None, flt):
@@ -364,5 +364,5 @@ def test_incremental_compaction_matches_reference(dtype, tmp_path, monkeypatch):
             loaded = DenseIndex.load(tmp_path / "mid.idx")
             assert loaded.ids.tolist() == list(live)
     assert saw_compaction
-    index._compact()
-    assert index._compaction is None and index.ids.tolist() == list(live)
+    index._backend.compact()
+    assert index._backend._compaction is None and index.ids.tolist() == list(live)

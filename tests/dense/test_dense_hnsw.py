@@ -23,8 +23,8 @@ def test_hnsw_recall_at_10_on_scifact_with_defaults(data_dir):
     exact.add(X)
     hnsw = DenseIndex(384, kind="hnsw")
     hnsw.add(X)
-    e_ids, _ = exact.search_batch(Q, k=10)
-    h_ids, h_sc = hnsw.search_batch(Q, k=10)
+    e_ids, _ = exact.search_batch_padded(Q, k=10)
+    h_ids, h_sc = hnsw.search_batch_padded(Q, k=10)
     recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(e_ids, h_ids)])
     assert recall >= 0.95, recall
     # single-query path and scores (cosine similarity) are consistent
@@ -43,8 +43,8 @@ def test_hnsw_grows_past_initial_capacity_and_matches_exact(metric):
         h.add(X[lo : lo + 650])
         e.add(X[lo : lo + 650])
     assert len(h) == 2600
-    ids_h, sc_h = h.search_batch(X[:50], k=5)
-    ids_e, sc_e = e.search_batch(X[:50], k=5)
+    ids_h, sc_h = h.search_batch_padded(X[:50], k=5)
+    ids_e, sc_e = e.search_batch_padded(X[:50], k=5)
     recall = np.mean([len(set(a) & set(b)) / 5 for a, b in zip(ids_h, ids_e)])
     assert recall >= 0.95
     if metric == "l2":
@@ -62,9 +62,9 @@ def test_hnsw_delete_replaces_slots_and_hides_results():
     assert len(h) == 398 and "d3" not in h
     ids, _ = h.search(X[3], k=5)
     assert "d3" not in ids.tolist()
-    count_before = h._hnsw.element_count
+    count_before = h._backend.graph.element_count
     h.add(X[400:402], ids=["n0", "n1"])  # fills the two deleted slots
-    assert h._hnsw.element_count == count_before
+    assert h._backend.graph.element_count == count_before
     assert h.search(X[400], k=1)[0].tolist() == ["n0"]
     h.add(X[3], ids=["d3"])
     assert h.search(X[3], k=1)[0].tolist() == ["d3"]
@@ -79,18 +79,18 @@ def test_hnsw_filter_min_score_ef_and_padding():
     h.add(X)
     assert h.ef == 20
     h.ef = 128
-    assert h.ef == 128 and h._hnsw.ef == 128
+    assert h.ef == 128 and h._backend.graph.ef == 128
     ids, _ = h.search(X[0], k=5, filter=[10, 20, 30])
     assert set(ids.tolist()) <= {10, 20, 30} and len(ids) == 3
     ids, _ = h.search(X[0], k=5, filter=lambda i: i % 2 == 0)
     assert all(i % 2 == 0 for i in ids.tolist()) and len(ids) == 5
     ids, sc = h.search(X[0], k=50, min_score=0.5)
     assert (sc >= 0.5).all() and ids[0] == 0
-    bids, bsc = h.search_batch(X[:3], k=5, filter=[7, 8])
-    assert bids.shape == (3, 5) and (bids[:, 2:] == -1).all() and np.isnan(bsc[:, 2:]).all()
+    bids, bsc = h.search_batch_padded(X[:3], k=5, filter=[7, 8])
+    assert bids.shape == (3, 5) and (bids[:, 2:] == -1).all() and np.isneginf(bsc[:, 2:]).all()
     small = DenseIndex(12, kind="hnsw")
     small.add(X[:3])
-    bids, bsc = small.search_batch(X[:2], k=5)
+    bids, bsc = small.search_batch_padded(X[:2], k=5)
     assert (bids[:, 3:] == -1).all() and (bids[:, :3] >= 0).all()
     empty = DenseIndex(12, kind="hnsw")
     assert empty.search(X[0])[0].shape == (0,)
@@ -117,7 +117,7 @@ def test_hnsw_concurrent_adds_and_searches():
             for i in range(150):
                 ids, _ = h.search(X[i], k=3)
                 assert ids[0] == i
-                h.search_batch(X[:4], k=2)
+                h.search_batch_padded(X[:4], k=2)
         except Exception as e:  # pragma: no cover
             errors.append(e)
 
@@ -136,5 +136,5 @@ def test_hnsw_concurrent_adds_and_searches():
         t.join()
     assert not errors
     assert len(h) == 3000 - 50
-    ids, _ = h.search_batch(X[2500:2600], k=1)
+    ids, _ = h.search_batch_padded(X[2500:2600], k=1)
     assert (ids[:, 0] == np.arange(2500, 2600)).mean() >= 0.95

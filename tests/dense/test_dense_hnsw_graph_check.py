@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 
 from ragfind import DenseIndex, _core
+from ragfind.dense.files import MAGIC, VERSION
+from ragfind.persist.sectioned import write_sectioned
 
 DIM = 8
 M = 4
@@ -45,8 +47,9 @@ def _build(tmp_path, deletes=True):
 
 def _read(path):
     raw = path.read_bytes()
-    (hlen,) = struct.unpack_from("<Q", raw, 16)
-    header = json.loads(raw[32 : 32 + hlen])
+    (hlen,) = struct.unpack_from("<I", raw, 12)
+    header = json.loads(raw[16 : 16 + hlen])
+    header.pop("header_crc32")
     table = header.pop("sections")
     sections = {}
     for name, s in table.items():
@@ -67,7 +70,7 @@ def _tamper(path, graph=None, header=None, labels=None):
         header(h)
     if labels is not None:
         labels(secs["labels"])
-    DenseIndex._write_file(path, h, [(n, secs[n]) for n in order])
+    write_sectioned(path, MAGIC, VERSION, h, {n: secs[n] for n in order}, checksum_header=True)
 
 
 def _field(g, name):
@@ -196,7 +199,7 @@ def test_huge_max_elements_in_the_graph_is_not_allocated(tmp_path):
         header=lambda h: h.update(max_elements=1 << 40),
     )
     idx = DenseIndex.load(path)
-    assert idx._hnsw.max_elements <= 1024
+    assert idx._backend.graph.max_elements <= 1024
     idx.add(np.ones((3, DIM), np.float32), ids=["x", "y", "z"])
     assert idx.search(np.ones(DIM, np.float32), k=1)[0][0] in ("x", "y", "z")
 
@@ -237,7 +240,7 @@ def test_random_tampering_never_crashes(tmp_path):
             continue
         q = rng.standard_normal(DIM).astype(np.float32)
         idx.search(q, k=5)
-        idx.search_batch(np.stack([q, -q]), k=3, threads=2)
+        idx.search_batch_padded(np.stack([q, -q]), k=3, threads=2)
         idx.add(rng.standard_normal((5, DIM)).astype(np.float32), ids=[f"n{trial}-{i}" for i in range(5)])
         idx.search(q, k=5)
     assert refused > 0

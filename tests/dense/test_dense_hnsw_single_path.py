@@ -17,7 +17,7 @@ def _data(n: int = 300, d: int = 16, seed: int = 0) -> tuple[np.ndarray, np.ndar
 
 
 def _check_single_matches_batch(idx: DenseIndex, Q: np.ndarray, k: int = 5) -> None:
-    b_ids, b_scores = idx.search_batch(Q, k=k)
+    b_ids, b_scores = idx.search_batch_padded(Q, k=k)
     for i, q in enumerate(Q):
         ids, scores = idx.search(q, k=k)
         assert ids.dtype == b_ids.dtype

@@ -58,8 +58,8 @@ def test_nprobe_nlist_equals_exact(metric, dtype):
         np.testing.assert_array_equal(a, b)
         # f32 lists score with the exact scan's kernel; f16/i8 are re-scored with it
         np.testing.assert_array_equal(sa, sb)
-    ra, sa = exact.search_batch(Q, 10)
-    rb, sb = ivf.search_batch(Q, 10, nprobe=1000)
+    ra, sa = exact.search_batch_padded(Q, 10)
+    rb, sb = ivf.search_batch_padded(Q, 10, nprobe=1000)
     np.testing.assert_array_equal(ra, rb)
     np.testing.assert_allclose(sa, sb, rtol=1e-5, atol=1e-5)
 
@@ -71,7 +71,7 @@ def test_quantised_lists_without_rerank_keep_quantised_scores():
     assert len(set(a.tolist()) & set(b.tolist())) >= 8
     assert not np.array_equal(sa, sb)
     np.testing.assert_allclose(sa, sb, rtol=0.05, atol=0.05)
-    assert ivf._state[4] is None  # no float32 copy kept
+    assert ivf._backend.snapshot.exact is None  # no float32 copy kept
 
 
 def test_every_simd_level_gives_the_exact_results(simd_level):
@@ -81,7 +81,9 @@ def test_every_simd_level_gives_the_exact_results(simd_level):
         np.testing.assert_array_equal(exact.search(q, 10)[0], ivf.search(q, 10, nprobe=32)[0])
     exact_l2 = DenseIndex(DIM, metric="l2")
     exact_l2.add(X)
-    np.testing.assert_array_equal(exact_l2.search_batch(Q, 5)[0], f32.search_batch(Q, 5, nprobe=32)[0])
+    np.testing.assert_array_equal(
+        exact_l2.search_batch_padded(Q, 5)[0], f32.search_batch_padded(Q, 5, nprobe=32)[0]
+    )
     # Approximate results are deterministic per level and recall stays high.
     assert recall(exact, ivf, 4) >= 0.8
 
@@ -138,9 +140,9 @@ def test_training_is_deterministic_and_balanced():
     b = DenseIndex(DIM, kind="ivf", nlist=32)
     a.add(X)
     b.add(X)
-    np.testing.assert_array_equal(a._centroids, b._centroids)
-    assert a._imbalance < 2.0, a._imbalance
-    sizes = a._state[7]
+    np.testing.assert_array_equal(a._backend._centroids, b._backend._centroids)
+    assert a._backend._imbalance < 2.0, a._backend._imbalance
+    sizes = a._backend.snapshot.lens
     assert sizes.sum() == len(X) and sizes.min() > 0 and sizes.max() < 8 * len(X) / 32
 
 
@@ -150,15 +152,17 @@ def test_adds_after_training_go_to_the_nearest_list():
     assert len(ivf) == 0 and ivf.is_trained
     for s in range(0, 3000, 250):  # many small adds: lists grow and move
         ivf.add(X[s : s + 250], ids=list(range(s, s + 250)))
-    C = ivf._centroids
-    st = ivf._state
+    C = ivf._backend._centroids
+    st = ivf._backend.snapshot
     for lst in range(16):
-        rows = st[5][st[6][lst] : st[6][lst] + st[7][lst]]
+        rows = st.ids[st.start[lst] : st.start[lst] + st.lens[lst]]
         d = ((X[rows][:, None, :] - C[None, :, :]) ** 2).sum(-1)
         assert (d.argmin(1) == lst).mean() > 0.99  # float ties aside
     exact = DenseIndex(DIM, metric="l2")
     exact.add(X)
-    np.testing.assert_array_equal(exact.search_batch(Q, 10)[0], ivf.search_batch(Q, 10, nprobe=16)[0])
+    np.testing.assert_array_equal(
+        exact.search_batch_padded(Q, 10)[0], ivf.search_batch_padded(Q, 10, nprobe=16)[0]
+    )
     assert ivf.ids.tolist() == list(range(3000))  # insertion order
 
 
@@ -168,7 +172,7 @@ def test_filters_and_deletes_at_full_probe_equal_exact():
     gone = rng.choice(3000, 2200, replace=False).tolist()  # mostly dead: the lists are repacked
     exact.delete(gone)
     ivf.delete(gone)
-    assert ivf._iv_used == len(ivf)  # repacked
+    assert ivf._backend._iv_used == len(ivf)  # repacked
     allowed = IdFilter(rng.choice(3000, 900, replace=False).tolist())
     for q in Q[:10]:
         for flt in (None, allowed, [5, 17, 2999, 1234]):
@@ -176,8 +180,8 @@ def test_filters_and_deletes_at_full_probe_equal_exact():
             b, sb = ivf.search(q, 10, filter=flt, nprobe=32)
             np.testing.assert_array_equal(a, b)
             np.testing.assert_array_equal(sa, sb)
-    ra, _ = exact.search_batch(Q, 10, filter=allowed)
-    rb, _ = ivf.search_batch(Q, 10, filter=allowed, nprobe=32)
+    ra, _ = exact.search_batch_padded(Q, 10, filter=allowed)
+    rb, _ = ivf.search_batch_padded(Q, 10, filter=allowed, nprobe=32)
     np.testing.assert_array_equal(ra, rb)
     # Re-adding deleted ids works and they are found again.
     ivf.add(X[gone[:5]], ids=gone[:5])
@@ -205,7 +209,7 @@ def test_thresholds_threads_and_batches_agree():
     assert (sb >= 0.5).all()
     for p in (1, 4):
         ids1 = np.stack([ivf.search(q, 10, nprobe=p, threads=1)[0] for q in Q])
-        np.testing.assert_array_equal(ids1, ivf.search_batch(Q, 10, nprobe=p, threads=2)[0])
+        np.testing.assert_array_equal(ids1, ivf.search_batch_padded(Q, 10, nprobe=p, threads=2)[0])
         np.testing.assert_array_equal(ids1, np.stack([ivf.search(q, 10, nprobe=p, threads=3)[0] for q in Q]))
 
 
@@ -218,7 +222,7 @@ def test_string_ids_and_defaults():
     assert ids.tolist() == ["d7"]
     ivf.nprobe = 3
     assert ivf.nprobe == 3
-    r, _ = ivf.search_batch(Q[:2], 5000)
+    r, _ = ivf.search_batch_padded(Q[:2], 5000)
     assert r.shape == (2, 5000) and r[0, -1] is None
 
 
@@ -228,12 +232,12 @@ def test_save_load_round_trip(tmp_path, mmap, dtype):
     exact, ivf = pair("l2", dtype, nlist=20, nprobe=5, fingerprint="m1")
     ivf.delete([1, 2, 3])
     ivf.add(structured(50, seed=5), ids=list(range(5000, 5050)))
-    before = ivf.search_batch(Q, 10)
+    before = ivf.search_batch_padded(Q, 10)
     ivf.save(tmp_path / "i.rfd")
     back = DenseIndex.load(tmp_path / "i.rfd", mmap=mmap)
     assert (back.kind, back.nlist, back.nprobe, back.fingerprint, back.dtype) == ("ivf", 20, 5, "m1", dtype)
     assert back.ids.tolist() == ivf.ids.tolist()
-    after = back.search_batch(Q, 10)
+    after = back.search_batch_padded(Q, 10)
     np.testing.assert_array_equal(before[0], after[0])
     np.testing.assert_allclose(before[1], after[1], rtol=1e-6)
     back.add(X[:3], ids=[1, 2, 3])  # writes after a mapped load copy first
@@ -265,8 +269,8 @@ def test_bad_input():
     # Untrained means empty: no results, as from every empty index (the index contract).
     ids, scores = ivf.search(Q[0], 5)
     assert ids.shape == (0,) and ids.dtype == np.int64 and scores.shape == (0,)
-    ids, scores = ivf.search_batch(Q[:2], 5)
-    assert (ids == -1).all() and ids.shape == (2, 5) and np.isnan(scores).all()
+    ids, scores = ivf.search_batch_padded(Q[:2], 5)
+    assert (ids == -1).all() and ids.shape == (2, 5) and np.isneginf(scores).all()
     with pytest.raises(ValueError, match="nprobe must be a positive integer"):
         ivf.search(Q[0], 5, nprobe=0)
     with pytest.raises(ValueError, match="needs at least 64 vectors"):
@@ -313,19 +317,19 @@ def test_cosine_add_normalising_block_by_block_stores_the_normalised_rows(monkey
     monkeypatch.setattr(ivf_module, "_WRITE_BLOCK", 300)
     b = DenseIndex(DIM, kind="ivf", nlist=32, dtype=dtype)
     b.add(Xb)
-    for i in (0, 1, 2, 4, 5, 6, 7):
-        np.testing.assert_array_equal(a._state[i], b._state[i])
+    for f in ("centroids", "data", "scales", "exact", "ids", "start", "lens"):
+        np.testing.assert_array_equal(getattr(a._backend.snapshot, f), getattr(b._backend.snapshot, f))
     # The stored rows are X's rows divided by their norms (float64, rounded once).
     norms = np.sqrt(np.einsum("ij,ij->i", Xb, Xb, dtype=np.float64))
     unit = (Xb / norms[:, None]).astype(np.float32)
-    rows = b._state[4] if dtype == "i8" else b._state[1]
-    np.testing.assert_array_equal(rows[np.argsort(b._state[5])], unit)
+    rows = b._backend.snapshot.exact if dtype == "i8" else b._backend.snapshot.data
+    np.testing.assert_array_equal(rows[np.argsort(b._backend.snapshot.ids)], unit)
     # And every row sits in the list of its nearest centroid.
     from ragfind import _core
 
-    lists = np.repeat(np.arange(32), b._state[7])
+    lists = np.repeat(np.arange(32), b._backend.snapshot.lens)
     np.testing.assert_array_equal(
-        lists[np.argsort(b._state[5])], _core.ivf_assign(unit, b._centroids, "ip", 1)
+        lists[np.argsort(b._backend.snapshot.ids)], _core.ivf_assign(unit, b._backend._centroids, "ip", 1)
     )
 
 
@@ -346,9 +350,9 @@ def test_small_adds_retrain_and_keep_recall_of_one_big_add():
     big.add(X)
     small = grown()
     assert small.nlist > 2 * (100 // 39) and small.nlist >= big.nlist // 2, (small.nlist, big.nlist)
-    assert small._trained_n > 100 and len(small) == 3000
+    assert small._backend.trained_n > 100 and len(small) == 3000
     fixed = grown(nlist=2)  # an explicit nlist never retrains
-    assert fixed.nlist == 2 and fixed._trained_n == 100
+    assert fixed.nlist == 2 and fixed._backend.trained_n == 100
     r_small = recall(exact, small, None)
     r_big = recall(exact, big, None)
     assert r_small >= r_big - 0.05, (r_small, r_big)
@@ -358,22 +362,22 @@ def test_small_adds_retrain_and_keep_recall_of_one_big_add():
 def test_retrain_out_of_memory_keeps_the_add_and_retries(monkeypatch):
     ivf = DenseIndex(DIM, kind="ivf")
     ivf.add(X[:100], ids=list(range(100)))
-    real = type(ivf)._retrain_ivf
+    real = type(ivf._backend)._retrain_ivf
     calls = []
 
     def failing(self, nlist):
         calls.append(nlist)
         raise MemoryError("test")
 
-    monkeypatch.setattr(type(ivf), "_retrain_ivf", failing)
+    monkeypatch.setattr(type(ivf._backend), "_retrain_ivf", failing)
     with pytest.warns(RuntimeWarning, match="add is stored"):
         ivf.add(X[100:400], ids=list(range(100, 400)))
-    assert calls and len(ivf) == 400 and ivf._trained_n == 100
+    assert calls and len(ivf) == 400 and ivf._backend.trained_n == 100
     ids, _ = ivf.search(X[350], k=1, nprobe=ivf.nlist)
     assert list(ids) == [350]
-    monkeypatch.setattr(type(ivf), "_retrain_ivf", real)
+    monkeypatch.setattr(type(ivf._backend), "_retrain_ivf", real)
     ivf.add(X[400:500], ids=list(range(400, 500)))
-    assert ivf._trained_n == 500 and ivf.nlist > 1
+    assert ivf._backend.trained_n == 500 and ivf.nlist > 1
 
 
 @pytest.mark.parametrize("dtype,rerank", [("f32", 4), ("f16", 4), ("i8", 4), ("i8", 0), ("f16", 0)])
@@ -400,10 +404,10 @@ def test_retrained_index_at_full_probe_equals_exact_with_deletes_and_filters(met
 
 def test_retrain_save_load_and_old_files(tmp_path, monkeypatch):
     ivf = grown(n=2000)
-    trained = ivf._trained_n
+    trained = ivf._backend.trained_n
     ivf.save(tmp_path / "g.rfd")
     back = DenseIndex.load(tmp_path / "g.rfd")
-    assert (back.nlist, back._trained_n) == (ivf.nlist, trained)
+    assert (back.nlist, back._backend.trained_n) == (ivf.nlist, trained)
     for q in Q[:5]:
         np.testing.assert_array_equal(ivf.search(q, 10)[0], back.search(q, 10)[0])
     back.add(X[2000:], ids=list(range(2000, 3000)))  # grows further after a mapped load
@@ -411,14 +415,14 @@ def test_retrain_save_load_and_old_files(tmp_path, monkeypatch):
     # A file written before the training count was saved: trained at its size when loaded.
     from ragfind.dense.ivf import IvfBackend
 
-    real = IvfBackend._ivf_sections
+    real = IvfBackend.sections
 
     def old_sections(self):
         secs, ids, extra = real(self)
         extra.pop("trained_n")
         return secs, ids, extra
 
-    monkeypatch.setattr(IvfBackend, "_ivf_sections", old_sections)
+    monkeypatch.setattr(IvfBackend, "sections", old_sections)
     small = DenseIndex(DIM, kind="ivf")
     small.add(X[:200])
     small.save(tmp_path / "old.rfd")
@@ -426,11 +430,11 @@ def test_retrain_save_load_and_old_files(tmp_path, monkeypatch):
     old = DenseIndex.load(tmp_path / "old.rfd")
     small.delete(list(range(100)))
     small.save(tmp_path / "old2.rfd")
-    assert old._trained_n == 200 and old.nlist == small.nlist
+    assert old._backend.trained_n == 200 and old.nlist == small.nlist
     old.add(X[200:700], ids=list(range(200, 700)))
     assert old.nlist == small.nlist  # 700 < 4 * 200: no retrain yet
     old.add(X[700:900], ids=list(range(700, 900)))
-    assert old.nlist > small.nlist and old._trained_n == 900
+    assert old.nlist > small.nlist and old._backend.trained_n == 900
     assert old.search(X[850], 1, nprobe=10**6)[0][0] == 850
 
 
@@ -449,7 +453,7 @@ def test_search_during_retrains_sees_whole_states():
                 for i in probes:
                     ids, scores = ivf.search(X[i], 3, nprobe=10**6)
                     assert ids[0] == i and abs(float(scores[0]) - 1.0) < 1e-5, (i, ids, scores)
-                    ids, _ = ivf.search_batch(X[probes], 1, nprobe=10**6)
+                    ids, _ = ivf.search_batch_padded(X[probes], 1, nprobe=10**6)
                     assert ids[:, 0].tolist() == probes
         except Exception as e:  # noqa: BLE001 - reported to the main thread
             errors.append(e)
@@ -481,7 +485,7 @@ def test_small_adds_repack_rarely_and_stay_exact(monkeypatch, nlist):
         ivf.add(Xb[b : b + 200], ids=list(range(b, b + 200)))
     # A repack leaves room in every list, so the next adds do not move them all again.
     assert len(packs) <= 12, len(packs)
-    assert ivf._iv_used <= 2 * len(ivf) + 1024
+    assert ivf._backend._iv_used <= 2 * len(ivf) + 1024
     exact = DenseIndex(DIM)
     exact.add(Xb)
     ivf.delete(list(range(0, 20_000, 2)))

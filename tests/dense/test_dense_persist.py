@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
 import struct
+import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ragfind import DenseIndex
+from ragfind.errors import IndexFileError
+
+DATA = Path(__file__).parent / "data"
+EXPECTED = json.loads((DATA / "expected.json").read_text())
 
 
 def _unit(rng, n, d):
@@ -38,8 +45,8 @@ def test_round_trip(tmp_path, kind, dtype, metric, use_mmap):
     )
     assert len(back) == 698 and "doc-3" not in back
     Q = X[:20]
-    a_ids, a_sc = idx.search_batch(Q, k=5)
-    b_ids, b_sc = back.search_batch(Q, k=5)
+    a_ids, a_sc = idx.search_batch_padded(Q, k=5)
+    b_ids, b_sc = back.search_batch_padded(Q, k=5)
     np.testing.assert_array_equal(a_ids, b_ids)
     np.testing.assert_allclose(a_sc, b_sc, rtol=1e-6, atol=1e-6)
     s_ids, _ = back.search(X[10], k=1)
@@ -59,7 +66,7 @@ def test_int_ids_auto_counter_survives(tmp_path):
     idx.add(np.eye(3, dtype=np.float32))
     idx.save(tmp_path / "a")
     back = DenseIndex.load(tmp_path / "a")
-    assert back.add(np.ones((1, 3), np.float32)) == [3]
+    assert back.add(np.ones((1, 3), np.float32)).tolist() == [3]
     empty = DenseIndex(5)
     empty.save(tmp_path / "e")
     e = DenseIndex.load(tmp_path / "e")
@@ -124,20 +131,77 @@ def test_corrupt_files_raise_value_error(saved, use_mmap):
 
 
 def test_header_with_consistent_crc_but_bad_offsets_is_rejected(saved):
-    import json
-    import zlib
+    from ragfind.dense.files import MAGIC, VERSION
 
     raw = saved.read_bytes()
+    magic, ver, hlen = struct.unpack_from("<8sII", raw, 0)
+    assert (magic, ver) == (MAGIC, VERSION)
+    h = json.loads(raw[16 : 16 + hlen])
+    h["sections"]["vectors"]["offset"] = (len(raw) + 127) // 64 * 64  # past the end
+    h["sections"]["vectors"]["crc32"] = 0  # room for the longer offset; bounds come first
+    hb = json.dumps(h).encode()
+    assert len(hb) <= hlen, (len(hb), hlen)
+    hb += b" " * (hlen - len(hb))  # same length, so the sections stay where they were
+    zeroed = hb[:18] + b"0" * 8 + hb[26:]
+    hb = hb[:18] + f"{zlib.crc32(zeroed):08x}".encode() + hb[26:]
+    saved.write_bytes(raw[:16] + hb + raw[16 + hlen :])
+    with pytest.raises(ValueError, match="outside the file"):
+        DenseIndex.load(saved)
+
+
+def test_version_1_header_with_consistent_crc_but_bad_offsets_is_rejected(tmp_path):
+    raw = (DATA / "v1_exact_i8_l2.rfd").read_bytes()
     magic, ver, flags, hlen, _crc, z = struct.unpack_from("<8sIIQII", raw, 0)
+    assert ver == 1
     h = json.loads(raw[32 : 32 + hlen])
     h["sections"]["vectors"]["offset"] = 10**12
     hb = json.dumps(h, separators=(",", ":")).encode()
     assert len(hb) <= hlen
-    hb += b" " * (hlen - len(hb))  # same length, so the sections stay where they were
-    new = struct.pack("<8sIIQII", magic, ver, flags, len(hb), zlib.crc32(hb), z) + hb
-    saved.write_bytes(new + raw[32 + hlen :])
+    hb += b" " * (hlen - len(hb))
+    path = tmp_path / "v1.rfd"
+    path.write_bytes(
+        struct.pack("<8sIIQII", magic, ver, flags, len(hb), zlib.crc32(hb), z) + hb + raw[32 + hlen :]
+    )
     with pytest.raises(ValueError, match="outside the file"):
-        DenseIndex.load(saved)
+        DenseIndex.load(path)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("use_mmap", [True, False])
+def test_version_1_files_load_with_the_same_results(name, use_mmap, tmp_path):
+    """Files written before dense saved through the sectioned container (tests/dense/data)."""
+    want = EXPECTED[name]
+    Q = np.random.default_rng(want["queries_seed"]).standard_normal((4, 8)).astype(np.float32)
+    old = DenseIndex.load(DATA / name, mmap=use_mmap)
+    assert len(old) == want["len"] and old.fingerprint == "fixture@1"
+    for q, row in zip(Q, want["results"]):
+        ids, scores = old.search(q, k=want["k"])
+        assert ids.tolist() == row["ids"]
+        np.testing.assert_array_equal(scores, np.asarray(row["scores"], np.float32))
+    # Saved again it is a version-2 file with the same results, and stays writable.
+    old.save(tmp_path / "v2.rfd")
+    assert struct.unpack_from("<I", (tmp_path / "v2.rfd").read_bytes(), 8)[0] == 2
+    new = DenseIndex.load(tmp_path / "v2.rfd", mmap=use_mmap)
+    for q, row in zip(Q, want["results"]):
+        assert new.search(q, k=want["k"])[0].tolist() == row["ids"]
+    first = old.ids[0]
+    old.delete([first])
+    old.add(Q[0], ids=[first])
+    assert first in old
+
+
+def test_version_1_corrupt_files_still_raise(tmp_path):
+    raw = (DATA / "v1_hnsw_ip.rfd").read_bytes()
+    path = tmp_path / "bad.rfd"
+    for pos in (8, 16, 40, len(raw) - 200, len(raw) - 1):
+        data = bytearray(raw)
+        data[pos] ^= 0x10
+        path.write_bytes(bytes(data))
+        with pytest.raises(IndexFileError, match="not a valid ragfind dense index"):
+            DenseIndex.load(path)
+    path.write_bytes(raw[:-50])
+    with pytest.raises(IndexFileError):
+        DenseIndex.load(path)
 
 
 def test_foreign_file(tmp_path):
@@ -154,3 +218,29 @@ def test_foreign_file(tmp_path):
 def test_verify_false_skips_data_checksums_but_not_header(saved):
     idx = DenseIndex.load(saved, verify=False)
     assert len(idx) == 200
+
+
+FUZZ_SEEDS = sorted((Path(__file__).parents[2] / "tools" / "fuzz" / "corpus").glob("load_dense_*/v1-seed-*"))
+
+
+@pytest.mark.parametrize("seed", FUZZ_SEEDS[::3], ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_version_1_fuzz_seeds_still_load(seed, tmp_path):
+    """The fuzz seed corpus holds version-1 files (after one mode byte): they load and search."""
+    data = seed.read_bytes()
+    path = tmp_path / "seed.rfd"
+    path.write_bytes(data[1:])
+    assert struct.unpack_from("<I", data, 9)[0] == 1
+    index = DenseIndex.load(path, mmap=bool(data[0] & 2), verify=not data[0] & 4)
+    ids, _ = index.search(np.ones(index.dim, np.float32), k=3)
+    assert len(ids) == min(3, len(index))
+
+
+def test_every_header_byte_flip_is_refused(saved):
+    original = saved.read_bytes()
+    (hlen,) = struct.unpack_from("<I", original, 12)
+    for pos in range(16, 16 + hlen, 7):
+        data = bytearray(original)
+        data[pos] ^= 0x02
+        saved.write_bytes(bytes(data))
+        with pytest.raises(IndexFileError, match="not a valid ragfind dense index"):
+            DenseIndex.load(saved)

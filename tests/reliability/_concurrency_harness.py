@@ -156,7 +156,7 @@ class DenseWorkload:
         return index.search(self.queries[qi], k=k)
 
     def search_batch(self, index, qis: list, k: int):
-        return index.search_batch(self.queries[qis], k=k, threads=2)
+        return index.search_batch_padded(self.queries[qis], k=k, threads=2)
 
     def batch_row(self, out, j: int):
         ids, scores = out

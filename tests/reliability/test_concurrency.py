@@ -59,13 +59,13 @@ def test_bm25_search_batch_from_many_threads_matches_serial():
 def test_dense_search_batch_from_many_threads_matches_serial(kind):
     workload = DenseWorkload(seed=3, kind=kind, n_ops=0)
     index = workload.new_index()
-    expected = index.search_batch(workload.queries, k=7, threads=1)
+    expected = index.search_batch_padded(workload.queries, k=7, threads=1)
     errors: list = []
 
     def worker():
         try:
             for _ in range(20):
-                ids, scores = index.search_batch(workload.queries, k=7, threads=3)
+                ids, scores = index.search_batch_padded(workload.queries, k=7, threads=3)
                 if not np.array_equal(ids, expected[0]) or not np.allclose(
                     scores, expected[1], equal_nan=True
                 ):

@@ -71,10 +71,10 @@ def test_exact_search_equals_numpy(data, metric, k):
     for q in Q:
         ids, scores = index.search(q, k=k)
         assert_valid_topk(ids, scores, reference_scores(X, q, metric), k, metric, ids_of_rows)
-    B_ids, B_scores = index.search_batch(Q, k=k, threads=2)
+    B_ids, B_scores = index.search_batch_padded(Q, k=k, threads=2)
     kk = min(k, len(X))
     assert B_ids.shape == (len(Q), k)
-    assert np.all(B_ids[:, kk:] == -1) and np.all(np.isnan(B_scores[:, kk:]))
+    assert np.all(B_ids[:, kk:] == -1) and np.all(np.isneginf(B_scores[:, kk:]))
     for i, q in enumerate(Q):
         assert_valid_topk(
             B_ids[i, :kk], B_scores[i, :kk], reference_scores(X, q, metric), k, metric, ids_of_rows

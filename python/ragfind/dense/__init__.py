@@ -1,7 +1,8 @@
-"""Dense vectors: SIMD similarity kernels, exact search and HNSW (through hnswlib).
+"""Dense vectors: SIMD similarity kernels, exact search, HNSW (through hnswlib) and IVF lists.
 
-``DenseIndex`` (``index.py``) is the face: one class, ``kind="exact"`` or ``"hnsw"``. The raw
-kernels ``dot``, ``cosine`` and ``l2sq`` (``kernels.py``) run at the active SIMD level.
+``DenseIndex`` (``index.py``) is the face: one class, ``kind="exact"``, ``"hnsw"`` or ``"ivf"``,
+over one backend object of that kind (``exact.py``, ``hnsw.py``, ``ivf.py``). The raw kernels
+``dot``, ``cosine`` and ``l2sq`` (``kernels.py``) run at the active SIMD level.
 """
 
 from ragfind.dense.index import DenseIndex

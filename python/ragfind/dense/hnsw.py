@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ragfind import _core
-from ragfind.dense.exact import _SortedKeys
+from ragfind.dense._common import DenseConfig, SortedKeys, pad_ids
 from ragfind.ids import IdFilter, as_id_filter, empty_ids
 
 # HNSW searches restricted to at most max(_MIN, _FRACTION * live ids) ids scan those vectors
@@ -75,22 +75,38 @@ class _HnswAllowed:
 
 
 class HnswBackend:
-    """DenseIndex's methods for ``kind="hnsw"`` (state lives on the index)."""
+    """``kind="hnsw"``: an hnswlib graph; readers and writers share a reader-writer lock."""
 
-    def _init_hnsw(self, capacity: int) -> None:
-        import hnswlib
+    kind = "hnsw"
 
-        space = "l2" if self._metric == "l2" else "ip"
-        self._hnsw = hnswlib.Index(space=space, dim=self._dim)
-        self._hnsw.init_index(
-            max_elements=capacity,
-            ef_construction=self._ef_construction,
-            M=self._M,
-            random_seed=100,
-            allow_replace_deleted=True,
-        )
-        self._hnsw.set_ef(self._ef)
-        self._hnsw.set_num_threads(max(1, os.cpu_count() or 1))
+    def __init__(self, cfg: DenseConfig, M: int, ef_construction: int, ef: int, capacity: int = 1024) -> None:
+        self.cfg = cfg
+        self.M, self.ef_construction, self.ef = M, ef_construction, ef
+        self.id_kind: str | None = None
+        self.id_to_slot: dict = {}  # id -> label
+        self._generation = 0
+        self._metric_code = {"ip": 0, "cosine": 1, "l2": 2}[cfg.metric]  # for _core.hnsw_finish_single
+        # Many readers or one writer (hnswlib searches must not overlap adds or resizes); writers
+        # go ahead of readers that arrive after them (overlapping searches starved writers:
+        # about 1 s per add/delete with 4 searching threads; tests/reliability/test_concurrency.py).
+        self._rw = _core.ReaderWriterLock()
+        self._hnsw: Any = None
+        if capacity:
+            import hnswlib
+
+            self._hnsw = hnswlib.Index(space=cfg.scan_metric, dim=cfg.dim)
+            self._hnsw.init_index(
+                max_elements=capacity,
+                ef_construction=ef_construction,
+                M=M,
+                random_seed=100,
+                allow_replace_deleted=True,
+            )
+            self._hnsw.set_ef(ef)
+            self._hnsw.set_num_threads(max(1, os.cpu_count() or 1))
+        self._init_labels()
+
+    def _init_labels(self) -> None:
         self._label_ids: list = []  # label -> id (None once deleted and replaced)
         self._next_label = 0
         self._n_hnsw_deleted = 0
@@ -110,7 +126,21 @@ class HnswBackend:
             self._label_live = grown
         self._label_live[labels] = value
 
-    def _add_hnsw(self, X: np.ndarray, id_list: list, kind: str) -> None:
+    def set_ef(self, value: int) -> None:
+        self._rw.acquire_write()
+        try:
+            self._hnsw.set_ef(value)
+        finally:
+            self._rw.release_write()
+        self.ef = value
+
+    @property
+    def graph(self) -> Any:
+        """The hnswlib index (for tests and benchmarks)."""
+        return self._hnsw
+
+    def add(self, X: np.ndarray, id_list: list, kind: str, norms: np.ndarray | None = None) -> None:
+        """Adds X's rows (unit rows already for cosine) under new labels."""
         n = X.shape[0]
         labels = np.arange(self._next_label, self._next_label + n, dtype=np.int64)
         self._rw.acquire_write()
@@ -127,9 +157,10 @@ class HnswBackend:
             self._label_ids.extend(id_list)
             self._next_label += n
             for x, lab in zip(id_list, labels.tolist()):
-                self._id_to_slot[x] = lab
+                self.id_to_slot[x] = lab
             self._set_label_live(labels, 1)
             self._label_ids_arr = None  # rebuilt lazily for id mapping
+            self.id_kind = kind
             self._generation += 1
         finally:
             self._rw.release_write()
@@ -137,7 +168,7 @@ class HnswBackend:
     def _label_array(self) -> np.ndarray:
         arr = self._label_ids_arr
         if arr is None or arr.shape[0] != len(self._label_ids):
-            dtype = object if self._id_kind == "str" else np.int64
+            dtype = object if self.id_kind == "str" else np.int64
             arr = np.asarray(
                 [(-1 if x is None and dtype is np.int64 else x) for x in self._label_ids], dtype=dtype
             )
@@ -149,7 +180,7 @@ class HnswBackend:
             self._label_ids_arr = arr
         return arr
 
-    def _delete_hnsw(self, labels: list) -> None:
+    def delete(self, labels: list) -> None:
         self._rw.acquire_write()
         try:
             for lab in labels:
@@ -169,9 +200,9 @@ class HnswBackend:
         arr = self._label_array()
         cached = self._label_keys
         if cached is None or cached[0] != arr.shape[0]:
-            cached = (arr.shape[0], _SortedKeys(arr, self._id_kind))
+            cached = (arr.shape[0], SortedKeys(arr, self.id_kind))
             self._label_keys = cached
-        labels = cached[1].rows_of(flt, self._id_kind)
+        labels = cached[1].rows_of(flt, self.id_kind)
         labels = labels[self._label_live[labels] != 0]
         labels.sort()
         return _HnswAllowed(labels)
@@ -188,7 +219,7 @@ class HnswBackend:
 
     def _hnsw_exact_max(self) -> int:
         """Allowed sets up to this size are scanned exactly instead of walked (bench/dense.md)."""
-        return max(_HNSW_EXACT_FILTER_MIN, int(_HNSW_EXACT_FILTER_FRACTION * len(self._id_to_slot)))
+        return max(_HNSW_EXACT_FILTER_MIN, int(_HNSW_EXACT_FILTER_FRACTION * len(self.id_to_slot)))
 
     def _hnsw_exact_subset(
         self, Qm: np.ndarray, k: int, labels: np.ndarray, allowed: _HnswAllowed | None = None
@@ -202,7 +233,7 @@ class HnswBackend:
             V = np.ascontiguousarray(self._hnsw.get_items(labels, return_type="numpy"), dtype=np.float32)
             if allowed is not None:
                 allowed.vectors = V
-        if self._metric == "l2":
+        if self.cfg.metric == "l2":
             dist = _core.dense_pairwise(Qm, V, "l2sq")
         else:
             dist = 1.0 - _core.dense_pairwise(Qm, V, "dot")
@@ -249,12 +280,15 @@ class HnswBackend:
             labels[i], dist[i] = li[0], di[0]
         return labels, dist
 
-    def _search_hnsw(self, qv: np.ndarray, k: int, threshold: Any, filter: Any) -> tuple:  # noqa: A002
+    def search(  # noqa: A002
+        self, qv: np.ndarray, k: int, threshold: Any, filter: Any, threads: int | None, nprobe: Any
+    ) -> tuple:
+        # q is checked (finite, non-zero for cosine) by the C++ call that finishes the search.
         rw = self._rw
         rw.acquire_read()
         try:
             if filter is None:
-                kk = min(k, len(self._id_to_slot))
+                kk = min(k, len(self.id_to_slot))
                 try:
                     if not kk:
                         raise RuntimeError
@@ -278,15 +312,17 @@ class HnswBackend:
             return _core.hnsw_finish_single(rw, labels, dist, qv, code, threshold, n, None)
         if arr.dtype == object:
             rows, scores = _core.hnsw_finish_single(rw, labels, dist, qv, code, threshold, n, None)
-            return (arr.take(rows) if rows.size else empty_ids(self._id_kind)), scores
+            return (arr.take(rows) if rows.size else empty_ids(self.id_kind)), scores
         return _core.hnsw_finish_single(rw, labels, dist, qv, code, threshold, n, arr)
 
-    def _search_batch_hnsw(self, Qm: np.ndarray, k: int, threshold: Any, filter: Any, threads: int) -> tuple:  # noqa: A002
+    def search_batch_padded(  # noqa: A002
+        self, Qm: np.ndarray, k: int, threshold: Any, filter: Any, threads: int, nprobe: Any
+    ) -> tuple:
         nq = Qm.shape[0]
         self._rw.acquire_read()
         try:
             if filter is None:
-                allowed, kk = None, min(k, len(self._id_to_slot))
+                allowed, kk = None, min(k, len(self.id_to_slot))
             else:
                 allowed = self._hnsw_allowed(filter)
                 kk = min(k, len(allowed.labels))
@@ -296,34 +332,110 @@ class HnswBackend:
             self._rw.release_read()
         rows = labels.astype(np.int64)
         rows[np.isnan(dist)] = -1
-        scores = dist if self._metric == "l2" else (1.0 - dist).astype(np.float32)
+        l2 = self.cfg.metric == "l2"
+        scores = dist if l2 else (1.0 - dist).astype(np.float32)
         if threshold is not None:
-            bad = scores > threshold if self._metric == "l2" else scores < threshold
+            bad = scores > threshold if l2 else scores < threshold
             rows[bad] = -1
-        scores = np.where(rows < 0, np.float32(np.nan), scores).astype(np.float32)
+        scores = np.where(rows < 0, np.float32(-np.inf), scores).astype(np.float32)
         out_rows = np.full((nq, k), -1, np.int64)
-        out_scores = np.full((nq, k), np.nan, np.float32)
+        out_scores = np.full((nq, k), -np.inf, np.float32)
         kk = rows.shape[1]
         # Move kept results to the front of each row (thresholding can leave holes).
         order = np.argsort(rows < 0, axis=1, kind="stable")
         out_rows[:, :kk] = np.take_along_axis(rows, order, axis=1)
         out_scores[:, :kk] = np.take_along_axis(scores, order, axis=1)
-        return self._pad_ids(arr, out_rows), out_scores
+        return pad_ids(arr, out_rows), out_scores
 
-    def _hnsw_bytes(self) -> bytes:
+    # ----------------------------------------------------------------- files
+
+    def _graph_bytes(self) -> bytes:
         with _scratch_file() as (fd, tmp):
             self._hnsw.save_index(tmp)
             with open(tmp, "rb") as f:
                 return f.read()
 
-    def _load_hnsw(self, blob: Any, max_elements: int) -> None:
+    def sections(self) -> tuple[list, list, dict]:
+        """(sections, ids in insertion order, header fields) of a save."""
+        self._rw.acquire_read()
+        try:
+            blob = self._graph_bytes()
+        finally:
+            self._rw.release_read()
+        ids_in_order = list(self.id_to_slot)
+        labels = np.asarray([self.id_to_slot[x] for x in ids_in_order], np.int64)
+        sections = [("hnsw", np.frombuffer(blob, dtype=np.uint8)), ("labels", labels)]
+        extra = {"next_label": self._next_label, "max_elements": int(self._hnsw.max_elements)}
+        return sections, ids_in_order, extra
+
+    @classmethod
+    def load(
+        cls,
+        cfg: DenseConfig,
+        M: int,
+        ef_construction: int,
+        ef: int,
+        header: dict,
+        secs: dict,
+        ids: list,
+        bad: Any,
+    ) -> HnswBackend:
+        """The backend of a saved index from its checked ``hnsw`` and ``labels`` sections."""
         import hnswlib
 
-        space = "l2" if self._metric == "l2" else "ip"
-        with _scratch_file() as (fd, tmp):
-            _write_all(fd, blob)
-            h = hnswlib.Index(space=space, dim=self._dim)
-            h.load_index(tmp, max_elements=max_elements, allow_replace_deleted=True)
-        h.set_ef(self._ef)
+        count = len(ids)
+        labels = secs["labels"]
+        if labels.shape != (count,):
+            raise bad("labels section has the wrong shape")
+        try:
+            next_label = int(header["next_label"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise bad(f"invalid next_label ({e})") from None
+        if count and (labels.min() < 0 or labels.max() >= next_label):
+            raise bad("labels out of range")
+        # hnswlib trusts its graph file (neighbour ids, record sizes, levels): a file whose
+        # checksums were recomputed after tampering would make a later search or add read
+        # or write out of bounds, so the whole graph is checked before hnswlib sees it.
+        try:
+            g = _core.hnsw_check_graph(secs["hnsw"], cfg.dim)
+        except ValueError as e:
+            raise bad(str(e)) from None
+        if g["M"] != M or g["ef_construction"] != ef_construction:
+            raise bad("the HNSW graph's M or ef_construction differs from the header's")
+        # The graph stores its own labels: the live ones are exactly the labels section.
+        graph_labels = g["labels"].view(np.int64)
+        if graph_labels.size and (graph_labels.min() < 0 or graph_labels.max() >= next_label):
+            raise bad("the HNSW graph holds labels outside the labels section")
+        live = graph_labels[~g["deleted"]]
+        if live.shape != labels.shape or not np.array_equal(np.sort(live), np.sort(labels)):
+            raise bad("the labels section does not match the HNSW graph's live elements")
+        b = cls(cfg, M, ef_construction, ef, capacity=0)
+        # Capacity is not taken from the file (a huge value would allocate per slot): what is
+        # stored, at least the initial 1024; adds grow it by doubling.
+        try:
+            with _scratch_file() as (fd, tmp):
+                _write_all(fd, secs["hnsw"])
+                h = hnswlib.Index(space=cfg.scan_metric, dim=cfg.dim)
+                h.load_index(tmp, max_elements=max(1024, g["count"]), allow_replace_deleted=True)
+        except RuntimeError as e:  # hnswlib's own reader rejecting the graph bytes
+            raise bad(f"the HNSW graph section is corrupt ({e})") from None
+        h.set_ef(ef)
         h.set_num_threads(max(1, os.cpu_count() or 1))
-        self._hnsw = h
+        b._hnsw = h
+        b._next_label = next_label
+        label_ids: list = [None] * next_label
+        for x, lab in zip(ids, labels.tolist()):
+            label_ids[lab] = x
+        b._label_ids = label_ids
+        b._set_label_live(labels.astype(np.int64), 1)
+        b.id_to_slot = dict(zip(ids, labels.tolist()))
+        b._n_hnsw_deleted = int(h.element_count) - count
+        return b
+
+    def vector(self, label: int) -> np.ndarray:
+        """The stored row of a label (float32)."""
+        self._rw.acquire_read()
+        try:
+            return np.asarray(self._hnsw.get_items([label], return_type="numpy"), np.float32)[0]
+        finally:
+            self._rw.release_read()

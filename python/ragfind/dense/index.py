@@ -1,9 +1,10 @@
-"""Dense vectors: SIMD similarity kernels, exact search and HNSW (through hnswlib).
+"""Dense vectors: exact search, HNSW (through hnswlib) and IVF lists behind one face.
 
 ``DenseIndex`` stores embedding vectors under integer or string ids and answers top-k
 queries. ``kind="exact"`` scans every stored vector with the C++ kernels (float32, float16 or
 int8 storage, fused scan + top-k, threads with the GIL released); ``kind="hnsw"`` wraps an
-``hnswlib`` graph with growth, real deletes, filters and thread safety added.
+``hnswlib`` graph with growth, real deletes, filters and thread safety added; ``kind="ivf"``
+scans the k-means lists nearest the query.
 
 Scores, best first:
 
@@ -12,9 +13,9 @@ Scores, best first:
 * ``metric="ip"``: inner product, highest first.
 * ``metric="l2"``: *squared* Euclidean distance, smallest first.
 
-DenseIndex is the face (arguments, ids, errors, files); the backends hold the rest:
-``dense/exact.py`` (the snapshot, the scan, filters as masks or gathered rows, compaction) and
-``dense/hnsw.py`` (the hnswlib graph, its filters and the exact fallback).
+DenseIndex is the face (arguments, ids, errors; the file in ``files.py``) over one backend
+object of its kind: ``exact.py`` (ExactBackend), ``hnsw.py`` (HnswBackend), ``ivf.py``
+(IvfBackend); ``_common.py`` holds what they share and the backend calls.
 
 The raw kernels are exposed for tests and power users: ``dot``, ``cosine`` and ``l2sq`` on
 matrices, dispatched to the active SIMD level (``ragfind.set_simd_level``).
@@ -22,33 +23,27 @@ matrices, dispatched to the active SIMD level (``ragfind.set_simd_level``).
 
 from __future__ import annotations
 
-import json
-import math
-import mmap as _mmap
 import os
-import struct
-import tempfile
 import threading
-import zlib
+import warnings
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any, Union
 
 import numpy as np
 
-from ragfind import _core
-from ragfind.dense.exact import (  # noqa: F401
-    _CORRUPT_GRAPH,
-    _DTYPES,
-    ExactBackend,
-    _divide_rows,
-    _quantise_i8,
-    _row_norms,
+from ragfind.dense._common import (
+    ENCODINGS,
+    DenseConfig,
+    check_query,
+    check_vectors,
+    normalise_rows,
+    row_norms,
 )
-from ragfind.dense.hnsw import HnswBackend, _scratch_file, _write_all  # noqa: F401
+from ragfind.dense.exact import ExactBackend
+from ragfind.dense.hnsw import HnswBackend
 from ragfind.dense.ivf import IvfBackend
+from ragfind.dense.kernels import cosine, dot, l2sq
 from ragfind.errors import (
-    IndexFileError,
     check_k,
     ids_needed,
     other_id_kind,
@@ -57,7 +52,7 @@ from ragfind.errors import (
     unknown_ids,
 )
 from ragfind.ids import IdFilter, id_kind
-from ragfind.persist.atomic import fault_point, fsync_dir, remove_stale_temp_files, temp_prefix
+from ragfind.index import Contribution, Explanation, check_threads
 
 __all__ = ["DenseIndex", "dot", "cosine", "l2sq"]
 
@@ -67,73 +62,11 @@ _METRICS = ("cosine", "ip", "l2")
 _KINDS = ("exact", "hnsw", "ivf")
 _F16_MAX = 65504.0
 _F32 = np.dtype(np.float32)
-_I64 = np.dtype(np.int64)
-
-# File format (little endian): 8-byte magic, u32 version, u32 flags (0), u64 header length,
-# u32 CRC-32 of the header, u32 zero; the JSON header; then 64-byte aligned sections, each
-# listed in the header with offset, byte length, dtype, shape and CRC-32.
-_MAGIC = b"RFDENSE\x00"
-_VERSION = 1
-_PREAMBLE = struct.Struct("<8sIIQII")
-_ALIGN = 64
-_MAX_HEADER = 1 << 26
 # hnswlib caps M at 10000 (silently); the graph check rejects larger values in a file.
 _MAX_HNSW_PARAM = {"M": 10000, "ef_construction": 2**31 - 1}
-# Section dtypes a saved index can hold (np.dtype() parses arbitrary strings: a corrupt file
-# could make it raise SyntaxError or allocate huge sub-array types).
-_SECTION_DTYPES = frozenset({"<f4", "<f2", "|i1", "<i8", "|u1"})
-
-
-from ragfind.dense.kernels import cosine, dot, l2sq  # noqa: E402,F401  (re-exported)
-
-# ----------------------------------------------------------------------------- helpers
-
-
-# search_batch pads every row to k; past this many entries a k above the index size is an error.
+# search_batch_padded pads every row to k; past this many entries a k above the index size is
+# an error.
 _MAX_PADDED_ENTRIES = 1 << 24
-# Rows checked for NaN/inf per step.
-_CHECK_BLOCK = 8192
-
-
-def _check_vectors(vectors: Any, dim: int, name: str = "vectors") -> np.ndarray:
-    arr = np.asarray(vectors)
-    if arr.dtype.kind != "f":
-        raise TypeError(
-            f"{name} must be a floating-point array (float32 preferred; float16/float64 are cast), "
-            f"got dtype {arr.dtype}"
-        )
-    if arr.ndim == 1:
-        arr = arr[None, :]
-    if arr.ndim != 2:
-        raise ValueError(f"{name} must have shape (n, {dim}), got shape {arr.shape}")
-    if arr.shape[1] != dim:
-        raise ValueError(f"{name} must have dimension {dim}, got shape {arr.shape}")
-    arr = np.ascontiguousarray(arr, dtype=np.float32)
-    # In blocks of rows: no n x dim boolean temporary.
-    for b in range(0, arr.shape[0], _CHECK_BLOCK):
-        finite = np.isfinite(arr[b : b + _CHECK_BLOCK]).all(axis=1)
-        if not finite.all():
-            bad = b + int(np.flatnonzero(~finite)[0])
-            raise ValueError(f"{name} row {bad} contains NaN or infinity")
-    return arr
-
-
-def _check_query(q: Any, dim: int, name: str = "q") -> np.ndarray:
-    arr = np.asarray(q)
-    if arr.dtype.kind != "f":
-        raise TypeError(f"{name} must be a floating-point vector, got dtype {arr.dtype}")
-    if arr.ndim == 2 and arr.shape[0] == 1:
-        arr = arr[0]
-    if arr.ndim != 1 or arr.shape[0] != dim:
-        raise ValueError(f"{name} must have shape ({dim},), got shape {arr.shape}")
-    arr = np.ascontiguousarray(arr, dtype=np.float32)
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{name} contains NaN or infinity")
-    return arr
-
-
-def _normalise_rows(X: np.ndarray, name: str) -> np.ndarray:
-    return _divide_rows(X, _row_norms(X, name))
 
 
 def _normalise_ids(ids: Any, n: int) -> list:
@@ -155,15 +88,25 @@ def _normalise_ids(ids: Any, n: int) -> list:
     return out
 
 
-def _byte_view(arr: np.ndarray) -> np.ndarray:
-    """The bytes of a C-contiguous array as a flat uint8 array (no copy; empty arrays too)."""
-    return np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+def _id_array(items: list, kind: str | None) -> np.ndarray:
+    if kind == "str":
+        out = np.empty(len(items), dtype=object)
+        out[:] = items
+        return out
+    return np.asarray(items, dtype=np.int64).reshape(-1)
 
 
-# ----------------------------------------------------------------------------- index
+def _check_nprobe(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"nprobe must be a positive integer, got {value!r}")
+    return int(value)
 
 
-class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+
+
+class DenseIndex:
     """Top-k search over embedding vectors with integer or string ids.
 
     Args:
@@ -223,8 +166,8 @@ class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
             raise ValueError(f"dim must be a positive integer, got {dim!r}")
         if metric not in _METRICS:
             raise ValueError(f"metric must be one of {_METRICS}, got {metric!r}")
-        if dtype not in _DTYPES:
-            raise ValueError(f"dtype must be one of {tuple(_DTYPES)}, got {dtype!r}")
+        if dtype not in ENCODINGS:
+            raise ValueError(f"dtype must be one of {tuple(ENCODINGS)}, got {dtype!r}")
         if kind not in _KINDS:
             raise ValueError(f"kind must be one of {_KINDS}, got {kind!r}")
         if kind == "hnsw" and dtype != "f32":
@@ -233,8 +176,7 @@ class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
             )
         if fingerprint is not None and not isinstance(fingerprint, str):
             raise TypeError(f"fingerprint must be a str or None, got {type(fingerprint).__name__}")
-        if not isinstance(threads, (int, np.integer)) or threads < 0:
-            raise ValueError(f"threads must be an integer >= 0 (0 = automatic), got {threads!r}")
+        threads = check_threads(threads)
         for name, val in (("M", M), ("ef_construction", ef_construction)):
             if not isinstance(val, (int, np.integer)) or not 2 <= val <= _MAX_HNSW_PARAM[name]:
                 raise ValueError(f"{name} must be an integer in [2, {_MAX_HNSW_PARAM[name]}], got {val!r}")
@@ -243,72 +185,55 @@ class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
         ):
             raise ValueError(f"nlist must be a positive integer or None (automatic), got {nlist!r}")
         if nprobe is not None:
-            self._check_nprobe(nprobe)
+            nprobe = _check_nprobe(nprobe)
         if isinstance(rerank, bool) or not isinstance(rerank, (int, np.integer)) or not 0 <= rerank <= 1024:
             raise ValueError(f"rerank must be an integer in [0, 1024], got {rerank!r}")
-        self._dim = int(dim)
-        self._metric = metric
-        self._dtype = dtype
+        self._cfg = DenseConfig(int(dim), metric, dtype, threads)
         self._kind = kind
         self._fingerprint = fingerprint
-        self._metric_code = {"ip": 0, "cosine": 1, "l2": 2}[metric]  # for _core.hnsw_finish_single
-        self._threads = int(threads)
         self._M = int(M)
         self._ef_construction = int(ef_construction)
         self._ef = 64
         if ef is not None:
             self._check_ef(ef)
             self._ef = int(ef)
+        # Writers take it; searches never do (each reads one published snapshot, or HNSW's lock).
         self._write_lock = threading.RLock()
-        self._id_kind: str | None = None
-        self._id_to_slot: dict = {}
         self._next_auto_id = 0
-        # Exact storage: a published snapshot (replaced, never mutated below n, on writes).
-        self._cap = 0
-        self._data = np.empty((0, self._dim), dtype=_DTYPES[dtype])
-        self._scales = np.empty(0, np.float32)
-        self._sqnorms = np.empty(0, np.float32)
-        self._slot_ids = np.empty(0, dtype=np.int64)
-        self._generation = 0  # bumped on every write: compiled filters are keyed by it
-        self._layout = 0  # bumped when slots are renumbered (compaction)
-        self._sorted_keys: tuple | None = None  # (layout, n, _SortedKeys)
-        self._state: tuple = self._make_state(0, None)
-        self._n_deleted = 0
-        self._compaction: Any = None  # a compaction under way (exact.py _Compaction)
-        # HNSW
-        self._hnsw: Any = None
-        # Many readers or one writer (hnswlib searches must not overlap adds or resizes); writers
-        # go ahead of readers that arrive after them (overlapping searches starved writers:
-        # about 1 s per add/delete with 4 searching threads; tests/reliability/test_concurrency.py).
-        self._rw = _core.ReaderWriterLock()
-        if kind == "hnsw":
-            self._init_hnsw(1024)
-        elif kind == "ivf":
-            self._init_ivf(
-                None if nlist is None else int(nlist), None if nprobe is None else int(nprobe), int(rerank)
-            )
+        self._backend: Any
+        if kind == "exact":
+            self._backend = ExactBackend(self._cfg)
+        elif kind == "hnsw":
+            self._backend = HnswBackend(self._cfg, self._M, self._ef_construction, self._ef)
+        else:
+            self._backend = IvfBackend(self._cfg, None if nlist is None else int(nlist), nprobe, int(rerank))
 
     # --------------------------------------------------------------- properties
 
     @property
     def dim(self) -> int:
         """Vector dimension."""
-        return self._dim
+        return self._cfg.dim
 
     @property
     def metric(self) -> str:
         """ "cosine", "ip" or "l2"."""
-        return self._metric
+        return self._cfg.metric
 
     @property
     def dtype(self) -> str:
         """Storage: "f32", "f16" or "i8"."""
-        return self._dtype
+        return self._cfg.dtype
 
     @property
     def kind(self) -> str:
         """ "exact", "hnsw" or "ivf"."""
         return self._kind
+
+    @property
+    def threads(self) -> int:
+        """Default search workers (0 = one per core)."""
+        return self._cfg.threads
 
     @property
     def fingerprint(self) -> str | None:
@@ -317,18 +242,14 @@ class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
 
     @property
     def ef(self) -> int:
-        """HNSW search breadth (ignored by exact indexes)."""
+        """HNSW search breadth (ignored by exact and IVF indexes)."""
         return self._ef
 
     @ef.setter
     def ef(self, value: int) -> None:
         self._check_ef(value)
         if self._kind == "hnsw":
-            self._rw.acquire_write()
-            try:
-                self._hnsw.set_ef(int(value))
-            finally:
-                self._rw.release_write()
+            self._backend.set_ef(int(value))
         self._ef = int(value)
 
     @staticmethod
@@ -336,15 +257,36 @@ class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"ef must be a positive integer, got {value!r}")
 
+    @property
+    def nlist(self) -> int | None:
+        """IVF lists (None until an index with automatic nlist is trained; None for other kinds)."""
+        return self._backend.nlist if self._kind == "ivf" else None
+
+    @property
+    def nprobe(self) -> int | None:
+        """IVF lists scanned per query (default: max(16, nlist / 32)); settable. None for other kinds."""
+        return self._backend.nprobe if self._kind == "ivf" else None
+
+    @nprobe.setter
+    def nprobe(self, value: int) -> None:
+        value = _check_nprobe(value)
+        if self._kind == "ivf":
+            self._backend.nprobe_arg = value
+
+    @property
+    def is_trained(self) -> bool:
+        """True once an IVF index has centroids (exact and HNSW indexes: always True)."""
+        return self._kind != "ivf" or self._backend.is_trained
+
     def __len__(self) -> int:
-        return len(self._id_to_slot)
+        return len(self._backend.id_to_slot)
 
     def __contains__(self, id_: object) -> bool:
-        return id_ in self._id_to_slot
+        return id_ in self._backend.id_to_slot
 
     def __repr__(self) -> str:
         return (
-            f"DenseIndex(dim={self._dim}, metric={self._metric!r}, dtype={self._dtype!r}, "
+            f"DenseIndex(dim={self.dim}, metric={self.metric!r}, dtype={self.dtype!r}, "
             f"kind={self._kind!r}, n={len(self)}, fingerprint={self._fingerprint!r})"
         )
 
@@ -352,13 +294,8 @@ class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
     def ids(self) -> np.ndarray:
         """The live ids in insertion order: int64 array (object array of str for str ids)."""
         with self._write_lock:
-            items = list(self._id_to_slot)
-        if self._id_kind == "str":
-            out = np.empty(len(items), dtype=object)
-            out[:] = items
-        else:
-            out = np.asarray(items, dtype=np.int64).reshape(-1)
-        return out
+            items = list(self._backend.id_to_slot)
+        return _id_array(items, self._backend.id_kind)
 
     def check_fingerprint(self, fingerprint: str | None) -> None:
         """Raises ValueError when ``fingerprint`` names a different model than the index's.
@@ -373,7 +310,7 @@ class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
 
     # --------------------------------------------------------------- add / delete
 
-    def add(self, vectors: Any, ids: Any = None) -> list:
+    def add(self, vectors: Any, ids: Any = None) -> np.ndarray:
         """Adds vectors under ids; all or nothing.
 
         Args:
@@ -383,7 +320,7 @@ class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
                 after the largest integer id so far (integer-id indexes only).
 
         Returns:
-            The list of ids added.
+            The ids added, in order: an int64 array, or an object array of str.
 
         Raises:
             TypeError: non-floating vectors, ids of the wrong kind.
@@ -391,17 +328,18 @@ class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
                 metric "cosine", values beyond float16 range with dtype "f16", duplicate ids
                 (within the call or already stored), ids count != rows.
         """
-        X = _check_vectors(vectors, self._dim)
+        cfg = self._cfg
+        X = check_vectors(vectors, cfg.dim)
         n = X.shape[0]
         if n == 0:
             raise ValueError("vectors is empty: nothing to add")
         norms = None
-        if self._metric == "cosine":
+        if cfg.metric == "cosine":
             if self._kind == "ivf":
-                norms = _row_norms(X, "vectors")  # the IVF add divides rows block by block
+                norms = row_norms(X, "vectors")  # the IVF add divides rows block by block
             else:
-                X = _normalise_rows(X, "vectors")
-        if self._dtype == "f16" and self._metric != "cosine":  # unit rows fit float16 anyway
+                X = normalise_rows(X, "vectors")
+        if cfg.dtype == "f16" and cfg.metric != "cosine":  # unit rows fit float16 anyway
             over = np.maximum(X.max(axis=1), -X.min(axis=1)) > _F16_MAX
             if over.any():
                 raise ValueError(
@@ -409,8 +347,9 @@ class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
                     "use dtype='f32'"
                 )
         with self._write_lock:
+            b = self._backend
             if ids is None:
-                if self._id_kind == "str":
+                if b.id_kind == "str":
                     raise ids_needed()
                 id_list: list = list(range(self._next_auto_id, self._next_auto_id + n))
                 kind = "int"
@@ -419,25 +358,19 @@ class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
                 kind = id_kind(id_list)
                 if kind == "int":
                     id_list = [int(x) for x in id_list]
-                if self._id_kind is not None and kind != self._id_kind:
-                    raise other_id_kind(self._id_kind, kind)
+                if b.id_kind is not None and kind != b.id_kind:
+                    raise other_id_kind(b.id_kind, kind)
             if len(set(id_list)) != n:
                 seen: set = set()
                 dup = next(x for x in id_list if x in seen or seen.add(x))
                 raise repeated_id(dup)
-            present = [x for x in id_list if x in self._id_to_slot]
+            present = [x for x in id_list if x in b.id_to_slot]
             if present:
                 raise present_ids(present)
-            if self._kind == "exact":
-                self._add_exact(X, id_list, kind)
-            elif self._kind == "ivf":
-                self._add_ivf(X, id_list, kind, norms)
-            else:
-                self._add_hnsw(X, id_list, kind)
-            self._id_kind = kind
+            b.add(X, id_list, kind, norms)
             if kind == "int":
                 self._next_auto_id = max(self._next_auto_id, max(id_list) + 1)
-        return id_list
+        return _id_array(id_list, kind)
 
     def delete(self, ids: Any) -> None:
         """Removes ids (one id or an iterable); all or nothing.
@@ -453,19 +386,15 @@ class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
         else:
             id_list = list(ids)
         with self._write_lock:
-            missing = [x for x in id_list if x not in self._id_to_slot]
+            id_to_slot = self._backend.id_to_slot
+            missing = [x for x in id_list if x not in id_to_slot]
             if missing:
                 raise unknown_ids(missing, deleting=True)
             if len(id_list) > 1 and len(set(id_list)) != len(id_list):
                 seen: set = set()
                 raise repeated_id(next(x for x in id_list if x in seen or seen.add(x)))
-            slots = [self._id_to_slot.pop(x) for x in id_list]
-            if self._kind == "exact":
-                self._delete_exact(slots)
-            elif self._kind == "ivf":
-                self._delete_ivf(slots)
-            else:
-                self._delete_hnsw(slots)
+            slots = [id_to_slot.pop(x) for x in id_list]
+            self._backend.delete(slots)
 
     def train(self, sample: Any) -> None:
         """Trains an IVF index's lists (k-means) on ``sample``, which is not stored.
@@ -480,17 +409,15 @@ class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
         """
         if self._kind != "ivf":
             raise ValueError(f"train() applies to kind='ivf'; this index is kind={self._kind!r}")
-        X = _check_vectors(sample, self._dim, "sample")
+        X = check_vectors(sample, self.dim, "sample")
         if X.shape[0] == 0:
             raise ValueError("sample is empty: nothing to train on")
-        if self._metric == "cosine":
-            X = _normalise_rows(X, "sample")
+        if self.metric == "cosine":
+            X = normalise_rows(X, "sample")
         with self._write_lock:
-            if len(self._id_to_slot):
+            if len(self._backend.id_to_slot):
                 raise ValueError("train() needs an empty index: this one already holds vectors")
-            self._train_ivf(X)
-            self._generation += 1
-            self._iv_publish(None)
+            self._backend.train(X)
 
     # --------------------------------------------------------------- search
 
@@ -498,11 +425,11 @@ class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
         self,
         q: Any,
         k: int = 10,
-        min_score: float | None = None,
         filter: IdFilter | Iterable[Id] | Callable[[Id], bool] | None = None,  # noqa: A002 - the API name
         *,
-        max_distance: float | None = None,
         threads: int | None = None,
+        min_score: float | None = None,
+        max_distance: float | None = None,
         fingerprint: str | None = None,
         nprobe: int | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -511,15 +438,17 @@ class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
         Args:
             q: (dim,) floating vector (also (1, dim)).
             k: number of results (>= 1); fewer come back when fewer vectors qualify.
-            min_score: drop results scoring below it (cosine/ip only).
             filter: the ids allowed in the results: an ``IdFilter`` (compiled once per write
                 of the index and reused by every search until the next one), any iterable of
                 ids (compiled for this call), or, for compatibility, a callable id -> bool
                 (called once per stored vector; slow on large indexes). Ids the index does not
                 hold are ignored. Exactly min(k, allowed live ids) results come back (fewer
-                only through min_score/max_distance), ranked as unfiltered.
+                only through min_score/max_distance), ranked as unfiltered. A number here is
+                the old third argument, min_score: it still works, with a DeprecationWarning.
+            threads: worker threads for this call (None: the index's ``threads``; 0: one per
+                core; exact and IVF).
+            min_score: drop results scoring below it (cosine/ip only).
             max_distance: drop results farther than it (metric "l2" only; squared distance).
-            threads: worker threads for this call (exact; default: the index's setting).
             fingerprint: the query's model fingerprint, checked with ``check_fingerprint``.
             nprobe: IVF lists to scan for this call (default: the index's ``nprobe``).
 
@@ -530,55 +459,109 @@ class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
         Raises:
             ValueError: wrong dimension, NaN/inf, zero query with cosine, k < 1, a
                 threshold for the other metric family, a fingerprint mismatch, nprobe < 1,
-                an IVF index not trained yet.
-            TypeError: non-floating query.
+                threads < 0.
+            TypeError: non-floating query, a non-int k or threads.
         """
-        if type(k) is not int or k < 1 or min_score is not None or max_distance is not None or fingerprint:
+        if filter is not None and _is_number(filter):
+            min_score = self._old_min_score(filter, min_score)
+            filter = None  # noqa: A001
+        if (
+            type(k) is not int
+            or k < 1
+            or min_score is not None
+            or max_distance is not None
+            or fingerprint
+            or threads is not None
+            or nprobe is not None
+        ):
             self._check_search_args(k, min_score, max_distance, fingerprint)
-        # Fast path (this runs per query): one dot product both proves the vector finite
-        # (NaN/inf propagate into it) and gives the cosine norm.
-        if type(q) is np.ndarray and q.dtype is _F32 and q.shape == (self._dim,) and q.flags.c_contiguous:
+            threads = check_threads(threads, self._cfg.threads) if threads is not None else None
+            nprobe = None if nprobe is None else _check_nprobe(nprobe)
+        # Fast path (this runs per query): the backend's one dot product both proves the vector
+        # finite (NaN/inf propagate into it) and gives the cosine norm.
+        if type(q) is np.ndarray and q.dtype is _F32 and q.shape == (self._cfg.dim,) and q.flags.c_contiguous:
             qv = q  # no copy; anything else (other dtype/shape/strides) takes the full check
         else:
-            qv = _check_query(q, self._dim)
-        if self._kind == "hnsw":
-            # Checked (finite, non-zero for cosine) by the C++ call that finishes the search.
-            return self._search_hnsw(qv, int(k), min_score if self._metric != "l2" else max_distance, filter)
-        sq = float(qv.dot(qv))  # the method skips np.dot's dispatch; same BLAS sdot
-        if not math.isfinite(sq):
-            qv = _check_query(qv, self._dim)  # raises for NaN/inf; huge finite values pass
-            sq = float(np.dot(qv.astype(np.float64), qv.astype(np.float64)))
-        # Cosine: rows are unit vectors, so scoring with the raw query ranks exactly as with
-        # the normalised one; scores (and min_score) are rescaled by |q| instead of
-        # normalising the whole query vector.
-        qnorm = 1.0
-        if self._metric == "cosine":
-            if sq == 0.0:
-                raise ValueError("q is a zero vector; cosine is undefined")
-            qnorm = math.sqrt(sq)
-        threshold = min_score if self._metric != "l2" else max_distance
-        if self._kind == "ivf":
-            return self._search_ivf(qv, int(k), threshold, filter, threads, qnorm, nprobe)
-        return self._search_exact(qv, int(k), threshold, filter, threads, qnorm)
+            qv = check_query(q, self._cfg.dim)
+        threshold = min_score if self._cfg.metric != "l2" else max_distance
+        return self._backend.search(qv, int(k), threshold, filter, threads, nprobe)
+
+    @staticmethod
+    def _old_min_score(value: Any, min_score: Any) -> float:
+        if min_score is not None:
+            raise TypeError("DenseIndex.search: got min_score both as the third argument and as min_score=")
+        warnings.warn(
+            "DenseIndex.search: a number as the third argument (min_score) is deprecated and will "
+            "be removed in the next release; the third argument is the filter, pass min_score=",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return value
 
     def search_batch(
         self,
         Q: Any,
         k: int = 10,
-        threads: int = 0,
-        min_score: float | None = None,
         filter: IdFilter | Iterable[Id] | Callable[[Id], bool] | None = None,  # noqa: A002
         *,
+        threads: int | None = None,
+        min_score: float | None = None,
+        max_distance: float | None = None,
+        fingerprint: str | None = None,
+        nprobe: int | None = None,
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """``search`` for every row of Q: a list whose item i equals ``search(Q[i], ...)``.
+
+        Same arguments as ``search``; the filter is compiled once for all rows. Each row runs
+        the single-query scan, so ids and scores are exactly ``search``'s (the batch kernels of
+        ``search_batch_padded`` sum in another order: scores may differ in the last bits).
+
+        Raises:
+            as ``search``; Q must be (nq, dim) with nq >= 1.
+        """
+        self._check_search_args(k, min_score, max_distance, fingerprint)
+        if _is_number(filter):
+            raise TypeError(
+                "DenseIndex.search_batch: the third argument is the filter; pass threads= and "
+                "min_score= by keyword"
+            )
+        threads = check_threads(threads, self._cfg.threads)
+        nprobe = None if nprobe is None else _check_nprobe(nprobe)
+        Qm = check_vectors(Q, self._cfg.dim, "Q")
+        if Qm.shape[0] == 0:
+            raise ValueError("Q is empty: pass at least one query row")
+        if callable(filter) and not isinstance(filter, IdFilter):
+            # Asked once per stored id for the whole batch.
+            with self._write_lock:
+                items = list(self._backend.id_to_slot)
+            filter = IdFilter([x for x in items if filter(x)])  # noqa: A001
+        elif filter is not None and not isinstance(filter, IdFilter):
+            filter = IdFilter(filter)  # noqa: A001 - compiled once, reused by every row
+        threshold = min_score if self._cfg.metric != "l2" else max_distance
+        search = self._backend.search
+        return [search(Qm[i], int(k), threshold, filter, threads, nprobe) for i in range(Qm.shape[0])]
+
+    def search_batch_padded(
+        self,
+        Q: Any,
+        k: int = 10,
+        filter: IdFilter | Iterable[Id] | Callable[[Id], bool] | None = None,  # noqa: A002
+        *,
+        threads: int | None = None,
+        min_score: float | None = None,
         max_distance: float | None = None,
         fingerprint: str | None = None,
         nprobe: int | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k for every row of Q (same arguments as ``search``).
+        """Top-k for every row of Q as (nq, k) arrays, with the batch kernels (same arguments
+        as ``search``).
 
         Returns:
             (ids, scores), each of shape (nq, k), rows best first. Queries with fewer than
             k results are padded: ids with -1 (integer ids) or None (string ids), scores
-            with NaN.
+            with -inf (for every metric, l2 included). Rows rank as ``search`` does, but the
+            batch kernels sum in another order, so scores may differ from ``search``'s in the
+            last bits (and near-ties may swap).
 
         Raises:
             as ``search``; Q must be (nq, dim) with nq >= 1. ValueError when ``k`` exceeds the
@@ -586,7 +569,9 @@ class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
             ``k`` of 10**7 would otherwise allocate gigabytes of padding).
         """
         self._check_search_args(k, min_score, max_distance, fingerprint)
-        Qm = _check_vectors(Q, self._dim, "Q")
+        threads = check_threads(threads, self._cfg.threads)
+        nprobe = None if nprobe is None else _check_nprobe(nprobe)
+        Qm = check_vectors(Q, self._cfg.dim, "Q")
         if Qm.shape[0] == 0:
             raise ValueError("Q is empty: pass at least one query row")
         if k > len(self) and Qm.shape[0] * int(k) > _MAX_PADDED_ENTRIES:
@@ -594,150 +579,67 @@ class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
                 f"k={k} exceeds the {len(self)} vectors in the index and the padded ({Qm.shape[0]}, {k}) "
                 f"output would hold {Qm.shape[0] * int(k):,} entries; pass k <= len(index)"
             )
-        if not isinstance(threads, (int, np.integer)) or threads < 0:
-            raise ValueError(f"threads must be an integer >= 0 (0 = automatic), got {threads!r}")
-        if self._metric == "cosine":
-            Qm = _normalise_rows(Qm, "Q")
-        threshold = min_score if self._metric != "l2" else max_distance
-        if self._kind == "exact":
-            return self._search_batch_exact(Qm, int(k), threshold, filter, int(threads) or self._threads)
-        if self._kind == "ivf":
-            return self._search_batch_ivf(
-                Qm, int(k), threshold, filter, int(threads) or self._threads, nprobe
-            )
-        return self._search_batch_hnsw(Qm, int(k), threshold, filter, int(threads))
+        if self._cfg.metric == "cosine":
+            Qm = normalise_rows(Qm, "Q")
+        threshold = min_score if self._cfg.metric != "l2" else max_distance
+        return self._backend.search_batch_padded(Qm, int(k), threshold, filter, threads, nprobe)
 
     def _check_search_args(self, k: Any, min_score: Any, max_distance: Any, fingerprint: Any) -> None:
         check_k(k)
-        if self._metric == "l2" and min_score is not None:
+        metric = self._cfg.metric
+        if metric == "l2" and min_score is not None:
             raise ValueError("min_score applies to cosine/ip scores; with metric 'l2' use max_distance=")
-        if self._metric != "l2" and max_distance is not None:
-            raise ValueError(f"max_distance applies to metric 'l2'; with {self._metric!r} use min_score=")
+        if metric != "l2" and max_distance is not None:
+            raise ValueError(f"max_distance applies to metric 'l2'; with {metric!r} use min_score=")
         for name, val in (("min_score", min_score), ("max_distance", max_distance)):
             if val is not None and not np.isfinite(val):
                 raise ValueError(f"{name} must be a finite number, got {val!r}")
         if fingerprint is not None:
             self.check_fingerprint(fingerprint)
 
+    def explain(self, query: Any, id: Any) -> Explanation:  # noqa: A002 - the protocol's name
+        """Why ``id`` scores what it does for ``query``: one contribution, the whole vector.
+
+        ``score`` is the score ``search`` ranks the id by (the same scan restricted to the
+        id, for IVF with every list probed); ``detail`` names the metric, dtype and kind.
+
+        Raises:
+            UnknownIdError: the id is not in the index. As ``search`` for a bad query.
+        """
+        if id not in self._backend.id_to_slot:
+            raise unknown_ids([id], what="id")
+        probe = {"nprobe": max(1, self.nlist or 1)} if self._kind == "ivf" else {}
+        ids, scores = self.search(query, 1, IdFilter([id]), **probe)
+        if len(ids) == 0:  # deleted meanwhile
+            raise unknown_ids([id], what="id")
+        score = float(scores[0])
+        cfg = self._cfg
+        part = Contribution(cfg.metric, score, {"dim": cfg.dim, "higher_is_better": cfg.metric != "l2"})
+        detail = {"metric": cfg.metric, "dtype": cfg.dtype, "kind": self._kind}
+        return Explanation(kind="dense", id=id, score=score, contributions=(part,), detail=detail)
+
     # --------------------------------------------------------------- persistence
 
     def save(self, path: str | os.PathLike) -> None:
         """Writes the index to ``path`` atomically (temp file in the same folder, fsync, rename).
 
-        Deleted vectors are dropped from the file. The file is a small JSON header plus
-        64-byte aligned binary sections, each with a CRC-32.
+        Deleted vectors are dropped from the file. The file is ragfind's sectioned container
+        (``persist/sectioned.py``): a JSON header with its own CRC-32, then 64-byte aligned
+        sections, each with a CRC-32.
         """
-        path = Path(path)
-        with self._write_lock:
-            sections: list[tuple[str, np.ndarray]] = []
-            if self._kind == "exact":
-                data, scales, sqnorms, live, slot_ids, n = self._state[:6]
-                keep = np.flatnonzero(live) if live is not None else slice(None)
-                sections.append(("vectors", np.ascontiguousarray(data[keep])))
-                if scales is not None:
-                    sections.append(("scales", np.ascontiguousarray(scales[keep])))
-                if sqnorms is not None:
-                    sections.append(("sqnorms", np.ascontiguousarray(sqnorms[keep])))
-                ids_in_order = slot_ids[keep].tolist()
-                extra: dict = {}
-            elif self._kind == "ivf":
-                ivf_sections, ids_in_order, extra = self._ivf_sections()
-                sections.extend(ivf_sections)
-            else:
-                self._rw.acquire_read()
-                try:
-                    blob = self._hnsw_bytes()
-                finally:
-                    self._rw.release_read()
-                sections.append(("hnsw", np.frombuffer(blob, dtype=np.uint8)))
-                ids_in_order = list(self._id_to_slot)
-                sections.append(("labels", np.asarray([self._id_to_slot[x] for x in ids_in_order], np.int64)))
-                extra = {"next_label": self._next_label, "max_elements": int(self._hnsw.max_elements)}
-            if self._id_kind == "str":
-                enc = [s.encode("utf-8") for s in ids_in_order]
-                offsets = np.zeros(len(enc) + 1, np.int64)
-                np.cumsum([len(e) for e in enc], out=offsets[1:])
-                sections.append(("ids_utf8", np.frombuffer(b"".join(enc), dtype=np.uint8)))
-                sections.append(("ids_offsets", offsets))
-            else:
-                sections.append(("ids", np.asarray(ids_in_order, dtype=np.int64)))
-            header: dict = {
-                "format": "ragfind.DenseIndex",
-                "dim": self._dim,
-                "metric": self._metric,
-                "dtype": self._dtype,
-                "kind": self._kind,
-                "count": len(ids_in_order),
-                "id_kind": self._id_kind,
-                "next_auto_id": self._next_auto_id,
-                "fingerprint": self._fingerprint,
-                "M": self._M,
-                "ef_construction": self._ef_construction,
-                "ef": self._ef,
-                **extra,
-            }
-            self._write_file(path, header, sections)
+        from ragfind.dense.files import save_index
 
-    @staticmethod
-    def _write_file(path: Path, header: dict, sections: list[tuple[str, np.ndarray]]) -> None:
-        # Lay out sections after a header whose size we fix by iterating once.
-        table = {}
-        for name, arr in sections:
-            table[name] = {
-                "offset": 0,
-                "nbytes": int(arr.nbytes),
-                "dtype": arr.dtype.str,
-                "shape": list(arr.shape),
-                "crc32": zlib.crc32(_byte_view(arr)),
-            }
-        header = dict(header, sections=table)
-        for _ in range(3):
-            hbytes = json.dumps(header, sort_keys=True).encode("utf-8")
-            off = _PREAMBLE.size + len(hbytes)
-            off = (off + _ALIGN - 1) // _ALIGN * _ALIGN
-            changed = False
-            for name, arr in sections:
-                if table[name]["offset"] != off:
-                    table[name]["offset"] = off
-                    changed = True
-                off = (off + arr.nbytes + _ALIGN - 1) // _ALIGN * _ALIGN
-            if not changed:
-                break
-        hbytes = json.dumps(header, sort_keys=True).encode("utf-8")
-        pre = _PREAMBLE.pack(_MAGIC, _VERSION, 0, len(hbytes), zlib.crc32(hbytes), 0)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        remove_stale_temp_files(path)
-        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                fault_point("dense.save.created")
-                f.write(pre)
-                f.write(hbytes)
-                for name, arr in sections:
-                    f.write(b"\0" * (table[name]["offset"] - f.tell()))
-                    f.write(_byte_view(arr))
-                    fault_point("dense.save.section_written")
-                f.flush()
-                os.fsync(f.fileno())
-            fault_point("dense.save.before_rename")
-            os.replace(tmp, path)
-            fault_point("dense.save.after_rename")
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-        fsync_dir(path.parent)
+        with self._write_lock:
+            save_index(self, path)
 
     @classmethod
     def load(cls, path: str | os.PathLike, mmap: bool = True, verify: bool = True) -> DenseIndex:
-        """Opens an index written by ``save``.
+        """Opens an index written by ``save`` (by this version or the one before).
 
         Args:
             path: the file.
-            mmap: for exact indexes, map the vectors read-only instead of reading them (the
-                first add copies them into memory). HNSW graphs are always read into memory.
+            mmap: for exact and IVF indexes, map the vectors read-only instead of reading them
+                (the first add copies them into memory). HNSW graphs are always read into memory.
             verify: check the CRC-32 of every section (reads the whole file once); the
                 header's own checksum, sizes and offsets, and an HNSW graph's CRC-32, are
                 always checked. A file crafted with valid checksums is trusted: load indexes
@@ -748,162 +650,6 @@ class DenseIndex(ExactBackend, HnswBackend, IvfBackend):
             IndexFileError: not a ragfind dense index (another index's file included), another
                 version, truncated or corrupt (a ValueError).
         """
-        path = Path(path)
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            buf: Any
-            if mmap and size > 0:
-                buf = _mmap.mmap(f.fileno(), 0, access=_mmap.ACCESS_READ)
-            else:
-                buf = f.read()
-        try:
-            return cls._from_buffer(buf, size, str(path), verify)
-        except IndexFileError:
-            raise
-        except (
-            KeyError,
-            TypeError,
-            ValueError,
-            AttributeError,
-            IndexError,
-            struct.error,
-            OverflowError,
-        ) as e:
-            raise IndexFileError(
-                f"{path} is not a valid ragfind dense index: {type(e).__name__}: {e}"
-            ) from None
+        from ragfind.dense.files import load_index
 
-    @classmethod
-    def _from_buffer(cls, buf: Any, size: int, where: str, verify: bool) -> DenseIndex:
-        def bad(msg: str) -> IndexFileError:
-            return IndexFileError(f"{where} is not a valid ragfind dense index: {msg}")
-
-        if size < _PREAMBLE.size:
-            raise bad(f"file is {size} bytes, shorter than the {_PREAMBLE.size}-byte preamble")
-        magic, version, _flags, hlen, hcrc, _ = _PREAMBLE.unpack(bytes(buf[: _PREAMBLE.size]))
-        if magic != _MAGIC:
-            raise bad(f"wrong magic {magic!r}")
-        if version != _VERSION:
-            raise bad(f"format version {version}, this ragfind reads version {_VERSION}")
-        if hlen > _MAX_HEADER or _PREAMBLE.size + hlen > size:
-            raise bad(f"header length {hlen} does not fit in the {size}-byte file (truncated?)")
-        hbytes = bytes(buf[_PREAMBLE.size : _PREAMBLE.size + hlen])
-        if zlib.crc32(hbytes) != hcrc:
-            raise bad("header checksum mismatch")
-        h = json.loads(hbytes.decode("utf-8"))
-        if not isinstance(h, dict) or h.get("format") != "ragfind.DenseIndex":
-            raise bad("header does not describe a DenseIndex")
-        dim, count = h["dim"], h["count"]
-        if not isinstance(dim, int) or dim <= 0 or not isinstance(count, int) or count < 0:
-            raise bad(f"invalid dim {dim!r} or count {count!r}")
-        if h["metric"] not in _METRICS or h["dtype"] not in _DTYPES or h["kind"] not in _KINDS:
-            raise bad("unknown metric, dtype or kind")
-        if h["id_kind"] not in (None, "int", "str"):
-            raise bad(f"unknown id kind {h['id_kind']!r}")
-        secs: dict[str, np.ndarray] = {}
-        for name, s in h["sections"].items():
-            off, nbytes, shape = s["offset"], s["nbytes"], tuple(s["shape"])
-            if s["dtype"] not in _SECTION_DTYPES:  # never hand a file's string to np.dtype()
-                raise bad(f"section {name!r} has an unexpected dtype {s['dtype']!r}")
-            dt = np.dtype(s["dtype"])
-            if dt.hasobject or not all(isinstance(v, int) and v >= 0 for v in (off, nbytes, *shape)):
-                raise bad(f"section {name!r} has an invalid description")
-            if off % _ALIGN or off < _PREAMBLE.size + hlen or off + nbytes > size:
-                raise bad(f"section {name!r} lies outside the file (truncated?)")
-            if int(np.prod(shape, dtype=np.int64)) * dt.itemsize != nbytes:
-                raise bad(f"section {name!r} size does not match its shape")
-            view = memoryview(buf)[off : off + nbytes]
-            # The HNSW graph is always checked: hnswlib walks its neighbour ids without bounds
-            # checks, so unverified graph bytes could crash the process (verify=False only
-            # skips the vector sections, whose bad values cannot).
-            if (verify or name == "hnsw") and zlib.crc32(view) != s["crc32"]:
-                raise bad(f"section {name!r} checksum mismatch (corrupt file)")
-            secs[name] = np.frombuffer(view, dtype=dt).reshape(shape)
-
-        idx = cls(
-            dim,
-            metric=h["metric"],
-            dtype=h["dtype"],
-            kind=h["kind"],
-            M=h["M"],
-            ef_construction=h["ef_construction"],
-            ef=h["ef"],
-            fingerprint=h["fingerprint"],
-            **cls._ivf_args(h),
-        )
-        if h["id_kind"] == "str":
-            blob, offs = secs["ids_utf8"].tobytes(), secs["ids_offsets"]
-            if (
-                offs.shape != (count + 1,)
-                or offs[0] != 0
-                or offs[-1] != len(blob)
-                or (np.diff(offs) < 0).any()
-            ):
-                raise bad("string id offsets are inconsistent")
-            ids: list = [blob[offs[i] : offs[i + 1]].decode("utf-8") for i in range(count)]
-        else:
-            ids = secs["ids"].tolist()
-            if len(ids) != count:
-                raise bad("id count does not match")
-        if len(set(ids)) != count:
-            raise bad("duplicate ids")
-        idx._id_kind = h["id_kind"]
-        idx._next_auto_id = int(h["next_auto_id"])
-        if h["kind"] == "ivf":
-            idx._load_ivf(h, secs, ids, bad)
-        elif h["kind"] == "exact":
-            vec = secs["vectors"]
-            if vec.shape != (count, dim) or vec.dtype != np.dtype(_DTYPES[h["dtype"]]):
-                raise bad("vectors section has the wrong shape or dtype")
-            idx._data = vec
-            idx._cap = count
-            if h["dtype"] == "i8":
-                idx._scales = secs["scales"]
-                if idx._scales.shape != (count,) or idx._scales.dtype != np.float32:
-                    raise bad("scales section has the wrong shape or dtype")
-                if h["metric"] == "l2":
-                    idx._sqnorms = secs["sqnorms"]
-                    if idx._sqnorms.shape != (count,) or idx._sqnorms.dtype != np.float32:
-                        raise bad("sqnorms section has the wrong shape or dtype")
-            idx._slot_ids = np.asarray(ids, dtype=object if h["id_kind"] == "str" else np.int64)
-            idx._id_to_slot = {x: i for i, x in enumerate(ids)}
-            idx._state = idx._make_state(count, None)
-        else:
-            labels = secs["labels"]
-            if labels.shape != (count,):
-                raise bad("labels section has the wrong shape")
-            next_label = int(h["next_label"])
-            if count and (labels.min() < 0 or labels.max() >= next_label):
-                raise bad("labels out of range")
-            # hnswlib trusts its graph file (neighbour ids, record sizes, levels): a file whose
-            # checksums were recomputed after tampering would make a later search or add read
-            # or write out of bounds, so the whole graph is checked before hnswlib sees it.
-            try:
-                g = _core.hnsw_check_graph(secs["hnsw"], dim)
-            except ValueError as e:
-                raise bad(str(e)) from None
-            if g["M"] != h["M"] or g["ef_construction"] != h["ef_construction"]:
-                raise bad("the HNSW graph's M or ef_construction differs from the header's")
-            # The graph stores its own labels: the live ones are exactly the labels section.
-            graph_labels = g["labels"].view(np.int64)
-            if graph_labels.size and (graph_labels.min() < 0 or graph_labels.max() >= next_label):
-                raise bad("the HNSW graph holds labels outside the labels section")
-            live = graph_labels[~g["deleted"]]
-            if live.shape != labels.shape or not np.array_equal(np.sort(live), np.sort(labels)):
-                raise bad("the labels section does not match the HNSW graph's live elements")
-            try:
-                # Capacity is not taken from the file (a huge value would allocate per slot):
-                # what is stored, at least the initial 1024; adds grow it by doubling.
-                idx._load_hnsw(secs["hnsw"], max(1024, g["count"]))
-            except RuntimeError as e:  # hnswlib's own reader rejecting the graph bytes
-                raise bad(f"the HNSW graph section is corrupt ({e})") from None
-            idx._next_label = next_label
-            label_ids: list = [None] * next_label
-            for x, lab in zip(ids, labels.tolist()):
-                label_ids[lab] = x
-            idx._label_ids = label_ids
-            idx._label_ids_arr = None
-            idx._set_label_live(labels.astype(np.int64), 1)
-            idx._id_to_slot = dict(zip(ids, labels.tolist()))
-            idx._n_hnsw_deleted = int(idx._hnsw.element_count) - count
-        return idx
+        return load_index(cls, path, mmap, verify)

@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ragfind import _core
-from ragfind.dense.exact import _DTYPES, _divide_rows, _quantise_i8, _SortedKeys
+from ragfind.dense._common import DenseConfig, SortedKeys, divide_rows, pad_ids, padded_scores, query_norm
 from ragfind.ids import IdFilter, as_id_filter, empty_ids
 
 # Training rows per centroid at most (faiss uses up to 256; 64 keeps k-means to seconds).
@@ -72,26 +73,50 @@ def default_nprobe(nlist: int) -> int:
     return min(nlist, max(16, nlist // 32))
 
 
-class IvfBackend:
-    """DenseIndex's methods for ``kind="ivf"`` (state lives on the index)."""
+@dataclass(frozen=True)
+class IvfSnapshot:
+    """What one search reads, published whole on every write (arrays never change below used)."""
 
-    def _init_ivf(self, nlist: int | None, nprobe: int | None, rerank: int) -> None:
-        self._ivf_nlist_arg = nlist  # None: chosen at training
-        self._nprobe_arg = nprobe
-        self._rerank = rerank
+    centroids: np.ndarray | None  # (nlist, dim); None until trained
+    data: np.ndarray  # (used, dim) stored rows, list after list with room between
+    scales: np.ndarray | None  # (used,) i8 scales
+    sqnorms: np.ndarray | None  # (used,) i8 + l2 squared norms
+    exact: np.ndarray | None  # (used, dim) float32 copies of f16/i8 rows for the rerank
+    ids: np.ndarray  # (used,) the id at each position
+    start: np.ndarray  # (nlist,) first position of each list
+    lens: np.ndarray  # (nlist,) rows in each list, dead ones included
+    live: np.ndarray | None  # (used,) uint8, None while nothing is deleted
+    used: int
+    generation: int  # bumped on every write: compiled filters are keyed by it
+    live_rows: int
+
+
+class IvfBackend:
+    """``kind="ivf"``: k-means lists, the ``nprobe`` nearest the query scanned."""
+
+    kind = "ivf"
+
+    def __init__(self, cfg: DenseConfig, nlist: int | None, nprobe: int | None, rerank: int) -> None:
+        self.cfg = cfg
+        self.id_kind: str | None = None
+        self.id_to_slot: dict = {}  # id -> list position
+        self._generation = 0
+        self._sorted_keys: tuple | None = None  # (generation, used, SortedKeys)
+        self.nlist_arg = nlist  # None: chosen at training
+        self.nprobe_arg = nprobe
+        self.rerank = rerank
         self._centroids: np.ndarray | None = None
         self._imbalance = float("nan")
-        self._trained_n = 0  # rows the current lists were trained on (growth policy)
+        self.trained_n = 0  # rows the current lists were trained on (growth policy)
         self._iv_cap = 0
         self._iv_reset(0)
 
     def _iv_reset(self, nlist: int) -> None:
-        dt = _DTYPES[self._dtype]
-        self._iv_data = np.empty((0, self._dim), dtype=dt)
+        self._iv_data = np.empty((0, self.cfg.dim), dtype=self.cfg.encoding.dtype)
         self._iv_scales = np.empty(0, np.float32)
         self._iv_sqnorms = np.empty(0, np.float32)
-        self._iv_exact = np.empty((0, self._dim), np.float32) if self._keeps_exact() else None
-        self._iv_ids = np.empty(0, dtype=object if self._id_kind == "str" else np.int64)
+        self._iv_exact = np.empty((0, self.cfg.dim), np.float32) if self._keeps_exact() else None
+        self._iv_ids = np.empty(0, dtype=object if self.id_kind == "str" else np.int64)
         self._iv_start = np.zeros(nlist, np.int64)
         self._iv_len = np.zeros(nlist, np.int64)
         self._iv_room = np.zeros(nlist, np.int64)
@@ -101,17 +126,17 @@ class IvfBackend:
         self._iv_publish(None)
 
     def _keeps_exact(self) -> bool:
-        return self._dtype != "f32" and self._rerank > 0
+        return self.cfg.dtype != "f32" and self.rerank > 0
 
     # ----------------------------------------------------------------- state
 
     def _iv_publish(self, live: np.ndarray | None) -> None:
         u = self._iv_used
-        self._state = (
+        self.snapshot = IvfSnapshot(
             self._centroids,
             self._iv_data[:u],
-            self._iv_scales[:u] if self._dtype == "i8" else None,
-            self._iv_sqnorms[:u] if (self._dtype == "i8" and self._metric == "l2") else None,
+            self._iv_scales[:u] if self.cfg.encoding.scaled else None,
+            self._iv_sqnorms[:u] if self.cfg.has_sqnorms else None,
             None if self._iv_exact is None else self._iv_exact[:u],
             self._iv_ids[:u],
             self._iv_start.copy(),
@@ -119,7 +144,7 @@ class IvfBackend:
             live,
             u,
             self._generation,
-            int(self._iv_len.sum()) - self._n_deleted,  # live rows
+            int(self._iv_len.sum()) - self._n_deleted,
         )
 
     @property
@@ -127,30 +152,19 @@ class IvfBackend:
         """IVF lists (None until an index with automatic nlist is trained)."""
         if self._centroids is not None:
             return int(self._centroids.shape[0])
-        return self._ivf_nlist_arg
+        return self.nlist_arg
 
     @property
     def nprobe(self) -> int | None:
-        """IVF lists scanned per query (default: max(16, nlist / 32)); settable."""
-        if self._nprobe_arg is not None:
-            return self._nprobe_arg
+        """IVF lists scanned per query (default: max(16, nlist / 32))."""
+        if self.nprobe_arg is not None:
+            return self.nprobe_arg
         n = self.nlist
         return None if n is None else default_nprobe(n)
 
-    @nprobe.setter
-    def nprobe(self, value: int) -> None:
-        self._nprobe_arg = self._check_nprobe(value)
-
-    @staticmethod
-    def _check_nprobe(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"nprobe must be a positive integer, got {value!r}")
-        return int(value)
-
     @property
     def is_trained(self) -> bool:
-        """True once an IVF index has centroids (exact and HNSW indexes: always True)."""
-        return self._kind != "ivf" or self._centroids is not None
+        return self._centroids is not None
 
     # ----------------------------------------------------------------- training
 
@@ -163,9 +177,9 @@ class IvfBackend:
         return np.sort(np.random.default_rng(_SEED).choice(n, m, replace=False))
 
     def _kmeans(self, X: np.ndarray, nlist: int) -> tuple[np.ndarray, float]:
-        metric = "l2" if self._metric == "l2" else "ip"
+        metric = "l2" if self.cfg.metric == "l2" else "ip"
         C, imbalance, _splits = _core.ivf_train(
-            np.ascontiguousarray(X), nlist, metric, _TRAIN_ITERS, _SEED, self._threads
+            np.ascontiguousarray(X), nlist, metric, _TRAIN_ITERS, _SEED, self.cfg.threads
         )
         return C, float(imbalance)
 
@@ -173,7 +187,7 @@ class IvfBackend:
         """k-means on (a sample of) X; X is checked and normalised (cosine) already, or with
         ``norms`` its rows are divided by them (only the sample's rows are)."""
         n = X.shape[0]
-        nlist = self._ivf_nlist_arg if self._ivf_nlist_arg is not None else auto_nlist(n)
+        nlist = self.nlist_arg if self.nlist_arg is not None else auto_nlist(n)
         if n < nlist:
             raise ValueError(
                 f"kind='ivf' with nlist={nlist} needs at least {nlist} vectors to train, got {n}; "
@@ -183,31 +197,30 @@ class IvfBackend:
         if pick is not None:
             X = X[pick]
             if norms is not None:
-                X = _divide_rows(X, norms[pick], out=X)  # X is a fresh copy here
+                X = divide_rows(X, norms[pick], out=X)  # X is a fresh copy here
         elif norms is not None:
-            X = _divide_rows(X, norms)
+            X = divide_rows(X, norms)
         self._centroids, self._imbalance = self._kmeans(X, nlist)
-        self._trained_n = n
+        self.trained_n = n
         self._iv_reset(nlist)
 
     def _iv_float_rows(self, pos: np.ndarray) -> np.ndarray:
         """float32 rows at list positions ``pos``: the rows or their float copy, else the
         dequantised rows (enough to choose lists; the stored rows are never re-quantised)."""
-        if self._dtype == "f32":
+        if self.cfg.dtype == "f32":
             return self._iv_data[pos]
         if self._iv_exact is not None:
             return self._iv_exact[pos]
-        if self._dtype == "f16":
-            return self._iv_data[pos].astype(np.float32)
-        return self._iv_data[pos].astype(np.float32) * self._iv_scales[pos][:, None]
+        scales = self._iv_scales[pos] if self.cfg.encoding.scaled else None
+        return self.cfg.encoding.decode(self._iv_data[pos], scales)
 
     def _iv_maybe_retrain(self) -> None:
         """Retrains automatic-nlist lists once the index has outgrown them (under the write lock)."""
-        if self._ivf_nlist_arg is not None or self._centroids is None:
+        if self.nlist_arg is not None or self._centroids is None:
             return
-        live_rows = self._state[11]
+        live_rows = self.snapshot.live_rows
         nlist = self._centroids.shape[0]
-        if live_rows < _GROW_FACTOR * max(self._trained_n, 1):
+        if live_rows < _GROW_FACTOR * max(self.trained_n, 1):
             return
         new_nlist = auto_nlist(live_rows)
         if new_nlist < _GROW_NLIST * nlist:
@@ -221,14 +234,16 @@ class IvfBackend:
         n = src.shape[0]
         pick = self._train_sample(n, nlist)
         C, imbalance = self._kmeans(self._iv_float_rows(src if pick is None else src[pick]), nlist)
-        metric = "l2" if self._metric == "l2" else "ip"
+        metric = "l2" if self.cfg.metric == "l2" else "ip"
         owner = np.empty(n, np.int64)
         for b in range(0, n, _ASSIGN_BLOCK):
             xb = self._iv_float_rows(src[b : b + _ASSIGN_BLOCK])
-            owner[b : b + xb.shape[0]] = _core.ivf_assign(np.ascontiguousarray(xb), C, metric, self._threads)
+            owner[b : b + xb.shape[0]] = _core.ivf_assign(
+                np.ascontiguousarray(xb), C, metric, self.cfg.threads
+            )
         order = np.argsort(owner, kind="stable")
         self._iv_pack(src[order], owner[order], nlist, C, slack=True)
-        self._imbalance, self._trained_n = imbalance, n
+        self._imbalance, self.trained_n = imbalance, n
 
     # ----------------------------------------------------------------- writes
 
@@ -251,9 +266,9 @@ class IvfBackend:
             return out
 
         self._iv_data = grown(self._iv_data)
-        if self._dtype == "i8":
+        if self.cfg.dtype == "i8":
             self._iv_scales = grown(self._iv_scales)
-            if self._metric == "l2":
+            if self.cfg.metric == "l2":
                 self._iv_sqnorms = grown(self._iv_sqnorms)
         self._iv_exact = grown(self._iv_exact)
         self._iv_ids = grown(self._iv_ids, None if self._iv_ids.dtype == object else -1)
@@ -261,15 +276,21 @@ class IvfBackend:
 
     def _iv_copy_rows(self, dst: np.ndarray, src: np.ndarray) -> None:
         self._iv_data[dst] = self._iv_data[src]
-        if self._dtype == "i8":
+        if self.cfg.dtype == "i8":
             self._iv_scales[dst] = self._iv_scales[src]
-            if self._metric == "l2":
+            if self.cfg.metric == "l2":
                 self._iv_sqnorms[dst] = self._iv_sqnorms[src]
         if self._iv_exact is not None:
             self._iv_exact[dst] = self._iv_exact[src]
         self._iv_ids[dst] = self._iv_ids[src]
 
-    def _add_ivf(self, X: np.ndarray, id_list: list, kind: str, norms: np.ndarray | None = None) -> None:
+    def train(self, X: np.ndarray) -> None:
+        """Trains on X (checked and normalised for cosine already) and publishes empty lists."""
+        self._train_ivf(X)
+        self._generation += 1
+        self._iv_publish(None)
+
+    def add(self, X: np.ndarray, id_list: list, kind: str, norms: np.ndarray | None = None) -> None:
         """Adds X's rows; with ``norms`` (cosine) row i is X[i] / norms[i], divided a block at a
         time as it is read, so no normalised copy of X is ever allocated."""
         if self._centroids is None:
@@ -278,19 +299,19 @@ class IvfBackend:
             self._iv_ids = self._iv_ids.astype(object)
         n = X.shape[0]
         nlist = self._centroids.shape[0]
-        metric = "l2" if self._metric == "l2" else "ip"
+        metric = "l2" if self.cfg.metric == "l2" else "ip"
         if norms is None:
-            lists = _core.ivf_assign(X, self._centroids, metric, self._threads)
+            lists = _core.ivf_assign(X, self._centroids, metric, self.cfg.threads)
         else:
             lists = np.empty(n, np.int64)
             buf = np.empty((min(n, _ASSIGN_BLOCK), X.shape[1]), np.float32)
             for b in range(0, n, _ASSIGN_BLOCK):
                 e = min(n, b + _ASSIGN_BLOCK)
-                xb = _divide_rows(X[b:e], norms[b:e], out=buf[: e - b])
-                lists[b:e] = _core.ivf_assign(xb, self._centroids, metric, self._threads)
+                xb = divide_rows(X[b:e], norms[b:e], out=buf[: e - b])
+                lists[b:e] = _core.ivf_assign(xb, self._centroids, metric, self.cfg.threads)
         counts = np.bincount(lists, minlength=nlist).astype(np.int64)
         start, ln, room = self._iv_start.copy(), self._iv_len.copy(), self._iv_room.copy()
-        live = self._state[8]
+        live = self.snapshot.live
         need = ln + counts
         grow = np.flatnonzero(need > room)
         if grow.size:
@@ -306,7 +327,7 @@ class IvfBackend:
                 self._iv_copy_rows(dst, src)
                 keep = np.ones(src.shape[0], bool) if live is None else live[src] != 0
                 for x, p in zip(self._iv_ids[dst[keep]].tolist(), dst[keep].tolist()):
-                    self._id_to_slot[x] = p
+                    self.id_to_slot[x] = p
                 if live is not None:
                     live = np.concatenate(
                         [live, np.zeros(self._iv_used + int(new_room.sum()) - live.shape[0], np.uint8)]
@@ -331,26 +352,22 @@ class IvfBackend:
         for b in range(0, n, _WRITE_BLOCK):
             xb, pb = X[b : b + _WRITE_BLOCK], pos[b : b + _WRITE_BLOCK]
             if norms is not None:
-                xb = _divide_rows(xb, norms[b : b + _WRITE_BLOCK], out=wbuf[: xb.shape[0]])
-            if self._dtype == "f32":
-                self._iv_data[pb] = xb
-            elif self._dtype == "f16":
-                self._iv_data[pb] = xb.astype(np.float16)
-            else:
-                q, scales = _quantise_i8(xb)
-                self._iv_data[pb] = q
+                xb = divide_rows(xb, norms[b : b + _WRITE_BLOCK], out=wbuf[: xb.shape[0]])
+            rows, scales, sqnorms = self.cfg.encode(xb)
+            self._iv_data[pb] = rows
+            if scales is not None:
                 self._iv_scales[pb] = scales
-                if self._metric == "l2":
-                    deq = q.astype(np.float32) * scales[:, None]
-                    self._iv_sqnorms[pb] = np.einsum("ij,ij->i", deq, deq)
+            if sqnorms is not None:
+                self._iv_sqnorms[pb] = sqnorms
             if self._iv_exact is not None:
                 self._iv_exact[pb] = xb
         self._iv_ids[pos] = np.asarray(id_list, dtype=self._iv_ids.dtype)
         if live is not None:
             live[pos] = 1
         for x, p in zip(id_list, pos.tolist()):
-            self._id_to_slot[x] = p
+            self.id_to_slot[x] = p
         self._iv_start, self._iv_len, self._iv_room = start, ln + counts, room
+        self.id_kind = kind
         self._generation += 1
         self._iv_publish(live)
         # The add is stored and published: upkeep that runs out of memory must not report it as
@@ -366,10 +383,10 @@ class IvfBackend:
                 stacklevel=3,
             )
 
-    def _delete_ivf(self, positions: list) -> None:
-        live = self._state[8]
+    def delete(self, positions: list) -> None:
+        live = self.snapshot.live
         live = np.zeros(self._iv_used, np.uint8) if live is None else live.copy()
-        if self._state[8] is None:
+        if self.snapshot.live is None:
             live[_ranges(self._iv_start, self._iv_len)] = 1
         live[positions] = 0
         self._n_deleted += len(positions)
@@ -378,13 +395,13 @@ class IvfBackend:
         self._iv_maybe_repack()
 
     def _iv_maybe_repack(self, growing: bool = False) -> None:
-        live_rows = self._state[11]
+        live_rows = self.snapshot.live_rows
         if self._iv_used > 2 * live_rows + 1024:
             self._compact_ivf(slack=growing)
 
     def _iv_live_positions(self, with_owner: bool = False) -> Any:
         """The live rows' positions in list order (and their lists' numbers)."""
-        live = self._state[8]
+        live = self.snapshot.live
         src = _ranges(self._iv_start, self._iv_len)
         owner = None
         if with_owner:
@@ -413,7 +430,7 @@ class IvfBackend:
         start = np.cumsum(room) - room
         m = int(room.sum())
         dst = _ranges(start, lens)
-        i8, sq = self._dtype == "i8", self._dtype == "i8" and self._metric == "l2"
+        i8, sq = self.cfg.dtype == "i8", self.cfg.dtype == "i8" and self.cfg.metric == "l2"
 
         def packed(arr: np.ndarray, fill: Any = None) -> np.ndarray:
             if not slack:
@@ -428,7 +445,7 @@ class IvfBackend:
         exact = None if self._iv_exact is None else packed(self._iv_exact)
         ids = packed(self._iv_ids, None if self._iv_ids.dtype == object else -1)
         for x, p in zip(self._iv_ids[src].tolist(), dst.tolist()):  # existing keys: order kept
-            self._id_to_slot[x] = p
+            self.id_to_slot[x] = p
         self._iv_data, self._iv_scales, self._iv_sqnorms, self._iv_exact, self._iv_ids = (
             data,
             scales,
@@ -448,14 +465,14 @@ class IvfBackend:
 
     # ----------------------------------------------------------------- search
 
-    def _compile_ivf(self, flt: IdFilter, state: tuple) -> tuple:
-        """(mask, subset or None, allowed count) of ``flt`` over ``state``'s list positions."""
-        ids, start, ln, live, used = state[5], state[6], state[7], state[8], state[9]
+    def _compile_ivf(self, flt: IdFilter, s: IvfSnapshot) -> tuple:
+        """(mask, subset or None, allowed count) of ``flt`` over ``s``'s list positions."""
+        ids, start, ln, live, used = s.ids, s.start, s.lens, s.live, s.used
         key = self._sorted_keys
-        if key is None or key[0] != state[10] or key[1] != used:
-            key = (state[10], used, _SortedKeys(ids, self._id_kind))
+        if key is None or key[0] != s.generation or key[1] != used:
+            key = (s.generation, used, SortedKeys(ids, self.id_kind))
             self._sorted_keys = key
-        pos = key[2].rows_of(flt, self._id_kind)
+        pos = key[2].rows_of(flt, self.id_kind)
         mask = np.zeros(used, np.uint8)
         mask[pos] = 1
         if live is not None:
@@ -467,194 +484,183 @@ class IvfBackend:
         count = int(np.count_nonzero(mask))
         return mask, None, count
 
-    def _ivf_allowed(self, filter: Any, state: tuple) -> tuple:  # noqa: A002
+    def _ivf_allowed(self, filter: Any, s: IvfSnapshot) -> tuple:  # noqa: A002
         if callable(filter) and not isinstance(filter, IdFilter):
-            live = state[8]
-            pos = _ranges(state[6], state[7])
+            live = s.live
+            pos = _ranges(s.start, s.lens)
             if live is not None:
                 pos = pos[live[pos] != 0]
-            ok = np.fromiter(
-                (bool(filter(x)) for x in state[5][pos].tolist()), dtype=bool, count=pos.shape[0]
-            )
-            mask = np.zeros(state[9], np.uint8)
+            ok = np.fromiter((bool(filter(x)) for x in s.ids[pos].tolist()), dtype=bool, count=pos.shape[0])
+            mask = np.zeros(s.used, np.uint8)
             mask[pos[ok]] = 1
             return mask, int(ok.sum())
         mask, _subset, count = as_id_filter(filter).compiled(
-            self, state[10], lambda f: self._compile_ivf(f, state)
+            self, s.generation, lambda f: self._compile_ivf(f, s)
         )
         return mask, count
 
-    def _ivf_gather(self, state: tuple, mask: np.ndarray, count: int, nprobe: int) -> np.ndarray | None:
+    def _ivf_gather(self, s: IvfSnapshot, mask: np.ndarray, count: int, nprobe: int) -> np.ndarray | None:
         """The allowed positions when scanning just them costs less than the probe would."""
-        nlist = state[0].shape[0]
-        if count * nlist > nprobe * max(state[11], 1):
+        nlist = s.centroids.shape[0]
+        if count * nlist > nprobe * max(s.live_rows, 1):
             return None
         return np.flatnonzero(mask).astype(np.int64)
 
-    def _ivf_rows(self, state: tuple) -> tuple:
+    def _ivf_rows(self, s: IvfSnapshot) -> tuple:
         """(data, dtype, scales, sqnorms) a gathered scan reads: the float32 copies when kept."""
-        if state[4] is not None:
-            return state[4], "f32", None, None
-        return state[1], self._dtype, state[2], state[3]
+        if s.exact is not None:
+            return s.exact, "f32", None, None
+        return s.data, self.cfg.dtype, s.scales, s.sqnorms
 
-    def _search_ivf(  # noqa: A002
-        self, qv: np.ndarray, k: int, threshold: Any, filter: Any, threads: Any, qnorm: float, nprobe: Any
+    def search(  # noqa: A002
+        self, qv: np.ndarray, k: int, threshold: Any, filter: Any, threads: int | None, nprobe: int | None
     ) -> tuple:
-        state = self._state
-        C = state[0]
-        npb = self.nprobe if nprobe is None else self._check_nprobe(nprobe)
+        qv, qnorm = query_norm(qv, self.cfg)
+        s = self.snapshot
+        C = s.centroids
+        npb = self.nprobe if nprobe is None else nprobe
         if C is None:  # untrained means empty: no results, as from any empty index
-            return empty_ids(self._id_kind), np.empty(0, np.float32)
+            return empty_ids(self.id_kind), np.empty(0, np.float32)
         if filter is None:
-            allowed, count = state[8], state[11]
+            allowed, count = s.live, s.live_rows
         else:
-            allowed, count = self._ivf_allowed(filter, state)
+            allowed, count = self._ivf_allowed(filter, s)
         k = min(k, count)
         if k == 0:
-            return empty_ids(self._id_kind), np.empty(0, np.float32)
-        t = self._threads if threads is None else int(threads)
-        metric = "l2" if self._metric == "l2" else "ip"
+            return empty_ids(self.id_kind), np.empty(0, np.float32)
+        t = self.cfg.threads if threads is None else threads
+        metric = self.cfg.scan_metric
         if threshold is not None and qnorm != 1.0:
             threshold = threshold * qnorm
-        subset = None if filter is None else self._ivf_gather(state, allowed, count, npb)
+        subset = None if filter is None else self._ivf_gather(s, allowed, count, npb)
         if subset is not None:
-            data, dt, sc, sq = self._ivf_rows(state)
+            data, dt, sc, sq = self._ivf_rows(s)
             rows, scores = _core.dense_search(data, dt, sc, sq, qv, k, metric, None, threshold, t, subset)
         else:
             rows, scores = _core.ivf_search(
-                C, state[6], state[7], state[1], self._dtype, state[2], state[3], state[4],
-                qv, k, npb, self._rerank, metric, allowed, threshold, t,
+                C, s.start, s.lens, s.data, self.cfg.dtype, s.scales, s.sqnorms, s.exact,
+                qv, k, npb, self.rerank, metric, allowed, threshold, t,
             )  # fmt: skip
         if qnorm != 1.0:
             scores *= np.float32(1.0 / qnorm)
-        return state[5][rows], scores
+        return s.ids[rows], scores
 
-    def _search_batch_ivf(  # noqa: A002
-        self, Qm: np.ndarray, k: int, threshold: Any, filter: Any, threads: int, nprobe: Any
+    def search_batch_padded(  # noqa: A002
+        self, Qm: np.ndarray, k: int, threshold: Any, filter: Any, threads: int, nprobe: int | None
     ) -> tuple:
-        state = self._state
-        C = state[0]
-        npb = self.nprobe if nprobe is None else self._check_nprobe(nprobe)
+        s = self.snapshot
+        C = s.centroids
+        npb = self.nprobe if nprobe is None else nprobe
         if C is None:
             shape = (Qm.shape[0], k)
-            return self._pad_ids(state[5], np.full(shape, -1, np.int64)), np.full(shape, np.nan, np.float32)
+            return pad_ids(s.ids, np.full(shape, -1, np.int64)), np.full(shape, -np.inf, np.float32)
         if filter is None:
-            allowed, count = state[8], state[11]
+            allowed, count = s.live, s.live_rows
         else:
-            allowed, count = self._ivf_allowed(filter, state)
-        metric = "l2" if self._metric == "l2" else "ip"
-        subset = None if filter is None else self._ivf_gather(state, allowed, count, npb)
+            allowed, count = self._ivf_allowed(filter, s)
+        metric = self.cfg.scan_metric
+        subset = None if filter is None else self._ivf_gather(s, allowed, count, npb)
         if subset is not None:
-            data, dt, sc, sq = self._ivf_rows(state)
+            data, dt, sc, sq = self._ivf_rows(s)
             rows, scores, _c = _core.dense_search_batch(
                 data, dt, sc, sq, Qm, k, metric, None, threshold, threads, subset
             )
         else:
             rows, scores, _c = _core.ivf_search_batch(
-                C, state[6], state[7], state[1], self._dtype, state[2], state[3], state[4],
-                Qm, k, npb, self._rerank, metric, allowed, threshold, threads,
+                C, s.start, s.lens, s.data, self.cfg.dtype, s.scales, s.sqnorms, s.exact,
+                Qm, k, npb, self.rerank, metric, allowed, threshold, threads,
             )  # fmt: skip
-        return self._pad_ids(state[5], rows), scores
+        return pad_ids(s.ids, rows), padded_scores(scores)
+
+    def vector(self, pos: int) -> np.ndarray:
+        """The float32 row at a list position (the rerank copy, else dequantised)."""
+        return self._iv_float_rows(np.asarray([pos]))[0]
 
     # ----------------------------------------------------------------- persistence
 
-    def _ivf_sections(self) -> tuple[list, list, dict]:
+    def sections(self) -> tuple[list, list, dict]:
         """(sections, ids in insertion order, header fields) of a save: lists packed, no holes."""
-        state = self._state
+        s = self.snapshot
         extra: dict = {
             "nlist": self.nlist,
-            "nlist_arg": self._ivf_nlist_arg,
-            "nprobe_arg": self._nprobe_arg,
-            "rerank": self._rerank,
-            "trained": state[0] is not None,
-            "trained_n": self._trained_n,
+            "nlist_arg": self.nlist_arg,
+            "nprobe_arg": self.nprobe_arg,
+            "rerank": self.rerank,
+            "trained": s.centroids is not None,
+            "trained_n": self.trained_n,
         }
-        if state[0] is None:
+        if s.centroids is None:
             return [], [], extra
-        live = state[8]
-        src = _ranges(state[6], state[7])
-        owner = np.repeat(np.arange(state[7].shape[0], dtype=np.int64), state[7])
+        live = s.live
+        src = _ranges(s.start, s.lens)
+        owner = np.repeat(np.arange(s.lens.shape[0], dtype=np.int64), s.lens)
         if live is not None:
             keep = live[src] != 0
             src, owner = src[keep], owner[keep]
-        lens = np.bincount(owner, minlength=state[7].shape[0]).astype(np.int64)
+        lens = np.bincount(owner, minlength=s.lens.shape[0]).astype(np.int64)
         offsets = np.zeros(lens.shape[0] + 1, np.int64)
         np.cumsum(lens, out=offsets[1:])
         sections = [
-            ("centroids", state[0]),
+            ("centroids", s.centroids),
             ("list_offsets", offsets),
-            ("vectors", np.ascontiguousarray(state[1][src])),
+            ("vectors", np.ascontiguousarray(s.data[src])),
         ]
-        if state[2] is not None:
-            sections.append(("scales", np.ascontiguousarray(state[2][src])))
-        if state[3] is not None:
-            sections.append(("sqnorms", np.ascontiguousarray(state[3][src])))
-        if state[4] is not None:
-            sections.append(("exact", np.ascontiguousarray(state[4][src])))
-        ids = state[5][src]
+        if s.scales is not None:
+            sections.append(("scales", np.ascontiguousarray(s.scales[src])))
+        if s.sqnorms is not None:
+            sections.append(("sqnorms", np.ascontiguousarray(s.sqnorms[src])))
+        if s.exact is not None:
+            sections.append(("exact", np.ascontiguousarray(s.exact[src])))
+        ids = s.ids[src]
         # Insertion order of the saved rows (the order of ``ids`` after a load).
         where = {x: i for i, x in enumerate(ids.tolist())}
-        order = np.fromiter((where[x] for x in self._id_to_slot), np.int64, count=len(where))
+        order = np.fromiter((where[x] for x in self.id_to_slot), np.int64, count=len(where))
         sections.append(("id_order", order))
         return sections, ids.tolist(), extra
 
-    @staticmethod
-    def _ivf_args(h: dict) -> dict:
-        """Constructor arguments of a saved IVF index (validated by the constructor)."""
-        if h["kind"] != "ivf":
-            return {}
-        return {"nlist": h["nlist_arg"], "nprobe": h["nprobe_arg"], "rerank": h["rerank"]}
-
-    def _load_ivf(self, h: dict, secs: dict, ids: list, bad: Any) -> None:
-        count, dim = h["count"], self._dim
+    @classmethod
+    def load(
+        cls, cfg: DenseConfig, h: dict, read: Any, ids: list, id_kind: str | None, bad: Any
+    ) -> IvfBackend:
+        """The backend of a saved index; ``read(name, dtype, shape)`` returns a checked section."""
+        b = cls(cfg, h["nlist_arg"], h["nprobe_arg"], h["rerank"])
+        b.id_kind = id_kind
+        count, dim = len(ids), cfg.dim
         if not h["trained"]:
             if count:
                 raise bad("an untrained IVF index holds vectors")
-            return
-        C = secs["centroids"]
+            return b
         nlist = h["nlist"]
-        if not isinstance(nlist, int) or C.shape != (nlist, dim) or C.dtype != np.float32 or nlist < 1:
-            raise bad("centroids section has the wrong shape or dtype")
+        if not isinstance(nlist, int) or isinstance(nlist, bool) or nlist < 1:
+            raise bad(f"invalid nlist {nlist!r}")
+        C = read("centroids", np.float32, (nlist, dim))
         if not np.isfinite(C).all():
             raise bad("centroids are not finite")
-        offs = secs["list_offsets"]
-        if offs.shape != (nlist + 1,) or offs[0] != 0 or offs[-1] != count or (np.diff(offs) < 0).any():
+        offs = read("list_offsets", np.int64, (nlist + 1,))
+        if offs[0] != 0 or offs[-1] != count or (np.diff(offs) < 0).any():
             raise bad("list offsets are inconsistent")
-        vec = secs["vectors"]
-        if vec.shape != (count, dim) or vec.dtype != np.dtype(_DTYPES[self._dtype]):
-            raise bad("vectors section has the wrong shape or dtype")
-        for name, need in (
-            ("scales", self._dtype == "i8"),
-            ("sqnorms", self._dtype == "i8" and self._metric == "l2"),
-        ):
-            if need and (secs[name].shape != (count,) or secs[name].dtype != np.float32):
-                raise bad(f"{name} section has the wrong shape or dtype")
-        exact = None
-        if self._keeps_exact():
-            exact = secs["exact"]
-            if exact.shape != (count, dim) or exact.dtype != np.float32:
-                raise bad("exact section has the wrong shape or dtype")
-        order = secs["id_order"]
-        if order.shape != (count,) or (count and not np.array_equal(np.sort(order), np.arange(count))):
+        b._iv_data = read("vectors", cfg.encoding.dtype, (count, dim))
+        if cfg.encoding.scaled:
+            b._iv_scales = read("scales", np.float32, (count,))
+        if cfg.has_sqnorms:
+            b._iv_sqnorms = read("sqnorms", np.float32, (count,))
+        b._iv_exact = read("exact", np.float32, (count, dim)) if b._keeps_exact() else None
+        order = read("id_order", np.int64, (count,))
+        if count and not np.array_equal(np.sort(order), np.arange(count)):
             raise bad("id order is not a permutation of the rows")
-        self._centroids = C
-        self._iv_data = vec
-        self._iv_scales = secs["scales"] if self._dtype == "i8" else np.empty(0, np.float32)
-        self._iv_sqnorms = (
-            secs["sqnorms"] if (self._dtype == "i8" and self._metric == "l2") else np.empty(0, np.float32)
-        )
-        self._iv_exact = exact
-        self._iv_ids = np.asarray(ids, dtype=object if h["id_kind"] == "str" else np.int64)
+        b._centroids = C
+        b._iv_ids = np.asarray(ids, dtype=object if id_kind == "str" else np.int64)
         lens = np.diff(offs).astype(np.int64)
-        self._iv_start = offs[:-1].astype(np.int64)
-        self._iv_len = lens
-        self._iv_room = lens.copy()
-        self._iv_used = self._iv_cap = count
-        self._id_to_slot = {ids[i]: i for i in order.tolist()}
+        b._iv_start = offs[:-1].astype(np.int64)
+        b._iv_len = lens
+        b._iv_room = lens.copy()
+        b._iv_used = b._iv_cap = count
+        b.id_to_slot = {ids[i]: i for i in order.tolist()}
         # Files from before the growth policy: treated as trained at their current size.
         trained_n = h.get("trained_n", count)
         if not isinstance(trained_n, int) or isinstance(trained_n, bool) or trained_n < 0:
             raise bad(f"invalid training count {trained_n!r}")
-        self._trained_n = trained_n
-        self._generation += 1
-        self._iv_publish(None)
+        b.trained_n = trained_n
+        b._generation += 1
+        b._iv_publish(None)
+        return b

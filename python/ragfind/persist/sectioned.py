@@ -2,9 +2,11 @@
 
 Layout: 8-byte magic, uint32 version, uint32 header length, the JSON header, then each section
 at a 64-byte-aligned offset. The header records per section its offset, dtype, shape, size and
-CRC32. Writing is atomic (temporary file in the same folder, fsync, os.replace); reading checks
-magic, version, header, bounds and (optionally) checksums before any array is used; every
-problem with a file raises ``IndexFileError`` (a ValueError).
+CRC32. A header written with ``checksum_header=True`` starts ``{"header_crc32": "xxxxxxxx"``:
+the CRC32 of the header bytes with those 8 hex digits as zeros, checked on every read. Writing
+is atomic (temporary file in the same folder, fsync, os.replace, fsync of the folder); reading
+checks magic, version, header, bounds and (optionally) checksums before any array is used;
+every problem with a file raises ``IndexFileError`` (a ValueError).
 """
 
 from __future__ import annotations
@@ -19,19 +21,37 @@ from pathlib import Path
 import numpy as np
 
 from ragfind.errors import IndexFileError
-from ragfind.persist.atomic import fault_point, remove_stale_temp_files, temp_prefix
+from ragfind.persist.atomic import fault_point, fsync_dir, remove_stale_temp_files, temp_prefix
 
 _ALIGN = 64
+# A checksummed header starts with this key; its 8 hex digits are zeros while the CRC is taken.
+_HEADER_CRC_KEY = b'{"header_crc32": "'
+_HEADER_CRC_AT = len(_HEADER_CRC_KEY)
 
 
 def _align(n: int) -> int:
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
-def write_sectioned(path, magic: bytes, version: int, header: dict, sections: dict) -> None:
-    """Atomically writes ``sections`` (name -> numpy array) with ``header`` (JSON-able dict)."""
+def write_sectioned(
+    path,
+    magic: bytes,
+    version: int,
+    header: dict,
+    sections: dict,
+    *,
+    checksum_header: bool = False,
+    fault_prefix: str = "sectioned.save",
+) -> None:
+    """Atomically writes ``sections`` (name -> numpy array) with ``header`` (JSON-able dict).
+
+    ``checksum_header`` adds the header's own CRC32 (see the module docstring); ``fault_prefix``
+    names the crash-test points (``<prefix>.created`` ...).
+    """
     assert len(magic) == 8
     arrays = {name: np.ascontiguousarray(a) for name, a in sections.items()}
+    if checksum_header:
+        header = {"header_crc32": "0" * 8, **{k: v for k, v in header.items() if k != "header_crc32"}}
     header = dict(header, sections={})
     base = _align(16 + len(json.dumps(header).encode()) + 512)
     while True:
@@ -49,28 +69,32 @@ def write_sectioned(path, magic: bytes, version: int, header: dict, sections: di
         if 16 + len(hbytes) <= base:
             break
         base = _align(16 + len(hbytes) + 512)
+    if checksum_header:
+        crc = f"{zlib.crc32(hbytes):08x}".encode()
+        hbytes = hbytes[:_HEADER_CRC_AT] + crc + hbytes[_HEADER_CRC_AT + 8 :]
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
     remove_stale_temp_files(path)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=temp_prefix(path), suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            fault_point("sectioned.save.created")
+            fault_point(f"{fault_prefix}.created")
             f.write(magic + struct.pack("<II", version, len(hbytes)) + hbytes)
             for name, a in arrays.items():
                 f.write(b"\0" * (header["sections"][name]["offset"] - f.tell()))
                 if a.nbytes:
                     f.write(memoryview(a).cast("B"))
-                fault_point("sectioned.save.section_written")
+                fault_point(f"{fault_prefix}.section_written")
             f.flush()
             os.fsync(f.fileno())
-        fault_point("sectioned.save.before_rename")
+        fault_point(f"{fault_prefix}.before_rename")
         os.replace(tmp, path)
-        fault_point("sectioned.save.after_rename")
+        fault_point(f"{fault_prefix}.after_rename")
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    fsync_dir(folder)
 
 
 def refuse_old_version(path, magic: bytes, old: int, current: int, what: str, rebuild: str) -> None:
@@ -108,8 +132,14 @@ class SectionedFile:
                 raise IndexFileError(
                     f"{self.path}: header length {hlen} exceeds the file (truncated or corrupt)"
                 )
+            hbytes = f.read(hlen)
+            if hbytes.startswith(_HEADER_CRC_KEY):
+                got = hbytes[_HEADER_CRC_AT : _HEADER_CRC_AT + 8]
+                zeroed = hbytes[:_HEADER_CRC_AT] + b"0" * 8 + hbytes[_HEADER_CRC_AT + 8 :]
+                if got != f"{zlib.crc32(zeroed):08x}".encode():
+                    raise IndexFileError(f"{self.path}: header checksum mismatch (corrupt file)")
             try:
-                self.header = json.loads(f.read(hlen).decode())
+                self.header = json.loads(hbytes.decode())
                 self.sections = self.header["sections"]
                 if not isinstance(self.sections, dict):
                     raise TypeError("sections is not an object")
