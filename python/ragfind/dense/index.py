@@ -607,11 +607,11 @@ class DenseIndex:
             UnknownIdError: the id is not in the index. As ``search`` for a bad query.
         """
         if id not in self._backend.id_to_slot:
-            raise unknown_ids([id], what="id")
+            raise unknown_ids([id], what="doc_id")
         probe = {"nprobe": max(1, self.nlist or 1)} if self._kind == "ivf" else {}
         ids, scores = self.search(query, 1, IdFilter([id]), **probe)
         if len(ids) == 0:  # deleted meanwhile
-            raise unknown_ids([id], what="id")
+            raise unknown_ids([id], what="doc_id")
         score = float(scores[0])
         cfg = self._cfg
         part = Contribution(cfg.metric, score, {"dim": cfg.dim, "higher_is_better": cfg.metric != "l2"})
