@@ -237,11 +237,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+SERVER_PYTHON = ROOT / "python"  # --server-python: serve another tree (e.g. the code before a change)
+
+
 def serve(folder: Path, *flags: str) -> tuple:
     import http.client
 
     port = free_port()
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    env = dict(os.environ, PYTHONPATH=str(SERVER_PYTHON))
     cmd = [sys.executable, "-m", "ragfind", "serve", str(folder), "--port", str(port), "--read-only"]
     proc = subprocess.Popen([*cmd, "--log-level", "error", *flags], env=env)
     for _ in range(1200):
@@ -268,6 +271,9 @@ def main() -> None:
     ap.add_argument("--concurrency", default="1,8,32,128", help="client counts (default 1,8,32,128)")
     ap.add_argument("--modes", default="bm25,hybrid", help="retrievers (default bm25,hybrid)")
     ap.add_argument("--workers", type=int, default=1, help="ragfind serve --workers (default 1)")
+    ap.add_argument(
+        "--server-python", type=Path, default=None, help="the server's PYTHONPATH (default: this tree)"
+    )
     ap.add_argument("--paired", type=int, default=1000, help="paired c=1 steps (default 1000)")
     ap.add_argument("--serve-flags", default="", help="more ragfind serve flags, e.g. '--inline-ms 0'")
     ap.add_argument("--overload-clients", type=int, default=128, help="0: no overload run")
@@ -279,6 +285,9 @@ def main() -> None:
     if args.inproc:
         inproc(*args.inproc)
         return
+    if args.server_python is not None:
+        global SERVER_PYTHON
+        SERVER_PYTHON = args.server_python.resolve()
     if shutil.which("wrk") is None:
         raise SystemExit("needs wrk (apt-get install wrk)")
     name, docs, queries = corpus()
@@ -289,7 +298,8 @@ def main() -> None:
         folders = build(tmp, docs, args.modes.split(","))
         env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
         for mode, folder in folders.items():
-            proc, url = serve(folder, "--workers", str(args.workers), *args.serve_flags.split())
+            workers = ["--workers", str(args.workers)] if args.workers != 1 else []
+            proc, url = serve(folder, *workers, *args.serve_flags.split())
             runs: dict = {c: {"health": [], "search": []} for c in levels}
             local: list = []  # in-process p50 per round, measured between the HTTP runs
             try:
@@ -313,7 +323,7 @@ def main() -> None:
             overload = None
             if args.overload_clients:
                 flags = ["--queue-depth", str(args.queue_depth), "--queue-wait-ms", str(args.queue_wait_ms)]
-                proc, url = serve(folder, "--workers", str(args.workers), *args.serve_flags.split(), *flags)
+                proc, url = serve(folder, *workers, *args.serve_flags.split(), *flags)
                 try:
                     # 2x saturation: each client pauses so that together they offer twice the
                     # best /search throughput measured above.
@@ -354,18 +364,20 @@ def report(corpus_name: str, n_docs: int, mode: str, res: dict, args) -> None:
     print(f"in-process Retriever.search p50: {inproc_ms:.3f} ms\n")
     print(
         "| clients | /health req/s | /search req/s | ratio "
-        "| /health p50 | /search p50 | /search p99 | errors |"
+        "| /health p50 | /search p50 | /search p99 | 503 | errors |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     runs = res["runs"]
     for c, r in runs.items():
         h, s = r["health"], r["search"]
-        errs = sum(x["socket_errors"] + x["non200"] for x in h + s)
+        # 503: shed by the queue (all rounds); errors: any other non-200 or socket error.
+        shed = sum(x["status"]["shed"] if x["status"] else 0 for x in s)
+        errs = sum(x["socket_errors"] + x["non200"] for x in h + s) - shed
         ratio = median_of(s, "rps") / median_of(h, "rps")
         print(
             f"| {c} | {median_of(h, 'rps'):.0f} | {median_of(s, 'rps'):.0f} | {ratio:.2f}x | "
             f"{median_of(h, 'p50'):.3f} ms | {median_of(s, 'p50'):.3f} ms | "
-            f"{median_of(s, 'p99'):.2f} ms | {errs} |"
+            f"{median_of(s, 'p99'):.2f} ms | {shed} | {errs} |"
         )
     if 1 in runs:
         h1, s1 = median_of(runs[1]["health"], "p50"), median_of(runs[1]["search"], "p50")

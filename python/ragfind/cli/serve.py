@@ -215,6 +215,7 @@ def _worker(args: argparse.Namespace, config) -> int:
     watch_parent(parent_fd)
     service = Service(None, None, dataclasses.replace(config, read_only=True))
     follower = Follower(service, args.folder, args.writer_socket, args.encoder)
+    follower.writable = not config.read_only  # the writer refuses them with 405 then
     app = create_app(service=service, config=config, follower=follower)
     sock = socket.socket(fileno=listen_fd)
     server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level))
