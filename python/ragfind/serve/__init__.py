@@ -3,7 +3,10 @@ saved retriever folder, with a page at ``/`` that shows why each passage ranked 
 
 - :mod:`.app`: :func:`create_app` (the ASGI app) and :func:`load_retriever` (a folder, or a
   sharded folder with ``shards.json``);
-- :mod:`.config`: :class:`ServeConfig` (limits, API key, checkpoint policy);
+- :mod:`.config`: :class:`ServeConfig` (limits, API key, checkpoint policy, the queue);
+- :mod:`.admission`: the bounded queue and threads (503 + Retry-After past them) and the fast
+  searches answered on the event loop;
+- :mod:`.workers`: ``--workers N``: worker processes that follow one writer process;
 - :mod:`.wal`: the append-only write log that makes a write durable before it is acknowledged;
 - :mod:`.explain`: the per-stage explanation of one passage (BM25 terms, cosine, fusion, MaxSim);
 - :mod:`.metrics`: the Prometheus text exposition.
