@@ -118,3 +118,38 @@ def test_a_dead_worker_is_replaced_and_sigterm_stops_them_all(bm25_folder):
     assert not [w for w in now if w.is_running() and w.status() != psutil.STATUS_ZOMBIE]
     # The clean stop folded the log into the folder (a load alone replays nothing).
     assert ragfind.Retriever.load(bm25_folder).get_document("bats")["text"] == "Bats fly at dusk"
+
+
+def test_a_follower_applies_the_log_reloads_after_checkpoints_and_rewinds(bm25_folder):
+    from ragfind.serve.service import Service
+    from ragfind.serve.workers import Follower
+
+    writer = Service(ragfind.Retriever.load(bm25_folder), bm25_folder)
+    follower = Follower(Service(None, None), bm25_folder, writer_socket="unused")
+    seen = follower.service
+
+    def ids() -> set:
+        return {p.doc_id for p in seen.retriever.search("owls voles bats", k=20, stages=["bm25"])}
+
+    writer.add({"documents": [{"id": "owl", "text": "owls hunt voles"}]})
+    assert "owl" not in ids()
+    follower.catch_up()
+    assert "owl" in ids() and follower.applied == 1
+    before = seen.retriever
+    follower.catch_up()  # nothing new: nothing reloaded, nothing replayed twice
+    assert seen.retriever is before and follower.applied == 1
+
+    writer.checkpoint()  # the folder is replaced and the log emptied
+    writer.add({"documents": [{"id": "bat", "text": "bats eat voles"}]})
+    follower.catch_up()
+    assert seen.retriever is not before and {"owl", "bat"} <= ids() and follower.applied == 1
+
+    size = writer.log.size
+    writer.delete("owl")
+    follower.catch_up()
+    assert "owl" not in ids()
+    writer.log.rewind(size)  # a record the writer could not keep: the follower starts over
+    writer.retriever.add_documents([{"id": "owl", "text": "owls hunt voles"}])
+    follower.catch_up()
+    assert {"owl", "bat"} <= ids()
+    writer.close()
