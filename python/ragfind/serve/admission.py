@@ -76,6 +76,12 @@ class Gate:
             self.on_shed(route, reason)
         return Overloaded(reason, message, max(1, round(self.queue_wait_s)))
 
+    def check(self, route: str) -> None:
+        """Sheds at once when the queue is full: before the body is read and parsed, the work
+        an overloaded server can least afford. :meth:`call` checks again."""
+        if self.admitted >= self.queue_depth:
+            raise self._shed(route, "queue_full", f"overloaded: {self.queue_depth} requests already queued")
+
     def _learn(self, kind: Any, seconds: float) -> None:
         old = self.cost.get(kind)
         # A run far over the line resets the average: the next one of its kind goes to a thread.

@@ -153,6 +153,8 @@ def create_app(
             try:
                 if auth and not authorized(request):
                     raise ApiError(401, "missing or wrong API key; send 'Authorization: Bearer <key>'")
+                if queued:
+                    gate.check(route)
                 args: list = []
                 if body:
                     args.append(await read_json(request, config.max_body_bytes))
