@@ -29,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -335,8 +336,18 @@ def main() -> None:
                     # The bound: the queue's wait plus a slow search; wrk counts as a timeout
                     # any request not answered within it.
                     bound = math.ceil(args.queue_wait_ms / 1e3 + 1.0)
+                    # One more client polls /health all along: it must keep answering.
+                    probe: list = []
+                    poll = threading.Thread(
+                        target=lambda out, u: out.append(wrk(u + "/health", 1, args.duration * 2, None)),
+                        args=(probe, url),
+                    )
+                    poll.start()
                     overload = wrk(url + "/search", args.overload_clients, args.duration * 2, script, bound)
-                    overload.update(bound_s=bound, saturation_rps=sat, think_ms=think_ms)
+                    poll.join()
+                    overload.update(
+                        bound_s=bound, saturation_rps=sat, think_ms=think_ms, health_during=probe[0]
+                    )
                     health = wrk(url + "/health", 1, 1, None)
                     overload["health_p50_after"] = health["p50"]
                 finally:
@@ -418,6 +429,9 @@ def report(corpus_name: str, n_docs: int, mode: str, res: dict, args) -> None:
             f"{st['shed']} shed with 503 ({st['shed_no_retry']} without Retry-After), {st['other']} other, "
             f"{o['timeouts']} past the {o['bound_s']:g} s bound, {o['socket_errors']} socket errors; "
             f"p50 {o['p50']:.1f} ms, p99 {o['p99']:.1f} ms, max {o['max']:.1f} ms; "
+            f"/health meanwhile (1 client): {o['health_during']['requests']} answers, p50 "
+            f"{o['health_during']['p50']:.3f} ms, p99 {o['health_during']['p99']:.2f} ms, "
+            f"{o['health_during']['non200'] + o['health_during']['socket_errors']} errors; "
             f"/health p50 right after: {o['health_p50_after']:.3f} ms"
         )
 
