@@ -95,3 +95,10 @@ def test_serve_binds_localhost_unless_told(bm25_folder):
     args = build_parser().parse_args(["serve", str(bm25_folder)])
     assert (args.host, args.port, args.api_key, args.max_body) == ("127.0.0.1", 8000, None, 1 << 20)
     assert (args.workers, args.threads, args.queue_depth, args.queue_wait_ms) == (1, 8, 256, 2000.0)
+
+
+def test_serve_workers_refuse_a_sharded_folder(tmp_path):
+    (tmp_path / "shards.json").write_text("{}")
+    with pytest.raises(SystemExit, match="a sharded one already spreads") as exc:
+        main(["serve", str(tmp_path), "--workers", "2"])
+    assert exc.value.code == 2

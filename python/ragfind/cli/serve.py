@@ -110,6 +110,11 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"ragfind serve: --workers {args.workers}: expected a positive integer")
     if args.workers > 1 and os.name != "posix":  # the workers inherit the socket and a pipe
         raise SystemExit("ragfind serve: --workers above 1 needs a POSIX system")
+    if args.workers > 1 and (folder / "shards.json").is_file():
+        raise SystemExit(
+            "ragfind serve: --workers above 1 serves a Retriever folder; a sharded one already spreads "
+            "its searches over its Ray actors"
+        )
     if not 0 <= args.port < 65536:
         raise SystemExit(f"ragfind serve: --port {args.port}: expected 0..65535")
     try:
