@@ -67,7 +67,15 @@ def test_earlier_messages_keep_their_text_and_exit_2(bm25_folder):
 
 @pytest.mark.parametrize(
     "argv, words",
-    [(["--workers", "0"], "--workers 0"), (["--port", "70000"], "--port 70000"), (["--max-k", "0"], "max_k")],
+    [
+        (["--workers", "0"], "--workers 0"),
+        (["--port", "70000"], "--port 70000"),
+        (["--max-k", "0"], "max_k"),
+        (["--threads", "0"], "threads = 0"),
+        (["--queue-depth", "0"], "queue_depth = 0"),
+        (["--queue-wait-ms", "0"], "queue_wait_ms = 0"),
+        (["--inline-ms", "-1"], "inline_ms = -1"),
+    ],
 )
 def test_serve_rejects_bad_arguments(bm25_folder, argv, words):
     with pytest.raises(SystemExit, match=words) as exc:
@@ -86,3 +94,11 @@ def test_serve_missing_folder():
 def test_serve_binds_localhost_unless_told(bm25_folder):
     args = build_parser().parse_args(["serve", str(bm25_folder)])
     assert (args.host, args.port, args.api_key, args.max_body) == ("127.0.0.1", 8000, None, 1 << 20)
+    assert (args.workers, args.threads, args.queue_depth, args.queue_wait_ms) == (1, 8, 256, 2000.0)
+
+
+def test_serve_workers_refuse_a_sharded_folder(tmp_path):
+    (tmp_path / "shards.json").write_text("{}")
+    with pytest.raises(SystemExit, match="a sharded one already spreads") as exc:
+        main(["serve", str(tmp_path), "--workers", "2"])
+    assert exc.value.code == 2

@@ -29,9 +29,39 @@ def register(sub) -> None:
     p.add_argument(
         "--workers",
         type=int,
-        default=None,
-        help="threads answering requests concurrently (default: uvicorn's thread pool, 40); one process "
-        "owns the folder so that writes stay serialised and durable",
+        default=1,
+        help="worker processes answering on the port, as uvicorn's and gunicorn's --workers (default 1: "
+        "one process does everything). Past 1, one more process owns the folder: the workers forward "
+        "writes to it, and see each acknowledged write before they answer the next request",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=8,
+        help="threads per process running searches, explanations and document reads and writes (default 8)",
+    )
+    p.add_argument(
+        "--queue-depth",
+        type=int,
+        default=256,
+        metavar="N",
+        help="requests admitted per process at once (running and waiting for a thread); past it they "
+        "get 503 with Retry-After (default 256). /health and /metrics never queue",
+    )
+    p.add_argument(
+        "--queue-wait-ms",
+        type=float,
+        default=2000.0,
+        metavar="MS",
+        help="longest wait for a thread; a request waiting longer gets 503 with Retry-After (default 2000)",
+    )
+    p.add_argument(
+        "--inline-ms",
+        type=float,
+        default=1.0,
+        metavar="MS",
+        help="searches whose kind averages under this run on the event loop without a thread hop "
+        "(default 1; 0: always a thread)",
     )
     p.add_argument("--encoder", default=None, help="query encoder folder or name (default: the saved one)")
     p.add_argument(
@@ -52,6 +82,9 @@ def register(sub) -> None:
         choices=["critical", "error", "warning", "info", "debug"],
         help="uvicorn log level (default info)",
     )
+    # Internal: FD,FD (listening socket, the writer's pipe) of a worker started by the writer.
+    p.add_argument("--worker-of", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--writer-socket", default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
 
 
@@ -73,8 +106,15 @@ def run(args: argparse.Namespace) -> int:
     folder = Path(args.folder)
     if not folder.is_dir():
         raise SystemExit(f"ragfind serve: no retriever folder at {str(folder)!r}")
-    if args.workers is not None and args.workers < 1:
+    if args.workers < 1:
         raise SystemExit(f"ragfind serve: --workers {args.workers}: expected a positive integer")
+    if args.workers > 1 and os.name != "posix":  # the workers inherit the socket and a pipe
+        raise SystemExit("ragfind serve: --workers above 1 needs a POSIX system")
+    if args.workers > 1 and (folder / "shards.json").is_file():
+        raise SystemExit(
+            "ragfind serve: --workers above 1 serves a Retriever folder; a sharded one already spreads "
+            "its searches over its Ray actors"
+        )
     if not 0 <= args.port < 65536:
         raise SystemExit(f"ragfind serve: --port {args.port}: expected 0..65535")
     try:
@@ -84,21 +124,105 @@ def run(args: argparse.Namespace) -> int:
             max_k=args.max_k,
             checkpoint_bytes=args.checkpoint_bytes,
             read_only=args.read_only,
+            threads=args.threads,
+            queue_depth=args.queue_depth,
+            queue_wait_ms=args.queue_wait_ms,
+            inline_ms=args.inline_ms,
         )
+        if args.worker_of:
+            return _worker(args, config)
         app = create_app(folder=folder, config=config, encoder=args.encoder)
     except (ValueError, RuntimeError, OSError) as exc:
         raise SystemExit(f"ragfind serve: {exc}") from exc
-    workers = args.workers
+    if args.workers == 1:
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+        return 0
+    return _writer(args, config, app)
 
-    if workers is not None:
-        inner = app
 
-        async def app(scope, receive, send):  # sets the thread limit inside uvicorn's event loop
-            if scope["type"] == "lifespan":
-                import anyio.to_thread
+def _worker_args(args: argparse.Namespace) -> list:
+    out = [str(args.folder), "--log-level", args.log_level, "--max-body", str(args.max_body)]
+    out += [
+        "--max-k",
+        str(args.max_k),
+        "--threads",
+        str(args.threads),
+        "--queue-depth",
+        str(args.queue_depth),
+    ]
+    out += ["--queue-wait-ms", repr(args.queue_wait_ms), "--inline-ms", repr(args.inline_ms)]
+    if args.encoder:
+        out += ["--encoder", args.encoder]
+    return out
 
-                anyio.to_thread.current_default_thread_limiter().total_tokens = workers
-            await inner(scope, receive, send)
 
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+def _writer(args: argparse.Namespace, config, app) -> int:
+    """The process that owns the folder: serves forwarded writes on a private Unix socket and
+    runs the workers on the public port (see ragfind.serve.workers)."""
+    import os
+    import shutil
+    import socket
+    import tempfile
+
+    import uvicorn
+
+    from ragfind.serve.workers import Workers
+
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    try:
+        sock = socket.create_server((args.host, args.port), family=family, backlog=2048)
+    except OSError as exc:
+        raise SystemExit(f"ragfind serve: cannot listen on {args.host}:{args.port}: {exc}") from exc
+    private = tempfile.mkdtemp(prefix="ragfind-serve-")  # mode 0700: only this user reaches the writer
+    uds = os.path.join(private, "writer.sock")
+    env = dict(os.environ)
+    if config.api_key:
+        env["RAGFIND_API_KEY"] = config.api_key  # not on the command line, where ps shows it
+    workers = Workers(args.workers, [*_worker_args(args), "--writer-socket", uds], sock, env)
+    inner = app
+
+    async def writer_app(scope, receive, send):
+        if scope["type"] != "lifespan":
+            return await inner(scope, receive, send)
+
+        async def lifespan_receive():
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                workers.start()
+            elif message["type"] == "lifespan.shutdown":
+                workers.stop()  # no worker forwards a write past this point
+            return message
+
+        await inner(scope, lifespan_receive, send)
+
+    try:
+        uvicorn.run(writer_app, uds=uds, log_level=args.log_level)
+    finally:
+        if not workers.stopping.is_set():
+            workers.stop()
+        sock.close()
+        shutil.rmtree(private, ignore_errors=True)
+    return 0
+
+
+def _worker(args: argparse.Namespace, config) -> int:
+    """One worker process: the listening socket and the writer's pipe are inherited."""
+    import dataclasses
+    import socket
+
+    import uvicorn
+
+    from ragfind.serve.app import create_app
+    from ragfind.serve.service import Service
+    from ragfind.serve.workers import Follower, watch_parent
+
+    listen_fd, parent_fd = (int(x) for x in args.worker_of.split(","))
+    watch_parent(parent_fd)
+    service = Service(None, None, dataclasses.replace(config, read_only=True))
+    follower = Follower(service, args.folder, args.writer_socket, args.encoder)
+    follower.writable = not config.read_only  # the writer refuses them with 405 then
+    app = create_app(service=service, config=config, follower=follower)
+    sock = socket.socket(fileno=listen_fd)
+    server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level))
+    server.run(sockets=[sock])
     return 0

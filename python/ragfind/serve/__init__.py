@@ -3,9 +3,12 @@ saved retriever folder, with a page at ``/`` that shows why each passage ranked 
 
 - :mod:`.app`: :func:`create_app` (the ASGI app) and :func:`load_retriever` (a folder, or a
   sharded folder with ``shards.json``);
-- :mod:`.config`: :class:`ServeConfig` (limits, API key, checkpoint policy);
+- :mod:`.config`: :class:`ServeConfig` (limits, API key, checkpoint policy, the queue);
 - :mod:`.service`: validation and writes, each durable in the folder's write log
   (:mod:`ragfind.persist.wal`) before it is acknowledged;
+- :mod:`.admission`: the bounded queue and threads (503 + Retry-After past them) and the fast
+  searches answered on the event loop;
+- :mod:`.workers`: ``--workers N``: worker processes that follow one writer process;
 - :mod:`.explain`: the per-stage explanation of one passage (BM25 terms, cosine, fusion, MaxSim);
 - :mod:`.metrics`: the Prometheus text exposition.
 """

@@ -23,6 +23,13 @@ class ServeConfig:
         checkpoint_bytes: when the write log grows past this, the folder is re-saved atomically
             and the log emptied (also done at shutdown and after a replay on start).
         read_only: refuse writes (405); no write log is opened.
+        threads: threads running searches, explanations and document reads and writes.
+        queue_depth: most such requests admitted at once (running and waiting for a thread);
+            past it a request gets 503 with ``Retry-After`` at once.
+        queue_wait_ms: longest wait for a thread; a request that waits longer gets 503 with
+            ``Retry-After``. ``/health`` and ``/metrics`` never queue.
+        inline_ms: searches of a kind (stages, rerank) whose average wall time is under this
+            run on the event loop, skipping the hop to a thread (0: always a thread).
     """
 
     api_key: str | None = None
@@ -31,11 +38,28 @@ class ServeConfig:
     max_documents: int = 10_000
     checkpoint_bytes: int = 16 << 20
     read_only: bool = False
+    threads: int = 8
+    queue_depth: int = 256
+    queue_wait_ms: float = 2000.0
+    inline_ms: float = 1.0
 
     def __post_init__(self) -> None:
-        for name in ("max_body_bytes", "max_k", "max_documents", "checkpoint_bytes"):
+        for name in (
+            "max_body_bytes",
+            "max_k",
+            "max_documents",
+            "checkpoint_bytes",
+            "threads",
+            "queue_depth",
+        ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} = {v!r}; expected a positive int")
+        for name in ("queue_wait_ms", "inline_ms"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):
+                raise ValueError(f"{name} = {v!r}; expected a finite number >= 0")
+        if self.queue_wait_ms <= 0:
+            raise ValueError(f"queue_wait_ms = {self.queue_wait_ms!r}; expected a number > 0")
         if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key):
             raise ValueError("api_key must be a non-empty str or None")

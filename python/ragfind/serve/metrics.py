@@ -51,6 +51,12 @@ class Metrics:
         self._latency: dict = defaultdict(_Histogram)
         self._stage: dict = defaultdict(_Histogram)
         self._counters: dict = defaultdict(int)
+        self._shed: dict = defaultdict(int)
+
+    def shed(self, route: str, reason: str) -> None:
+        """One request refused with 503 by the queue (``reason``: queue_full or queue_wait)."""
+        with self._lock:
+            self._shed[(route, reason)] += 1
 
     def request(self, route: str, method: str, status: int, seconds: float) -> None:
         with self._lock:
@@ -102,6 +108,14 @@ class Metrics:
                     out.append(f"{name}_bucket{_labels(((label, value), ('le', '+Inf')))} {h.n}")
                     out.append(f"{name}_sum{_labels(((label, value),))} {h.total!r}")
                     out.append(f"{name}_count{_labels(((label, value),))} {h.n}")
+            out.append(
+                "# HELP ragfind_requests_shed_total Requests refused with 503 by the queue, by reason."
+            )
+            out.append("# TYPE ragfind_requests_shed_total counter")
+            for (route, reason), n in sorted(self._shed.items()):
+                out.append(
+                    f"ragfind_requests_shed_total{_labels((('route', route), ('reason', reason)))} {n}"
+                )
             counters = dict(self._counters)
         for name in ("ragfind_search_cache_hits_total", "ragfind_search_cache_misses_total"):
             counters.setdefault(name, 0)

@@ -430,8 +430,12 @@ class Service:
     def health(self) -> dict:
         return {"status": "ok", "documents": len(self.retriever), "uptime_s": time.time() - self.started}
 
-    def metrics_text(self) -> str:
-        extra: dict = {"ragfind_documents": ("gauge", "Documents stored.", len(self.retriever))}
+    def metrics_text(self, more: dict | None = None) -> str:
+        """The Prometheus text; ``more``: gauges of the caller, as in :meth:`Metrics.render`."""
+        extra: dict = {
+            "ragfind_documents": ("gauge", "Documents stored.", len(self.retriever)),
+            **(more or {}),
+        }
         if self.log is not None:
             extra["ragfind_write_log_bytes"] = (
                 "gauge",
