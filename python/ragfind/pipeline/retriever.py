@@ -4,8 +4,9 @@ Documents go in (chunked, optionally with a contextual-retrieval prefix), questi
 passages:
 
 - a SQLite document store (:mod:`.store`) holds documents, chunk text, offsets and metadata;
-  a metadata filter compiles to SQL once per store state (:mod:`.filters`) into an
-  :class:`ragfind.IdFilter` of chunk ids that every stage hands to its index;
+  a metadata filter is evaluated by the native metadata index (:mod:`.filters`, kept up to
+  date on every write) into an :class:`ragfind.IdFilter` of chunk ids that every stage hands
+  to its index;
 - first-stage retrievers (:class:`RetrievalStage`: BM25 and dense by default, built from the
   ``bm25=`` / ``encoder=`` arguments, plus any given, e.g. SPLADE) run concurrently on a
   thread pool (their indexes release the GIL) and return ranked lists;
@@ -36,7 +37,13 @@ import numpy as np
 
 from ragfind.pipeline.cache import LRUCache, freeze
 from ragfind.pipeline.chunking import Chunk, chunk_documents, default_context, load_tokenizer
-from ragfind.pipeline.filters import BUILTIN_FIELDS, FilterCompiler, check_filters
+from ragfind.pipeline.filters import (
+    BUILTIN_FIELDS,
+    FilterCompiler,
+    MetadataFilters,
+    check_filters,
+    metadata_of,
+)
 from ragfind.pipeline.results import Passage, SearchResult
 from ragfind.pipeline.saved import FORMAT_VERSION, RetrieverFolderError, load_folder, save_folder
 from ragfind.pipeline.stages import RerankStage, RetrievalStage
@@ -246,6 +253,7 @@ class Retriever:
         threads: int,
         show_progress: bool,
         store: DocumentStore,
+        metadata: MetadataFilters | None = None,
         dense_options: Mapping[str, Any] | None = None,
     ) -> None:
         """Everything ``__init__`` and ``load`` share: the stage lists, caches, store, pool."""
@@ -295,7 +303,10 @@ class Retriever:
         self.candidates = _positive_int(candidates, "candidates")
         self.rerank_candidates = _positive_int(rerank_candidates, "rerank_candidates")
         self.store = store
-        self._filters = FilterCompiler(store, 256 if cache_size else 0)
+        if metadata is None:
+            metadata = MetadataFilters.from_rows(store.chunk_rows())
+        self.metadata = metadata
+        self._filters = FilterCompiler(metadata, store, 256 if cache_size else 0)
         self.show_progress = show_progress
         self._threads = _positive_int(threads, "threads")
         self._pool: ThreadPoolExecutor | None = None
@@ -465,6 +476,7 @@ class Retriever:
                 )
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"documents[{n}]['metadata'] is not JSON-serialisable: {exc}") from exc
+        meta_of = {str(d["id"]): (d.get("title") or "", metadata_of(d, m)) for d, m in zip(docs, meta_json)}
         takers = [s for s in self.first_stages + self.rerank_stages if hasattr(s, "prepare")]
         if embeddings is not None and not takers:
             raise ValueError("embeddings were given but this retriever has no encoder")
@@ -501,8 +513,17 @@ class Retriever:
                 new_fields - store.fields,
             )
             done: list = []
+            indexed_meta = False
             try:
                 if n_chunks:
+                    per_chunk = [meta_of[c.doc_id] for c in chunks]
+                    self.metadata.add(
+                        chunk_ids,
+                        [c.doc_id for c in chunks],
+                        [t for t, _ in per_chunk],
+                        [m for _, m in per_chunk],
+                    )
+                    indexed_meta = True
                     for s in self.first_stages + [s for s in self.rerank_stages if hasattr(s, "add")]:
                         if id(s) in prepared:
                             s.add(chunk_ids, indexed, prepared[id(s)])
@@ -513,6 +534,8 @@ class Retriever:
                         done.append(s)
                 store.commit()
             except BaseException:
+                if indexed_meta:
+                    self.metadata.remove(chunk_ids)
                 for s in done:
                     try:
                         s.delete(chunk_ids)
@@ -554,6 +577,7 @@ class Retriever:
             if len(chunk_ids):
                 for s in self.first_stages + [s for s in self.rerank_stages if hasattr(s, "delete")]:
                     s.delete(chunk_ids)
+                self.metadata.remove(chunk_ids)
             self.store.remove(ids)
             self._store_changed()
             return len(chunk_ids)
