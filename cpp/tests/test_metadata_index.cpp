@@ -1,6 +1,7 @@
 // MetadataIndex (ragfind/metadata/index.hpp) against a direct evaluation of each filter over
 // every stored row: random rows of strings, numbers, bools, nulls and missing keys, random
-// nested filters, removals, adds that merge the number tail, and a dump/load round trip.
+// nested filters, removals, adds that merge the number tail, postings past the bitmap switch,
+// and a dump/load round trip.
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -152,8 +153,9 @@ TEST(filters_equal_a_direct_evaluation_through_adds_removes_and_reload) {
     std::mt19937_64 rng(static_cast<std::uint64_t>(seed));
     MetadataIndex ix;
     std::map<std::int64_t, Row> rows;
-    std::int64_t next = seed % 2 ? 5 : 0;  // odd seeds: ids not equal to rows (the mapped case)
-    for (int i = 0; i < 300; ++i) add(ix, rows, next++, rng);
+    std::int64_t next = seed % 2 ? 5 : 0;      // odd seeds: ids not equal to rows (the mapped case)
+    const int first = seed >= 4 ? 5000 : 300;  // seeds 4, 5: values dense enough for bitmaps
+    for (int i = 0; i < first; ++i) add(ix, rows, next++, rng);
     check_all(ix, rows, rng, 200);
     std::vector<std::int64_t> gone;
     for (const auto& [id, row] : rows)

@@ -11,9 +11,9 @@ namespace {
 
 constexpr std::uint32_t kDumpVersion = 1;
 
-void set_rows(const std::vector<std::uint32_t>& rows, Bitmap& out) {
-  for (std::uint32_t r : rows) out.set(r);
-}
+// A run turns into a bitmap once it holds more than one row in kDenseRatio (and kDenseMin rows).
+constexpr std::size_t kDenseRatio = 32;
+constexpr std::size_t kDenseMin = 1024;
 
 // Within [lo, hi] as the node's bounds say (bounds absent are open).
 template <class T>
@@ -31,7 +31,8 @@ void put_str(std::string& out, std::string_view s) {
   put_u64(out, s.size());
   out.append(s);
 }
-void put_rows(std::string& out, const std::vector<std::uint32_t>& rows) {
+void put_rows(std::string& out, const Postings& p) {
+  const std::vector<std::uint32_t> rows = p.rows();
   put_u64(out, rows.size());
   out.append(reinterpret_cast<const char*>(rows.data()), rows.size() * 4);
 }
@@ -65,12 +66,19 @@ class Reader {
     const std::uint64_t n = count(1, what);
     return {take(n, what), static_cast<std::size_t>(n)};
   }
-  std::vector<std::uint32_t> rows(std::size_t n_rows, const char* what) {
+  Postings rows(std::size_t n_rows, const char* what) {
     const std::uint64_t n = count(4, what);
-    std::vector<std::uint32_t> out(static_cast<std::size_t>(n));
-    std::memcpy(out.data(), take(n * 4, what), n * 4);
-    for (std::uint32_t r : out)
-      if (r >= n_rows) throw std::invalid_argument(std::string("metadata index: a row out of range in ") + what);
+    const char* p = take(n * 4, what);
+    Postings out;
+    std::int64_t last = -1;
+    for (std::uint64_t i = 0; i < n; ++i) {
+      std::uint32_t r;
+      std::memcpy(&r, p + i * 4, 4);
+      if (r >= n_rows || static_cast<std::int64_t>(r) <= last)
+        throw std::invalid_argument(std::string("metadata index: rows out of range or order in ") + what);
+      last = r;
+      out.add(r);
+    }
     return out;
   }
   bool done() const { return pos_ == b_.size(); }
@@ -81,6 +89,51 @@ class Reader {
 };
 
 }  // namespace
+
+void Postings::add(std::uint32_t row) {
+  if (dense_) {
+    if ((row >> 6) >= bits_.size()) bits_.resize((row >> 6) + 1, 0);
+    bits_[row >> 6] |= std::uint64_t{1} << (row & 63);
+    return;
+  }
+  run_.push_back(row);
+  if (run_.size() >= kDenseMin && run_.size() * kDenseRatio > static_cast<std::size_t>(row) + 1) {
+    bits_.assign((static_cast<std::size_t>(row) >> 6) + 1, 0);
+    for (std::uint32_t r : run_) bits_[r >> 6] |= std::uint64_t{1} << (r & 63);
+    run_.clear();
+    run_.shrink_to_fit();
+    dense_ = true;
+  }
+}
+
+void Postings::apply(Bitmap& out) const {
+  auto& w = out.words();
+  if (dense_) {
+    const std::size_t n = std::min(w.size(), bits_.size());
+    for (std::size_t i = 0; i < n; ++i) w[i] |= bits_[i];
+  } else {
+    for (std::uint32_t r : run_) out.set(r);
+  }
+}
+
+void Postings::clear_in(Bitmap& out) const {
+  auto& w = out.words();
+  if (dense_) {
+    const std::size_t n = std::min(w.size(), bits_.size());
+    for (std::size_t i = 0; i < n; ++i) w[i] &= ~bits_[i];
+  } else {
+    for (std::uint32_t r : run_) w[r >> 6] &= ~(std::uint64_t{1} << (r & 63));
+  }
+}
+
+std::vector<std::uint32_t> Postings::rows() const {
+  if (!dense_) return run_;
+  std::vector<std::uint32_t> out;
+  for (std::size_t i = 0; i < bits_.size(); ++i)
+    for (std::uint64_t b = bits_[i]; b; b &= b - 1)
+      out.push_back(static_cast<std::uint32_t>(i * 64 + static_cast<std::size_t>(__builtin_ctzll(b))));
+  return out;
+}
 
 std::size_t Bitmap::count() const {
   std::size_t n = 0;
@@ -128,10 +181,10 @@ void MetadataIndex::put(std::uint32_t row, std::string_view field, const Value& 
   if (it == fields_.end()) it = fields_.emplace(std::string(field), Field{}).first;
   Field& f = it->second;
   f.kinds = static_cast<std::uint8_t>(f.kinds | (1u << static_cast<unsigned>(value.kind)));
-  f.present.push_back(row);
+  f.present.add(row);
   switch (value.kind) {
-    case Kind::Null: f.nulls.push_back(row); break;
-    case Kind::Bool: f.bools[value.flag ? 1 : 0].push_back(row); break;
+    case Kind::Null: f.nulls.add(row); break;
+    case Kind::Bool: f.bools[value.flag ? 1 : 0].add(row); break;
     case Kind::Str: {
       auto s = f.str_ids.find(value.str);
       if (s == f.str_ids.end()) {
@@ -139,7 +192,7 @@ void MetadataIndex::put(std::uint32_t row, std::string_view field, const Value& 
         s = f.str_ids.emplace(std::string_view(f.strs.back()), static_cast<std::uint32_t>(f.str_rows.size())).first;
         f.str_rows.emplace_back();
       }
-      f.str_rows[s->second].push_back(row);
+      f.str_rows[s->second].add(row);
       break;
     }
     case Kind::Num:
@@ -183,18 +236,17 @@ void MetadataIndex::leaf(const Node& n, Bitmap& out) const {
   if (it == fields_.end()) return;
   const Field& f = it->second;
   switch (n.op) {
-    case Node::Op::Present: set_rows(f.present, out); return;
-    case Node::Op::Valued: {
-      set_rows(f.present, out);
-      for (std::uint32_t r : f.nulls) out.words()[r >> 6] &= ~(std::uint64_t{1} << (r & 63));
+    case Node::Op::Present: f.present.apply(out); return;
+    case Node::Op::Valued:
+      f.present.apply(out);
+      f.nulls.clear_in(out);
       return;
-    }
     case Node::Op::Eq:
       if (n.value.kind == Kind::Bool) {
-        set_rows(f.bools[n.value.flag ? 1 : 0], out);
+        f.bools[n.value.flag ? 1 : 0].apply(out);
       } else if (n.value.kind == Kind::Str) {
         auto s = f.str_ids.find(n.value.str);
-        if (s != f.str_ids.end()) set_rows(f.str_rows[s->second], out);
+        if (s != f.str_ids.end()) f.str_rows[s->second].apply(out);
       } else if (n.value.kind == Kind::Num && !std::isnan(n.value.num)) {
         const double v = n.value.num;
         auto lo = std::lower_bound(f.nums.begin(), f.nums.end(), std::make_pair(v, std::uint32_t{0}));
@@ -219,7 +271,7 @@ void MetadataIndex::leaf(const Node& n, Bitmap& out) const {
       } else if (n.value.kind == Kind::Str) {
         const std::string_view lo = n.text, hi = n.text_hi;
         for (std::size_t i = 0; i < f.strs.size(); ++i)
-          if (within(std::string_view(f.strs[i]), n, lo, hi)) set_rows(f.str_rows[i], out);
+          if (within(std::string_view(f.strs[i]), n, lo, hi)) f.str_rows[i].apply(out);
       }
       return;
     default: return;

@@ -668,10 +668,12 @@ class Retriever:
             k: passages to return.
             filters: metadata conditions, all of which must hold: ``{"lang": "en"}``,
                 ``{"year": {"$gte": 2020}}``, ``{"source": ["a", "b"]}`` (any of),
-                operators ``$eq $ne $in $nin $gt $gte $lt $lte``; fields are ``doc_id``,
-                ``title`` and the documents' metadata keys. Every stage searches only the
-                chunks allowed (inside its index), so ``k`` results come back whenever ``k``
-                allowed chunks match.
+                field operators ``$eq $ne $in $nin $gt $gte $lt $lte $exists $not`` and
+                ``{"$and" | "$or": [filter, ...]}``, ``{"$not": filter}`` nested to any depth
+                (Mongo/Chroma style; see :mod:`ragfind.pipeline.filters`); fields are
+                ``doc_id``, ``title`` and the documents' metadata keys. Every stage searches
+                only the chunks allowed (inside its index), so ``k`` results come back
+                whenever ``k`` allowed chunks match.
             rerank: apply the configured re-rankers (rerank stages, cross-encoder).
             use_cache: consult and fill the results cache.
             collapse: ``"document"``: at most one passage per document (its best-fused chunk,
@@ -683,8 +685,8 @@ class Retriever:
 
         Raises:
             ValueError: blank query, bad ``k``, a filter on an unknown field or with an unknown
-                operator, an unknown ``collapse`` or stage name. TypeError: a query that is not
-                str / list of str, bad filter values.
+                or malformed operator, an unknown ``collapse`` or stage name. TypeError: a query
+                that is not str / list of str, a filter value of another type than the field's.
         """
         t0 = _now()
         queries = _check_queries(query)
@@ -713,8 +715,9 @@ class Retriever:
                     dt = _now() - t0
                     return SearchResult(hit.passages, {"cache": dt, "total": dt}, True, queries)
         generation = self.store.generation
+        t_filter = _now()
         flt = self._filters(filters)
-        timings: dict = {}
+        timings: dict = {"filter": _now() - t_filter} if filters else {}
         rerankers = bool(rerank) and (self.reranker is not None or bool(self.rerank_stages))
         head = max(k, self.rerank_candidates) if rerankers else k
         depth = max(self.candidates, head)
