@@ -153,8 +153,8 @@ TEST(filters_equal_a_direct_evaluation_through_adds_removes_and_reload) {
     std::mt19937_64 rng(static_cast<std::uint64_t>(seed));
     MetadataIndex ix;
     std::map<std::int64_t, Row> rows;
-    std::int64_t next = seed % 2 ? 5 : 0;      // odd seeds: ids not equal to rows (the mapped case)
-    const int first = seed >= 4 ? 5000 : 300;  // seeds 4, 5: values dense enough for bitmaps
+    std::int64_t next = seed % 2 ? 5 : 0;       // odd seeds: ids not equal to rows (the mapped case)
+    const int first = seed >= 4 ? 20000 : 300;  // seeds 4, 5: bitmap postings and number slices
     for (int i = 0; i < first; ++i) add(ix, rows, next++, rng);
     check_all(ix, rows, rng, 200);
     std::vector<std::int64_t> gone;

@@ -14,6 +14,9 @@ constexpr std::uint32_t kDumpVersion = 1;
 // A run turns into a bitmap once it holds more than one row in kDenseRatio (and kDenseMin rows).
 constexpr std::size_t kDenseRatio = 32;
 constexpr std::size_t kDenseMin = 1024;
+// Slices of the sorted numbers kept as bitmaps (when a field holds at least kBucketMin numbers).
+constexpr std::size_t kBuckets = 32;
+constexpr std::size_t kBucketMin = 1 << 14;
 
 // Within [lo, hi] as the node's bounds say (bounds absent are open).
 template <class T>
@@ -216,6 +219,22 @@ void MetadataIndex::merge_tail(Field& f) {
   std::inplace_merge(merged.begin(), merged.begin() + mid, merged.end());
   f.nums.swap(merged);
   f.tail.clear();
+  build_buckets(f);
+}
+
+void MetadataIndex::build_buckets(Field& f) {
+  f.buckets.clear();
+  if (f.nums.size() < kBucketMin) return;
+  std::uint32_t max_row = 0;
+  for (const auto& p : f.nums) max_row = std::max(max_row, p.second);
+  f.buckets.assign(kBuckets, std::vector<std::uint64_t>((static_cast<std::size_t>(max_row) >> 6) + 1, 0));
+  for (std::size_t b = 0; b < kBuckets; ++b) {
+    const std::size_t lo = b * f.nums.size() / kBuckets, hi = (b + 1) * f.nums.size() / kBuckets;
+    for (std::size_t i = lo; i < hi; ++i) {
+      const std::uint32_t r = f.nums[i].second;
+      f.buckets[b][r >> 6] |= std::uint64_t{1} << (r & 63);
+    }
+  }
 }
 
 std::size_t MetadataIndex::remove(const std::vector<std::int64_t>& chunk_ids) {
@@ -265,7 +284,23 @@ void MetadataIndex::leaf(const Node& n, Bitmap& out) const {
         if (n.has_hi)
           last = n.hi_inclusive ? std::partition_point(first, last, [&](const auto& p) { return p.first <= n.hi; })
                                 : std::partition_point(first, last, [&](const auto& p) { return p.first < n.hi; });
-        for (; first < last; ++first) out.set(first->second);
+        auto begin = static_cast<std::size_t>(first - f.nums.begin());
+        const auto end = static_cast<std::size_t>(last - f.nums.begin());
+        if (!f.buckets.empty()) {
+          auto& w = out.words();
+          const std::size_t n_nums = f.nums.size();
+          for (std::size_t b = 0; b < kBuckets && begin < end; ++b) {
+            const std::size_t lo = b * n_nums / kBuckets, hi = (b + 1) * n_nums / kBuckets;
+            if (lo < begin || hi > end || lo == hi) continue;
+            // A whole slice: rows [begin, lo) one by one, then the slice's bitmap.
+            for (std::size_t i = begin; i < lo; ++i) out.set(f.nums[i].second);
+            const auto& bits = f.buckets[b];
+            const std::size_t m = std::min(w.size(), bits.size());
+            for (std::size_t i = 0; i < m; ++i) w[i] |= bits[i];
+            begin = hi;
+          }
+        }
+        for (std::size_t i = begin; i < end; ++i) out.set(f.nums[i].second);
         for (const auto& p : f.tail)
           if (within(p.first, n, n.lo, n.hi)) out.set(p.second);
       } else if (n.value.kind == Kind::Str) {
@@ -431,6 +466,7 @@ MetadataIndex MetadataIndex::load(std::string_view bytes) {
       if (r >= n || std::isnan(v)) throw std::invalid_argument("metadata index: a bad number entry");
     }
     std::sort(f.nums.begin(), f.nums.end());
+    build_buckets(f);
   }
   if (!in.done()) throw std::invalid_argument("metadata index: bytes after the end");
   return ix;

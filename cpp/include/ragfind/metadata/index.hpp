@@ -9,7 +9,8 @@
 // Numbers are kept as doubles (ints beyond 2^53 compare as their nearest double) in a sorted
 // (value, row) array plus an unsorted tail that is merged in once it reaches a sixteenth of the
 // array: an add costs amortised O(1) work, never a rebuild of the field. A range reads its slice
-// of the array (measured faster than a branch-free scan of a per-row value column even at 50%).
+// of the array (measured faster than a branch-free scan of a per-row value column even at 50%),
+// OR-ing the bitmaps of the equal slices it covers whole.
 #pragma once
 
 #include <cstdint>
@@ -133,10 +134,14 @@ class MetadataIndex {
     std::vector<Postings> str_rows;
     std::vector<std::pair<double, std::uint32_t>> nums;  // sorted
     std::vector<std::pair<double, std::uint32_t>> tail;  // unsorted, merged into nums
+    // Equal slices of nums (a slice per kBuckets-th), each as a bitmap of its rows: a range
+    // ORs the slices it covers and sets rows one by one only in the two it cuts.
+    std::vector<std::vector<std::uint64_t>> buckets;
   };
 
   std::int64_t find(std::int64_t chunk_id) const;
   void merge_tail(Field& f);
+  static void build_buckets(Field& f);
   void leaf(const Node& node, Bitmap& out) const;
   void eval_into(const Node& node, Bitmap& out) const;
   void push_row(std::int64_t chunk_id, bool live);
