@@ -34,8 +34,6 @@ import types
 import numpy as np
 
 import ragfind
-from ragfind.pipeline.filters import FilterCompiler, MetadataFilters
-from ragfind.sparse.bm25 import _compile_filter
 
 LANGS = ["en", "fr", "de", "es", "it"]
 FILTERS = {
@@ -105,6 +103,9 @@ def p50(xs: list) -> float:
 
 
 def run_index(args, corpus: Corpus, queries: list) -> None:
+    from ragfind.pipeline.filters import FilterCompiler, MetadataFilters
+    from ragfind.sparse.bm25 import _compile_filter
+
     t0 = time.perf_counter()
     bm25 = ragfind.BM25Index()
     meta = MetadataFilters()
