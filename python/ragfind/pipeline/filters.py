@@ -15,7 +15,8 @@ Syntax (Mongo / Chroma style)::
     {"$and": [{...}, {...}]}, {"$or": [{...}, {...}]}, {"$not": {...}}   # nested to any depth
 
 Several fields in one dict, or several operators on one field, must all hold. ``doc_id`` and
-``title`` (:data:`BUILTIN_FIELDS`) are fields too. Values are str, numbers (ints and floats
+``title`` (:data:`BUILTIN_FIELDS`) are fields too (an int ``doc_id`` matches as ``str(id)``, as
+``add_documents`` stores it). Values are str, numbers (ints and floats
 compare as numbers; ints beyond 2**53 as their nearest float), bools (never equal to a number)
 or None: ``{"f": None}`` matches a null or missing ``f``, ``{"f": {"$ne": None}}`` a non-null one.
 ``$ne`` and ``$nin`` match only documents holding a non-null value (``$nin: []`` matches all).
@@ -108,6 +109,8 @@ class _Compiler:
             ops = {"$in": cond}
         else:
             ops = {"$eq": cond}
+        if name == "doc_id":
+            ops = {op: _as_doc_id(v) for op, v in ops.items()}
         f = _internal(name)
         nodes, lower, upper = [], [], []
         for op, val in ops.items():
@@ -176,6 +179,17 @@ class _Compiler:
                 f"filters[{name!r}][{op!r}]: {v!r} is a {_kind_names(bit)} but field {name!r} holds "
                 f"{_kind_names(held)} values"
             )
+
+
+def _as_doc_id(v: Any) -> Any:
+    """Document ids are stored as str (``add_documents`` takes int ids as ``str(id)``)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(v)
+    if isinstance(v, (list, tuple, set)):
+        return [_as_doc_id(x) for x in v]
+    if isinstance(v, Mapping):
+        return {op: _as_doc_id(x) for op, x in v.items()}
+    return v
 
 
 def _all_of(nodes: list) -> tuple:
