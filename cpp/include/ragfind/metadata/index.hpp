@@ -2,9 +2,10 @@
 // metadata filter becomes a set of rows without reading any document.
 //
 // Rows are numbered in insertion order; a deleted row keeps its number (a tombstone) and is
-// dropped from every result by the live mask. Postings are sorted runs of row numbers
-// (appending keeps them sorted); a filter is evaluated into one bitmap per node, so AND, OR
-// and NOT are word operations and a leaf costs the length of the postings it reads.
+// dropped from every result by the live mask. Postings are sorted runs of row numbers while
+// sparse and bitmaps once dense (appending keeps runs sorted); a filter is evaluated into one
+// bitmap per node, so AND, OR and NOT are word operations and a leaf costs the postings it reads.
+// An add appends (amortised O(1)); nothing is rebuilt for a write, whatever the corpus size.
 //
 // Numbers are kept as doubles (ints beyond 2^53 compare as their nearest double) in a sorted
 // (value, row) array plus an unsorted tail that is merged in once it reaches a sixteenth of the
@@ -38,11 +39,17 @@ struct Value {
 class Bitmap {
  public:
   Bitmap() = default;
+  /// All clear, n_bits long.
   explicit Bitmap(std::size_t n_bits) : words_((n_bits + 63) / 64, 0), n_bits_(n_bits) {}
+  /// Bits (rows) covered.
   std::size_t size() const { return n_bits_; }
+  /// Sets bit i.
   void set(std::uint32_t i) { words_[i >> 6] |= std::uint64_t{1} << (i & 63); }
+  /// Bit i.
   bool test(std::uint32_t i) const { return (words_[i >> 6] >> (i & 63)) & 1; }
+  /// The 64-bit words, bit r of word r / 64 for row r.
   std::vector<std::uint64_t>& words() { return words_; }
+  /// The 64-bit words (read-only).
   const std::vector<std::uint64_t>& words() const { return words_; }
   /// Number of set bits.
   std::size_t count() const;
@@ -66,6 +73,7 @@ class Postings {
   void clear_in(Bitmap& out) const;
   /// The rows, ascending.
   std::vector<std::uint32_t> rows() const;
+  /// True once held as a bitmap.
   bool dense() const { return dense_; }
 
  private:
