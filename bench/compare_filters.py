@@ -7,10 +7,10 @@ Usage:
 tenants: ``{"tenant": 7}`` keeps 1% of them), indexed whole (``chunk_size=None``). The dense
 retriever gets precomputed random unit embeddings through ``add_documents(embeddings=)`` and a
 stub encoder (random unit query vectors), so no model is needed. Every search runs with the
-results cache off (``use_cache=False``); the filter compiles to SQL and to each index's
-allowed-set once (cached per store generation), as in production where a tenant's filter
-repeats. ``cold`` is a filtered search right after ``clear_cache()`` (SQL and compilation
-included). Prints the median latency of each, and filtered / unfiltered.
+results cache off (``use_cache=False``); the filter is evaluated by the metadata index and
+compiled to each index's allowed-set once (cached per store generation), as in production where
+a tenant's filter repeats. ``cold`` is a filtered search right after ``clear_cache()`` (filter
+evaluation and compilation included). Prints the median latency of each, and filtered / unfiltered.
 """
 
 from __future__ import annotations

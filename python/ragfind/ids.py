@@ -83,6 +83,16 @@ class IdFilter:
         self._cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
 
+    @classmethod
+    def from_sorted(cls, ids: np.ndarray) -> IdFilter:
+        """An IdFilter of int64 ids the caller guarantees sorted and unique (a metadata filter's
+        result), taken as they are: no copy, no sort."""
+        f = cls.__new__(cls)
+        f._ids, f._kind, f._set = ids, ("int" if ids.shape[0] else None), None
+        f._cache = weakref.WeakKeyDictionary()
+        f._lock = threading.Lock()
+        return f
+
     @property
     def ids(self) -> np.ndarray:
         """The allowed ids: sorted int64, or an object array of str."""

@@ -1,26 +1,52 @@
-"""Metadata filters: a filter dict compiles to SQL over the document store, and the chunks it
-selects become an :class:`ragfind.IdFilter` that every stage passes to its index.
+"""Metadata filters: a filter dict compiles to a tree that the native metadata index
+(:class:`ragfind._core.MetadataIndex`, postings per field value kept up to date on every add and
+delete) evaluates into the allowed chunk ids; every stage gets them as an :class:`ragfind.IdFilter`.
+No SQL and no Python loop over documents: a filter costs the postings it reads.
 
-The SQL runs once per filter and store generation (:class:`FilterCompiler` caches the IdFilter);
-each index then compiles that IdFilter once into its own native allowed-set, so a repeated
-filter costs no SQL and no per-id Python work.
+Syntax (Mongo / Chroma style)::
+
+    {"lang": "en"}                                  # equality ($eq)
+    {"tenant": [1, 5]}                              # a list: $in
+    {"year": {"$gte": 2020, "$lt": 2024}}           # ranges: $gt $gte $lt $lte (numbers or str)
+    {"lang": {"$ne": "en"}}, {"lang": {"$nin": ["en", "fr"]}}
+    {"draft": False}                                # booleans
+    {"tags": {"$exists": True}}                     # the key is present (null included)
+    {"year": {"$not": {"$gte": 2020}}}              # negates a field's conditions
+    {"$and": [{...}, {...}]}, {"$or": [{...}, {...}]}, {"$not": {...}}   # nested to any depth
+
+Several fields in one dict, or several operators on one field, must all hold. ``doc_id`` and
+``title`` (:data:`BUILTIN_FIELDS`) are fields too (an int ``doc_id`` matches as ``str(id)``, as
+``add_documents`` stores it). Values are str, numbers (ints and floats
+compare as numbers; ints beyond 2**53 as their nearest float), bools (never equal to a number)
+or None: ``{"f": None}`` matches a null or missing ``f``, ``{"f": {"$ne": None}}`` a non-null one.
+``$ne`` and ``$nin`` match only documents holding a non-null value (``$nin: []`` matches all).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from ragfind import _core
 from ragfind.ids import IdFilter
 from ragfind.pipeline.cache import LRUCache, freeze
-from ragfind.pipeline.store import DocumentStore
 
-__all__ = ["BUILTIN_FIELDS", "OPERATORS", "filter_sql", "FilterCompiler"]
+__all__ = ["BUILTIN_FIELDS", "OPERATORS", "LOGICAL_OPERATORS", "MetadataFilters", "FilterCompiler"]
 
 #: Document fields every filter may use besides the metadata keys.
 BUILTIN_FIELDS = ("doc_id", "title")
-OPERATORS = ("$eq", "$ne", "$in", "$nin", "$gt", "$gte", "$lt", "$lte")
-_SQL_OPS = {"$eq": "=", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+OPERATORS = ("$eq", "$ne", "$in", "$nin", "$gt", "$gte", "$lt", "$lte", "$exists", "$not")
+LOGICAL_OPERATORS = ("$and", "$or", "$not")
+_RANGE = {"$gt": (True, False), "$gte": (True, True), "$lt": (False, False), "$lte": (False, True)}
+#: Bits of MetadataIndex.kinds(): null, str, number, bool, other (a list or an object).
+_NULL, _STR, _NUM, _BOOL, _OTHER = 1, 2, 4, 8, 16
+_KIND_NAMES = ((_STR, "str"), (_NUM, "number"), (_BOOL, "bool"), (_OTHER, "list/object"))
+METADATA_MAGIC = b"RFMETA\x00\x01"
+METADATA_VERSION = 1
 
 
 def check_filters(filters: Any) -> None:
@@ -28,90 +54,265 @@ def check_filters(filters: Any) -> None:
         raise TypeError(f"filters is a {type(filters).__name__}; expected a dict of field -> condition")
 
 
-def _check_value(name: str, v: Any) -> None:
-    if v is not None and not isinstance(v, (str, int, float, bool)):
-        raise TypeError(
-            f"filters[{name!r}]: value {v!r} is a {type(v).__name__}; expected str, number, bool or None"
-        )
+def _internal(name: str) -> str:
+    return "b:" + name if name in BUILTIN_FIELDS else "m:" + name
 
 
-def _sql_value(v: Any) -> Any:
-    return int(v) if isinstance(v, bool) else v
+def _kind_bit(v: Any) -> int:
+    if isinstance(v, bool):
+        return _BOOL
+    if isinstance(v, (int, float)):
+        return _NUM
+    return _STR
 
 
-def json_path_literal(name: str) -> str | None:
-    """The SQL string literal of the JSON path of metadata key ``name``, or None for a key the
-    path syntax cannot spell (those are looked up with ``json_each``). A literal (not a bound
-    parameter) lets SQLite use the store's expression index on the field."""
-    if '"' in name or "\\" in name or "\0" in name:
-        return None
-    return "'" + f'$."{name}"'.replace("'", "''") + "'"
+def _kind_names(bits: int) -> str:
+    return " and ".join(n for b, n in _KIND_NAMES if bits & b)
 
 
-def filter_sql(filters: Mapping[str, Any], fields: set) -> tuple:
-    """``(where, params)``: SQL over the documents table ``d`` true where every condition holds.
+class _Compiler:
+    """Filter dict -> the tuple tree MetadataIndex.select takes (checks every part)."""
 
-    ``fields`` are the metadata keys the store has seen; ``doc_id`` and ``title`` are always
-    known. Conditions: a value (``$eq``), a list (``$in``) or ``{operator: value}``.
+    def __init__(self, known: set, kinds: Callable[[str], int]) -> None:
+        self.known = known
+        self.kinds = kinds
+
+    def filter(self, filters: Any, where: str) -> tuple:
+        if not isinstance(filters, Mapping):
+            raise TypeError(f"{where} is a {type(filters).__name__}; expected a dict of field -> condition")
+        nodes = []
+        for key, cond in filters.items():
+            if key in ("$and", "$or"):
+                if not isinstance(cond, (list, tuple)) or not cond:
+                    raise ValueError(
+                        f"{where}[{key!r}] = {cond!r}; expected a non-empty list of filter dicts"
+                    )
+                kids = [self.filter(c, f"{where}[{key!r}][{i}]") for i, c in enumerate(cond)]
+                nodes.append((key[1:], kids))
+            elif key == "$not":
+                nodes.append(("not", self.filter(cond, f"{where}['$not']")))
+            elif key in self.known:
+                nodes.append(self.field(key, cond))
+            elif isinstance(key, str) and key.startswith("$"):
+                raise ValueError(
+                    f"{where}: unknown operator {key!r}; expected one of {LOGICAL_OPERATORS} or a field"
+                )
+            else:
+                raise ValueError(f"{where}: unknown field {key!r}; known fields: {sorted(self.known)}")
+        return _all_of(nodes)
+
+    def field(self, name: str, cond: Any) -> tuple:
+        where = f"filters[{name!r}]"
+        if isinstance(cond, Mapping):
+            ops = cond
+        elif isinstance(cond, (list, tuple, set)):
+            ops = {"$in": cond}
+        else:
+            ops = {"$eq": cond}
+        if name == "doc_id":
+            ops = {op: _as_doc_id(v) for op, v in ops.items()}
+        f = _internal(name)
+        nodes, lower, upper = [], [], []
+        for op, val in ops.items():
+            here = f"{where}[{op!r}]"
+            if op == "$eq":
+                nodes.append(self.eq(f, name, op, val))
+            elif op == "$ne":
+                self.check_value(name, op, val)
+                nodes.append(
+                    ("valued", f) if val is None else ("and", [("valued", f), ("not", ("eq", f, val))])
+                )
+            elif op in ("$in", "$nin"):
+                if not isinstance(val, (list, tuple, set)):
+                    raise ValueError(f"{here} = {val!r}; expected a list")
+                vals = list(val)
+                any_of = ("or", [self.eq(f, name, op, v) for v in vals]) if vals else ("none",)
+                if op == "$in":
+                    nodes.append(any_of)
+                elif vals:
+                    nodes.append(("and", [("valued", f), ("not", any_of)]))
+            elif op in _RANGE:
+                if val is None or isinstance(val, bool):
+                    raise TypeError(f"{here} = {val!r}; expected a number or a str (a range needs an order)")
+                self.check_value(name, op, val)
+                (lower if _RANGE[op][0] else upper).append((val, _RANGE[op][1]))
+            elif op == "$exists":
+                if not isinstance(val, bool):
+                    raise TypeError(f"{here} = {val!r}; expected True or False")
+                nodes.append(("present", f) if val else ("not", ("present", f)))
+            elif op == "$not":
+                if not isinstance(val, Mapping):
+                    raise ValueError(f"{here} = {val!r}; expected a dict of operators, e.g. {{'$gt': 5}}")
+                nodes.append(("not", self.field(name, val)))
+            else:
+                raise ValueError(f"{where}: unknown operator {op!r}; expected one of {OPERATORS}")
+        if (
+            len(lower) <= 1
+            and len(upper) <= 1
+            and (not (lower and upper) or isinstance(lower[0][0], str) == isinstance(upper[0][0], str))
+        ):
+            if lower or upper:  # one range node for a bounded interval: one pass over the values
+                lo, lo_inc = lower[0] if lower else (None, True)
+                hi, hi_inc = upper[0] if upper else (None, True)
+                nodes.append(("range", f, lo, lo_inc, hi, hi_inc))
+        else:
+            nodes += [("range", f, v, inc, None, True) for v, inc in lower]
+            nodes += [("range", f, None, True, v, inc) for v, inc in upper]
+        return _all_of(nodes)
+
+    def eq(self, f: str, name: str, op: str, val: Any) -> tuple:
+        self.check_value(name, op, val)
+        return ("not", ("valued", f)) if val is None else ("eq", f, val)
+
+    def check_value(self, name: str, op: str, v: Any) -> None:
+        if v is not None and not isinstance(v, (str, int, float, bool)):
+            raise TypeError(
+                f"filters[{name!r}][{op!r}]: value {v!r} is a {type(v).__name__}; "
+                "expected str, number, bool or None"
+            )
+        if v is None:
+            return
+        held = self.kinds(_internal(name)) & ~_NULL
+        bit = _kind_bit(v)
+        if held and not held & bit:
+            raise TypeError(
+                f"filters[{name!r}][{op!r}]: {v!r} is a {_kind_names(bit)} but field {name!r} holds "
+                f"{_kind_names(held)} values"
+            )
+
+
+def _as_doc_id(v: Any) -> Any:
+    """Document ids are stored as str (``add_documents`` takes int ids as ``str(id)``)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(v)
+    if isinstance(v, (list, tuple, set)):
+        return [_as_doc_id(x) for x in v]
+    if isinstance(v, Mapping):
+        return {op: _as_doc_id(x) for op, x in v.items()}
+    return v
+
+
+def _all_of(nodes: list) -> tuple:
+    if not nodes:
+        return ("all",)
+    return nodes[0] if len(nodes) == 1 else ("and", nodes)
+
+
+def filter_tree(
+    filters: Mapping[str, Any], fields: Iterable, kinds: Callable[[str], int] = lambda f: 0
+) -> tuple:
+    """The tree :meth:`ragfind._core.MetadataIndex.select` evaluates for ``filters``.
+
+    ``fields`` are the metadata keys the store has seen (``doc_id`` and ``title`` are always
+    known); ``kinds(internal field name)`` the kinds of value a field holds, for type checks.
+
+    Raises:
+        ValueError: an unknown field or operator, ``$in``/``$nin`` without a list, an empty
+            ``$and``/``$or``.
+        TypeError: a filter that is not a dict, a value of another type than the field's, a
+            range over a bool or None, ``$exists`` without a bool.
     """
     check_filters(filters)
-    known = set(BUILTIN_FIELDS) | set(fields)
-    clauses, params = [], []
-    for name, cond in filters.items():
-        if name not in known:
-            raise ValueError(f"filters: unknown field {name!r}; known fields: {sorted(known)}")
-        literal = json_path_literal(name)
-        by_key = literal is None
-        if name == "doc_id":
-            col = "d.doc_id"
-        elif name == "title":
-            col = "d.title"
-        elif by_key:
-            # SQLite's JSON path mishandles '"' and '\\' in a quoted label: look the key up.
-            col = "(SELECT value FROM json_each(d.metadata) WHERE key = ?)"
-        else:
-            col = f"json_extract(d.metadata, {literal})"
-        conds = (
-            cond
-            if isinstance(cond, Mapping)
-            else ({"$in": cond} if isinstance(cond, (list, tuple, set)) else {"$eq": cond})
+    return _Compiler(set(BUILTIN_FIELDS) | set(fields), kinds).filter(filters, "filters")
+
+
+class MetadataFilters:
+    """The metadata index of a retriever's chunks (their document's metadata, ``doc_id`` and
+    ``title``), updated on every add and delete, and saved with the folder."""
+
+    def __init__(self, core: Any = None) -> None:
+        self.core = core if core is not None else _core.MetadataIndex()
+
+    def __len__(self) -> int:
+        return len(self.core)
+
+    def add(self, chunk_ids: np.ndarray, doc_ids: list, titles: list, metadata: list) -> None:
+        """One row per chunk: its document's id, title and metadata dict (str keys)."""
+        self.core.add(np.asarray(chunk_ids, np.int64), metadata, {"b:doc_id": doc_ids, "b:title": titles})
+
+    def remove(self, chunk_ids: np.ndarray) -> int:
+        return self.core.remove(np.asarray(chunk_ids, np.int64))
+
+    def kinds(self, field: str) -> int:
+        return self.core.kinds(field)
+
+    def select(self, tree: tuple) -> IdFilter:
+        return IdFilter.from_sorted(self.core.select(tree))
+
+    def live_ids(self) -> np.ndarray:
+        return self.core.live_ids()
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[tuple], batch: int = 50_000) -> MetadataFilters:
+        """Built from ``(chunk id, doc_id, title, metadata JSON)`` rows (a store written before
+        folders held the index)."""
+        out = cls()
+        part: list = []
+        for row in rows:
+            part.append(row)
+            if len(part) >= batch:
+                out._add_rows(part)
+                part = []
+        if part:
+            out._add_rows(part)
+        return out
+
+    def _add_rows(self, rows: list) -> None:
+        cache: dict = {}
+        metadata = []
+        for r in rows:
+            md = cache.get(r[1])
+            if md is None:
+                md = cache[r[1]] = json.loads(r[3])
+            metadata.append(md)
+        self.add(
+            np.asarray([r[0] for r in rows], np.int64), [r[1] for r in rows], [r[2] for r in rows], metadata
         )
-        for op, val in conds.items():
-            if op not in OPERATORS:
-                raise ValueError(f"filters[{name!r}]: unknown operator {op!r}; expected one of {OPERATORS}")
-            col_params = [name] if by_key and name not in BUILTIN_FIELDS else []
-            if op in ("$in", "$nin"):
-                vals = list(val) if isinstance(val, (list, tuple, set)) else None
-                if vals is None:
-                    raise ValueError(f"filters[{name!r}][{op!r}] = {val!r}; expected a list")
-                if not vals:
-                    clauses.append("0" if op == "$in" else "1")
-                    continue
-                for v in vals:
-                    _check_value(name, v)
-                sql_op = "IN" if op == "$in" else "NOT IN"
-                clauses.append(f"{col} {sql_op} ({','.join('?' * len(vals))})")
-                params += col_params + [_sql_value(v) for v in vals]
-            else:
-                _check_value(name, val)
-                if val is None and op in ("$eq", "$ne"):
-                    clauses.append(f"{col} IS {'NOT ' if op == '$ne' else ''}NULL")
-                    params += col_params
-                else:
-                    clauses.append(f"{col} {_SQL_OPS[op]} ?")
-                    params += col_params + [_sql_value(val)]
-    return " AND ".join(clauses) or "1", params
+
+    def save(self, path: Path) -> None:
+        from ragfind.persist.sectioned import write_sectioned
+
+        data = np.frombuffer(self.core.dump(), dtype=np.uint8)
+        write_sectioned(path, METADATA_MAGIC, METADATA_VERSION, {"n_chunks": len(self)}, {"index": data})
+
+    @classmethod
+    def load(cls, path: Path, verify: bool = True) -> MetadataFilters:
+        """IndexFileError (a ValueError) for a file that is not a valid metadata index."""
+        from ragfind.errors import IndexFileError
+        from ragfind.persist.sectioned import SectionedFile
+
+        f = SectionedFile(path, METADATA_MAGIC, METADATA_VERSION, "metadata index")
+        (n,) = f.shape_of("index", 1)
+        data = f.array("index", np.uint8, (n,), mmap=False, verify=verify)
+        try:
+            return cls(_core.MetadataIndex.load(data.tobytes()))
+        except ValueError as exc:
+            raise IndexFileError(f"{path}: {exc}") from None
+
+
+def metadata_of(d: Mapping, meta_json: str) -> dict:
+    """A document's metadata as the store keeps it (JSON round trip only when a key is not str)."""
+    md = d.get("metadata")
+    if not md:
+        return {}
+    if type(md) is dict and all(type(k) is str for k in md):
+        return md
+    return json.loads(meta_json)
 
 
 class FilterCompiler:
-    """Filter dict -> :class:`IdFilter` of the allowed chunk ids, cached per store generation.
+    """Filter dict -> :class:`IdFilter` of the allowed chunk ids, by the metadata index.
 
     Args:
-        store: the document store.
-        max_entries: cached filters (0: compile every time).
+        index: the retriever's :class:`MetadataFilters`.
+        store: the document store (its ``fields``, the metadata keys seen, and its write
+            ``generation``, which keys the cache).
+        max_entries: cached filters (0: evaluate every time). A write makes them stale; evaluating
+            again costs the postings the filter reads, nothing proportional to the corpus.
     """
 
-    def __init__(self, store: DocumentStore, max_entries: int = 256) -> None:
+    def __init__(self, index: MetadataFilters, store: Any, max_entries: int = 256) -> None:
+        self.index = index
         self.store = store
         self.cache = LRUCache(max_entries)
 
@@ -124,15 +325,11 @@ class FilterCompiler:
         try:
             key = (generation, freeze(dict(filters)))
         except TypeError:
-            key = None  # an unhashable value: filter_sql names it below
+            key = None  # an unhashable value: filter_tree names it below
         hit = self.cache.get(key) if key is not None else None
         if hit is not None:
             return hit
-        where, params = filter_sql(filters, self.store.fields)
-        for name in filters:
-            if name not in BUILTIN_FIELDS:
-                self.store.index_field(name)
-        allowed = IdFilter(self.store.select_chunks(where, params))
+        allowed = self.index.select(filter_tree(filters, self.store.fields, self.index.kinds))
         if key is not None and generation == self.store.generation:
             self.cache.put(key, allowed)
         return allowed

@@ -71,6 +71,7 @@ class SearchResult(Sequence):
               step, e.g. dense; absent when no stage encodes);
             - ``first_stage``: the wall time of all first stages together (they run
               concurrently, so it is less than their sum when they overlap);
+            - ``filter``: evaluating ``filters`` into the allowed chunks (only when given);
             - ``fusion``: reciprocal rank fusion; ``store``: fetching the passages;
             - ``<rerank stage>`` and ``cross_encoder``: each re-ranker, and ``rerank`` all of
               them (only when re-ranking ran);

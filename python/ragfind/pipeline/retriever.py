@@ -4,8 +4,9 @@ Documents go in (chunked, optionally with a contextual-retrieval prefix), questi
 passages:
 
 - a SQLite document store (:mod:`.store`) holds documents, chunk text, offsets and metadata;
-  a metadata filter compiles to SQL once per store state (:mod:`.filters`) into an
-  :class:`ragfind.IdFilter` of chunk ids that every stage hands to its index;
+  a metadata filter is evaluated by the native metadata index (:mod:`.filters`, kept up to
+  date on every write) into an :class:`ragfind.IdFilter` of chunk ids that every stage hands
+  to its index;
 - first-stage retrievers (:class:`RetrievalStage`: BM25 and dense by default, built from the
   ``bm25=`` / ``encoder=`` arguments, plus any given, e.g. SPLADE) run concurrently on a
   thread pool (their indexes release the GIL) and return ranked lists;
@@ -36,7 +37,7 @@ import numpy as np
 from ragfind.pipeline.cache import LRUCache, freeze
 from ragfind.pipeline.chunk_ids import ChunkIdPolicy, sequential_chunk_ids
 from ragfind.pipeline.chunking import Chunk, chunk_documents, default_context, load_tokenizer
-from ragfind.pipeline.filters import BUILTIN_FIELDS, check_filters
+from ragfind.pipeline.filters import BUILTIN_FIELDS, MetadataFilters, check_filters, metadata_of
 from ragfind.pipeline.results import Passage, SearchResult
 from ragfind.pipeline.runner import LocalStages, StageRunner
 from ragfind.pipeline.saved import FORMAT_VERSION, RetrieverFolderError, load_folder, save_folder
@@ -253,6 +254,7 @@ class Retriever:
         threads: int,
         show_progress: bool,
         store: DocumentStore,
+        metadata: MetadataFilters | None = None,
         dense_options: Mapping[str, Any] | None = None,
         stage_runner: StageRunner | None = None,
         chunk_id_policy: ChunkIdPolicy | None = None,
@@ -304,6 +306,10 @@ class Retriever:
         self.candidates = _positive_int(candidates, "candidates")
         self.rerank_candidates = _positive_int(rerank_candidates, "rerank_candidates")
         self.store = store
+        if metadata is None:
+            metadata = MetadataFilters.from_rows(store.chunk_rows())
+        #: The native metadata index filters are evaluated on (kept up to date by every write).
+        self.metadata = metadata
         threads = _positive_int(threads, "threads")
         if stage_runner is not None and not isinstance(stage_runner, StageRunner):
             raise TypeError(
@@ -319,7 +325,7 @@ class Retriever:
         self.stage_runner: StageRunner = (
             stage_runner
             if stage_runner is not None
-            else LocalStages(store, threads=threads, filter_cache=256 if cache_size else 0)
+            else LocalStages(store, metadata, threads=threads, filter_cache=256 if cache_size else 0)
         )
         #: Gives new chunks their ids.
         self.chunk_id_policy: ChunkIdPolicy = chunk_id_policy or sequential_chunk_ids
@@ -478,6 +484,7 @@ class Retriever:
                 )
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"documents[{n}]['metadata'] is not JSON-serialisable: {exc}") from exc
+        meta_of = {str(d["id"]): (d.get("title") or "", metadata_of(d, m)) for d, m in zip(docs, meta_json)}
         takers = [s for s in self.first_stages + self.rerank_stages if hasattr(s, "prepare")]
         if embeddings is not None and not takers:
             raise ValueError("embeddings were given but this retriever has no encoder")
@@ -514,8 +521,17 @@ class Retriever:
                 new_fields - store.fields,
             )
             done: list = []
+            indexed_meta = False
             try:
                 if n_chunks:
+                    per_chunk = [meta_of[c.doc_id] for c in chunks]
+                    self.metadata.add(
+                        chunk_ids,
+                        [c.doc_id for c in chunks],
+                        [t for t, _ in per_chunk],
+                        [m for _, m in per_chunk],
+                    )
+                    indexed_meta = True
                     for s in self.first_stages + [s for s in self.rerank_stages if hasattr(s, "add")]:
                         if id(s) in prepared:
                             s.add(chunk_ids, indexed, prepared[id(s)])
@@ -526,6 +542,8 @@ class Retriever:
                         done.append(s)
                 store.commit()
             except BaseException:
+                if indexed_meta:
+                    self.metadata.remove(chunk_ids)
                 for s in done:
                     try:
                         s.delete(chunk_ids)
@@ -569,6 +587,7 @@ class Retriever:
             if len(chunk_ids):
                 for s in self.first_stages + [s for s in self.rerank_stages if hasattr(s, "delete")]:
                     s.delete(chunk_ids)
+                self.metadata.remove(chunk_ids)
             self.store.remove(ids)
             self._store_changed()
             return len(chunk_ids)
@@ -611,10 +630,12 @@ class Retriever:
             k: passages to return.
             filters: metadata conditions, all of which must hold: ``{"lang": "en"}``,
                 ``{"year": {"$gte": 2020}}``, ``{"source": ["a", "b"]}`` (any of),
-                operators ``$eq $ne $in $nin $gt $gte $lt $lte``; fields are ``doc_id``,
-                ``title`` and the documents' metadata keys. Every stage searches only the
-                chunks allowed (inside its index), so ``k`` results come back whenever ``k``
-                allowed chunks match.
+                field operators ``$eq $ne $in $nin $gt $gte $lt $lte $exists $not`` and
+                ``{"$and" | "$or": [filter, ...]}``, ``{"$not": filter}`` nested to any depth
+                (Mongo/Chroma style; see :mod:`ragfind.pipeline.filters`); fields are
+                ``doc_id``, ``title`` and the documents' metadata keys. Every stage searches
+                only the chunks allowed (inside its index), so ``k`` results come back
+                whenever ``k`` allowed chunks match.
             rerank: apply the configured re-rankers (rerank stages, cross-encoder).
             use_cache: consult and fill the results cache.
             collapse: ``"document"``: at most one passage per document (its best-fused chunk,
@@ -629,8 +650,8 @@ class Retriever:
 
         Raises:
             ValueError: blank query, bad ``k``, a filter on an unknown field or with an unknown
-                operator, an unknown ``collapse`` or stage name. TypeError: a query that is not
-                str / list of str, bad filter values.
+                or malformed operator, an unknown ``collapse`` or stage name. TypeError: a query
+                that is not str / list of str, a filter value of another type than the field's.
         """
         t0 = _now()
         queries = _check_queries(query)
@@ -660,8 +681,9 @@ class Retriever:
                     return SearchResult(hit.passages, {"cache": dt, "total": dt}, True, queries)
         runner = self.stage_runner
         generation = runner.generation
+        t_filter = _now()
         flt = runner.compile_filters(filters)
-        timings: dict = {}
+        timings: dict = {"filter": _now() - t_filter} if filters else {}
         rerankers = bool(rerank) and (self.reranker is not None or bool(self.rerank_stages))
         head = max(k, self.rerank_candidates) if rerankers else k
         depth = max(self.candidates, head)

@@ -20,7 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ragfind.pipeline.filters import FilterCompiler
+from ragfind.pipeline.filters import FilterCompiler, MetadataFilters
 from ragfind.pipeline.store import DocumentStore
 
 __all__ = ["StageLists", "StageRunner", "LocalStages"]
@@ -78,12 +78,22 @@ class StageRunner(Protocol):
 
 class LocalStages:
     """The stages run in this process over ``store``: first stages concurrently on a pool of
-    ``threads`` workers (their indexes release the GIL), filters compiled to SQL once per
-    store state (``filter_cache`` entries; 0 compiles every time)."""
+    ``threads`` workers (their indexes release the GIL), filters evaluated on the native
+    ``metadata`` index (built from the store when None) and cached per store state
+    (``filter_cache`` entries; 0 evaluates every time)."""
 
-    def __init__(self, store: DocumentStore, *, threads: int = 2, filter_cache: int = 256) -> None:
+    def __init__(
+        self,
+        store: DocumentStore,
+        metadata: MetadataFilters | None = None,
+        *,
+        threads: int = 2,
+        filter_cache: int = 256,
+    ) -> None:
         self.store = store
-        self.filters = FilterCompiler(store, filter_cache)
+        if metadata is None:
+            metadata = MetadataFilters.from_rows(store.chunk_rows())
+        self.filters = FilterCompiler(metadata, store, filter_cache)
         self._threads = threads
         self._pool: ThreadPoolExecutor | None = None
 

@@ -1,5 +1,6 @@
 """The saved Retriever folder: ``manifest.json`` (format, version, configuration, every file's
-size and SHA-256), ``store.sqlite``, ``bm25.idx`` / ``dense.idx`` (the built-in stages'
+size and SHA-256), ``store.sqlite``, ``metadata.idx`` (the metadata index of filters; a folder
+without it rebuilds it from the store), ``bm25.idx`` / ``dense.idx`` (the built-in stages'
 indexes) and ``stage-<name>/`` (other stages that save themselves). Written atomically.
 
 Format versions: 2 names the BM25 stage ``"bm25"`` (RRF weights); version 1 called it
@@ -21,8 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from ragfind.errors import IndexFileError
 from ragfind.persist.atomic import fault_point, fsync_dir
 from ragfind.pipeline.chunking import default_context
+from ragfind.pipeline.filters import MetadataFilters
 from ragfind.pipeline.stages.bm25 import BM25Stage
 from ragfind.pipeline.stages.dense import DenseStage
 from ragfind.pipeline.store import STORE_FILE, DocumentStore
@@ -42,6 +45,7 @@ READS_VERSIONS = (1, 2)
 MANIFEST = "manifest.json"
 BM25_FILE = "bm25.idx"
 DENSE_FILE = "dense.idx"
+METADATA_FILE = "metadata.idx"
 #: Stage names of version 1 folders renamed since (the BM25 stage was "sparse").
 _V1_NAMES = {"sparse": "bm25"}
 
@@ -147,7 +151,8 @@ def save_folder(r: Any, path: str | os.PathLike) -> None:
         try:
             tmp.mkdir()
             r.store.save(tmp / STORE_FILE)
-            files = [STORE_FILE]
+            r.metadata.save(tmp / METADATA_FILE)
+            files = [STORE_FILE, METADATA_FILE]
             stage_names = []
             for stage in r.first_stages + r.rerank_stages:
                 builtin = _builtin_file(stage)
@@ -225,7 +230,7 @@ def check_manifest(m: Any, mpath: Path) -> None:
         raise bad(f"'files' must be an object naming {STORE_FILE} and the index files")
     for name, info in files.items():
         parts = Path(name).parts
-        if name not in (STORE_FILE, BM25_FILE, DENSE_FILE) and not (
+        if name not in (STORE_FILE, METADATA_FILE, BM25_FILE, DENSE_FILE) and not (
             len(parts) >= 2 and parts[0].startswith("stage-") and ".." not in parts and "\0" not in name
         ):
             raise bad(f"file {name!r} is not one a retriever folder holds")
@@ -388,6 +393,12 @@ def load_folder(
         folder / STORE_FILE, next_chunk_id, manifest.get("fields", []), RetrieverFolderError
     )
     try:
+        metadata = None
+        if METADATA_FILE in manifest["files"]:
+            try:
+                metadata = MetadataFilters.load(folder / METADATA_FILE, verify=verify)
+            except IndexFileError as exc:
+                raise RetrieverFolderError(f"{str(folder)!r}: {exc}") from exc
         obj = cls.__new__(cls)
         obj._setup(
             encoder=enc,
@@ -416,6 +427,7 @@ def load_folder(
             show_progress=False,
             store=store,
             chunk_id_policy=chunk_id_policy,
+            metadata=metadata,
         )
         chunk_ids = store.chunk_ids()
         for stage in obj.first_stages:
@@ -431,6 +443,10 @@ def load_folder(
                 raise RetrieverFolderError(
                     f"{str(folder)!r}: the {stage.name} index holds other chunk ids than the store"
                 )
+        if metadata is not None and not np.array_equal(metadata.live_ids(), chunk_ids):
+            raise RetrieverFolderError(
+                f"{str(folder)!r}: the metadata index holds other chunk ids than the store"
+            )
     except BaseException:
         store.close()
         raise

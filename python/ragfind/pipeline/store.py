@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import threading
@@ -27,10 +26,6 @@ CREATE INDEX chunks_doc ON chunks(doc_id);
 CREATE TABLE fields (name TEXT PRIMARY KEY);
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
-
-#: Metadata fields indexed for filters at most (each index costs a little on every insert).
-MAX_FIELD_INDEXES = 32
-_FIELD_INDEX_PREFIX = "filter_field_"
 
 #: The columns :meth:`DocumentStore.fetch` returns per chunk, in order.
 ROW = ("id", "doc_id", "text", "title", "start", "end", "metadata", "context")
@@ -85,7 +80,6 @@ class DocumentStore:
         self.generation = 0
         self.next_chunk_id = int(next_chunk_id)
         self.fields: set = set(fields)
-        self._indexed: set = set()
 
     # ----- reads
 
@@ -127,14 +121,13 @@ class DocumentStore:
         with self.lock:
             return [r[0] for r in self.db.execute("SELECT text FROM chunks ORDER BY id LIMIT ?", (limit,))]
 
-    def select_chunks(self, where: str, params: list) -> np.ndarray:
-        """Ids of the chunks whose document satisfies ``where`` (SQL over ``d``)."""
-        with self.lock:
-            cur = self.db.execute(
-                f"SELECT c.id FROM chunks c JOIN documents d ON c.doc_id = d.doc_id WHERE {where}",
-                params,
-            )
-            return np.fromiter((r[0] for r in cur), np.int64)
+    def chunk_rows(self) -> Any:
+        """``(chunk id, doc_id, title, metadata JSON)`` of every chunk by id (a cursor; rebuilds
+        the metadata index of a folder saved without one)."""
+        return self.db.execute(
+            "SELECT c.id, d.doc_id, d.title, d.metadata FROM chunks c JOIN documents d "
+            "ON c.doc_id = d.doc_id ORDER BY c.id"
+        )
 
     def get_document(self, doc_id: Any) -> dict:
         """The stored document ``{"id", "title", "text", "metadata"}``; KeyError when absent."""
@@ -159,24 +152,6 @@ class DocumentStore:
                 id_list,
             ).fetchall()
         return {r[0]: r for r in rows}
-
-    def index_field(self, name: str) -> None:
-        """Creates (once) an expression index on metadata field ``name``, so that a filter on it
-        is an index search instead of parsing every document's JSON. In memory only: saved
-        stores do not hold it (:meth:`save` drops it), so their schema stays the one checked."""
-        from ragfind.pipeline.filters import json_path_literal
-
-        literal = json_path_literal(name)
-        if literal is None or name in self._indexed or len(self._indexed) >= MAX_FIELD_INDEXES:
-            return
-        index = _FIELD_INDEX_PREFIX + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-        with self.lock:
-            if self.db.in_transaction:
-                return  # a write is open on this connection: the index would join (and roll back with) it
-            self.db.execute(
-                f"CREATE INDEX IF NOT EXISTS {index} ON documents(json_extract(metadata, {literal}))"
-            )
-            self._indexed.add(name)
 
     # ----- writes (the caller serialises them)
 
@@ -225,12 +200,6 @@ class DocumentStore:
             out = sqlite3.connect(str(path))
             try:
                 self.db.backup(out)
-                names = out.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'index' AND substr(name, 1, ?) = ?",
-                    (len(_FIELD_INDEX_PREFIX), _FIELD_INDEX_PREFIX),
-                ).fetchall()
-                for (name,) in names:
-                    out.execute(f"DROP INDEX {name}")
                 out.execute("PRAGMA journal_mode=DELETE")
                 out.commit()
             finally:

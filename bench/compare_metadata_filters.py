@@ -1,0 +1,249 @@
+"""Metadata-filtered vs unfiltered BM25 search right after a one-document write, at scale.
+
+Usage:
+    PYTHONPATH=python python bench/compare_metadata_filters.py [--docs 1000000] [--queries 40]
+        [--rounds 3] [--retriever]
+
+Default (the index + filter path): a ``BM25Index`` of ``--docs`` synthetic documents (Zipf
+words, chunk id = document number) and the Retriever's own metadata index and filter compiler
+(``MetadataFilters`` + ``FilterCompiler``, results cache off). Before every timed search one
+document is written to both (untimed), so each search finds the filter caches stale and the
+BM25 index at a new generation: the filter is evaluated again and compiled again into the
+index's allowed-set, as in a service that writes while it reads. Filtered time = evaluating the
+filter (metadata index -> sorted chunk ids) + compiling those ids into BM25Index's allowed-set
+(``BM25Core.compile_filter``: a lookup per allowed id) + the filtered search; each part is
+printed, and "filter + search / unfiltered" leaves the compile out (what a BM25 entry taking
+the metadata index's bitmap directly would cost). ``--retriever`` runs the same through a
+BM25-only ``Retriever`` (``add_documents`` of one document before each search).
+
+Filters (selectivity over the corpus): 1% equality ``{"tenant": 7}``; 20% numeric range
+``{"score": {"$gte": 0.3, "$lt": 0.5}}``; 60% ``$in`` ``{"lang": {"$in": ["en", "fr", "de"]}}``;
+an ``$and``/``$or`` mix (~14%). Rounds interleave the filters query by query; p50 over every
+search. Exactness: for a few queries each filter's top k equals the unfiltered full ranking
+restricted by the same predicate (computed with numpy over the metadata arrays).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+import types
+
+import numpy as np
+
+import ragfind
+
+LANGS = ["en", "fr", "de", "es", "it"]
+FILTERS = {
+    "1% equality": {"tenant": 7},
+    "20% numeric range": {"score": {"$gte": 0.3, "$lt": 0.5}},
+    "60% $in": {"lang": {"$in": ["en", "fr", "de"]}},
+    "$and/$or mix": {
+        "$and": [
+            {"$or": [{"lang": "en"}, {"tenant": {"$lt": 10}}]},
+            {"score": {"$gte": 0.5}},
+            {"$not": {"tenant": 3}},
+        ]
+    },
+}
+
+
+def predicate(name: str, tenant: np.ndarray, score: np.ndarray, lang: np.ndarray) -> np.ndarray:
+    if name == "1% equality":
+        return tenant == 7
+    if name == "20% numeric range":
+        return (score >= 0.3) & (score < 0.5)
+    if name == "60% $in":
+        return lang < 3
+    return ((lang == 0) | (tenant < 10)) & (score >= 0.5) & (tenant != 3)
+
+
+class Corpus:
+    def __init__(self, n: int, seed: int = 0) -> None:
+        rng = np.random.default_rng(seed)
+        self.rng = rng
+        self.vocab = np.asarray([f"w{i}" for i in range(20_000)], dtype=object)
+        self.tenant = (np.arange(n) % 100).astype(np.int64)
+        self.score = rng.random(n)
+        self.lang = rng.integers(0, len(LANGS), n)
+        self.n = n
+
+    def texts(self, start: int, stop: int) -> list:
+        rng = np.random.default_rng(start)
+        lengths = rng.integers(8, 40, stop - start)
+        words = np.minimum(rng.zipf(1.2, int(lengths.sum())), len(self.vocab)) - 1
+        out, pos = [], 0
+        for ln in lengths:
+            out.append(" ".join(self.vocab[words[pos : pos + ln]]))
+            pos += ln
+        return out
+
+    def metadata(self, start: int, stop: int) -> list:
+        t, s, g = (
+            self.tenant[start:stop].tolist(),
+            self.score[start:stop].tolist(),
+            self.lang[start:stop].tolist(),
+        )
+        return [{"tenant": a, "score": b, "lang": LANGS[c]} for a, b, c in zip(t, s, g)]
+
+    def grow(self, k: int) -> tuple:
+        """k more documents (ids n..n+k-1): texts and metadata."""
+        start = self.n
+        self.tenant = np.concatenate([self.tenant, np.arange(start, start + k) % 100])
+        self.score = np.concatenate([self.score, self.rng.random(k)])
+        self.lang = np.concatenate([self.lang, self.rng.integers(0, len(LANGS), k)])
+        self.n += k
+        return self.texts(start, start + k), self.metadata(start, start + k)
+
+
+def p50(xs: list) -> float:
+    return statistics.median(xs) * 1e3
+
+
+def run_index(args, corpus: Corpus, queries: list) -> None:
+    from ragfind.pipeline.filters import FilterCompiler, MetadataFilters
+    from ragfind.sparse.bm25 import _compile_filter
+
+    t0 = time.perf_counter()
+    bm25 = ragfind.BM25Index()
+    meta = MetadataFilters()
+    step = 100_000
+    for start in range(0, args.docs, step):
+        stop = min(start + step, args.docs)
+        ids = np.arange(start, stop, dtype=np.int64)
+        bm25.add(corpus.texts(start, stop), ids=ids)
+        meta.add(
+            ids, [f"d{i}" for i in range(start, stop)], [""] * (stop - start), corpus.metadata(start, stop)
+        )
+    build = time.perf_counter() - t0
+    store = types.SimpleNamespace(fields={"tenant", "score", "lang"}, generation=0)
+    compiler = FilterCompiler(meta, store, max_entries=0)
+
+    def write_one() -> None:
+        texts, md = corpus.grow(1)
+        i = corpus.n - 1
+        ids = np.asarray([i], np.int64)
+        bm25.add(texts, ids=ids)
+        meta.add(ids, [f"d{i}"], [""], md)
+        store.generation += 1
+
+    # Exactness first (a few queries, the full unfiltered ranking restricted by numpy).
+    for q in queries[:3]:
+        write_one()
+        full_ids, _ = bm25.search(q, k=corpus.n)
+        for name, flt in FILTERS.items():
+            keep = predicate(name, corpus.tenant, corpus.score, corpus.lang)
+            want = [i for i in full_ids.tolist() if keep[i]][: args.k]
+            got, _ = bm25.search(q, k=args.k, filter=compiler(flt))
+            assert got.tolist() == want, (name, q)
+    times: dict = {"unfiltered": []}
+    parts: dict = {}
+    for name in FILTERS:
+        times[name], parts[name] = [], []
+    for _ in range(args.rounds):
+        for q in queries:
+            write_one()
+            t = time.perf_counter()
+            bm25.search(q, k=args.k)
+            times["unfiltered"].append(time.perf_counter() - t)
+            for name, flt in FILTERS.items():
+                write_one()
+                t = time.perf_counter()
+                allowed = compiler(flt)  # the metadata index: filter -> chunk ids
+                t1 = time.perf_counter()
+                _compile_filter(bm25, allowed)  # BM25Index: ids -> its allowed-set (cached on the IdFilter)
+                t2 = time.perf_counter()
+                bm25.search(q, k=args.k, filter=allowed)
+                t3 = time.perf_counter()
+                times[name].append(t3 - t)
+                parts[name].append((t1 - t, t2 - t1, t3 - t2))
+    report(args, build, corpus, times, parts, "BM25Index + MetadataFilters (the Retriever's filter path)")
+
+
+def run_retriever(args, corpus: Corpus, queries: list) -> None:
+    t0 = time.perf_counter()
+    r = ragfind.Retriever(encoder=None, chunk_size=None, contextualize=False, cache_size=0)
+    step = 50_000
+    for start in range(0, args.docs, step):
+        stop = min(start + step, args.docs)
+        r.add_documents(
+            {"id": f"d{i}", "text": t, "metadata": m}
+            for i, t, m in zip(range(start, stop), corpus.texts(start, stop), corpus.metadata(start, stop))
+        )
+    build = time.perf_counter() - t0
+
+    def write_one() -> None:
+        texts, md = corpus.grow(1)
+        r.add_documents([{"id": f"d{corpus.n - 1}", "text": texts[0], "metadata": md[0]}])
+
+    for q in queries[:2]:
+        write_one()
+        full = r.search(q, k=corpus.n, use_cache=False).doc_ids
+        for name, flt in FILTERS.items():
+            keep = predicate(name, corpus.tenant, corpus.score, corpus.lang)
+            want = [d for d in full if keep[int(d[1:])]][: args.k]
+            assert r.search(q, k=args.k, filters=flt, use_cache=False).doc_ids == want, (name, q)
+    times: dict = {"unfiltered": []}
+    parts: dict = {}
+    for name in FILTERS:
+        times[name], parts[name] = [], []
+    for _ in range(args.rounds):
+        for q in queries:
+            write_one()
+            t = time.perf_counter()
+            r.search(q, k=args.k, use_cache=False)
+            times["unfiltered"].append(time.perf_counter() - t)
+            for name, flt in FILTERS.items():
+                write_one()
+                t = time.perf_counter()
+                res = r.search(q, k=args.k, filters=flt, use_cache=False)
+                times[name].append(time.perf_counter() - t)
+                parts[name].append((res.timings.get("filter", 0.0), None, None))
+    report(args, build, corpus, times, parts, "BM25-only Retriever")
+
+
+def report(args, build: float, corpus: Corpus, times: dict, parts: dict, label: str) -> None:
+    base = p50(times["unfiltered"])
+    print(f"# {label}: {args.docs:,} documents, one-document write before every search, k={args.k}")
+    print(
+        f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, "
+        f"build {build:.0f} s"
+    )
+    print(f"{len(times['unfiltered'])} searches per row ({args.rounds} rounds x {args.queries} queries)\n")
+    print(
+        "| search | allowed | p50 ms | p50 / unfiltered | filter -> ids ms | ids -> BM25 allowed-set ms "
+        "| filtered search ms | filter + search / unfiltered |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print(f"| unfiltered | 100% | {base:.3f} | 1.00x | | | | |")
+    for name in FILTERS:
+        share = predicate(name, corpus.tenant, corpus.score, corpus.lang).mean()
+        ms = p50(times[name])
+        cols = []
+        for i in range(3):
+            xs = [p[i] for p in parts[name] if p[i] is not None]
+            cols.append(f"{p50(xs):.3f}" if xs else "")
+        rest = ""
+        if cols[2]:
+            rest = f"{(float(cols[0]) + float(cols[2])) / base:.2f}x"
+        print(f"| {name} | {share:.1%} | {ms:.3f} | {ms / base:.2f}x | {' | '.join(cols)} | {rest} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--docs", type=int, default=1_000_000)
+    ap.add_argument("--queries", type=int, default=40)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("-k", type=int, default=10)
+    ap.add_argument("--retriever", action="store_true", help="through a BM25-only Retriever")
+    args = ap.parse_args()
+    corpus = Corpus(args.docs)
+    rng = np.random.default_rng(7)
+    queries = [" ".join(corpus.vocab[rng.integers(0, 300, 3)]) for _ in range(args.queries)]
+    (run_retriever if args.retriever else run_index)(args, corpus, queries)
+
+
+if __name__ == "__main__":
+    main()
