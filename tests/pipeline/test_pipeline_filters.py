@@ -232,7 +232,7 @@ def make_docs(metas, titles=None):
 def allowed_docs(r, filters):
     flt = r.stage_runner.compile_filters(filters)
     ids = r.store.chunk_ids() if flt is None else flt.ids
-    return {row[1] for row in r._fetch(ids).values()}
+    return {row[1] for row in r.store.fetch(ids).values()}
 
 
 def retriever(docs):

@@ -171,6 +171,15 @@ class WriteLog:
                 raise
             self.size = start + len(blob)
 
+    def rewind(self, size: int) -> None:
+        """Cuts the log back to its first ``size`` bytes (a record boundary), durably: the
+        records after it were never acknowledged, and readers following the log start over."""
+        with self._lock:
+            self._open()
+            if not 0 <= size <= self.size:
+                raise ValueError(f"size: expected 0..{self.size}, got {size}")
+            self._cut(size)
+
     def _cut(self, size: int) -> None:
         self._fh.flush()
         self._fh.truncate(size)
