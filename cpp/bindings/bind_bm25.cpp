@@ -32,6 +32,9 @@ namespace ragfind::bindings {
 namespace {
 
 using namespace ragfind::bm25;
+using namespace ragfind::common;
+using namespace ragfind::inverted;
+using namespace ragfind::text;
 
 // A Python object whose reference is dropped under the GIL, wherever the holder dies.
 struct GilHeld {

@@ -10,9 +10,9 @@
 #include "check.hpp"
 #include "ragfind/common/topk_queue.hpp"
 
-using ragfind::bm25::ranks_before;
-using ragfind::bm25::ScoredDoc;
-using ragfind::bm25::TopKQueue;
+using ragfind::common::ranks_before;
+using ragfind::common::ScoredDoc;
+using ragfind::common::TopKQueue;
 
 namespace {
 

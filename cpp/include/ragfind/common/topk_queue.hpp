@@ -17,7 +17,7 @@
 #include <limits>
 #include <vector>
 
-namespace ragfind::bm25 {
+namespace ragfind::common {
 
 struct ScoredDoc {
   float score;
@@ -97,4 +97,4 @@ class TopKQueue {
   std::vector<ScoredDoc> heap_;  // a heap whose front is the worst entry
 };
 
-}  // namespace ragfind::bm25
+}  // namespace ragfind::common
