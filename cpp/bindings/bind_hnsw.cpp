@@ -41,7 +41,7 @@ class ReaderWriterLock {
   void release_write() { mu_.unlock(); }
 
  private:
-  WriterPreferringSharedMutex mu_;
+  common::WriterPreferringSharedMutex mu_;
 };
 
 enum class HnswMetric : int { IP = 0, Cosine = 1, L2 = 2 };
