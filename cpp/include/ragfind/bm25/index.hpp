@@ -26,7 +26,7 @@
 // segment and stamped with the statistics epoch; a stale entry is recomputed on first use.
 //
 // Thread safety: const methods may run concurrently (the bound cache uses atomics); mutating
-// methods need exclusive access (the Python bindings hold a shared_mutex).
+// methods need exclusive access (bm25::Store holds the reader-writer lock, store.hpp).
 #pragma once
 
 #include <array>
