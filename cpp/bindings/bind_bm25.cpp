@@ -8,21 +8,12 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <exception>
-#include <mutex>
-#include <shared_mutex>
-#include <unordered_map>
-#include <unordered_set>
 
 #include "bindings.hpp"
-#include "ragfind/bm25/index.hpp"
 #include "ragfind/bm25/index_io.hpp"
-#include "ragfind/bm25/phrase.hpp"
-#include "ragfind/common/parallel.hpp"
-#include "ragfind/common/rw_mutex.hpp"
-#include "ragfind/inverted/doc_ids.hpp"
+#include "ragfind/bm25/store.hpp"
 #include "ragfind/text/analyzer.hpp"
 
 namespace py = pybind11;
@@ -32,6 +23,7 @@ namespace ragfind::bindings {
 namespace {
 
 using namespace ragfind::bm25;
+using namespace ragfind::text;
 
 // A Python object whose reference is dropped under the GIL, wherever the holder dies.
 struct GilHeld {
@@ -45,28 +37,18 @@ struct GilHeld {
 
 std::string type_name(py::handle h) { return py::str(py::type::handle_of(h).attr("__name__")); }
 
-// An error of the shared id contract (ragfind.errors): UnknownIdError, DuplicateIdError or
-// IdKindError, raised as that class by the translator registered in bind_bm25 (the classes
-// live in Python, so they are looked up when raised, with the GIL held).
-struct ContractError : std::runtime_error {
-  const char* cls;
-  ContractError(const char* c, const std::string& msg) : std::runtime_error(msg), cls(c) {}
-};
-// A str id quoted as Python's repr quotes it (for printable text), so messages read as the
-// Python indexes' (ragfind/errors.py); no Python call, as it runs with the GIL released.
-std::string py_repr(const std::string& s) {
-  const bool dq = s.find('\'') != std::string::npos && s.find('"') == std::string::npos;
-  const char q = dq ? '"' : '\'';
-  std::string out(1, q);
-  for (char c : s) {
-    if (c == '\\' || c == q) out += '\\';
-    out += c;
-  }
-  return out + q;
+// An id of the wrong kind: bm25::IdError, raised as ragfind.errors.IdKindError by the
+// translator registered in bind_bm25 (the classes live in Python, so they are looked up when
+// raised, with the GIL held).
+[[noreturn]] void id_kind(const std::string& msg) { throw IdError(IdError::Kind::WrongKind, msg); }
+
+// Sets the Python error of ragfind.errors' class `cls` (the GIL is held in a translator).
+void raise_contract_error(const char* cls, const char* msg) {
+  try {
+    py::object c = py::module_::import("ragfind.errors").attr(cls);
+    PyErr_SetString(c.ptr(), msg);
+  } catch (py::error_already_set& err) { err.restore(); }
 }
-[[noreturn]] void unknown_id(const std::string& msg) { throw ContractError("UnknownIdError", msg); }
-[[noreturn]] void duplicate_id(const std::string& msg) { throw ContractError("DuplicateIdError", msg); }
-[[noreturn]] void id_kind(const std::string& msg) { throw ContractError("IdKindError", msg); }
 
 // UTF-8 of a str (lone surrogates, which UTF-8 cannot encode, become '?') or, where allowed
 // (Analyzer.analyze), of bytes (kept as is; invalid sequences are separators for the
@@ -239,17 +221,10 @@ class PyAnalyzer {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Index
+// Index: argument checks and conversions around bm25::Store (ids, filters and locking live there)
 
-struct ParsedIds {
-  bool given = false;
-  bool is_str = false;
-  std::vector<std::int64_t> ints;
-  std::vector<std::string> strs;
-};
-
-ParsedIds parse_ids(const py::object& ids, std::size_t n, const char* arg) {
-  ParsedIds out;
+IdBatch parse_ids(const py::object& ids, std::size_t n, const char* arg) {
+  IdBatch out;
   if (ids.is_none()) return out;
   out.given = true;
   if (PyUnicode_Check(ids.ptr()) || PyBytes_Check(ids.ptr()))
@@ -286,191 +261,88 @@ ParsedIds parse_ids(const py::object& ids, std::size_t n, const char* arg) {
   return out;
 }
 
-// A search result copied out of the index while its lock is held (Python objects are made
-// only after the lock is released).
-struct Hits {
-  std::vector<ScoredDoc> docs;
-  bool str_ids = false;
-  std::vector<std::int64_t> ints;
-  std::vector<std::string> strs;
-
-  void resolve_ids(const DocIds& ids) {
-    str_ids = ids.kind() == DocIds::Kind::Str;
-    if (str_ids) {
-      strs.resize(docs.size());
-      for (std::size_t i = 0; i < docs.size(); ++i) strs[i] = ids.strs()[docs[i].doc];
-    } else {
-      ints.resize(docs.size());
-      for (std::size_t i = 0; i < docs.size(); ++i) ints[i] = ids.int_at(docs[i].doc);
+// (ids, scores) arrays of a search result.
+py::tuple to_python(const Hits& h) {
+  const auto n = static_cast<py::ssize_t>(h.docs.size());
+  py::array_t<float> scores(n);
+  float* s = scores.mutable_data();
+  for (py::ssize_t i = 0; i < n; ++i) s[i] = h.docs[i].score;
+  py::array ids;
+  if (h.str_ids) {
+    ids = py::array(py::dtype("O"), std::vector<py::ssize_t>{n});
+    auto** data = static_cast<PyObject**>(ids.mutable_data());
+    for (py::ssize_t i = 0; i < n; ++i) {
+      PyObject* o = PyUnicode_DecodeUTF8(h.strs[i].data(), static_cast<Py_ssize_t>(h.strs[i].size()), "replace");
+      if (!o) throw py::error_already_set();
+      Py_XDECREF(data[i]);
+      data[i] = o;
     }
+  } else {
+    py::array_t<std::int64_t> a(n);
+    std::copy(h.ints.begin(), h.ints.end(), a.mutable_data());
+    ids = a;
   }
+  return py::make_tuple(ids, scores);
+}
 
-  py::tuple to_python() const {
-    const auto n = static_cast<py::ssize_t>(docs.size());
-    py::array_t<float> scores(n);
-    float* s = scores.mutable_data();
-    for (py::ssize_t i = 0; i < n; ++i) s[i] = docs[i].score;
-    py::array ids;
-    if (str_ids) {
-      ids = py::array(py::dtype("O"), std::vector<py::ssize_t>{n});
-      auto** data = static_cast<PyObject**>(ids.mutable_data());
-      for (py::ssize_t i = 0; i < n; ++i) {
-        PyObject* o = PyUnicode_DecodeUTF8(strs[i].data(), static_cast<Py_ssize_t>(strs[i].size()), "replace");
-        if (!o) throw py::error_already_set();
-        Py_XDECREF(data[i]);
-        data[i] = o;
-      }
-    } else {
-      py::array_t<std::int64_t> a(n);
-      std::copy(ints.begin(), ints.end(), a.mutable_data());
-      ids = a;
-    }
-    return py::make_tuple(ids, scores);
-  }
-};
+py::list to_python(const std::vector<Hits>& hits) {
+  py::list out(hits.size());
+  for (std::size_t i = 0; i < hits.size(); ++i) out[i] = to_python(hits[i]);
+  return out;
+}
 
-// A filter compiled against one index at one write generation: a byte per slot and the
-// allowed slots in order; the source ids are kept to rebuild it if the index changed.
-struct CompiledFilter {
-  std::uint64_t generation = 0;
-  std::vector<std::int64_t> ints;
-  std::vector<std::string> strs;
-  std::vector<std::uint8_t> mask;
-  std::vector<std::uint32_t> docs;
-};
+py::array_t<std::int64_t> to_numpy(const std::vector<std::int64_t>& v) {
+  py::array_t<std::int64_t> out(static_cast<py::ssize_t>(v.size()));
+  std::copy(v.begin(), v.end(), out.mutable_data());
+  return out;
+}
+
+py::array_t<double> to_numpy(const std::vector<double>& v) {
+  py::array_t<double> out(static_cast<py::ssize_t>(v.size()));
+  std::copy(v.begin(), v.end(), out.mutable_data());
+  return out;
+}
 
 class BM25Core {
  public:
   BM25Core(const std::string& method, double k1, double b, double delta, std::shared_ptr<PyAnalyzer> analyzer)
-      : index_(make_params(method, k1, b, delta)), analyzer_(std::move(analyzer)) {
+      : store_(Store::make_params(method, k1, b, delta)), analyzer_(std::move(analyzer)) {
     if (!analyzer_) throw py::value_error("analyzer: required");
   }
 
-  static Params make_params(const std::string& method, double k1, double b, double delta) {
-    Params p;
-    try {
-      p.method = parse_method(method);
-    } catch (const std::invalid_argument& e) { throw py::value_error(e.what()); }
-    if (!(k1 >= 0) || !std::isfinite(k1))
-      throw py::value_error("k1: expected a finite number >= 0, got " + std::to_string(k1));
-    if (!(b >= 0 && b <= 1)) throw py::value_error("b: expected a number in [0, 1], got " + std::to_string(b));
-    if (!(delta >= 0) || !std::isfinite(delta))
-      throw py::value_error("delta: expected a finite number >= 0, got " + std::to_string(delta));
-    p.k1 = k1;
-    p.b = b;
-    p.delta = delta;
-    return p;
-  }
-
   std::shared_ptr<PyAnalyzer> analyzer() const { return analyzer_; }
-  InvertedIndex& index() { return index_; }
-  DocIds& ids() { return ids_; }
-  WriterPreferringSharedMutex& mutex() { return mu_; }
 
-  // Runs fn() under the shared lock with the GIL released (never wait for our lock while
-  // holding the GIL: a writer may need the GIL for the stemmer while it holds the lock).
-  template <class Fn>
-  auto read_locked(Fn&& fn) const {
-    py::gil_scoped_release release;
-    std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
-    return fn();
-  }
-
+  // Every store call that may wait for the store's lock runs with the GIL released (a writer
+  // may need the GIL for the stemmer while it holds the lock).
   std::size_t size() const {
-    return read_locked([&] { return static_cast<std::size_t>(index_.num_docs()); });
-  }
-
-  // ----- adding
-
-  void check_ids(const ParsedIds& p, std::size_t n) const {
-    // Caller holds the lock.
-    if (p.given) {
-      if (p.is_str && ids_.kind() == DocIds::Kind::Int && ids_.slots() > 0)
-        id_kind("ids: this index has int ids, got str ids");
-      if (!p.is_str && ids_.kind() == DocIds::Kind::Str && ids_.slots() > 0)
-        id_kind("ids: this index has str ids, got int ids");
-    } else if (ids_.kind() == DocIds::Kind::Str && ids_.slots() > 0) {
-      id_kind("ids: this index has str ids; pass ids= for the new items");
-    }
-    if (p.is_str) {
-      std::unordered_map<std::string_view, std::size_t> seen;
-      for (std::size_t i = 0; i < n; ++i) {
-        if (!seen.emplace(p.strs[i], i).second) duplicate_id("ids: id " + py_repr(p.strs[i]) + " is repeated");
-      }
-      for (std::size_t i = 0; i < n; ++i) {
-        if (ids_.find(p.strs[i]) >= 0)
-          duplicate_id("ids: [" + py_repr(p.strs[i]) + "] already in the index (delete them first to replace them)");
-      }
-    } else if (p.given) {
-      std::unordered_map<std::int64_t, std::size_t> seen;
-      for (std::size_t i = 0; i < n; ++i) {
-        if (!seen.emplace(p.ints[i], i).second) duplicate_id("ids: id " + std::to_string(p.ints[i]) + " is repeated");
-      }
-      for (std::size_t i = 0; i < n; ++i) {
-        if (ids_.find(p.ints[i]) >= 0)
-          duplicate_id("ids: [" + std::to_string(p.ints[i]) +
-                       "] already in the index (delete them first to replace them)");
-      }
-    }
-  }
-
-  void commit_ids(ParsedIds& p, std::size_t n) {
-    if (p.is_str) {
-      ids_.append(std::move(p.strs));
-    } else if (p.given) {
-      ids_.append(p.ints);
-    } else {
-      std::vector<std::int64_t> auto_ids(n);
-      const std::int64_t start = ids_.next_auto_id();
-      for (std::size_t i = 0; i < n; ++i) auto_ids[i] = start + static_cast<std::int64_t>(i);
-      ids_.append(auto_ids);
-    }
+    py::gil_scoped_release release;
+    return store_.size();
   }
 
   void add(const py::sequence& texts, const py::object& ids_obj) {
     const std::size_t n = texts.size();
-    ParsedIds ids = parse_ids(ids_obj, n, "ids");
+    IdBatch ids = parse_ids(ids_obj, n, "ids");
     PyAnalyzer::Input in;
     analyzer_->prepare(texts, in, "texts");
     py::gil_scoped_release release;
-    std::unique_lock<WriterPreferringSharedMutex> lock(mu_);
-    check_ids(ids, n);
-    if (n == 0) return;
-    TokenStream stream;
-    const std::uint32_t slots_before = index_.num_slots();
-    try {
+    // Chunks of about 32 MB of text, so the token streams stay bounded.
+    store_.add_analyzed(std::move(ids), n, analyzer_->core(), [&](std::size_t begin, TokenStream& stream) {
       constexpr std::size_t kChunkBytes = std::size_t(32) << 20;
-      std::size_t begin = 0;
-      while (begin < n) {
-        std::size_t end = begin, bytes = 0;
-        while (end < n && (end == begin || bytes < kChunkBytes)) {
-          bytes += in.views.empty() ? 64 * in.tokens[end].size() : in.views[end].size();
-          ++end;
-        }
-        stream.clear();
-        analyzer_->analyze_docs(in, begin, end, stream);
-        map_stems(stream);
-        index_.add_chunk(stream.stem_ids.data(), stream.counted.data(), stream.doc_offsets.data(), end - begin);
-        if (positions_)
-          positions_->append(stream.stem_ids.data(), stream.counted.data(), stream.doc_offsets.data(), end - begin);
-        begin = end;
+      std::size_t end = begin, bytes = 0;
+      while (end < n && (end == begin || bytes < kChunkBytes)) {
+        bytes += in.views.empty() ? 64 * in.tokens[end].size() : in.views[end].size();
+        ++end;
       }
-    } catch (...) {
-      index_.abort_chunks();
-      if (positions_) positions_->truncate(slots_before);
-      throw;
-    }
-    index_.commit_chunks();
-    commit_ids(ids, n);
-    after_write();
+      analyzer_->analyze_docs(in, begin, end, stream);
+      return end;
+    });
   }
 
   void add_tokenized(const py::sequence& docs, const py::object& ids_obj) {
     const std::size_t n = docs.size();
-    ParsedIds ids = parse_ids(ids_obj, n, "ids");
+    IdBatch ids = parse_ids(ids_obj, n, "ids");
     std::vector<std::vector<std::string_view>> toks(n);
     std::vector<std::string> spill;
-    std::size_t total = 0;
     for (std::size_t i = 0; i < n; ++i) {
       py::object d = docs[i];
       const std::string what = "token_lists[" + std::to_string(i) + "]";
@@ -492,7 +364,6 @@ class BM25Core {
         }
         toks[i].emplace_back(p, static_cast<std::size_t>(len));
       }
-      total += toks[i].size();
     }
     // Re-point spilled tokens now that spill no longer grows.
     if (!spill.empty()) {
@@ -503,96 +374,18 @@ class BM25Core {
       }
     }
     py::gil_scoped_release release;
-    std::unique_lock<WriterPreferringSharedMutex> lock(mu_);
-    check_ids(ids, n);
-    if (n == 0) return;
-    std::vector<std::uint32_t> terms;
-    terms.reserve(total);
-    std::vector<std::size_t> offsets{0};
-    for (const auto& d : toks) {
-      for (std::string_view t : d) terms.push_back(index_.vocab().insert(t));
-      offsets.push_back(terms.size());
-    }
-    index_.add_documents(terms.data(), nullptr, offsets.data(), n);
-    if (positions_) positions_->append(terms.data(), nullptr, offsets.data(), n);
-    commit_ids(ids, n);
-    after_write();
+    store_.add_tokens(std::move(ids), toks);
   }
-
-  // Caller holds the exclusive lock: compacts segments past the dead-fraction threshold (the
-  // ids follow the renumbering) and starts a new write generation.
-  void after_write() {
-    const std::vector<std::uint32_t> dropped = index_.compact();
-    ids_.compact(dropped);
-    if (positions_) positions_->compact(dropped);
-    generation_.fetch_add(1, std::memory_order_release);
-  }
-
-  // Term ids (with the lock held) of analyzed stems; unknown stems are dropped.
-  void map_stems(TokenStream& stream) {
-    analyzer_->core().with_stems([&](const StringTable& stems) {
-      if (stem_to_term_.size() < stems.size()) stem_to_term_.resize(stems.size(), -1);
-      for (auto& sid : stream.stem_ids) {
-        std::int64_t& t = stem_to_term_[sid];
-        if (t < 0) t = index_.vocab().insert(stems.get(sid));
-        sid = static_cast<std::uint32_t>(t);
-      }
-    });
-  }
-
-  // ----- deleting
 
   void remove(const py::object& ids_obj) {
     if (PyUnicode_Check(ids_obj.ptr()) || !PySequence_Check(ids_obj.ptr()))
       throw py::type_error("ids: expected a list of ids, got " + type_name(ids_obj));
     py::sequence seq = py::reinterpret_borrow<py::sequence>(ids_obj);
-    ParsedIds p = parse_ids(ids_obj, seq.size(), "ids");
+    IdBatch p = parse_ids(ids_obj, seq.size(), "ids");
     std::vector<std::string> shown(seq.size());
     for (std::size_t i = 0; i < seq.size(); ++i) shown[i] = py::repr(seq[i]);
-    if (p.is_str) {
-      std::unordered_set<std::string_view> seen;
-      for (std::size_t i = 0; i < p.strs.size(); ++i)
-        if (!seen.insert(p.strs[i]).second) duplicate_id("ids: id " + shown[i] + " is repeated");
-    } else {
-      std::unordered_set<std::int64_t> seen;
-      for (std::size_t i = 0; i < p.ints.size(); ++i)
-        if (!seen.insert(p.ints[i]).second) duplicate_id("ids: id " + shown[i] + " is repeated");
-    }
-    std::string missing;
-    {
-      py::gil_scoped_release release;
-      std::unique_lock<WriterPreferringSharedMutex> lock(mu_);
-      std::vector<std::uint32_t> docs;
-      const std::size_t n = p.is_str ? p.strs.size() : p.ints.size();
-      for (std::size_t i = 0; i < n; ++i) {
-        const std::int64_t d = p.is_str ? ids_.find(p.strs[i]) : ids_.find(p.ints[i]);
-        if (d < 0) {
-          missing = shown[i];
-          break;
-        }
-        docs.push_back(static_cast<std::uint32_t>(d));
-      }
-      if (missing.empty()) {
-        std::sort(docs.begin(), docs.end());
-        docs.erase(std::unique(docs.begin(), docs.end()), docs.end());
-        index_.delete_documents(docs);
-        for (std::uint32_t d : docs) ids_.kill(d);
-        after_write();
-      }
-    }
-    if (!missing.empty()) unknown_id("ids: [" + missing + "] not in the index; nothing was deleted");
-  }
-
-  // ----- querying
-
-  // Query terms of analyzed stems (lock held).
-  std::vector<QueryTerm> query_terms(const std::vector<std::string>& stems) const {
-    std::vector<QueryTerm> q;
-    for (const auto& s : stems) {
-      const std::uint32_t t = index_.vocab().find(s);
-      if (t != StringTable::kNotFound) q.push_back({t, 1});
-    }
-    return q;
+    py::gil_scoped_release release;
+    store_.remove(p, shown);
   }
 
   static std::size_t check_k(long long k) {
@@ -606,81 +399,34 @@ class BM25Core {
     return static_cast<Algorithm>(a);
   }
 
-  // ----- filters
-
-  std::uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
-
-  // Builds the mask and sorted slot list of the live documents whose id is in f's ids (lock held).
-  void fill_filter(CompiledFilter& f) const {
-    f.mask.assign(index_.num_slots(), 0);
-    f.docs.clear();
-    auto take = [&](std::int64_t d) {
-      if (d >= 0 && !f.mask[static_cast<std::size_t>(d)]) {
-        f.mask[static_cast<std::size_t>(d)] = 1;
-        f.docs.push_back(static_cast<std::uint32_t>(d));
-      }
-    };
-    for (std::int64_t id : f.ints) take(ids_.find(id));
-    for (const std::string& id : f.strs) take(ids_.find(id));
-    std::sort(f.docs.begin(), f.docs.end());
-    f.generation = generation();
+  static int check_threads(long long threads) {
+    if (threads < 0) throw py::value_error("threads: expected >= 0 (0 = all cores), got " + std::to_string(threads));
+    return static_cast<int>(std::min<long long>(threads, 1 << 16));
   }
+
+  std::uint64_t generation() const { return store_.generation(); }
 
   // The native allowed-set of an id array (IdFilter.ids): int64, or an object array of str.
   std::shared_ptr<CompiledFilter> compile_filter(const py::object& ids) {
-    auto f = std::make_shared<CompiledFilter>();
+    std::vector<std::int64_t> ints;
+    std::vector<std::string> strs;
     if (py::isinstance<py::array>(ids) && py::array(ids).dtype().kind() == 'i') {
       auto a = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(ids);
       if (!a) throw py::error_already_set();
-      f->ints.assign(a.data(), a.data() + a.size());
+      ints.assign(a.data(), a.data() + a.size());
     } else {
       for (py::handle v : py::iter(ids)) {
         if (PyUnicode_Check(v.ptr())) {
-          f->strs.push_back(to_utf8(v, "filter"));
+          strs.push_back(to_utf8(v, "filter"));
         } else if (!PyBool_Check(v.ptr()) && PyIndex_Check(v.ptr())) {
-          f->ints.push_back(v.cast<std::int64_t>());
+          ints.push_back(v.cast<std::int64_t>());
         } else {
           id_kind("filter: ids must be int or str, got " + type_name(v));
         }
       }
     }
-    read_locked([&] {
-      fill_filter(*f);
-      return 0;
-    });
-    return f;
-  }
-
-  // The allowed set for a search (lock held): f's own when compiled at this generation, else
-  // rebuilt into scratch (the index changed since).
-  const AllowedSet* allowed_view(const std::shared_ptr<CompiledFilter>& f, CompiledFilter& scratch,
-                                 AllowedSet& view) const {
-    if (!f) return nullptr;
-    const CompiledFilter* use = f.get();
-    if (f->generation != generation() || f->mask.size() != index_.num_slots()) {
-      scratch.ints = f->ints;
-      scratch.strs = f->strs;
-      fill_filter(scratch);
-      use = &scratch;
-    }
-    view.mask = use->mask.data();
-    view.docs = use->docs.data();
-    view.count = use->docs.size();
-    return &view;
-  }
-
-  py::tuple search_stems(const std::vector<std::string>& stems, std::size_t k, int algorithm,
-                         const std::shared_ptr<CompiledFilter>& filter) {
-    const Algorithm algo = check_algorithm(algorithm);
-    Hits hits = read_locked([&] {
-      Hits h;
-      CompiledFilter scratch;
-      AllowedSet view;
-      index_.search(query_terms(stems), k, h.docs, algo, allowed_view(filter, scratch, view));
-      h.resolve_ids(ids_);
-      return h;
-    });
-    return hits.to_python();
+    py::gil_scoped_release release;
+    return store_.compile_filter(std::move(ints), std::move(strs));
   }
 
   // The allowed set argument: None or a BM25AllowedSet. Taken as an object because pybind11's
@@ -689,6 +435,17 @@ class BM25Core {
   static std::shared_ptr<CompiledFilter> as_filter(const py::object& o) {
     if (o.is_none()) return nullptr;
     return o.cast<std::shared_ptr<CompiledFilter>>();
+  }
+
+  py::tuple search_stems(const std::vector<std::string>& stems, std::size_t k, int algorithm,
+                         const std::shared_ptr<CompiledFilter>& filter) {
+    const Algorithm algo = check_algorithm(algorithm);
+    Hits hits;
+    {
+      py::gil_scoped_release release;
+      hits = store_.search(stems, k, algo, filter.get());
+    }
+    return to_python(hits);
   }
 
   py::tuple search(py::handle query, long long k, int algorithm, const py::object& allowed) {
@@ -743,58 +500,33 @@ class BM25Core {
     return stems;
   }
 
-  static int check_threads(long long threads) {
-    if (threads < 0) throw py::value_error("threads: expected >= 0 (0 = all cores), got " + std::to_string(threads));
-    return static_cast<int>(std::min<long long>(threads, 1 << 16));
-  }
-
   py::list search_batch(const py::sequence& queries, long long k, long long threads, bool tokenized, int algorithm,
                         const py::object& allowed) {
     const std::shared_ptr<CompiledFilter> filter = as_filter(allowed);
     const std::size_t kk = check_k(k);
     const Algorithm algo = check_algorithm(algorithm);
     const int nthreads = check_threads(threads);
-    const std::size_t nq = queries.size();
     const std::vector<std::vector<std::string>> stems = query_stems(queries, tokenized);
-    std::vector<Hits> hits(nq);
-    py::list out(nq);
+    std::vector<Hits> hits;
     {
       py::gil_scoped_release release;
-      std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
-      CompiledFilter scratch;
-      AllowedSet view;
-      const AllowedSet* allowed = allowed_view(filter, scratch, view);
-      parallel_for(nq, nthreads, [&](std::size_t i, int) {
-        index_.search(query_terms(stems[i]), kk, hits[i].docs, algo, allowed);
-        hits[i].resolve_ids(ids_);
-      });
+      hits = store_.search_batch(stems, kk, nthreads, algo, filter.get());
     }
-    for (std::size_t i = 0; i < nq; ++i) out[i] = hits[i].to_python();
-    return out;
+    return to_python(hits);
   }
 
-  // ----- searching with the statistics of a larger collection (this index is one shard)
-
-  // N, total length and the df of each term, read together under the lock.
+  // N, total length and the df of each term, read together.
   py::tuple term_stats(const py::sequence& terms) {
     const std::vector<std::string> names = token_strings(terms, "terms");
-    std::uint64_t n = 0, total = 0;
-    std::vector<std::uint64_t> df(names.size(), 0);
-    read_locked([&] {
-      n = index_.num_docs();
-      total = index_.total_len();
-      for (std::size_t i = 0; i < names.size(); ++i) {
-        const std::uint32_t t = index_.vocab().find(names[i]);
-        if (t != StringTable::kNotFound) df[i] = index_.df(t);
-      }
-      return 0;
-    });
-    py::array_t<std::uint64_t> out(static_cast<py::ssize_t>(df.size()));
-    std::copy(df.begin(), df.end(), out.mutable_data());
-    return py::make_tuple(n, total, out);
+    CollectionStats cs;
+    {
+      py::gil_scoped_release release;
+      cs = store_.term_stats(names);
+    }
+    py::array_t<std::uint64_t> out(static_cast<py::ssize_t>(cs.df.size()));
+    std::copy(cs.df.begin(), cs.df.end(), out.mutable_data());
+    return py::make_tuple(cs.num_docs, cs.total_len, out);
   }
-
-  using DfMap = std::unordered_map<std::string, std::uint64_t>;
 
   static DfMap df_map(const py::handle& df, const char* arg) {
     if (!PyDict_Check(df.ptr())) throw py::type_error(std::string(arg) + ": expected a dict {term: df}");
@@ -808,40 +540,6 @@ class BM25Core {
     return out;
   }
 
-  // Distinct stems in first-occurrence order with their counts, their term ids here
-  // (kForeignTerm when unknown) and their global df (lock held; no GIL).
-  std::vector<QueryTerm> stats_query(const std::vector<std::string>& stems, const DfMap& df, CollectionStats& cs,
-                                     std::string& missing) const {
-    std::vector<QueryTerm> q;
-    std::vector<std::string_view> seen;
-    cs.df.clear();
-    for (const auto& s : stems) {
-      auto it = std::find(seen.begin(), seen.end(), std::string_view(s));
-      if (it != seen.end()) {
-        q[static_cast<std::size_t>(it - seen.begin())].count += 1;
-        continue;
-      }
-      auto d = df.find(s);
-      if (d == df.end()) {
-        missing = s;
-        return {};
-      }
-      seen.push_back(s);
-      const std::uint32_t t = index_.vocab().find(s);
-      q.push_back({t == StringTable::kNotFound ? kForeignTerm : t, 1});
-      cs.df.push_back(d->second);
-    }
-    return q;
-  }
-
-  static CollectionStats check_stats(long long num_docs, long long total_len) {
-    if (num_docs < 0 || total_len < 0) throw py::value_error("stats: num_docs and total_len must be >= 0");
-    CollectionStats cs;
-    cs.num_docs = static_cast<std::uint64_t>(num_docs);
-    cs.total_len = static_cast<std::uint64_t>(total_len);
-    return cs;
-  }
-
   py::list search_batch_with_stats(const py::sequence& queries, long long k, long long threads, bool tokenized,
                                    int algorithm, const py::object& allowed, long long num_docs, long long total_len,
                                    const py::sequence& dfs) {
@@ -849,34 +547,21 @@ class BM25Core {
     const std::size_t kk = check_k(k);
     const Algorithm algo = check_algorithm(algorithm);
     const int nthreads = check_threads(threads);
-    const CollectionStats base = check_stats(num_docs, total_len);
+    if (num_docs < 0 || total_len < 0) throw py::value_error("stats: num_docs and total_len must be >= 0");
+    CollectionStats base;
+    base.num_docs = static_cast<std::uint64_t>(num_docs);
+    base.total_len = static_cast<std::uint64_t>(total_len);
     const std::size_t nq = queries.size();
     if (dfs.size() != nq) throw py::value_error("stats: one df dict per query expected");
     std::vector<DfMap> maps(nq);
     for (std::size_t i = 0; i < nq; ++i) maps[i] = df_map(dfs[i], "stats");
     const std::vector<std::vector<std::string>> stems = query_stems(queries, tokenized);
-    std::vector<Hits> hits(nq);
-    std::string missing;
+    std::vector<Hits> hits;
     {
       py::gil_scoped_release release;
-      std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
-      std::vector<std::vector<QueryTerm>> q(nq);
-      std::vector<CollectionStats> cs(nq, base);
-      for (std::size_t i = 0; i < nq && missing.empty(); ++i) q[i] = stats_query(stems[i], maps[i], cs[i], missing);
-      if (missing.empty()) {
-        CompiledFilter scratch;
-        AllowedSet view;
-        const AllowedSet* allowed_set = allowed_view(filter, scratch, view);
-        parallel_for(nq, nthreads, [&](std::size_t i, int) {
-          index_.search(q[i], kk, hits[i].docs, algo, allowed_set, &cs[i]);
-          hits[i].resolve_ids(ids_);
-        });
-      }
+      hits = store_.search_batch_with_stats(stems, kk, nthreads, algo, filter.get(), base, maps);
     }
-    if (!missing.empty()) throw py::value_error("stats: no df for the query term " + py_repr(missing));
-    py::list out(nq);
-    for (std::size_t i = 0; i < nq; ++i) out[i] = hits[i].to_python();
-    return out;
+    return to_python(hits);
   }
 
   std::vector<std::string> stems_of(py::handle query) {
@@ -894,58 +579,37 @@ class BM25Core {
 
   py::array_t<double> get_scores(py::handle query) {
     const std::vector<std::string> stems = stems_of(query);
-    std::vector<double> scores = read_locked([&] {
-      std::vector<double> v(index_.num_slots());
-      index_.score_all(query_terms(stems), v.data());
-      return live_only(std::move(v));
-    });
-    py::array_t<double> out(static_cast<py::ssize_t>(scores.size()));
-    std::copy(scores.begin(), scores.end(), out.mutable_data());
-    return out;
+    std::vector<double> scores;
+    {
+      py::gil_scoped_release release;
+      scores = store_.get_scores(stems);
+    }
+    return to_numpy(scores);
+  }
+
+  // One id given as a Python object: parsed, and how error messages name it.
+  static IdBatch one_id(py::handle doc_id, std::string& shown) {
+    py::list one;
+    one.append(doc_id);
+    shown = py::repr(doc_id);
+    return parse_ids(one, 1, "doc_id");
   }
 
   py::dict explain(py::handle query, py::handle doc_id) {
     const std::vector<std::string> stems = stems_of(query);
-    py::list one;
-    one.append(doc_id);
-    ParsedIds pid = parse_ids(one, 1, "doc_id");
-    std::vector<TermExplanation> ex;
-    std::vector<std::string> names;
-    std::int64_t doc = -1;
-    std::uint32_t dl = 0;
-    double avg = 0, n = 0;
-    Params params;
+    std::string shown;
+    const IdBatch id = one_id(doc_id, shown);
+    ExplainData ex;
     {
       py::gil_scoped_release release;
-      std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
-      doc = pid.is_str ? ids_.find(pid.strs[0]) : ids_.find(pid.ints[0]);
-      if (doc >= 0) {
-        // Keep every analyzed query term, known or not, in query order (repeats merged).
-        std::vector<QueryTerm> q;
-        for (const auto& s : stems) {
-          auto it = std::find(names.begin(), names.end(), s);
-          if (it != names.end()) {
-            q[it - names.begin()].count += 1;
-            continue;
-          }
-          names.push_back(s);
-          const std::uint32_t t = index_.vocab().find(s);
-          q.push_back({t == StringTable::kNotFound ? 0xFFFFFFFFu : t, 1});
-        }
-        ex = index_.explain(q, static_cast<std::uint32_t>(doc));
-        dl = index_.doc_len(static_cast<std::uint32_t>(doc));
-        avg = index_.avgdl();
-        n = index_.num_docs();
-        params = index_.params();
-      }
+      ex = store_.explain(stems, id, shown);
     }
-    if (doc < 0) unknown_id("doc_id: [" + std::string(py::repr(doc_id)) + "] not in the index");
     py::list terms;
     double total = 0;
-    for (std::size_t i = 0; i < ex.size(); ++i) {
-      const auto& e = ex[i];
+    for (std::size_t i = 0; i < ex.terms.size(); ++i) {
+      const auto& e = ex.terms[i];
       py::dict d;
-      d["term"] = to_pystr(names[i]);
+      d["term"] = to_pystr(ex.names[i]);
       d["query_tf"] = e.query_count;
       d["in_vocabulary"] = e.df > 0;
       d["tf"] = e.tf;
@@ -960,85 +624,62 @@ class BM25Core {
     py::dict out;
     out["doc_id"] = doc_id;
     out["score"] = total;
-    out["method"] = method_name(params.method);
-    out["k1"] = params.k1;
-    out["b"] = params.b;
-    out["delta"] = params.delta;
-    out["num_docs"] = static_cast<std::uint64_t>(n);
-    out["doc_len"] = dl;
-    out["avgdl"] = avg;
+    out["method"] = method_name(ex.params.method);
+    out["k1"] = ex.params.k1;
+    out["b"] = ex.params.b;
+    out["delta"] = ex.params.delta;
+    out["num_docs"] = ex.num_docs;
+    out["doc_len"] = ex.doc_len;
+    out["avgdl"] = ex.avgdl;
     out["terms"] = terms;
     return out;
   }
 
   py::object ids_array() {
-    Hits all = read_locked([&] {
-      Hits h;
-      h.docs.reserve(ids_.size());
-      for (std::uint32_t i = 0; i < ids_.slots(); ++i)
-        if (ids_.is_live(i)) h.docs.push_back({0.0f, i});
-      h.resolve_ids(ids_);
-      return h;
-    });
-    return all.to_python()[0];
-  }
-
-  // The entries of live slots, in order (lock held).
-  std::vector<double> live_only(std::vector<double> v) const {
-    if (index_.num_docs() == index_.num_slots()) return v;
-    std::size_t w = 0;
-    for (std::uint32_t d = 0; d < index_.num_slots(); ++d)
-      if (index_.is_live(d)) v[w++] = v[d];
-    v.resize(w);
-    return v;
+    Hits all;
+    {
+      py::gil_scoped_release release;
+      all = store_.live_ids();
+    }
+    return to_python(all)[0];
   }
 
   // ----- rank_bm25 compatibility helpers
 
   py::array_t<std::int64_t> term_ids(const py::sequence& tokens) {
     const auto toks = token_strings(tokens, "query");
-    std::vector<std::int64_t> found = read_locked([&] {
-      std::vector<std::int64_t> v(toks.size());
-      for (std::size_t i = 0; i < toks.size(); ++i) {
-        const std::uint32_t t = index_.vocab().find(toks[i]);
-        v[i] = t == StringTable::kNotFound ? -1 : static_cast<std::int64_t>(t);
-      }
-      return v;
-    });
+    std::vector<std::int64_t> found;
+    {
+      py::gil_scoped_release release;
+      found = store_.term_ids(toks);
+    }
     return to_numpy(found);
   }
 
-  static py::array_t<std::int64_t> to_numpy(const std::vector<std::int64_t>& v) {
-    py::array_t<std::int64_t> out(static_cast<py::ssize_t>(v.size()));
-    std::copy(v.begin(), v.end(), out.mutable_data());
-    return out;
-  }
-
   py::array_t<std::int64_t> document_frequencies() {
-    return to_numpy(read_locked([&] {
-      std::vector<std::int64_t> v(index_.num_terms());
-      for (std::size_t t = 0; t < v.size(); ++t)
-        v[t] = static_cast<std::int64_t>(index_.df(static_cast<std::uint32_t>(t)));
-      return v;
-    }));
+    std::vector<std::int64_t> v;
+    {
+      py::gil_scoped_release release;
+      v = store_.document_frequencies();
+    }
+    return to_numpy(v);
   }
 
   py::array_t<std::int64_t> document_lengths() {
-    return to_numpy(read_locked([&] {
-      std::vector<std::int64_t> v;
-      v.reserve(index_.num_docs());
-      for (std::uint32_t d = 0; d < index_.num_slots(); ++d)
-        if (index_.is_live(d)) v.push_back(index_.doc_len(d));
-      return v;
-    }));
+    std::vector<std::int64_t> v;
+    {
+      py::gil_scoped_release release;
+      v = store_.document_lengths();
+    }
+    return to_numpy(v);
   }
 
   py::list vocabulary() {
-    std::vector<std::string> terms = read_locked([&] {
-      std::vector<std::string> v(index_.num_terms());
-      for (std::size_t t = 0; t < v.size(); ++t) v[t] = std::string(index_.vocab().get(static_cast<std::uint32_t>(t)));
-      return v;
-    });
+    std::vector<std::string> terms;
+    {
+      py::gil_scoped_release release;
+      terms = store_.vocabulary();
+    }
     py::list out(terms.size());
     for (std::size_t t = 0; t < terms.size(); ++t) out[t] = to_pystr(terms[t]);
     return out;
@@ -1051,43 +692,28 @@ class BM25Core {
       throw py::value_error("terms and weights: expected 1-D arrays of the same length");
     std::vector<std::int64_t> t(terms.data(), terms.data() + terms.size());
     std::vector<double> w(weights.data(), weights.data() + weights.size());
-    std::vector<double> scores = read_locked([&] {
-      std::vector<double> v(index_.num_slots());
-      index_.score_all_rank_bm25(t, w, kind, k1, b, delta, v.data());
-      return live_only(std::move(v));
-    });
-    py::array_t<double> out(static_cast<py::ssize_t>(scores.size()));
-    std::copy(scores.begin(), scores.end(), out.mutable_data());
-    return out;
+    std::vector<double> scores;
+    {
+      py::gil_scoped_release release;
+      scores = store_.rank_bm25_scores(t, w, kind, k1, b, delta);
+    }
+    return to_numpy(scores);
   }
 
   // ----- parameters and statistics
 
   void set_params(const std::string& method, double k1, double b, double delta) {
-    Params p = make_params(method, k1, b, delta);
+    const Params p = Store::make_params(method, k1, b, delta);
     py::gil_scoped_release release;
-    std::unique_lock<WriterPreferringSharedMutex> lock(mu_);
-    index_.set_params(p);
-    generation_.fetch_add(1, std::memory_order_release);
+    store_.set_params(p);
   }
 
   py::dict stats() {
-    struct S {
-      std::uint64_t docs, terms, postings, segments, total_len, memory, dead;
-      double avgdl;
-      Params params;
-    };
-    const S v = read_locked([&] {
-      return S{index_.num_docs(),
-               index_.num_terms(),
-               index_.num_postings(),
-               index_.segments().size(),
-               index_.total_len(),
-               index_.memory_bytes(),
-               index_.num_slots() - index_.num_docs(),
-               index_.avgdl(),
-               index_.params()};
-    });
+    StoreStats v;
+    {
+      py::gil_scoped_release release;
+      v = store_.stats();
+    }
     py::dict d;
     d["num_docs"] = v.docs;
     d["num_terms"] = v.terms;
@@ -1108,8 +734,7 @@ class BM25Core {
 
   void save(const std::string& path, const std::string& analyzer_json) {
     py::gil_scoped_release release;
-    std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
-    save_index(path, index_, ids_, analyzer_json, positions_.get());
+    store_.save(path, analyzer_json);
   }
 
   static std::string read_analyzer_json(const std::string& path) {
@@ -1120,7 +745,7 @@ class BM25Core {
   static std::shared_ptr<BM25Core> load(const std::string& path, bool mmap, std::shared_ptr<PyAnalyzer> analyzer) {
     auto core = std::make_shared<BM25Core>("lucene", 1.2, 0.75, 0.0, std::move(analyzer));
     py::gil_scoped_release release;
-    load_index(path, mmap, core->index_, core->ids_, &core->positions_);
+    core->store_.load(path, mmap);
     return core;
   }
 
@@ -1128,49 +753,30 @@ class BM25Core {
 
   void enable_positions() {
     py::gil_scoped_release release;
-    std::unique_lock<WriterPreferringSharedMutex> lock(mu_);
-    if (positions_) return;
-    if (index_.num_slots() > 0) throw py::value_error("positions: can only be enabled on an empty index");
-    positions_ = std::make_unique<PositionStore>();
+    store_.enable_positions();
   }
 
   bool has_positions() const {
-    return read_locked([&] { return positions_ != nullptr; });
+    py::gil_scoped_release release;
+    return store_.has_positions();
   }
 
   std::size_t positions_bytes() const {
-    return read_locked([&] { return positions_ ? positions_->memory_bytes() : std::size_t(0); });
+    py::gil_scoped_release release;
+    return store_.positions_bytes();
   }
 
-  // (live ordinals, tfs) of an index term: ordinals count live documents in insertion order,
-  // as ids() and document_lengths() do.
+  // (live ordinals, tfs) of an index term.
   py::tuple postings(const std::string& term) {
     std::vector<std::int64_t> ord, tf;
-    read_locked([&] {
-      const std::uint32_t t = index_.vocab().find(term);
-      if (t == StringTable::kNotFound) return 0;
-      std::vector<std::uint32_t> slots, tfs;
-      term_postings(index_, t, slots, tfs);
-      std::vector<std::int64_t> rank;
-      const bool dense = index_.num_docs() == index_.num_slots();
-      if (!dense) {
-        rank.resize(index_.num_slots());
-        std::int64_t r = 0;
-        for (std::uint32_t d = 0; d < index_.num_slots(); ++d) rank[d] = index_.is_live(d) ? r++ : -1;
-      }
-      ord.reserve(slots.size());
-      for (std::uint32_t d : slots) ord.push_back(dense ? d : rank[d]);
-      tf.assign(tfs.begin(), tfs.end());
-      return 0;
-    });
-    return py::make_tuple(to_numpy(std::move(ord)), to_numpy(std::move(tf)));
+    {
+      py::gil_scoped_release release;
+      store_.postings(term, ord, tf);
+    }
+    return py::make_tuple(to_numpy(ord), to_numpy(tf));
   }
 
   // Phrases as (analyzed terms, slop), read with the GIL held.
-  struct PhraseText {
-    std::vector<std::string> terms;
-    std::int64_t slop;
-  };
   static std::vector<PhraseText> phrase_texts(const py::list& phrases) {
     std::vector<PhraseText> out;
     for (py::handle h : phrases) {
@@ -1184,78 +790,37 @@ class BM25Core {
     return out;
   }
 
-  // Lock held. Terms unknown to the index make a phrase match nothing (kNotFound has df 0).
-  std::vector<PhraseQuery> phrase_queries(const std::vector<PhraseText>& texts) const {
-    if (!positions_) throw std::invalid_argument("phrase queries need an index built with positions=True");
-    std::vector<PhraseQuery> out;
-    for (const auto& p : texts) {
-      PhraseQuery q;
-      for (const auto& w : p.terms) q.terms.push_back(index_.vocab().find(w));
-      q.slop = p.slop;
-      out.push_back(std::move(q));
-    }
-    return out;
-  }
-
   py::tuple search_phrases(py::handle query, const py::list& phrases, long long k, const py::object& allowed) {
     const std::shared_ptr<CompiledFilter> filter = as_filter(allowed);
     const std::size_t kk = check_k(k);
     const std::vector<std::string> stems = stems_of(query);
     const std::vector<PhraseText> texts = phrase_texts(phrases);
     Hits hits;
-    bool ok = true;
     {
       py::gil_scoped_release release;
-      std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
-      if (!positions_) {
-        ok = false;
-      } else {
-        CompiledFilter scratch;
-        AllowedSet view;
-        ragfind::bm25::search_phrases(index_, *positions_, query_terms(stems), phrase_queries(texts), kk,
-                                      allowed_view(filter, scratch, view), hits.docs);
-        hits.resolve_ids(ids_);
-      }
+      hits = store_.search_phrases(stems, texts, kk, filter.get());
     }
-    if (!ok) throw py::value_error("phrase queries need an index built with positions=True");
-    return hits.to_python();
+    return to_python(hits);
   }
 
   // (score, phrase frequencies) of one document, in double precision.
   py::tuple phrase_score(py::handle query, const py::list& phrases, py::handle doc_id) {
     const std::vector<std::string> stems = stems_of(query);
     const std::vector<PhraseText> texts = phrase_texts(phrases);
-    py::list one;
-    one.append(doc_id);
-    ParsedIds pid = parse_ids(one, 1, "doc_id");
-    std::int64_t doc = -1;
-    double sc = 0.0;
+    std::string shown;
+    const IdBatch id = one_id(doc_id, shown);
     std::vector<double> pf;
-    bool ok = true;
+    double sc = 0.0;
     {
       py::gil_scoped_release release;
-      std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
-      doc = pid.is_str ? ids_.find(pid.strs[0]) : ids_.find(pid.ints[0]);
-      if (!positions_) {
-        ok = false;
-      } else if (doc >= 0) {
-        sc = score_phrases(index_, *positions_, query_terms(stems), phrase_queries(texts),
-                           static_cast<std::uint32_t>(doc), &pf);
-      }
+      sc = store_.phrase_score(stems, texts, id, shown, pf);
     }
-    if (!ok) throw py::value_error("phrase queries need an index built with positions=True");
-    if (doc < 0) unknown_id("doc_id: [" + std::string(py::repr(doc_id)) + "] not in the index");
     return py::make_tuple(sc, pf);
   }
 
  private:
-  InvertedIndex index_;
+  Store store_;
   std::shared_ptr<PyAnalyzer> analyzer_;
-  DocIds ids_;
-  std::unique_ptr<PositionStore> positions_;  // only with positions=True
-  std::atomic<std::uint64_t> generation_{1};
-  std::vector<std::int64_t> stem_to_term_;
-  mutable WriterPreferringSharedMutex mu_;
 };
 
 }  // namespace
@@ -1266,11 +831,11 @@ void bind_bm25(py::module_& m) {
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
-    } catch (const ContractError& e) {
-      try {
-        py::object cls = py::module_::import("ragfind.errors").attr(e.cls);
-        PyErr_SetString(cls.ptr(), e.what());
-      } catch (py::error_already_set& err) { err.restore(); }
+    } catch (const IdError& e) {
+      raise_contract_error(e.kind == IdError::Kind::Unknown     ? "UnknownIdError"
+                           : e.kind == IdError::Kind::Duplicate ? "DuplicateIdError"
+                                                                : "IdKindError",
+                           e.what());
     }
   });
 

@@ -41,7 +41,7 @@ class ReaderWriterLock {
   void release_write() { mu_.unlock(); }
 
  private:
-  WriterPreferringSharedMutex mu_;
+  common::WriterPreferringSharedMutex mu_;
 };
 
 enum class HnswMetric : int { IP = 0, Cosine = 1, L2 = 2 };
@@ -121,10 +121,10 @@ void bind_hnsw(py::module_& m) {
       [](const py::buffer& graph, size_t dim) {
         const py::buffer_info info = graph.request();
         if (info.ndim != 1 || info.itemsize != 1) throw py::type_error("graph must be a 1-D byte buffer");
-        hnsw::GraphSummary g;
+        dense::GraphSummary g;
         {
           py::gil_scoped_release release;
-          g = hnsw::check_graph(static_cast<const uint8_t*>(info.ptr), static_cast<size_t>(info.size), dim);
+          g = dense::check_graph(static_cast<const uint8_t*>(info.ptr), static_cast<size_t>(info.size), dim);
         }
         py::array_t<uint64_t> labels(static_cast<py::ssize_t>(g.labels.size()));
         std::copy(g.labels.begin(), g.labels.end(), labels.mutable_data());

@@ -23,9 +23,9 @@ namespace py = pybind11;
 namespace ragfind::bindings {
 namespace {
 
-using sparse::Algorithm;
-using sparse::ImpactIndex;
-using postings::WeightedTerm;
+using splade::Algorithm;
+using splade::ImpactIndex;
+using inverted::WeightedTerm;
 
 Algorithm parse_algorithm(const std::string& name) {
   if (name == "auto") return Algorithm::Auto;
@@ -238,9 +238,9 @@ void bind_sparse(py::module_& m) {
               py::gil_scoped_release release;
               const int threads = static_cast<int>(std::max<std::int64_t>(
                   1, std::min<std::int64_t>(n_threads > 0 ? n_threads : hardware_threads(), nq / 4)));
-              std::vector<std::vector<bm25::ScoredDoc>> outs(static_cast<std::size_t>(threads));
+              std::vector<std::vector<common::ScoredDoc>> outs(static_cast<std::size_t>(threads));
               parallel_for(static_cast<std::size_t>(nq), threads, [&](std::size_t qi, int worker) {
-                std::vector<bm25::ScoredDoc>& out = outs[static_cast<std::size_t>(worker)];
+                std::vector<common::ScoredDoc>& out = outs[static_cast<std::size_t>(worker)];
                 s.index.search(to_query(ix, v, p[qi], p[qi + 1]), static_cast<std::size_t>(kk), out, alg, mask,
                                static_cast<std::uint32_t>(query_cut));
                 for (std::int64_t r = 0; r < kk; ++r) {

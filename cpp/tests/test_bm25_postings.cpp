@@ -14,6 +14,7 @@
 #include "ragfind/bm25/index.hpp"
 
 using namespace ragfind::bm25;
+using namespace ragfind::inverted;
 
 TEST(pack_round_trip_at_every_width) {
   std::mt19937 rng(1);

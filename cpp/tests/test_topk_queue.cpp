@@ -10,9 +10,9 @@
 #include "check.hpp"
 #include "ragfind/common/topk_queue.hpp"
 
-using ragfind::bm25::ranks_before;
-using ragfind::bm25::ScoredDoc;
-using ragfind::bm25::TopKQueue;
+using ragfind::common::RanksBefore;
+using ragfind::common::ScoredDoc;
+using ragfind::common::TopKQueue;
 
 namespace {
 
@@ -25,7 +25,7 @@ void check_offers(const std::vector<ScoredDoc>& docs, std::size_t k) {
     // Would d be among the k best of everything offered so far (itself included)?
     std::vector<ScoredDoc> with = seen;
     with.push_back(d);
-    std::sort(with.begin(), with.end(), ranks_before);
+    std::sort(with.begin(), with.end(), RanksBefore{});
     bool should_enter = false;
     for (std::size_t i = 0; i < std::min(k, with.size()); ++i)
       should_enter |= with[i].doc == d.doc && with[i].score == d.score;
@@ -100,7 +100,7 @@ TEST(floor_keeps_out_scores_at_or_below_it_and_is_the_threshold_until_full) {
     std::vector<ScoredDoc> docs = random_docs(rng, 120, rep % 2 ? 6 : 400);
     for (std::size_t k : {1, 5, 40}) {
       std::vector<ScoredDoc> sorted = docs;
-      std::sort(sorted.begin(), sorted.end(), ranks_before);
+      std::sort(sorted.begin(), sorted.end(), RanksBefore{});
       const float kth = sorted[k - 1].score;
       TopKQueue plain(k), floored(k);
       floored.set_floor(std::nextafter(kth, -std::numeric_limits<float>::infinity()));

@@ -47,6 +47,7 @@ sources=(
   cpp/src/kernels/nearest/dispatch.cpp
   cpp/src/kernels/maxsim/scalar.cpp
   cpp/src/kernels/maxsim/neon.cpp
+  cpp/src/kernels/maxsim/dispatch.cpp
   cpp/src/kernels/impact_column/scalar.cpp
   cpp/src/kernels/impact_column/neon.cpp
   cpp/src/kernels/impact_column/dispatch.cpp

@@ -18,6 +18,10 @@
 
 namespace ragfind::bm25 {
 
+using common::crc32;
+using inverted::packed_words;
+using inverted::unpack_bits;
+
 namespace {
 
 constexpr char kMagic[8] = {'R', 'A', 'G', 'F', 'B', 'M', '2', '5'};
@@ -521,7 +525,7 @@ void load_index(const std::string& path, bool mmap, InvertedIndex& index, DocIds
       }
     }
     seg->docs = Buffer<std::uint32_t>::borrow(docs, m.num_postings);
-    seg->tfs = Buffer<std::uint32_t>::borrow(tfs, m.num_postings);
+    seg->values = Buffer<std::uint32_t>::borrow(tfs, m.num_postings);
     compress_segment(*seg);
     p.bytes->release(docs, docs + m.num_postings);
     p.bytes->release(tfs, tfs + m.num_postings);

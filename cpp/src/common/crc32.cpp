@@ -3,7 +3,7 @@
 
 #include "ragfind/common/crc32.hpp"
 
-namespace ragfind::bm25 {
+namespace ragfind::common {
 
 namespace {
 
@@ -45,4 +45,4 @@ std::uint32_t crc32(std::uint32_t crc, const void* data, std::size_t size) {
   return ~crc;
 }
 
-}  // namespace ragfind::bm25
+}  // namespace ragfind::common

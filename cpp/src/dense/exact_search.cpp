@@ -23,6 +23,9 @@ using detail::kScanBlock;
 using detail::prepare;
 using detail::PreparedQuery;
 using detail::score_block;
+using detail::make_topk;
+using detail::merge;
+using detail::push_block;
 using detail::TopK;
 using detail::write_results;
 
@@ -42,7 +45,7 @@ void scan_range(const SimilarityKernels& K, const RowsView& rows, const Prepared
   for (size_t r = begin; r < end; r += kScanBlock) {
     const size_t cnt = std::min(kScanBlock, end - r);
     score_block(K, rows, p, opt.metric, r, cnt, buf);
-    top.push_block(buf, cnt, static_cast<int64_t>(r), opt.allowed);
+    push_block(top, buf, cnt, static_cast<int64_t>(r), opt.allowed);
   }
 }
 
@@ -87,11 +90,11 @@ void scan_subset(const SimilarityKernels& K, const RowsView& rows, const Prepare
       for (size_t j = 0; j < m; ++j) buf[i + j] = out4[j];
       i += m;
     }
-    float a = top.admit();
+    float a = top.threshold();
     for (size_t i = 0; i < cnt; ++i) {
       if (buf[i] < a) continue;
-      top.push(buf[i], ix[i]);
-      a = top.admit();
+      top.insert(buf[i], ix[i]);
+      a = top.threshold();
     }
   }
 }
@@ -105,13 +108,13 @@ size_t search_subset(const RowsView& rows, const float* q, const SearchOptions& 
   int nt = threads > 0 ? threads : auto_threads(bytes);
   const size_t nblocks = (opt.subset_n + kScanBlock - 1) / kScanBlock;
   nt = static_cast<int>(std::min<size_t>(static_cast<size_t>(nt), nblocks));
-  std::vector<TopK> tops(nt, TopK(opt.k, opt.has_threshold, floor_of(opt)));
+  std::vector<TopK> tops(nt, make_topk(opt.k, opt.has_threshold, floor_of(opt)));
   const size_t per = (nblocks + nt - 1) / nt * kScanBlock;
   run_parallel(nt, [&](int t) {
     const size_t b = std::min(opt.subset_n, per * t), e = std::min(opt.subset_n, per * (t + 1));
     if (b < e) scan_subset(K, rows, p, opt.metric, opt.subset + b, e - b, tops[t]);
   });
-  for (int t = 1; t < nt; ++t) tops[0].merge(tops[t]);
+  for (int t = 1; t < nt; ++t) merge(tops[0], tops[t]);
   return write_results(tops[0], opt.metric, opt.k, out_rows, out_scores);
 }
 
@@ -134,13 +137,13 @@ size_t search_one(const RowsView& rows, const float* q, const SearchOptions& opt
   const size_t nblocks = (rows.n + kScanBlock - 1) / kScanBlock;
   nt = static_cast<int>(std::min<size_t>(static_cast<size_t>(nt), nblocks));
   const float floor = floor_of(opt);
-  std::vector<TopK> tops(nt, TopK(opt.k, opt.has_threshold, floor));
+  std::vector<TopK> tops(nt, make_topk(opt.k, opt.has_threshold, floor));
   const size_t per = (nblocks + nt - 1) / nt * kScanBlock;
   run_parallel(nt, [&](int t) {
     const size_t b = std::min(rows.n, per * t), e = std::min(rows.n, per * (t + 1));
     scan_range(K, rows, p, opt, b, e, tops[t]);
   });
-  for (int t = 1; t < nt; ++t) tops[0].merge(tops[t]);
+  for (int t = 1; t < nt; ++t) merge(tops[0], tops[t]);
   return write_results(tops[0], opt.metric, opt.k, out_rows, out_scores);
 }
 
@@ -193,7 +196,7 @@ void batch_range(const SimilarityKernels& K, const RowsView& rows, const float* 
         } else if (opt.metric == Metric::L2) {
           for (size_t j = 0; j < cnt; ++j) s[j] = -s[j];
         }
-        tops[q0 - qa + i].push_block(s, cnt, static_cast<int64_t>(r0), opt.allowed);
+        push_block(tops[q0 - qa + i], s, cnt, static_cast<int64_t>(r0), opt.allowed);
       }
     }
   }
@@ -237,7 +240,7 @@ void search_batch(const RowsView& rows, const float* Q, size_t nq, const SearchO
   run_parallel(nt, [&](int t) {
     const size_t qa = std::min(nq, per * t), qb = std::min(nq, per * (t + 1));
     if (qa >= qb) return;
-    std::vector<TopK> tops(qb - qa, TopK(k, opt.has_threshold, floor));
+    std::vector<TopK> tops(qb - qa, make_topk(k, opt.has_threshold, floor));
     batch_range(K, rows, Q, qa, qb, opt, tops);
     for (size_t i = qa; i < qb; ++i)
       out_counts[i] =

@@ -13,7 +13,7 @@
 #include <stdexcept>
 #include <unordered_set>
 
-namespace ragfind::hnsw {
+namespace ragfind::dense {
 namespace {
 
 [[noreturn]] void bad(const std::string& what) {
@@ -155,4 +155,4 @@ GraphSummary check_graph(const uint8_t* data, size_t size, size_t dim) {
   return out;
 }
 
-}  // namespace ragfind::hnsw
+}  // namespace ragfind::dense

@@ -21,6 +21,9 @@ using detail::kScanBlock;
 using detail::prepare;
 using detail::PreparedQuery;
 using detail::score_block;
+using detail::make_topk;
+using detail::merge;
+using detail::push_block;
 using detail::TopK;
 using detail::write_results;
 
@@ -68,7 +71,7 @@ size_t scan_list(const SimilarityKernels& K, const IvfView& v, const PreparedQue
   for (size_t r = start; r < start + len; r += kScanBlock) {
     const size_t cnt = std::min(kScanBlock, start + len - r);
     score_block(K, v.rows, p, so.metric, r, cnt, buf);
-    top.push_block(buf, cnt, static_cast<int64_t>(r), so.allowed);
+    push_block(top, buf, cnt, static_cast<int64_t>(r), so.allowed);
   }
   if (!so.allowed) return len;
   size_t seen = 0;
@@ -96,7 +99,7 @@ size_t ivf_search_one(const IvfView& v, const float* q, const IvfOptions& opt, i
   bytes *= v.rows.d * elem_bytes(v.rows.storage);
   int nt = so.threads > 0 ? so.threads : auto_threads(bytes);
   nt = static_cast<int>(std::min<size_t>(static_cast<size_t>(std::max(nt, 1)), np));
-  std::vector<TopK> tops(static_cast<size_t>(nt), TopK(pool, pool_floor, floor));
+  std::vector<TopK> tops(static_cast<size_t>(nt), make_topk(pool, pool_floor, floor));
   std::vector<size_t> seen(static_cast<size_t>(nt), 0);
   if (nt == 1) {
     for (size_t i = 0; i < np; ++i) seen[0] += scan_list(K, v, p, so, order[i], tops[0]);
@@ -105,7 +108,7 @@ size_t ivf_search_one(const IvfView& v, const float* q, const IvfOptions& opt, i
     parallel_for(static_cast<size_t>(nt), nt, [&](size_t t, int) {
       for (size_t i = t; i < np; i += static_cast<size_t>(nt)) seen[t] += scan_list(K, v, p, so, order[i], tops[t]);
     });
-    for (int t = 1; t < nt; ++t) tops[0].merge(tops[static_cast<size_t>(t)]);
+    for (int t = 1; t < nt; ++t) merge(tops[0], tops[static_cast<size_t>(t)]);
   }
   size_t total = std::accumulate(seen.begin(), seen.end(), size_t(0));
   // Too few admitted rows in the probed lists (a filter, deletes, tiny lists): keep probing
@@ -117,10 +120,12 @@ size_t ivf_search_one(const IvfView& v, const float* q, const IvfOptions& opt, i
   if (!rerank) return write_results(tops[0], so.metric, so.k, out_rows, out_scores);
   // Exact re-scoring with the single-row call of the exact scan's kernel, so a position's score
   // equals the one an exact float32 scan gives it.
-  TopK fin(so.k, so.has_threshold, floor);
+  TopK fin = make_topk(so.k, so.has_threshold, floor);
   const size_t d = v.rows.d;
-  for (const auto& c : tops[0].sorted()) {
-    const float* x = v.exact + static_cast<size_t>(c.second) * d;
+  std::vector<TopK::Entry> pooled;
+  tops[0].finalize(pooled);
+  for (const auto& c : pooled) {
+    const float* x = v.exact + static_cast<size_t>(c.doc) * d;
     float s;
     if (so.metric == Metric::IP) {
       K.dot_rows_f32(q, x, 1, d, &s);
@@ -128,7 +133,7 @@ size_t ivf_search_one(const IvfView& v, const float* q, const IvfOptions& opt, i
       K.l2_rows_f32(q, x, 1, d, &s);
       s = -s;
     }
-    fin.push(s, c.second);
+    fin.insert(s, c.doc);
   }
   return write_results(fin, so.metric, so.k, out_rows, out_scores);
 }

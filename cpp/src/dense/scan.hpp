@@ -1,8 +1,8 @@
-// What the exact and IVF scans share: the bounded top-k heap, a query prepared for one storage
+// What the exact and IVF scans share: the top-k queue helpers, a query prepared for one storage
 // format, and the scoring of a block of rows. Internal to cpp/src/dense (not installed).
 //
-// Internally every score is "higher is better" (L2 distances are negated) so one heap type
-// serves both metrics; results are converted back on output.
+// Internally every score is "higher is better" (L2 distances are negated) so one queue serves
+// both metrics; results are converted back on output.
 #pragma once
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "ragfind/common/topk_queue.hpp"
 #include "ragfind/dense/exact_search.hpp"
 #include "ragfind/dense/similarity.hpp"
 
@@ -21,63 +22,35 @@ constexpr size_t kScanBlock = 1024;  // rows scored per kernel call on the singl
 
 inline size_t elem_bytes(Storage s) { return s == Storage::F32 ? 4 : s == Storage::F16 ? 2 : 1; }
 
-/// Bounded top-k: a heap whose front is the worst kept entry.
-class TopK {
- public:
-  TopK(size_t k, bool has_floor, float floor) : k_(k), has_floor_(has_floor), floor_(floor) { heap_.reserve(k); }
+/// The top-k of a scan: the one queue (common/topk_queue.hpp) over int64 rows.
+using TopK = common::BasicTopKQueue<int64_t>;
 
-  // The score a candidate must reach to be considered (ties are resolved in push).
-  float admit() const {
-    if (heap_.size() < k_) return has_floor_ ? floor_ : -std::numeric_limits<float>::infinity();
-    return heap_.front().first;
+/// A queue for the k best rows, only those scoring >= floor when has_floor (the queue's own
+/// floor is exclusive: it gets the next float below).
+inline TopK make_topk(size_t k, bool has_floor, float floor) {
+  TopK top(k);
+  if (has_floor && floor > -std::numeric_limits<float>::infinity())
+    top.set_floor(std::nextafter(floor, -std::numeric_limits<float>::infinity()));
+  return top;
+}
+
+/// Offers a block of scores for rows row0 .. row0 + cnt, honouring the admission mask.
+inline void push_block(TopK& top, const float* s, size_t cnt, int64_t row0, const uint8_t* allowed) {
+  if (top.k() == 0) return;
+  float a = top.threshold();
+  for (size_t i = 0; i < cnt; ++i) {
+    if (s[i] < a) continue;
+    if (allowed && !allowed[row0 + static_cast<int64_t>(i)]) continue;
+    top.insert(s[i], row0 + static_cast<int64_t>(i));
+    a = top.threshold();
   }
+}
 
-  void push(float s, int64_t row) {
-    if (k_ == 0) return;
-    if (heap_.size() < k_) {
-      if (has_floor_ && s < floor_) return;
-      heap_.emplace_back(s, row);
-      std::push_heap(heap_.begin(), heap_.end(), better);
-    } else if (better({s, row}, heap_.front())) {
-      std::pop_heap(heap_.begin(), heap_.end(), better);
-      heap_.back() = {s, row};
-      std::push_heap(heap_.begin(), heap_.end(), better);
-    }
-  }
-
-  size_t size() const { return heap_.size(); }
-
-  void merge(const TopK& o) {
-    for (const auto& e : o.heap_) push(e.first, e.second);
-  }
-
-  // Sorted best first.
-  std::vector<std::pair<float, int64_t>> sorted() const {
-    std::vector<std::pair<float, int64_t>> v = heap_;
-    std::sort(v.begin(), v.end(), better);
-    return v;
-  }
-
-  // Pushes a block of scores for rows row0..row0+cnt, honouring the admission mask.
-  void push_block(const float* s, size_t cnt, int64_t row0, const uint8_t* allowed) {
-    float a = admit();
-    for (size_t i = 0; i < cnt; ++i) {
-      if (s[i] < a) continue;
-      if (allowed && !allowed[row0 + static_cast<int64_t>(i)]) continue;
-      push(s[i], row0 + static_cast<int64_t>(i));
-      a = admit();
-    }
-  }
-
- private:
-  static bool better(const std::pair<float, int64_t>& x, const std::pair<float, int64_t>& y) {
-    return x.first > y.first || (x.first == y.first && x.second < y.second);
-  }
-  size_t k_;
-  bool has_floor_;
-  float floor_;
-  std::vector<std::pair<float, int64_t>> heap_;
-};
+/// Offers every entry of `from` to `into`.
+inline void merge(TopK& into, const TopK& from) {
+  if (into.k() == 0) return;
+  for (const TopK::Entry& e : from.entries()) into.insert(e.score, e.doc);
+}
 
 /// A query prepared for one storage format.
 struct PreparedQuery {
@@ -148,12 +121,14 @@ inline void score_block(const SimilarityKernels& K, const RowsView& rows, const 
 
 inline float floor_of(const SearchOptions& opt) { return opt.metric == Metric::L2 ? -opt.threshold : opt.threshold; }
 
-inline size_t write_results(const TopK& top, Metric metric, size_t k, int64_t* out_rows, float* out_scores) {
-  const auto v = top.sorted();
+/// Writes top's entries best first (emptying it); returns how many.
+inline size_t write_results(TopK& top, Metric metric, size_t k, int64_t* out_rows, float* out_scores) {
+  std::vector<TopK::Entry> v;
+  top.finalize(v);
   const size_t cnt = std::min(k, v.size());
   for (size_t i = 0; i < cnt; ++i) {
-    out_rows[i] = v[i].second;
-    out_scores[i] = metric == Metric::L2 ? -v[i].first : v[i].first;
+    out_rows[i] = v[i].doc;
+    out_scores[i] = metric == Metric::L2 ? -v[i].score : v[i].score;
   }
   return cnt;
 }

@@ -1,4 +1,5 @@
-// MaxSim dispatch, query packing, and the multi-threaded batch over documents.
+// MaxSim query packing and the multi-threaded batch over documents (the kernel tables are in
+// kernels/maxsim/dispatch.cpp).
 #include "ragfind/late/maxsim.hpp"
 
 #include <algorithm>
@@ -11,57 +12,6 @@
 #include "ragfind/common/parallel.hpp"
 
 namespace ragfind::late {
-
-void maxsim_f32_scalar(const float*, int64_t, int64_t, const float*, int64_t, float*);
-void maxsim_f16_scalar(const float*, int64_t, int64_t, const uint16_t*, int64_t, float*, float*);
-#ifdef RAGFIND_HAVE_NEON
-void maxsim_f32_neon(const float*, int64_t, int64_t, const float*, int64_t, float*);
-void maxsim_f16_neon(const float*, int64_t, int64_t, const uint16_t*, int64_t, float*, float*);
-#endif
-#ifdef RAGFIND_HAVE_AVX2
-void maxsim_f32_avx2(const float*, int64_t, int64_t, const float*, int64_t, float*);
-void maxsim_f16_avx2(const float*, int64_t, int64_t, const uint16_t*, int64_t, float*, float*);
-#endif
-#ifdef RAGFIND_HAVE_AVX512
-void maxsim_f32_avx512(const float*, int64_t, int64_t, const float*, int64_t, float*);
-void maxsim_f16_avx512(const float*, int64_t, int64_t, const uint16_t*, int64_t, float*, float*);
-#endif
-
-const KernelTable<MaxSimF32Fn>& maxsim_f32_table() {
-  static const KernelTable<MaxSimF32Fn> table = [] {
-    KernelTable<MaxSimF32Fn> t;
-    t.by_level[static_cast<int>(SimdLevel::Scalar)] = maxsim_f32_scalar;
-#ifdef RAGFIND_HAVE_NEON
-    t.by_level[static_cast<int>(SimdLevel::NEON)] = maxsim_f32_neon;
-#endif
-#ifdef RAGFIND_HAVE_AVX2
-    t.by_level[static_cast<int>(SimdLevel::AVX2)] = maxsim_f32_avx2;
-#endif
-#ifdef RAGFIND_HAVE_AVX512
-    t.by_level[static_cast<int>(SimdLevel::AVX512)] = maxsim_f32_avx512;
-#endif
-    return t;
-  }();
-  return table;
-}
-
-const KernelTable<MaxSimF16Fn>& maxsim_f16_table() {
-  static const KernelTable<MaxSimF16Fn> table = [] {
-    KernelTable<MaxSimF16Fn> t;
-    t.by_level[static_cast<int>(SimdLevel::Scalar)] = maxsim_f16_scalar;
-#ifdef RAGFIND_HAVE_NEON
-    t.by_level[static_cast<int>(SimdLevel::NEON)] = maxsim_f16_neon;
-#endif
-#ifdef RAGFIND_HAVE_AVX2
-    t.by_level[static_cast<int>(SimdLevel::AVX2)] = maxsim_f16_avx2;
-#endif
-#ifdef RAGFIND_HAVE_AVX512
-    t.by_level[static_cast<int>(SimdLevel::AVX512)] = maxsim_f16_avx512;
-#endif
-    return t;
-  }();
-  return table;
-}
 
 float half_to_float(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;

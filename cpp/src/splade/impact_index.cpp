@@ -7,7 +7,7 @@
 #include <cstring>
 #include <stdexcept>
 
-namespace ragfind::sparse {
+namespace ragfind::splade {
 namespace {
 
 // Document-side weights: quantised impacts (query weights carry the 1 / scale) or float bits.
@@ -31,10 +31,10 @@ struct FloatWeight {
 // the tile end; 16 at a time with AVX-512; the lists' first cache lines are prefetched when the
 // tile starts); then the tile is scanned for scores above the queue threshold, skipping the
 // documents `allowed` (a byte per document, or nullptr for all) excludes.
-void dense_taat_segment(const ImpactSegment& s, const std::vector<postings::WeightedTerm>& query,
-                        const std::uint8_t* allowed, bm25::TopKQueue& heap) {
+void dense_taat_segment(const ImpactSegment& s, const std::vector<inverted::WeightedTerm>& query,
+                        const std::uint8_t* allowed, common::TopKQueue& heap) {
   constexpr std::uint32_t kTile = 4096;  // 16 KiB of float accumulators
-  const bm25::Segment& seg = s.seg;
+  const inverted::Segment& seg = s.seg;
   const std::uint32_t n = seg.num_docs;
   struct List {
     std::uint64_t pos, end;
@@ -46,7 +46,7 @@ void dense_taat_segment(const ImpactSegment& s, const std::vector<postings::Weig
   columns.clear();
   column_weights.clear();
   lists.clear();
-  for (const postings::WeightedTerm& t : query) {
+  for (const inverted::WeightedTerm& t : query) {
     const std::int64_t slot = seg.slot_of(t.term);
     if (slot < 0) continue;
     const std::int32_t c = s.column_of[static_cast<std::size_t>(slot)];
@@ -59,7 +59,7 @@ void dense_taat_segment(const ImpactSegment& s, const std::vector<postings::Weig
   }
   if (columns.empty() && lists.empty()) return;
   const std::uint32_t* docs = seg.docs.data();
-  const std::uint32_t* stored = seg.tfs.data();
+  const std::uint32_t* stored = seg.values.data();
   alignas(64) float acc[kTile];
   const auto sum_columns = impact_column_kernels().sum_columns;
   const auto next_above = impact_column_kernels().next_above;
@@ -93,12 +93,12 @@ void dense_taat_segment(const ImpactSegment& s, const std::vector<postings::Weig
 // each group in query order. Every scorer of the segment gets the query in this order, so the
 // column kernel can sum all columns in one pass and still match the posting-by-posting sums.
 // Returns the number of column terms (the leading ones of out).
-std::size_t columns_first(const ImpactSegment& s, const std::vector<postings::WeightedTerm>& q,
-                          std::vector<postings::WeightedTerm>& out) {
-  thread_local std::vector<postings::WeightedTerm> others;
+std::size_t columns_first(const ImpactSegment& s, const std::vector<inverted::WeightedTerm>& q,
+                          std::vector<inverted::WeightedTerm>& out) {
+  thread_local std::vector<inverted::WeightedTerm> others;
   out.clear();
   others.clear();
-  for (const postings::WeightedTerm& t : q) {
+  for (const inverted::WeightedTerm& t : q) {
     const std::int64_t slot = s.seg.slot_of(t.term);
     const bool column = slot >= 0 && s.column_of[static_cast<std::size_t>(slot)] >= 0;
     (column ? out : others).push_back(t);
@@ -110,12 +110,12 @@ std::size_t columns_first(const ImpactSegment& s, const std::vector<postings::We
 
 // One segment's top-k by the chosen posting algorithm (ragfind/inverted/maxscore.hpp).
 template <class W, class A>
-void run_algorithm(Algorithm alg, const bm25::Segment& seg, const std::vector<postings::WeightedTerm>& q,
-                   const float* bounds, const W& w, bm25::TopKQueue& heap, const A& allowed) {
+void run_algorithm(Algorithm alg, const inverted::Segment& seg, const std::vector<inverted::WeightedTerm>& q,
+                   const float* bounds, const W& w, common::TopKQueue& heap, const A& allowed) {
   switch (alg) {
-    case Algorithm::MaxScore: postings::maxscore_segment(seg, q, bounds, w, heap, allowed); break;
-    case Algorithm::TaatMaxScore: postings::taat_maxscore_segment(seg, q, bounds, w, heap, allowed); break;
-    default: postings::exhaustive_segment(seg, q, w, heap, allowed); break;
+    case Algorithm::MaxScore: inverted::maxscore_segment(seg, q, bounds, w, heap, allowed); break;
+    case Algorithm::TaatMaxScore: inverted::taat_maxscore_segment(seg, q, bounds, w, heap, allowed); break;
+    default: inverted::exhaustive_segment(seg, q, w, heap, allowed); break;
   }
 }
 
@@ -125,7 +125,7 @@ ImpactIndex::ImpactIndex(std::uint32_t dim, float scale, bool exact) : dim_(dim)
   if (dim == 0) throw std::invalid_argument("dim must be positive");
   if (!(scale >= 0.0f) || !std::isfinite(scale)) throw std::invalid_argument("scale must be finite and >= 0");
   exact_ = exact && scale > 0.0f;  // float32 postings are exact already
-  if (exact_) fwd_indptr_ = bm25::Buffer<std::uint64_t>(std::vector<std::uint64_t>{0});
+  if (exact_) fwd_indptr_ = common::Buffer<std::uint64_t>(std::vector<std::uint64_t>{0});
 }
 
 float ImpactIndex::decode(std::uint32_t stored) const {
@@ -147,7 +147,7 @@ void ImpactIndex::compute_bounds(ImpactSegment& s) const {
   for (std::size_t t = 0; t < n; ++t) {
     float best = 0.0f;
     for (std::uint64_t i = s.seg.offsets[t], e = s.seg.offsets[t + 1]; i < e; ++i) {
-      const float v = scale_ > 0.0f ? static_cast<float>(s.seg.tfs[i]) : decode(s.seg.tfs[i]);
+      const float v = scale_ > 0.0f ? static_cast<float>(s.seg.values[i]) : decode(s.seg.values[i]);
       best = std::max(best, v);
     }
     s.bounds[t] = best;
@@ -172,7 +172,7 @@ void ImpactIndex::build_columns(ImpactSegment& s) const {
     s.column_of[t] = static_cast<std::int32_t>(c);
     std::uint16_t* col = s.columns.data() + c * n;
     for (std::uint64_t i = s.seg.offsets[t]; i < s.seg.offsets[t + 1]; ++i)
-      col[s.seg.docs[i]] = static_cast<std::uint16_t>(s.seg.tfs[i]);
+      col[s.seg.docs[i]] = static_cast<std::uint16_t>(s.seg.values[i]);
   }
 }
 
@@ -234,9 +234,9 @@ void ImpactIndex::add(const std::int64_t* indptr, const std::uint32_t* indices, 
   auto s = std::make_unique<ImpactSegment>();
   s->seg.base = num_docs_;
   s->seg.num_docs = static_cast<std::uint32_t>(n);
-  s->seg.offsets = bm25::Buffer<std::uint64_t>(std::move(offsets));
-  s->seg.docs = bm25::Buffer<std::uint32_t>(std::move(docs));
-  s->seg.tfs = bm25::Buffer<std::uint32_t>(std::move(stored));
+  s->seg.offsets = common::Buffer<std::uint64_t>(std::move(offsets));
+  s->seg.docs = common::Buffer<std::uint32_t>(std::move(docs));
+  s->seg.values = common::Buffer<std::uint32_t>(std::move(stored));
   compute_bounds(*s);
   build_columns(*s);
   segments_.push_back(std::move(s));
@@ -263,20 +263,20 @@ std::unique_ptr<ImpactSegment> ImpactIndex::merge(const ImpactSegment& a, const 
   for (std::uint32_t t = 0; t < dim_; ++t) {
     for (std::uint64_t i = a.seg.offsets[t]; i < a.seg.offsets[t + 1]; ++i) {
       docs.push_back(a.seg.docs[i]);
-      stored.push_back(a.seg.tfs[i]);
+      stored.push_back(a.seg.values[i]);
     }
     for (std::uint64_t i = b.seg.offsets[t]; i < b.seg.offsets[t + 1]; ++i) {
       docs.push_back(b.seg.docs[i] + shift);
-      stored.push_back(b.seg.tfs[i]);
+      stored.push_back(b.seg.values[i]);
     }
     offsets[t + 1] = docs.size();
   }
   auto s = std::make_unique<ImpactSegment>();
   s->seg.base = a.seg.base;
   s->seg.num_docs = a.seg.num_docs + b.seg.num_docs;
-  s->seg.offsets = bm25::Buffer<std::uint64_t>(std::move(offsets));
-  s->seg.docs = bm25::Buffer<std::uint32_t>(std::move(docs));
-  s->seg.tfs = bm25::Buffer<std::uint32_t>(std::move(stored));
+  s->seg.offsets = common::Buffer<std::uint64_t>(std::move(offsets));
+  s->seg.docs = common::Buffer<std::uint32_t>(std::move(docs));
+  s->seg.values = common::Buffer<std::uint32_t>(std::move(stored));
   s->bounds.resize(dim_);
   for (std::uint32_t t = 0; t < dim_; ++t) s->bounds[t] = std::max(a.bounds[t], b.bounds[t]);
   build_columns(*s);
@@ -294,22 +294,22 @@ void ImpactIndex::remove(const std::uint32_t* docs, std::size_t n) {
   ++generation_;
 }
 
-void ImpactIndex::search_impacts(const std::vector<postings::WeightedTerm>& query, std::size_t k,
-                                 std::vector<bm25::ScoredDoc>& out, Algorithm algorithm,
+void ImpactIndex::search_impacts(const std::vector<inverted::WeightedTerm>& query, std::size_t k,
+                                 std::vector<common::ScoredDoc>& out, Algorithm algorithm,
                                  const std::uint8_t* allowed) const {
   out.clear();
   if (k == 0 || num_live() == 0 || query.empty()) return;
   if (allowed == nullptr && num_dead_ > 0) allowed = live_.data();
-  std::vector<postings::WeightedTerm> q;
+  std::vector<inverted::WeightedTerm> q;
   q.reserve(query.size());
   for (const auto& t : query)
     if (t.weight > 0.0f && t.term < dim_) q.push_back({t.term, scale_ > 0.0f ? t.weight / scale_ : t.weight});
   if (q.empty()) return;
-  bm25::TopKQueue heap(std::min<std::size_t>(k, num_live()));
-  std::vector<postings::WeightedTerm> ordered;
+  common::TopKQueue heap(std::min<std::size_t>(k, num_live()));
+  std::vector<inverted::WeightedTerm> ordered;
   for (const auto& s : segments_) {
     const std::size_t column_terms = s->columns.empty() ? 0 : columns_first(*s, q, ordered);
-    const std::vector<postings::WeightedTerm>& sq = s->columns.empty() ? q : ordered;  // segment order
+    const std::vector<inverted::WeightedTerm>& sq = s->columns.empty() ? q : ordered;  // segment order
     Algorithm alg = algorithm;
     const bool automatic = alg == Algorithm::Auto;
     if (automatic) {
@@ -319,7 +319,7 @@ void ImpactIndex::search_impacts(const std::vector<postings::WeightedTerm>& quer
       // (measured: 5-7x slower than term at a time on lists covering the segment once).
       // Small segments, and queries with a column term, always go term at a time.
       alg = Algorithm::Exhaustive;
-      if (column_terms == 0 && s->seg.num_docs > bm25::kSmallSegmentDocs) {
+      if (column_terms == 0 && s->seg.num_docs > kSmallSegmentDocs) {
         std::uint64_t postings = 0;
         for (const auto& t : sq) {
           const std::int64_t slot = s->seg.slot_of(t.term);
@@ -335,25 +335,25 @@ void ImpactIndex::search_impacts(const std::vector<postings::WeightedTerm>& quer
     }
     const float* b = s->bounds.data();
     if (allowed != nullptr) {
-      const postings::AllowedDocs ok{allowed + s->seg.base};
+      const inverted::AllowedDocs ok{allowed + s->seg.base};
       if (scale_ > 0.0f) run_algorithm(alg, s->seg, sq, b, QuantisedWeight{}, heap, ok);
       else run_algorithm(alg, s->seg, sq, b, FloatWeight{}, heap, ok);
     } else if (scale_ > 0.0f) {
-      run_algorithm(alg, s->seg, sq, b, QuantisedWeight{}, heap, postings::AllDocs{});
+      run_algorithm(alg, s->seg, sq, b, QuantisedWeight{}, heap, inverted::AllDocs{});
     } else {
-      run_algorithm(alg, s->seg, sq, b, FloatWeight{}, heap, postings::AllDocs{});
+      run_algorithm(alg, s->seg, sq, b, FloatWeight{}, heap, inverted::AllDocs{});
     }
   }
   heap.finalize(out);
 }
 
-float ImpactIndex::exact_score(const std::vector<postings::WeightedTerm>& sorted_query, std::uint32_t doc) const {
+float ImpactIndex::exact_score(const std::vector<inverted::WeightedTerm>& sorted_query, std::uint32_t doc) const {
   const std::uint32_t* terms = fwd_terms_.data();
   const float* values = fwd_values_.data();
   std::uint64_t p = fwd_indptr_[doc];
   const std::uint64_t e = fwd_indptr_[doc + 1];
   float score = 0.0f;
-  for (const postings::WeightedTerm& t : sorted_query) {  // merge: both sides by increasing term
+  for (const inverted::WeightedTerm& t : sorted_query) {  // merge: both sides by increasing term
     while (p < e && terms[p] < t.term) ++p;
     if (p == e) break;
     if (terms[p] == t.term) score += t.weight * values[p];
@@ -367,8 +367,8 @@ namespace {
 // increasing term order, as exact_score's merge adds, so the sums are the same.
 struct DenseQuery {
   std::vector<float>& w;
-  const std::vector<postings::WeightedTerm>& terms;
-  DenseQuery(std::uint32_t dim, const std::vector<postings::WeightedTerm>& q) : w(scratch()), terms(q) {
+  const std::vector<inverted::WeightedTerm>& terms;
+  DenseQuery(std::uint32_t dim, const std::vector<inverted::WeightedTerm>& q) : w(scratch()), terms(q) {
     if (w.size() < dim) w.assign(dim, 0.0f);
     for (const auto& t : q) w[t.term] += t.weight;
   }
@@ -387,12 +387,12 @@ struct DenseQuery {
 };
 }  // namespace
 
-void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::size_t k,
-                         std::vector<bm25::ScoredDoc>& out, Algorithm algorithm, const std::uint8_t* allowed,
+void ImpactIndex::search(const std::vector<inverted::WeightedTerm>& query, std::size_t k,
+                         std::vector<common::ScoredDoc>& out, Algorithm algorithm, const std::uint8_t* allowed,
                          std::uint32_t query_cut) const {
   if (!exact_) {
     if (query_cut == 0 || query.size() <= query_cut) return search_impacts(query, k, out, algorithm, allowed);
-    std::vector<postings::WeightedTerm> cut(query);
+    std::vector<inverted::WeightedTerm> cut(query);
     std::partial_sort(cut.begin(), cut.begin() + query_cut, cut.end(),
                       [](const auto& a, const auto& b) { return a.weight > b.weight; });
     cut.resize(query_cut);
@@ -401,7 +401,7 @@ void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::
   out.clear();
   const std::size_t live = num_live();
   if (k == 0 || live == 0 || query.empty()) return;
-  std::vector<postings::WeightedTerm> sorted;  // the query's usable terms by increasing term id
+  std::vector<inverted::WeightedTerm> sorted;  // the query's usable terms by increasing term id
   sorted.reserve(query.size());
   double weight_sum = 0.0;
   for (const auto& t : query)
@@ -413,7 +413,7 @@ void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::
   std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.term < b.term; });
   k = std::min(k, live);
   const std::uint8_t* ok = allowed != nullptr ? allowed : (num_dead_ > 0 ? live_.data() : nullptr);
-  std::vector<postings::WeightedTerm> candidate_query;
+  std::vector<inverted::WeightedTerm> candidate_query;
   const bool approximate = query_cut > 0 && sorted.size() > query_cut;
   if (approximate) {
     candidate_query = sorted;
@@ -421,11 +421,11 @@ void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::
                       [](const auto& a, const auto& b) { return a.weight > b.weight; });
     candidate_query.resize(query_cut);
   }
-  const std::vector<postings::WeightedTerm>& cq = approximate ? candidate_query : sorted;
+  const std::vector<inverted::WeightedTerm>& cq = approximate ? candidate_query : sorted;
   // Every stored weight is within 0.5 / scale of its float weight, so a document's quantised
   // score is within err of its float score (rounding of the sums: `rel` below).
   const double err = weight_sum * 0.5 / static_cast<double>(scale_) * (1.0 + 1e-3);
-  std::vector<bm25::ScoredDoc> cand, rescored;
+  std::vector<common::ScoredDoc> cand, rescored;
   std::size_t pool = std::min(live, std::max<std::size_t>(2 * k, k + 16));
   const DenseQuery dq(dim_, sorted);
   const std::uint32_t* ft = fwd_terms_.data();
@@ -434,8 +434,8 @@ void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::
   for (;;) {
     search_impacts(cq, pool, cand, algorithm, allowed);
     rescored.clear();
-    for (const bm25::ScoredDoc& c : cand) rescored.push_back({dq.score(ft, fv, fi[c.doc], fi[c.doc + 1]), c.doc});
-    std::sort(rescored.begin(), rescored.end(), bm25::RanksBefore{});
+    for (const common::ScoredDoc& c : cand) rescored.push_back({dq.score(ft, fv, fi[c.doc], fi[c.doc + 1]), c.doc});
+    std::sort(rescored.begin(), rescored.end(), common::RanksBefore{});
     if (approximate) break;
     // Any document outside the pool scores at most `last` quantised (0 when the pool holds
     // every document with a nonzero quantised score), so at most last + err in float.
@@ -450,7 +450,7 @@ void ImpactIndex::search(const std::vector<postings::WeightedTerm>& query, std::
       // Scores too close to separate by the bound, or the pool already holds every document
       // with a nonzero quantised score (a larger pool finds no more): score every allowed
       // live document.
-      bm25::TopKQueue heap(k);
+      common::TopKQueue heap(k);
       for (std::uint32_t d = 0; d < num_docs_; ++d) {
         if (ok != nullptr ? !ok[d] : !live_[d]) continue;
         const float v = dq.score(ft, fv, fi[d], fi[d + 1]);
@@ -483,9 +483,9 @@ void ImpactIndex::export_forward(std::vector<std::uint64_t>& indptr, std::vector
 void ImpactIndex::install_forward(const std::uint64_t* indptr, const std::uint32_t* terms, const float* values,
                                   std::uint64_t n, std::shared_ptr<const void> keepalive) {
   if (!(scale_ > 0.0f)) throw std::invalid_argument("install_forward: the index stores float weights already");
-  fwd_indptr_ = bm25::Buffer<std::uint64_t>::borrow(indptr, static_cast<std::size_t>(num_docs_) + 1);
-  fwd_terms_ = bm25::Buffer<std::uint32_t>::borrow(terms, n);
-  fwd_values_ = bm25::Buffer<float>::borrow(values, n);
+  fwd_indptr_ = common::Buffer<std::uint64_t>::borrow(indptr, static_cast<std::size_t>(num_docs_) + 1);
+  fwd_terms_ = common::Buffer<std::uint32_t>::borrow(terms, n);
+  fwd_values_ = common::Buffer<float>::borrow(values, n);
   fwd_keepalive_ = std::move(keepalive);
   exact_ = true;
 }
@@ -494,10 +494,10 @@ std::uint64_t ImpactIndex::forward_bytes() const {
   return fwd_indptr_.size() * 8 + fwd_terms_.size() * 4 + fwd_values_.size() * 4;
 }
 
-void ImpactIndex::score_all(const std::vector<postings::WeightedTerm>& query, float* out) const {
+void ImpactIndex::score_all(const std::vector<inverted::WeightedTerm>& query, float* out) const {
   std::fill(out, out + num_docs_, 0.0f);
   if (exact_) {  // the float vectors, as search() scores
-    std::vector<postings::WeightedTerm> sorted;
+    std::vector<inverted::WeightedTerm> sorted;
     for (const auto& t : query)
       if (t.term < dim_) sorted.push_back(t);
     const DenseQuery dq(dim_, sorted);
@@ -510,7 +510,7 @@ void ImpactIndex::score_all(const std::vector<postings::WeightedTerm>& query, fl
       const std::int64_t slot = s->seg.slot_of(t.term);
       if (slot < 0) continue;
       for (std::uint64_t j = s->seg.offsets[slot]; j < s->seg.offsets[slot + 1]; ++j)
-        out[s->seg.base + s->seg.docs[j]] += t.weight * decode(s->seg.tfs[j]);
+        out[s->seg.base + s->seg.docs[j]] += t.weight * decode(s->seg.values[j]);
     }
   }
 }
@@ -532,7 +532,7 @@ float ImpactIndex::weight(std::uint32_t term, std::uint32_t doc) const {
     const std::uint32_t local = doc - s->seg.base;
     const std::uint32_t* it = std::lower_bound(b, e, local);
     if (it == e || *it != local) return 0.0f;
-    return decode(s->seg.tfs[static_cast<std::size_t>(it - s->seg.docs.data())]);
+    return decode(s->seg.values[static_cast<std::size_t>(it - s->seg.docs.data())]);
   }
   return 0.0f;
 }
@@ -554,7 +554,7 @@ void ImpactIndex::export_arrays(std::vector<std::uint64_t>& offsets, std::vector
         const std::uint32_t d = s->seg.base + s->seg.docs[i];
         if (!live_[d]) continue;
         docs.push_back(new_id[d]);
-        stored.push_back(s->seg.tfs[i]);
+        stored.push_back(s->seg.values[i]);
       }
     }
     offsets[t + 1] = docs.size();
@@ -567,9 +567,9 @@ void ImpactIndex::install(std::uint32_t num_docs, const std::uint64_t* offsets, 
   auto s = std::make_unique<ImpactSegment>();
   s->seg.base = 0;
   s->seg.num_docs = num_docs;
-  s->seg.offsets = bm25::Buffer<std::uint64_t>::borrow(offsets, static_cast<std::size_t>(dim_) + 1);
-  s->seg.docs = bm25::Buffer<std::uint32_t>::borrow(docs, n_postings);
-  s->seg.tfs = bm25::Buffer<std::uint32_t>::borrow(stored, n_postings);
+  s->seg.offsets = common::Buffer<std::uint64_t>::borrow(offsets, static_cast<std::size_t>(dim_) + 1);
+  s->seg.docs = common::Buffer<std::uint32_t>::borrow(docs, n_postings);
+  s->seg.values = common::Buffer<std::uint32_t>::borrow(stored, n_postings);
   compute_bounds(*s);
   build_columns(*s);
   segments_.clear();
@@ -581,10 +581,10 @@ void ImpactIndex::install(std::uint32_t num_docs, const std::uint64_t* offsets, 
   keepalive_ = std::move(keepalive);
   // The float vectors come with install_forward (files written before they were saved have none).
   exact_ = false;
-  fwd_indptr_ = bm25::Buffer<std::uint64_t>();
-  fwd_terms_ = bm25::Buffer<std::uint32_t>();
-  fwd_values_ = bm25::Buffer<float>();
+  fwd_indptr_ = common::Buffer<std::uint64_t>();
+  fwd_terms_ = common::Buffer<std::uint32_t>();
+  fwd_values_ = common::Buffer<float>();
   fwd_keepalive_.reset();
 }
 
-}  // namespace ragfind::sparse
+}  // namespace ragfind::splade

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
-namespace ragfind::bm25 {
+namespace ragfind::text {
 
 Analyzer::Analyzer(TokenizerOptions options, const std::vector<std::string>& stopwords, StemBatchFn stem)
     : tokenizer_(options), stem_(std::move(stem)) {
@@ -219,4 +219,4 @@ void Analyzer::analyze_with_offsets(std::string_view text, std::vector<Located>&
   for (std::size_t i = 0; i < out.size(); ++i) out[i].stem = std::move(stems[i]);
 }
 
-}  // namespace ragfind::bm25
+}  // namespace ragfind::text

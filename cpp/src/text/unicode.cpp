@@ -3,7 +3,7 @@
 
 #include "ragfind/text/unicode.hpp"
 
-namespace ragfind::bm25 {
+namespace ragfind::text {
 
 bool is_word_char_nonascii(std::uint32_t cp) {
   using unicode_tables::kNumWordRanges;
@@ -35,4 +35,4 @@ void normalize_token(std::string_view in, bool lowercase, std::string& out) {
   }
 }
 
-}  // namespace ragfind::bm25
+}  // namespace ragfind::text

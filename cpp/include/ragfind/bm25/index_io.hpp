@@ -27,6 +27,8 @@
 
 namespace ragfind::bm25 {
 
+using inverted::DocIds;
+
 /// A missing, foreign, truncated or corrupt index file (a ValueError in Python).
 class IndexFileError : public std::runtime_error {
  public:

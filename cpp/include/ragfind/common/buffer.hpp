@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <vector>
 
-namespace ragfind::bm25 {
+namespace ragfind::common {
 
 template <typename T>
 class Buffer {
@@ -49,4 +49,4 @@ class Buffer {
   bool owned_ = true;
 };
 
-}  // namespace ragfind::bm25
+}  // namespace ragfind::common

@@ -4,9 +4,9 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace ragfind::bm25 {
+namespace ragfind::common {
 
 /// Continues a CRC-32: crc32(crc32(0, a), b) == crc32(0, a + b).
 std::uint32_t crc32(std::uint32_t crc, const void* data, std::size_t size);
 
-}  // namespace ragfind::bm25
+}  // namespace ragfind::common

@@ -11,7 +11,7 @@
 #include <mutex>
 #include <shared_mutex>
 
-namespace ragfind {
+namespace ragfind::common {
 
 class WriterPreferringSharedMutex {
  public:
@@ -45,4 +45,4 @@ class WriterPreferringSharedMutex {
   std::shared_mutex mu_;
 };
 
-}  // namespace ragfind
+}  // namespace ragfind::common

@@ -1,4 +1,5 @@
-// The top-k queue of the inverted-index searches (BM25 and SPLADE).
+// The one top-k queue: the inverted-index searches (BM25 and SPLADE, uint32 document numbers)
+// and the exact and IVF dense scans (int64 rows) all keep their best k in it.
 //
 // Contract: entries are ordered by score, higher first; equal scores are broken by the lower
 // internal document id (earlier insertion). The queue keeps the k best entries seen; while it
@@ -17,25 +18,35 @@
 #include <limits>
 #include <vector>
 
-namespace ragfind::bm25 {
+namespace ragfind::common {
 
-struct ScoredDoc {
+/// A document (or row) and its score.
+template <class Id>
+struct Scored {
   float score;
-  std::uint32_t doc;
+  Id doc;
 };
+using ScoredDoc = Scored<std::uint32_t>;
 
 /// a ranks before b.
-inline bool ranks_before(const ScoredDoc& a, const ScoredDoc& b) {
+template <class Id>
+inline bool ranks_before(const Scored<Id>& a, const Scored<Id>& b) {
   return a.score > b.score || (a.score == b.score && a.doc < b.doc);
 }
 
 struct RanksBefore {
-  bool operator()(const ScoredDoc& a, const ScoredDoc& b) const { return ranks_before(a, b); }
+  template <class Id>
+  bool operator()(const Scored<Id>& a, const Scored<Id>& b) const {
+    return ranks_before(a, b);
+  }
 };
 
-class TopKQueue {
+/// The k best entries offered, by ranks_before.
+template <class Id>
+class BasicTopKQueue {
  public:
-  explicit TopKQueue(std::size_t k) : k_(k) { heap_.reserve(k < 4096 ? k : 4096); }
+  using Entry = Scored<Id>;
+  explicit BasicTopKQueue(std::size_t k) : k_(k) { heap_.reserve(k < 4096 ? k : 4096); }
 
   bool full() const { return heap_.size() >= k_; }
   std::size_t k() const { return k_; }
@@ -52,8 +63,8 @@ class TopKQueue {
   }
 
   /// Offers a document; returns true if it entered.
-  bool insert(float score, std::uint32_t doc) {
-    ScoredDoc e{score, doc};
+  bool insert(float score, Id doc) {
+    Entry e{score, doc};
     if (!full()) {
       if (has_floor_ && !(score > floor_)) return false;
       heap_.push_back(e);
@@ -67,17 +78,20 @@ class TopKQueue {
 
   /// The entries best first; empties the queue.
   /// (Callers may offer documents in any order: the comparison includes the doc id.)
-  void finalize(std::vector<ScoredDoc>& out) {
+  void finalize(std::vector<Entry>& out) {
     std::sort(heap_.begin(), heap_.end(), RanksBefore{});
     out.swap(heap_);
     heap_.clear();
   }
 
+  /// The entries in heap order (to merge one queue into another).
+  const std::vector<Entry>& entries() const { return heap_; }
+
  private:
   // The front (worst) entry replaced by e, sifted down once (pop_heap + push_heap would walk
   // the heap twice).
-  void replace_worst(const ScoredDoc& e) {
-    ScoredDoc* h = heap_.data();
+  void replace_worst(const Entry& e) {
+    Entry* h = heap_.data();
     const std::size_t n = heap_.size();
     std::size_t i = 0;
     for (;;) {
@@ -94,7 +108,9 @@ class TopKQueue {
   std::size_t k_;
   float floor_ = -std::numeric_limits<float>::infinity();
   bool has_floor_ = false;
-  std::vector<ScoredDoc> heap_;  // a heap whose front is the worst entry
+  std::vector<Entry> heap_;  // a heap whose front is the worst entry
 };
 
-}  // namespace ragfind::bm25
+using TopKQueue = BasicTopKQueue<std::uint32_t>;
+
+}  // namespace ragfind::common

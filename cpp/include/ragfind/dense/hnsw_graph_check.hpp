@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace ragfind::hnsw {
+namespace ragfind::dense {
 
 /// What a valid graph holds, as read from its header and records.
 struct GraphSummary {
@@ -29,4 +29,4 @@ struct GraphSummary {
 /// std::invalid_argument naming the first inconsistency.
 GraphSummary check_graph(const uint8_t* data, size_t size, size_t dim);
 
-}  // namespace ragfind::hnsw
+}  // namespace ragfind::dense

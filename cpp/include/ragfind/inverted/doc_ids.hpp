@@ -17,7 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace ragfind::bm25 {
+namespace ragfind::inverted {
 
 class DocIds {
  public:
@@ -228,4 +228,4 @@ class DocIds {
   std::unordered_map<std::string, std::uint32_t> str_pos_;   // live ids only
 };
 
-}  // namespace ragfind::bm25
+}  // namespace ragfind::inverted

@@ -1,4 +1,4 @@
-// Query algorithms over one posting segment (ragfind::bm25::Segment), generic in how a posting
+// Query algorithms over one posting segment (inverted::Segment), generic in how a posting
 // turns into a document-side weight. The learned sparse index (SPLADE, splade/impact_index.cpp)
 // runs on these. BM25 does not: it has its own MaxScore and term-at-a-time loops
 // (src/bm25/query_maxscore.cpp, query_exhaustive.cpp), specialised per variant on the float
@@ -27,13 +27,12 @@
 #include <type_traits>
 #include <vector>
 
-#include "ragfind/bm25/index.hpp"
 #include "ragfind/common/topk_queue.hpp"
+#include "ragfind/inverted/segment.hpp"
 
-namespace ragfind::postings {
+namespace ragfind::inverted {
 
-using bm25::Segment;
-using bm25::TopKQueue;
+using common::TopKQueue;
 
 /// First position >= pos whose doc is >= target (galloping, then binary search).
 inline std::uint64_t next_geq(const std::uint32_t* docs, std::uint64_t pos, std::uint64_t end, std::uint32_t target) {
@@ -112,7 +111,7 @@ void maxscore_segment(const Segment& seg, const std::vector<WeightedTerm>& query
   double acc = 0;
   for (std::size_t i = 0; i < n; ++i) cum[i] = (acc += cur[i].bound);
   const std::uint32_t* docs = seg.docs.data();
-  const std::uint32_t* stored = seg.tfs.data();
+  const std::uint32_t* stored = seg.values.data();
   float theta = heap.threshold();
   std::size_t first_ess = 0;
   while (first_ess < n && cum[first_ess] <= theta) ++first_ess;
@@ -161,7 +160,7 @@ void exhaustive_segment(const Segment& seg, const std::vector<WeightedTerm>& que
   float* acc = buffer.data();
   std::fill(acc, acc + seg.num_docs, 0.0f);
   const std::uint32_t* docs = seg.docs.data();
-  const std::uint32_t* stored = seg.tfs.data();
+  const std::uint32_t* stored = seg.values.data();
   for (const WeightedTerm& t : query) {
     const std::int64_t slot = seg.slot_of(t.term);
     if (slot < 0) continue;
@@ -201,7 +200,7 @@ void taat_maxscore_segment(const Segment& seg, const std::vector<WeightedTerm>& 
   std::fill(acc, acc + seg.num_docs, 0.0f);
   touched.clear();
   const std::uint32_t* docs = seg.docs.data();
-  const std::uint32_t* stored = seg.tfs.data();
+  const std::uint32_t* stored = seg.values.data();
   const std::size_t k = heap.k();
   double theta = heap.full() ? std::max(0.0f, heap.threshold()) : 0.0;
   bool track = true;  // keep the touched list while it stays small next to the segment
@@ -256,4 +255,4 @@ void taat_maxscore_segment(const Segment& seg, const std::vector<WeightedTerm>& 
   for (std::uint32_t d : cand) heap.insert(acc[d], seg.base + d);
 }
 
-}  // namespace ragfind::postings
+}  // namespace ragfind::inverted

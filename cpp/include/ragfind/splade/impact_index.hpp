@@ -1,6 +1,6 @@
-// Learned-sparse (SPLADE) retrieval on the inverted-index engine: posting segments of the BM25
-// index layout (ragfind::bm25::Segment: dense term directory over the vocabulary, doc ids,
-// and per posting a stored uint32 which here is the quantised impact), queried with the shared
+// Learned-sparse (SPLADE) retrieval on the inverted-index engine: posting segments
+// (inverted::Segment: dense term directory over the vocabulary, doc ids, and per posting a
+// stored uint32 value which here is the quantised impact), queried with the shared
 // MaxScore / exhaustive algorithms (ragfind/inverted/maxscore.hpp) and the shared top-k queue.
 //
 // Impacts: with scale > 0 a document weight w is stored as round(w * scale) (postings whose
@@ -40,10 +40,12 @@
 #include <memory>
 #include <vector>
 
-#include "ragfind/bm25/index.hpp"
+#include "ragfind/common/buffer.hpp"
+#include "ragfind/common/topk_queue.hpp"
 #include "ragfind/inverted/maxscore.hpp"
+#include "ragfind/inverted/segment.hpp"
 
-namespace ragfind::sparse {
+namespace ragfind::splade {
 
 /// Auto: exhaustive on small segments or dense queries, document-at-a-time MaxScore otherwise;
 /// TaatMaxScore: term-at-a-time MaxScore (quit/continue); Exhaustive: every posting (reference).
@@ -53,9 +55,11 @@ enum class Algorithm { Auto = 0, MaxScore = 1, Exhaustive = 2, TaatMaxScore = 3 
 /// kDenseColumnMinDocs documents) also gets a dense column.
 inline constexpr std::uint64_t kDenseColumnFraction = 4;
 inline constexpr std::uint32_t kDenseColumnMinDocs = 256;
+/// Auto scores segments of up to this many documents term-at-a-time (the bound BM25 uses too).
+inline constexpr std::uint32_t kSmallSegmentDocs = 1u << 16;
 
 struct ImpactSegment {
-  bm25::Segment seg;
+  inverted::Segment seg;
   std::vector<float> bounds;  // per term: max decoded impact in this segment
   // Per directory slot: index of its dense column in `columns` (num_docs entries each), or -1.
   std::vector<std::int32_t> column_of;
@@ -99,18 +103,18 @@ class ImpactIndex {
   /// deleted document (the bindings compile it from the live ids).
   /// With exact() the scores are float dot products with the stored float vectors (the
   /// quantised ranking otherwise); query_cut > 0: the approximate mode described above.
-  void search(const std::vector<postings::WeightedTerm>& query, std::size_t k, std::vector<bm25::ScoredDoc>& out,
+  void search(const std::vector<inverted::WeightedTerm>& query, std::size_t k, std::vector<common::ScoredDoc>& out,
               Algorithm algorithm = Algorithm::Auto, const std::uint8_t* allowed = nullptr,
               std::uint32_t query_cut = 0) const;
   /// Top-k by the stored (quantised) impacts alone, never re-scored.
-  void search_impacts(const std::vector<postings::WeightedTerm>& query, std::size_t k,
-                      std::vector<bm25::ScoredDoc>& out, Algorithm algorithm = Algorithm::Auto,
+  void search_impacts(const std::vector<inverted::WeightedTerm>& query, std::size_t k,
+                      std::vector<common::ScoredDoc>& out, Algorithm algorithm = Algorithm::Auto,
                       const std::uint8_t* allowed = nullptr) const;
   /// Float dot product of the query with document `doc`'s stored float vector (exact() only).
-  float exact_score(const std::vector<postings::WeightedTerm>& sorted_query, std::uint32_t doc) const;
+  float exact_score(const std::vector<inverted::WeightedTerm>& sorted_query, std::uint32_t doc) const;
   /// Dot product of the query with every stored document vector (deleted ones too): the float
   /// vectors with exact(), the decoded impacts otherwise.
-  void score_all(const std::vector<postings::WeightedTerm>& query, float* out) const;
+  void score_all(const std::vector<inverted::WeightedTerm>& query, float* out) const;
   /// Weight of `term` in `doc` (0 when absent): float with exact(), decoded impact otherwise.
   float weight(std::uint32_t term, std::uint32_t doc) const;
 
@@ -151,10 +155,10 @@ class ImpactIndex {
   std::shared_ptr<const void> keepalive_;
   // The float vectors by internal document (exact_ only), borrowed after install_forward.
   bool exact_ = false;
-  bm25::Buffer<std::uint64_t> fwd_indptr_;
-  bm25::Buffer<std::uint32_t> fwd_terms_;
-  bm25::Buffer<float> fwd_values_;
+  common::Buffer<std::uint64_t> fwd_indptr_;
+  common::Buffer<std::uint32_t> fwd_terms_;
+  common::Buffer<float> fwd_values_;
   std::shared_ptr<const void> fwd_keepalive_;
 };
 
-}  // namespace ragfind::sparse
+}  // namespace ragfind::splade

@@ -18,7 +18,7 @@
 #include "ragfind/text/string_table.hpp"
 #include "ragfind/text/tokenizer.hpp"
 
-namespace ragfind::bm25 {
+namespace ragfind::text {
 
 /// Stems words[i] into stems[i] (stems is resized by the callee to words.size()).
 using StemBatchFn = std::function<void(const std::vector<std::string_view>& words, std::vector<std::string>& stems)>;
@@ -98,4 +98,4 @@ class Analyzer {
   StringTable stems_;
 };
 
-}  // namespace ragfind::bm25
+}  // namespace ragfind::text

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-namespace ragfind::bm25 {
+namespace ragfind::text {
 
 /// True for the code points CJKBigramFilter bigrams: Han (unified ideographs, extensions,
 /// compatibility ideographs, the iteration mark), Hiragana, Katakana (with the prolonged sound
@@ -28,4 +28,4 @@ inline bool is_cjk(std::uint32_t cp) {
   return false;
 }
 
-}  // namespace ragfind::bm25
+}  // namespace ragfind::text

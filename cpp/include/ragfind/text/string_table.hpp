@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ragfind::bm25 {
+namespace ragfind::text {
 
 class StringTable {
  public:
@@ -123,4 +123,4 @@ class StringTable {
   std::vector<std::uint64_t> slots_;
 };
 
-}  // namespace ragfind::bm25
+}  // namespace ragfind::text

@@ -32,7 +32,7 @@
 #include "ragfind/text/cjk.hpp"
 #include "ragfind/text/unicode.hpp"
 
-namespace ragfind::bm25 {
+namespace ragfind::text {
 
 struct TokenizerOptions {
   bool lowercase = true;
@@ -230,4 +230,4 @@ class Tokenizer {
   TokenizerOptions opt_;
 };
 
-}  // namespace ragfind::bm25
+}  // namespace ragfind::text

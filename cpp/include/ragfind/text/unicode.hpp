@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace ragfind::bm25 {
+namespace ragfind::text {
 
 struct CodepointRange {
   std::uint32_t lo, hi;
@@ -110,4 +110,4 @@ inline void append_utf8(std::string& out, std::uint32_t cp) {
 /// Lower-cases (optionally) and re-encodes `in`, replacing invalid sequences with U+FFFD.
 void normalize_token(std::string_view in, bool lowercase, std::string& out);
 
-}  // namespace ragfind::bm25
+}  // namespace ragfind::text

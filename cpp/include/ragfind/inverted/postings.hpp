@@ -1,4 +1,5 @@
-// Block-compressed BM25 posting lists: the codec, a writer and a cursor.
+// Block-compressed posting lists (BM25 stores its term frequencies so): the codec, a writer
+// and a cursor.
 //
 // Each posting list is cut into blocks of kPostingBlock postings (the last one may be short).
 // A block stores its last local doc id uncompressed (so cursors skip whole blocks without
@@ -23,7 +24,7 @@
 #include <emmintrin.h>
 #endif
 
-namespace ragfind::bm25 {
+namespace ragfind::inverted {
 
 struct Segment;
 
@@ -251,4 +252,4 @@ class PostingCursor {
 template <class F>
 void for_each_posting(const Segment& seg, std::size_t slot, F&& f);
 
-}  // namespace ragfind::bm25
+}  // namespace ragfind::inverted

@@ -1,5 +1,5 @@
 // Bit packing of posting blocks and the posting cursor (see postings.hpp).
-#include "ragfind/bm25/postings.hpp"
+#include "ragfind/inverted/postings.hpp"
 
 #include <algorithm>
 #include <array>
@@ -7,9 +7,9 @@
 #include <stdexcept>
 #include <utility>
 
-#include "ragfind/bm25/index.hpp"
+#include "ragfind/inverted/segment.hpp"
 
-namespace ragfind::bm25 {
+namespace ragfind::inverted {
 
 namespace {
 
@@ -216,7 +216,7 @@ void PostingsWriter::finish(Segment& seg) {
   seg.blk_bits = Buffer<std::uint8_t>(std::move(bits_));
   seg.packed = Buffer<std::uint32_t>(std::move(packed_));
   seg.docs = Buffer<std::uint32_t>();
-  seg.tfs = Buffer<std::uint32_t>();
+  seg.values = Buffer<std::uint32_t>();
   seg.set_list_blocks();
   last_.clear();
   word_.assign(1, 0);
@@ -236,7 +236,7 @@ void compress_segment(Segment& seg) {
   PostingsWriter w;
   w.reserve(seg.docs.size());
   for (std::size_t s = 0; s < seg.directory_size(); ++s) {
-    for (std::uint64_t i = seg.offsets[s]; i < seg.offsets[s + 1]; ++i) w.add(seg.docs[i], seg.tfs[i]);
+    for (std::uint64_t i = seg.offsets[s]; i < seg.offsets[s + 1]; ++i) w.add(seg.docs[i], seg.values[i]);
     w.end_list();
   }
   w.finish(seg);
@@ -330,4 +330,4 @@ void PostingCursor::skip_to(std::uint32_t target) {
   load(b, true);
 }
 
-}  // namespace ragfind::bm25
+}  // namespace ragfind::inverted

@@ -1,0 +1,531 @@
+// Store: the id rule, filters, locking and the read-side helpers of the BM25 index (store.hpp).
+#include "ragfind/bm25/store.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_set>
+
+#include "ragfind/bm25/index_io.hpp"
+#include "ragfind/common/parallel.hpp"
+
+namespace ragfind::bm25 {
+
+namespace {
+
+[[noreturn]] void unknown_id(const std::string& msg) { throw IdError(IdError::Kind::Unknown, msg); }
+[[noreturn]] void duplicate_id(const std::string& msg) { throw IdError(IdError::Kind::Duplicate, msg); }
+[[noreturn]] void id_kind(const std::string& msg) { throw IdError(IdError::Kind::WrongKind, msg); }
+
+}  // namespace
+
+std::string quote_id(const std::string& s) {
+  const bool dq = s.find('\'') != std::string::npos && s.find('"') == std::string::npos;
+  const char q = dq ? '"' : '\'';
+  std::string out(1, q);
+  for (char c : s) {
+    if (c == '\\' || c == q) out += '\\';
+    out += c;
+  }
+  return out + q;
+}
+
+void Hits::resolve_ids(const inverted::DocIds& ids) {
+  str_ids = ids.kind() == inverted::DocIds::Kind::Str;
+  if (str_ids) {
+    strs.resize(docs.size());
+    for (std::size_t i = 0; i < docs.size(); ++i) strs[i] = ids.strs()[docs[i].doc];
+  } else {
+    ints.resize(docs.size());
+    for (std::size_t i = 0; i < docs.size(); ++i) ints[i] = ids.int_at(docs[i].doc);
+  }
+}
+
+Params Store::make_params(const std::string& method, double k1, double b, double delta) {
+  Params p;
+  p.method = parse_method(method);
+  if (!(k1 >= 0) || !std::isfinite(k1))
+    throw std::invalid_argument("k1: expected a finite number >= 0, got " + std::to_string(k1));
+  if (!(b >= 0 && b <= 1)) throw std::invalid_argument("b: expected a number in [0, 1], got " + std::to_string(b));
+  if (!(delta >= 0) || !std::isfinite(delta))
+    throw std::invalid_argument("delta: expected a finite number >= 0, got " + std::to_string(delta));
+  p.k1 = k1;
+  p.b = b;
+  p.delta = delta;
+  return p;
+}
+
+std::size_t Store::size() const {
+  std::shared_lock<Lock> lock(mu_);
+  return index_.num_docs();
+}
+
+// ----- adding and deleting
+
+void Store::check_ids(const IdBatch& p, std::size_t n) const {
+  using Kind = inverted::DocIds::Kind;
+  if (p.given) {
+    if (p.is_str && ids_.kind() == Kind::Int && ids_.slots() > 0) id_kind("ids: this index has int ids, got str ids");
+    if (!p.is_str && ids_.kind() == Kind::Str && ids_.slots() > 0) id_kind("ids: this index has str ids, got int ids");
+  } else if (ids_.kind() == Kind::Str && ids_.slots() > 0) {
+    id_kind("ids: this index has str ids; pass ids= for the new items");
+  }
+  if (p.is_str) {
+    std::unordered_set<std::string_view> seen;
+    for (std::size_t i = 0; i < n; ++i)
+      if (!seen.insert(p.strs[i]).second) duplicate_id("ids: id " + quote_id(p.strs[i]) + " is repeated");
+    for (std::size_t i = 0; i < n; ++i)
+      if (ids_.find(p.strs[i]) >= 0)
+        duplicate_id("ids: [" + quote_id(p.strs[i]) + "] already in the index (delete them first to replace them)");
+  } else if (p.given) {
+    std::unordered_set<std::int64_t> seen;
+    for (std::size_t i = 0; i < n; ++i)
+      if (!seen.insert(p.ints[i]).second) duplicate_id("ids: id " + std::to_string(p.ints[i]) + " is repeated");
+    for (std::size_t i = 0; i < n; ++i)
+      if (ids_.find(p.ints[i]) >= 0)
+        duplicate_id("ids: [" + std::to_string(p.ints[i]) +
+                     "] already in the index (delete them first to replace them)");
+  }
+}
+
+void Store::commit_ids(IdBatch& p, std::size_t n) {
+  if (p.is_str) {
+    ids_.append(std::move(p.strs));
+  } else if (p.given) {
+    ids_.append(p.ints);
+  } else {
+    std::vector<std::int64_t> auto_ids(n);
+    const std::int64_t start = ids_.next_auto_id();
+    for (std::size_t i = 0; i < n; ++i) auto_ids[i] = start + static_cast<std::int64_t>(i);
+    ids_.append(auto_ids);
+  }
+}
+
+// Compacts segments past the dead-fraction threshold (the ids and positions follow the
+// renumbering) and starts a new write generation.
+void Store::after_write() {
+  const std::vector<std::uint32_t> dropped = index_.compact();
+  ids_.compact(dropped);
+  if (positions_) positions_->compact(dropped);
+  generation_.fetch_add(1, std::memory_order_release);
+}
+
+void Store::add_tokens(IdBatch ids, const std::vector<std::vector<std::string_view>>& docs) {
+  const std::size_t n = docs.size();
+  std::unique_lock<Lock> lock(mu_);
+  check_ids(ids, n);
+  if (n == 0) return;
+  std::size_t total = 0;
+  for (const auto& d : docs) total += d.size();
+  std::vector<std::uint32_t> terms;
+  terms.reserve(total);
+  std::vector<std::size_t> offsets{0};
+  for (const auto& d : docs) {
+    for (std::string_view t : d) terms.push_back(index_.vocab().insert(t));
+    offsets.push_back(terms.size());
+  }
+  index_.add_documents(terms.data(), nullptr, offsets.data(), n);
+  if (positions_) positions_->append(terms.data(), nullptr, offsets.data(), n);
+  commit_ids(ids, n);
+  after_write();
+}
+
+// Maps analysed stem ids to vocabulary ids, interning new stems.
+void Store::map_stems(const text::Analyzer& analyzer, text::TokenStream& stream) {
+  analyzer.with_stems([&](const text::StringTable& stems) {
+    if (stem_to_term_.size() < stems.size()) stem_to_term_.resize(stems.size(), -1);
+    for (auto& sid : stream.stem_ids) {
+      std::int64_t& t = stem_to_term_[sid];
+      if (t < 0) t = index_.vocab().insert(stems.get(sid));
+      sid = static_cast<std::uint32_t>(t);
+    }
+  });
+}
+
+void Store::add_analyzed(IdBatch ids, std::size_t n, const text::Analyzer& analyzer,
+                         const std::function<std::size_t(std::size_t, text::TokenStream&)>& analyze) {
+  std::unique_lock<Lock> lock(mu_);
+  check_ids(ids, n);
+  if (n == 0) return;
+  text::TokenStream stream;
+  const std::uint32_t slots_before = index_.num_slots();
+  try {
+    for (std::size_t begin = 0; begin < n;) {
+      stream.clear();
+      const std::size_t end = analyze(begin, stream);
+      map_stems(analyzer, stream);
+      index_.add_chunk(stream.stem_ids.data(), stream.counted.data(), stream.doc_offsets.data(), end - begin);
+      if (positions_)
+        positions_->append(stream.stem_ids.data(), stream.counted.data(), stream.doc_offsets.data(), end - begin);
+      begin = end;
+    }
+  } catch (...) {
+    index_.abort_chunks();
+    if (positions_) positions_->truncate(slots_before);
+    throw;
+  }
+  index_.commit_chunks();
+  commit_ids(ids, n);
+  after_write();
+}
+
+void Store::remove(const IdBatch& p, const std::vector<std::string>& shown) {
+  if (p.is_str) {
+    std::unordered_set<std::string_view> seen;
+    for (std::size_t i = 0; i < p.strs.size(); ++i)
+      if (!seen.insert(p.strs[i]).second) duplicate_id("ids: id " + shown[i] + " is repeated");
+  } else {
+    std::unordered_set<std::int64_t> seen;
+    for (std::size_t i = 0; i < p.ints.size(); ++i)
+      if (!seen.insert(p.ints[i]).second) duplicate_id("ids: id " + shown[i] + " is repeated");
+  }
+  std::unique_lock<Lock> lock(mu_);
+  std::vector<std::uint32_t> docs;
+  const std::size_t n = p.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t d = p.is_str ? ids_.find(p.strs[i]) : ids_.find(p.ints[i]);
+    if (d < 0) unknown_id("ids: [" + shown[i] + "] not in the index; nothing was deleted");
+    docs.push_back(static_cast<std::uint32_t>(d));
+  }
+  std::sort(docs.begin(), docs.end());
+  docs.erase(std::unique(docs.begin(), docs.end()), docs.end());
+  index_.delete_documents(docs);
+  for (std::uint32_t d : docs) ids_.kill(d);
+  after_write();
+}
+
+// ----- filters
+
+void Store::fill_filter(CompiledFilter& f) const {
+  f.mask.assign(index_.num_slots(), 0);
+  f.docs.clear();
+  auto take = [&](std::int64_t d) {
+    if (d >= 0 && !f.mask[static_cast<std::size_t>(d)]) {
+      f.mask[static_cast<std::size_t>(d)] = 1;
+      f.docs.push_back(static_cast<std::uint32_t>(d));
+    }
+  };
+  for (std::int64_t id : f.ints) take(ids_.find(id));
+  for (const std::string& id : f.strs) take(ids_.find(id));
+  std::sort(f.docs.begin(), f.docs.end());
+  f.generation = generation();
+}
+
+std::shared_ptr<CompiledFilter> Store::compile_filter(std::vector<std::int64_t> ints,
+                                                      std::vector<std::string> strs) const {
+  auto f = std::make_shared<CompiledFilter>();
+  f->ints = std::move(ints);
+  f->strs = std::move(strs);
+  std::shared_lock<Lock> lock(mu_);
+  fill_filter(*f);
+  return f;
+}
+
+// f's own allowed set when compiled at this generation, else one rebuilt into scratch.
+const AllowedSet* Store::allowed_view(const CompiledFilter* f, CompiledFilter& scratch, AllowedSet& view) const {
+  if (!f) return nullptr;
+  const CompiledFilter* use = f;
+  if (f->generation != generation() || f->mask.size() != index_.num_slots()) {
+    scratch.ints = f->ints;
+    scratch.strs = f->strs;
+    fill_filter(scratch);
+    use = &scratch;
+  }
+  view.mask = use->mask.data();
+  view.docs = use->docs.data();
+  view.count = use->docs.size();
+  return &view;
+}
+
+// ----- searching
+
+std::vector<QueryTerm> Store::query_terms(const std::vector<std::string>& stems) const {
+  std::vector<QueryTerm> q;
+  for (const auto& s : stems) {
+    const std::uint32_t t = index_.vocab().find(s);
+    if (t != text::StringTable::kNotFound) q.push_back({t, 1});
+  }
+  return q;
+}
+
+Hits Store::search(const std::vector<std::string>& stems, std::size_t k, Algorithm algorithm,
+                   const CompiledFilter* filter) const {
+  std::shared_lock<Lock> lock(mu_);
+  Hits h;
+  CompiledFilter scratch;
+  AllowedSet view;
+  index_.search(query_terms(stems), k, h.docs, algorithm, allowed_view(filter, scratch, view));
+  h.resolve_ids(ids_);
+  return h;
+}
+
+std::vector<Hits> Store::search_batch(const std::vector<std::vector<std::string>>& stems, std::size_t k, int threads,
+                                      Algorithm algorithm, const CompiledFilter* filter) const {
+  std::vector<Hits> hits(stems.size());
+  std::shared_lock<Lock> lock(mu_);
+  CompiledFilter scratch;
+  AllowedSet view;
+  const AllowedSet* allowed = allowed_view(filter, scratch, view);
+  parallel_for(stems.size(), threads, [&](std::size_t i, int) {
+    index_.search(query_terms(stems[i]), k, hits[i].docs, algorithm, allowed);
+    hits[i].resolve_ids(ids_);
+  });
+  return hits;
+}
+
+std::vector<Hits> Store::search_batch_with_stats(const std::vector<std::vector<std::string>>& stems, std::size_t k,
+                                                 int threads, Algorithm algorithm, const CompiledFilter* filter,
+                                                 const CollectionStats& base, const std::vector<DfMap>& dfs) const {
+  const std::size_t nq = stems.size();
+  if (dfs.size() != nq) throw std::invalid_argument("stats: one df dict per query expected");
+  std::vector<Hits> hits(nq);
+  std::shared_lock<Lock> lock(mu_);
+  // Distinct stems in first-occurrence order with their counts, their term ids here
+  // (kForeignTerm when unknown) and their global df.
+  std::vector<std::vector<QueryTerm>> q(nq);
+  std::vector<CollectionStats> cs(nq, base);
+  for (std::size_t i = 0; i < nq; ++i) {
+    std::vector<std::string_view> seen;
+    cs[i].df.clear();
+    for (const auto& s : stems[i]) {
+      auto it = std::find(seen.begin(), seen.end(), std::string_view(s));
+      if (it != seen.end()) {
+        q[i][static_cast<std::size_t>(it - seen.begin())].count += 1;
+        continue;
+      }
+      auto d = dfs[i].find(s);
+      if (d == dfs[i].end()) throw std::invalid_argument("stats: no df for the query term " + quote_id(s));
+      seen.push_back(s);
+      const std::uint32_t t = index_.vocab().find(s);
+      q[i].push_back({t == text::StringTable::kNotFound ? kForeignTerm : t, 1});
+      cs[i].df.push_back(d->second);
+    }
+  }
+  CompiledFilter scratch;
+  AllowedSet view;
+  const AllowedSet* allowed = allowed_view(filter, scratch, view);
+  parallel_for(nq, threads, [&](std::size_t i, int) {
+    index_.search(q[i], k, hits[i].docs, algorithm, allowed, &cs[i]);
+    hits[i].resolve_ids(ids_);
+  });
+  return hits;
+}
+
+CollectionStats Store::term_stats(const std::vector<std::string>& terms) const {
+  CollectionStats out;
+  out.df.assign(terms.size(), 0);
+  std::shared_lock<Lock> lock(mu_);
+  out.num_docs = index_.num_docs();
+  out.total_len = index_.total_len();
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    const std::uint32_t t = index_.vocab().find(terms[i]);
+    if (t != text::StringTable::kNotFound) out.df[i] = index_.df(t);
+  }
+  return out;
+}
+
+// ----- per-document reads
+
+std::vector<double> Store::live_only(std::vector<double> v) const {
+  if (index_.num_docs() == index_.num_slots()) return v;
+  std::size_t w = 0;
+  for (std::uint32_t d = 0; d < index_.num_slots(); ++d)
+    if (index_.is_live(d)) v[w++] = v[d];
+  v.resize(w);
+  return v;
+}
+
+std::vector<double> Store::get_scores(const std::vector<std::string>& stems) const {
+  std::shared_lock<Lock> lock(mu_);
+  std::vector<double> v(index_.num_slots());
+  index_.score_all(query_terms(stems), v.data());
+  return live_only(std::move(v));
+}
+
+std::int64_t Store::find(const IdBatch& id) const { return id.is_str ? ids_.find(id.strs[0]) : ids_.find(id.ints[0]); }
+
+ExplainData Store::explain(const std::vector<std::string>& stems, const IdBatch& id, const std::string& shown) const {
+  ExplainData out;
+  std::shared_lock<Lock> lock(mu_);
+  const std::int64_t doc = find(id);
+  if (doc < 0) unknown_id("doc_id: [" + shown + "] not in the index");
+  // Every analysed query term, known or not, in query order (repeats merged).
+  std::vector<QueryTerm> q;
+  for (const auto& s : stems) {
+    auto it = std::find(out.names.begin(), out.names.end(), s);
+    if (it != out.names.end()) {
+      q[static_cast<std::size_t>(it - out.names.begin())].count += 1;
+      continue;
+    }
+    out.names.push_back(s);
+    const std::uint32_t t = index_.vocab().find(s);
+    q.push_back({t == text::StringTable::kNotFound ? 0xFFFFFFFFu : t, 1});
+  }
+  out.terms = index_.explain(q, static_cast<std::uint32_t>(doc));
+  out.doc_len = index_.doc_len(static_cast<std::uint32_t>(doc));
+  out.avgdl = index_.avgdl();
+  out.num_docs = index_.num_docs();
+  out.params = index_.params();
+  return out;
+}
+
+Hits Store::live_ids() const {
+  std::shared_lock<Lock> lock(mu_);
+  Hits h;
+  h.docs.reserve(ids_.size());
+  for (std::uint32_t i = 0; i < ids_.slots(); ++i)
+    if (ids_.is_live(i)) h.docs.push_back({0.0f, i});
+  h.resolve_ids(ids_);
+  return h;
+}
+
+std::vector<std::int64_t> Store::term_ids(const std::vector<std::string>& tokens) const {
+  std::shared_lock<Lock> lock(mu_);
+  std::vector<std::int64_t> v(tokens.size());
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const std::uint32_t t = index_.vocab().find(tokens[i]);
+    v[i] = t == text::StringTable::kNotFound ? -1 : static_cast<std::int64_t>(t);
+  }
+  return v;
+}
+
+std::vector<std::int64_t> Store::document_frequencies() const {
+  std::shared_lock<Lock> lock(mu_);
+  std::vector<std::int64_t> v(index_.num_terms());
+  for (std::size_t t = 0; t < v.size(); ++t) v[t] = static_cast<std::int64_t>(index_.df(static_cast<std::uint32_t>(t)));
+  return v;
+}
+
+std::vector<std::int64_t> Store::document_lengths() const {
+  std::shared_lock<Lock> lock(mu_);
+  std::vector<std::int64_t> v;
+  v.reserve(index_.num_docs());
+  for (std::uint32_t d = 0; d < index_.num_slots(); ++d)
+    if (index_.is_live(d)) v.push_back(index_.doc_len(d));
+  return v;
+}
+
+std::vector<std::string> Store::vocabulary() const {
+  std::shared_lock<Lock> lock(mu_);
+  std::vector<std::string> v(index_.num_terms());
+  for (std::size_t t = 0; t < v.size(); ++t) v[t] = std::string(index_.vocab().get(static_cast<std::uint32_t>(t)));
+  return v;
+}
+
+std::vector<double> Store::rank_bm25_scores(const std::vector<std::int64_t>& terms, const std::vector<double>& weights,
+                                            int kind, double k1, double b, double delta) const {
+  std::shared_lock<Lock> lock(mu_);
+  std::vector<double> v(index_.num_slots());
+  index_.score_all_rank_bm25(terms, weights, kind, k1, b, delta, v.data());
+  return live_only(std::move(v));
+}
+
+// ----- parameters, statistics, files
+
+void Store::set_params(const Params& p) {
+  std::unique_lock<Lock> lock(mu_);
+  index_.set_params(p);
+  generation_.fetch_add(1, std::memory_order_release);
+}
+
+StoreStats Store::stats() const {
+  std::shared_lock<Lock> lock(mu_);
+  return StoreStats{index_.num_docs(),
+                    index_.num_terms(),
+                    index_.num_postings(),
+                    index_.segments().size(),
+                    index_.total_len(),
+                    index_.memory_bytes(),
+                    index_.num_slots() - index_.num_docs(),
+                    index_.avgdl(),
+                    index_.params()};
+}
+
+void Store::save(const std::string& path, const std::string& analyzer_json) const {
+  std::shared_lock<Lock> lock(mu_);
+  save_index(path, index_, ids_, analyzer_json, positions_.get());
+}
+
+void Store::load(const std::string& path, bool mmap) {
+  std::unique_lock<Lock> lock(mu_);
+  load_index(path, mmap, index_, ids_, &positions_);
+  generation_.fetch_add(1, std::memory_order_release);
+}
+
+// ----- positions and phrases
+
+void Store::enable_positions() {
+  std::unique_lock<Lock> lock(mu_);
+  if (positions_) return;
+  if (index_.num_slots() > 0) throw std::invalid_argument("positions: can only be enabled on an empty index");
+  positions_ = std::make_unique<PositionStore>();
+}
+
+bool Store::has_positions() const {
+  std::shared_lock<Lock> lock(mu_);
+  return positions_ != nullptr;
+}
+
+std::size_t Store::positions_bytes() const {
+  std::shared_lock<Lock> lock(mu_);
+  return positions_ ? positions_->memory_bytes() : std::size_t(0);
+}
+
+// Ordinals count live documents in insertion order, as live_ids() and document_lengths() do.
+void Store::postings(const std::string& term, std::vector<std::int64_t>& ord, std::vector<std::int64_t>& tf) const {
+  ord.clear();
+  tf.clear();
+  std::shared_lock<Lock> lock(mu_);
+  const std::uint32_t t = index_.vocab().find(term);
+  if (t == text::StringTable::kNotFound) return;
+  std::vector<std::uint32_t> slots, tfs;
+  term_postings(index_, t, slots, tfs);
+  std::vector<std::int64_t> rank;
+  const bool dense = index_.num_docs() == index_.num_slots();
+  if (!dense) {
+    rank.resize(index_.num_slots());
+    std::int64_t r = 0;
+    for (std::uint32_t d = 0; d < index_.num_slots(); ++d) rank[d] = index_.is_live(d) ? r++ : -1;
+  }
+  ord.reserve(slots.size());
+  for (std::uint32_t d : slots) ord.push_back(dense ? d : rank[d]);
+  tf.assign(tfs.begin(), tfs.end());
+}
+
+// Terms unknown to the index make a phrase match nothing (kNotFound has df 0).
+std::vector<PhraseQuery> Store::phrase_queries(const std::vector<PhraseText>& texts) const {
+  if (!positions_) throw std::invalid_argument("phrase queries need an index built with positions=True");
+  std::vector<PhraseQuery> out;
+  for (const auto& p : texts) {
+    PhraseQuery q;
+    for (const auto& w : p.terms) q.terms.push_back(index_.vocab().find(w));
+    q.slop = p.slop;
+    out.push_back(std::move(q));
+  }
+  return out;
+}
+
+Hits Store::search_phrases(const std::vector<std::string>& stems, const std::vector<PhraseText>& phrases, std::size_t k,
+                           const CompiledFilter* filter) const {
+  std::shared_lock<Lock> lock(mu_);
+  const std::vector<PhraseQuery> pq = phrase_queries(phrases);
+  Hits h;
+  CompiledFilter scratch;
+  AllowedSet view;
+  bm25::search_phrases(index_, *positions_, query_terms(stems), pq, k, allowed_view(filter, scratch, view), h.docs);
+  h.resolve_ids(ids_);
+  return h;
+}
+
+double Store::phrase_score(const std::vector<std::string>& stems, const std::vector<PhraseText>& phrases,
+                           const IdBatch& id, const std::string& shown, std::vector<double>& freqs) const {
+  std::shared_lock<Lock> lock(mu_);
+  const std::int64_t doc = find(id);
+  if (!positions_) throw std::invalid_argument("phrase queries need an index built with positions=True");
+  if (doc < 0) unknown_id("doc_id: [" + shown + "] not in the index");
+  return score_phrases(index_, *positions_, query_terms(stems), phrase_queries(phrases),
+                       static_cast<std::uint32_t>(doc), &freqs);
+}
+
+}  // namespace ragfind::bm25
