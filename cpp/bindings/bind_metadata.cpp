@@ -202,7 +202,7 @@ class MetadataCore {
     auto twice = std::adjacent_find(sorted.begin(), sorted.end());
     if (twice != sorted.end()) throw py::value_error("chunk id " + std::to_string(*twice) + " is repeated");
     py::gil_scoped_release release;
-    std::unique_lock<WriterPreferringSharedMutex> lock(mu_);
+    std::unique_lock<common::WriterPreferringSharedMutex> lock(mu_);
     for (std::int64_t id : ids)
       if (index_.contains(id)) throw py::value_error("chunk id " + std::to_string(id) + " is already indexed");
     std::vector<std::uint32_t> rows(n);
@@ -213,7 +213,7 @@ class MetadataCore {
   std::size_t remove(const py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>& chunk_ids) {
     std::vector<std::int64_t> ids(chunk_ids.data(), chunk_ids.data() + chunk_ids.size());
     py::gil_scoped_release release;
-    std::unique_lock<WriterPreferringSharedMutex> lock(mu_);
+    std::unique_lock<common::WriterPreferringSharedMutex> lock(mu_);
     return index_.remove(ids);
   }
 
@@ -224,7 +224,7 @@ class MetadataCore {
     std::vector<std::int64_t> ids;
     {
       py::gil_scoped_release release;
-      std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
+      std::shared_lock<common::WriterPreferringSharedMutex> lock(mu_);
       ids = index_.ids_of(index_.evaluate(node));
     }
     return to_array(std::move(ids));
@@ -234,24 +234,24 @@ class MetadataCore {
     std::vector<std::int64_t> ids;
     {
       py::gil_scoped_release release;
-      std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
+      std::shared_lock<common::WriterPreferringSharedMutex> lock(mu_);
       ids = index_.live_ids();
     }
     return to_array(std::move(ids));
   }
 
   int kinds(const std::string& field) const {
-    std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
+    std::shared_lock<common::WriterPreferringSharedMutex> lock(mu_);
     return index_.kinds(field);
   }
 
   std::vector<std::string> fields() const {
-    std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
+    std::shared_lock<common::WriterPreferringSharedMutex> lock(mu_);
     return index_.fields();
   }
 
   std::size_t size() const {
-    std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
+    std::shared_lock<common::WriterPreferringSharedMutex> lock(mu_);
     return index_.size();
   }
 
@@ -259,7 +259,7 @@ class MetadataCore {
     std::string out;
     {
       py::gil_scoped_release release;
-      std::shared_lock<WriterPreferringSharedMutex> lock(mu_);
+      std::shared_lock<common::WriterPreferringSharedMutex> lock(mu_);
       out = index_.dump();
     }
     return py::bytes(out);
@@ -277,7 +277,7 @@ class MetadataCore {
 
  private:
   MetadataIndex index_;
-  mutable WriterPreferringSharedMutex mu_;
+  mutable common::WriterPreferringSharedMutex mu_;
 };
 
 }  // namespace
