@@ -150,3 +150,23 @@ def dense_search(retriever: Any, vector: Any, k: int, filters: Mapping[str, Any]
         if row is not None:
             out.append((int(i), row[1], row[2], json.loads(row[6]), float(s)))
     return out
+
+
+def doc_ids_where(retriever: Any, filters: Mapping[str, Any]) -> list:
+    """The ids of the documents ``filters`` (the Retriever's filter syntax) allows."""
+    from ragfind.pipeline.filters import filter_sql
+
+    store = retriever.store
+    where, params = filter_sql(filters, store.fields)
+    with store.lock:
+        return [r[0] for r in store.db.execute(f"SELECT d.doc_id FROM documents d WHERE {where}", params)]
+
+
+def ids_filter(allowed: Any, all_ids: Any) -> dict:
+    """A Retriever filter allowing exactly the document ids ``allowed`` among ``all_ids``, as the
+    shorter of an ``$in`` and a ``$nin`` list (each id is one SQL parameter)."""
+    allowed = set(allowed)
+    rest = set(all_ids) - allowed
+    if len(allowed) <= len(rest):
+        return {"doc_id": {"$in": sorted(allowed)}}
+    return {"doc_id": {"$nin": sorted(rest)}}
