@@ -132,7 +132,17 @@ def main(argv: list[str] | None = None) -> int:
         f"{total['bm25s'] / total['ragfind.compat.bm25s']:.1f}x"
     )
     same_scores = np.allclose(s1, s2, rtol=1e-6, atol=1e-6)
-    print(f"scores equal within 1e-6: {same_scores}; identical documents: {(d1 == d2).mean():.4%} of slots")
+    # Among equal scores (zero-score fill-up included) the two engines order documents
+    # differently; every other slot must hold the same document.
+    near = np.isclose(s1[:, 1:], s1[:, :-1], rtol=1e-6, atol=1e-6)
+    tied = np.zeros(s1.shape, bool)
+    tied[:, 1:] |= near
+    tied[:, :-1] |= near
+    tied |= s1 == s1[:, -1:]  # the last group may be cut by k
+    print(
+        f"scores equal within 1e-6: {same_scores}; identical documents: {(d1 == d2).mean():.2%} of slots, "
+        f"{(d1 == d2)[~tied].mean():.2%} of the {(~tied).mean():.2%} of slots outside groups of tied scores"
+    )
     return 0
 
 
