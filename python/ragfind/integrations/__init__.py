@@ -1,7 +1,8 @@
-"""Retrievers for RAG frameworks over a :class:`ragfind.Retriever`:
-:mod:`ragfind.integrations.langchain` (the ``langchain`` extra, langchain-core) and
-:mod:`ragfind.integrations.llama_index` (the ``llama-index`` extra, llama-index-core).
-Each module imports its framework, so import the one you use."""
+"""RAG frameworks over a :class:`ragfind.Retriever`: retrievers and vector / document stores in
+:mod:`ragfind.integrations.langchain` (the ``langchain`` extra, langchain-core),
+:mod:`ragfind.integrations.llama_index` (the ``llama-index`` extra, llama-index-core) and
+:mod:`ragfind.integrations.haystack` (the ``haystack`` extra, haystack-ai). Each module
+imports its framework, so import the one you use; this one holds what they share."""
 
 from __future__ import annotations
 
