@@ -368,7 +368,7 @@ class BM25:
         if weight_mask is not None:
             self._check_mask(weight_mask)
         queries = self._queries(query_tokens)
-        threads = os.cpu_count() or 1 if n_threads == -1 else max(1, int(n_threads))
+        threads = (os.cpu_count() or 1) if n_threads == -1 else max(1, int(n_threads))
         int_dtype = np.dtype(self.int_dtype) if self.backend == "numba" else np.dtype(np.int64)
         docs = np.zeros((len(queries), k), dtype=int_dtype)
         scores = np.zeros((len(queries), k), dtype=self.dtype)
