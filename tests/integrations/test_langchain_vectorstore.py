@@ -182,7 +182,7 @@ def test_mmr_prefers_diverse_documents():
     relevant = [d.id for d in s.similarity_search("cat", k=2)]
     diverse = [d.id for d in s.max_marginal_relevance_search("cat", k=2, fetch_k=4, lambda_mult=0.1)]
     assert relevant[0] == diverse[0] and diverse[1] == "d" and relevant[1] != "d"
-    assert s.max_marginal_relevance_search("cat", k=2, filter={"nothing": 1} if False else None)
+    assert len(s.max_marginal_relevance_search("cat", k=9, fetch_k=3)) == 3  # at most fetch_k
 
 
 def test_search_types_bm25_and_hybrid(store):
@@ -201,6 +201,9 @@ def test_search_types_bm25_and_hybrid(store):
     assert [d.id for d in thr.invoke("bird sing")] == ["t2"]
     filtered = store.as_retriever(search_type="hybrid", search_kwargs={"filter": {"n": 5}})
     assert [d.id for d in filtered.invoke("cat")] == ["t5"]
+    assert [d.id for d in store.search("bark", "bm25", k=1)] == ["t1"]
+    assert asyncio.run(store.asearch("cat mouse", "hybrid", k=1))[0].id == "t4"
+    assert store.search("cat purr", "similarity", k=1)[0].id == "t0"
     with pytest.raises(ValueError, match="search_type of nope not allowed"):
         store.as_retriever(search_type="nope")
 

@@ -392,6 +392,17 @@ class RagfindVectorStore(VectorStore):
     async def ahybrid_search(self, query: str, k: int = 4, filter: dict | None = None) -> list[Document]:  # noqa: A002
         return await _in_thread(self.hybrid_search, query, k, filter)
 
+    def search(self, query: str, search_type: str, **kwargs: Any) -> list[Document]:
+        """LangChain's ``search`` with the search types ``"bm25"`` and ``"hybrid"`` too."""
+        if search_type == "hybrid":
+            return self.hybrid_search(query, **kwargs)
+        if search_type == "bm25":
+            return self.bm25_search(query, **kwargs)
+        return super().search(query, search_type, **kwargs)
+
+    async def asearch(self, query: str, search_type: str, **kwargs: Any) -> list[Document]:
+        return await _in_thread(self.search, query, search_type, **kwargs)
+
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         # Cosine similarity in [-1, 1] -> [0, 1].
         return lambda s: (1.0 + s) / 2.0
