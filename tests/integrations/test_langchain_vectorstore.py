@@ -241,7 +241,7 @@ def test_async_twins_do_not_block_the_event_loop():
     assert by_vec[0].id == "t2" and len(mmr) == 2 and [d.id for d in got] == ["t5", "t1"]
     assert after == [] and added == ["f"]
     # The embedding calls slept 0.2 s each on worker threads while the loop kept ticking.
-    assert ticks > 5 * emb.calls
+    assert ticks > 3 * emb.calls  # blocked, the loop would tick about once per await
 
 
 def test_from_texts_save_load(tmp_path, store):
