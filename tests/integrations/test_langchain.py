@@ -55,3 +55,23 @@ def test_bad_arguments(retriever):
         RagfindRetriever(retriever="nope")
     with pytest.raises(ValueError, match="unknown field 'colour'"):
         RagfindRetriever(retriever=retriever, filters={"colour": "red"}).invoke("cats")
+
+
+def test_invoke_time_arguments(retriever):
+    lc = RagfindRetriever(retriever=retriever, k=4)
+    assert len(lc.invoke("cats dogs mice chats", k=1)) == 1
+    assert len(lc.invoke("cats dogs mice chats")) == 4
+    assert [d.metadata["doc_id"] for d in lc.invoke("chats", filters={"lang": "fr"})] == ["chats"]
+    bm25_only = lc.invoke("mice", stages=["bm25"], k=2)
+    assert all(set(d.metadata["ranks"]) == {"bm25"} for d in bm25_only)
+    one_each = lc.invoke("mice", collapse="document")
+    assert len({d.metadata["doc_id"] for d in one_each}) == len(one_each)
+    assert len(asyncio.run(lc.ainvoke("cats hunt mice", k=2))) == 2
+    assert [len(x) for x in lc.batch(["dogs", "cats"], k=1)] == [1, 1]
+    assert [len(x) for x in asyncio.run(lc.abatch(["mice", "cats"], k=2))] == [2, 2]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'top_k'"):
+        lc.invoke("cats", top_k=2)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'filter'"):
+        asyncio.run(lc.ainvoke("cats", filter={"lang": "en"}))
+    with pytest.raises(ValueError, match="k must be a positive int"):
+        lc.invoke("cats", k=0)

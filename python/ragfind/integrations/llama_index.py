@@ -14,16 +14,49 @@ are kept out of the text LlamaIndex shows the LLM and the embedder.
 from __future__ import annotations
 
 import asyncio
+import functools
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.retrievers import BaseRetriever
-from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode
+from llama_index.core.schema import (
+    BaseNode,
+    MetadataMode,
+    NodeRelationship,
+    NodeWithScore,
+    QueryBundle,
+    RelatedNodeInfo,
+    TextNode,
+)
+from llama_index.core.vector_stores.types import (
+    BasePydanticVectorStore,
+    FilterCondition,
+    FilterOperator,
+    MetadataFilter,
+    MetadataFilters,
+    VectorStoreQuery,
+    VectorStoreQueryMode,
+    VectorStoreQueryResult,
+)
+from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 
-from ragfind.integrations import check_search_args, passage_metadata
+from ragfind.integrations import (
+    FunctionEncoder,
+    all_documents,
+    check_kwargs,
+    check_search_args,
+    dense_search,
+    doc_ids_where,
+    existing_ids,
+    ids_filter,
+    passage_metadata,
+)
 
-__all__ = ["RagfindRetriever"]
+__all__ = ["RagfindRetriever", "RagfindVectorStore", "to_ragfind_filters"]
 
 _HIDDEN = ["chunk_id", "score", "ranks", "scores"]
 
@@ -33,8 +66,9 @@ class RagfindRetriever(BaseRetriever):
 
     Args:
         retriever: the :class:`ragfind.Retriever`.
-        k: passages per query.
-        filters: metadata filters passed to every search.
+        k: passages per query (``similarity_top_k``, LlamaIndex's name, wins when given).
+        filters: metadata filters for every search: the Retriever's dict syntax or LlamaIndex
+            ``MetadataFilters`` (see :func:`to_ragfind_filters`).
         stages: first stages to run (default all).
         collapse: ``"document"`` for at most one passage per document.
         callback_manager: LlamaIndex's callback manager.
@@ -48,18 +82,30 @@ class RagfindRetriever(BaseRetriever):
         stages: Sequence[str] | None = None,
         collapse: str | None = None,
         callback_manager: CallbackManager | None = None,
+        similarity_top_k: int | None = None,
     ) -> None:
-        check_search_args(retriever, k, filters)
+        if similarity_top_k is not None:
+            k = similarity_top_k
+        llama_filters = isinstance(filters, MetadataFilters)
+        check_search_args(retriever, k, None if llama_filters else filters)
         self.retriever = retriever
         self.k = int(k)
-        self.filters = dict(filters) if filters is not None else None
+        self.filters = filters if llama_filters else dict(filters) if filters is not None else None
         self.stages = stages
         self.collapse = collapse
         super().__init__(callback_manager=callback_manager)
 
+    @property
+    def similarity_top_k(self) -> int:
+        return self.k
+
     def _nodes(self, query: str) -> list:
         res = self.retriever.search(
-            query, k=self.k, filters=self.filters, stages=self.stages, collapse=self.collapse
+            query,
+            k=self.k,
+            filters=to_ragfind_filters(self.retriever, self.filters),
+            stages=self.stages,
+            collapse=self.collapse,
         )
         out = []
         for p in res:
@@ -79,3 +125,414 @@ class RagfindRetriever(BaseRetriever):
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list:
         return await asyncio.get_running_loop().run_in_executor(None, self._nodes, query_bundle.query_str)
+
+
+# ---------------------------------------------------------------------------- vector store
+
+# LlamaIndex operators the Retriever's filters evaluate the same way (a missing field fails
+# them in both); "!=" and "nin" hold for a missing field in LlamaIndex, not in SQL.
+_NATIVE_OPS = {
+    FilterOperator.EQ: "$eq",
+    FilterOperator.GT: "$gt",
+    FilterOperator.GTE: "$gte",
+    FilterOperator.LT: "$lt",
+    FilterOperator.LTE: "$lte",
+    FilterOperator.IN: "$in",
+}
+_SCALAR = (str, int, float, bool)
+
+
+def _native(filters: MetadataFilters) -> dict | None:
+    """The Retriever filter equal to ``filters``, or None when it cannot say it (OR, NOT,
+    nesting, other operators, two conditions of one operator on one key)."""
+    if filters.condition not in (None, FilterCondition.AND):
+        return None
+    out: dict = {}
+    for f in filters.filters:
+        if not isinstance(f, MetadataFilter) or f.operator not in _NATIVE_OPS:
+            return None
+        op = _NATIVE_OPS[f.operator]
+        value = f.value
+        if op == "$in":
+            if not isinstance(value, list) or not all(isinstance(v, _SCALAR) for v in value):
+                return None
+        elif not isinstance(value, _SCALAR):
+            return None
+        # LlamaIndex's stores keep the source document's id under "doc_id" (and "ref_doc_id").
+        key = "ref_doc_id" if f.key == "doc_id" else f.key
+        conds = out.setdefault(key, {})
+        if op in conds or key in ("_node_content", "_node_type"):
+            return None
+        conds[op] = value
+    return out
+
+
+def _match(op: FilterOperator, value: Any, have: Any) -> bool:
+    """One LlamaIndex condition on a stored value, with the semantics of LlamaIndex's own
+    in-memory store (``llama_index.core.vector_stores.utils.build_metadata_filter_fn``)."""
+    if op == FilterOperator.IS_EMPTY:
+        return have is None or have == "" or have == []
+    if have is None:
+        return op in (FilterOperator.NE, FilterOperator.NIN)
+    try:
+        if op == FilterOperator.EQ:
+            return have == value
+        if op == FilterOperator.NE:
+            return have != value
+        if op == FilterOperator.GT:
+            return have > value
+        if op == FilterOperator.GTE:
+            return have >= value
+        if op == FilterOperator.LT:
+            return have < value
+        if op == FilterOperator.LTE:
+            return have <= value
+        if op == FilterOperator.IN:
+            return have in value
+        if op == FilterOperator.NIN:
+            return have not in value
+        if op == FilterOperator.CONTAINS:
+            return value in have
+        if op == FilterOperator.ANY:
+            return any(v in have for v in value)
+        if op == FilterOperator.ALL:
+            return all(v in have for v in value)
+    except TypeError:
+        return False  # values of kinds that do not compare (e.g. str and int) never match
+    if op in (FilterOperator.TEXT_MATCH, FilterOperator.TEXT_MATCH_INSENSITIVE):
+        if not isinstance(value, str) or not isinstance(have, str):
+            return False
+        if op == FilterOperator.TEXT_MATCH:
+            return value in have
+        return value.lower() in have.lower()
+    raise ValueError(f"filters: operator {op!r} is not supported")
+
+
+def _evaluate(filters: MetadataFilters, metadata: Mapping[str, Any]) -> bool:
+    """``filters`` (nested AND / OR / NOT) on one node's metadata."""
+    results = (
+        _evaluate(f, metadata)
+        if isinstance(f, MetadataFilters)
+        else _match(f.operator, f.value, metadata.get(f.key))
+        for f in filters.filters
+    )
+    cond = filters.condition or FilterCondition.AND
+    if cond == FilterCondition.AND:
+        return all(results)
+    if cond == FilterCondition.OR:
+        return any(results)
+    if cond == FilterCondition.NOT:
+        return not any(results)
+    raise ValueError(f"filters: condition {cond!r} is not supported")
+
+
+def to_ragfind_filters(retriever: Any, filters: Any) -> dict | None:
+    """A Retriever filter for LlamaIndex ``MetadataFilters`` (a dict passes through as the
+    Retriever's own syntax). AND of ``== > >= < <= in`` conditions maps to the Retriever's
+    operators, evaluated in its index; anything else (OR, NOT, nesting, ``!= nin any all
+    contains text_match text_match_insensitive is_empty``) is evaluated over the stored
+    metadata with LlamaIndex's semantics, and the ids it allows become the filter."""
+    if filters is None or isinstance(filters, Mapping):
+        return dict(filters) if filters else None
+    if not isinstance(filters, MetadataFilters):
+        raise TypeError(f"filters is a {type(filters).__name__}; expected MetadataFilters or a dict")
+    if not filters.filters:
+        return None
+    native = _native(filters)
+    if native is not None:
+        if any(key not in retriever.fields for key in native):
+            return {"doc_id": {"$in": []}}  # a field no node has: nothing matches, as in LlamaIndex
+        return native
+    docs = all_documents(retriever)
+    allowed = {d for d, _, _, md in docs if _evaluate(filters, _user_metadata(md))}
+    return ids_filter(allowed, [d for d, *_ in docs])
+
+
+def _user_metadata(md: Mapping[str, Any]) -> dict:
+    """A stored node's metadata as LlamaIndex's filters see it (``doc_id``: the source document)."""
+    out = {k: v for k, v in md.items() if k not in ("_node_content", "_node_type")}
+    if "ref_doc_id" in out:
+        out["doc_id"] = out["ref_doc_id"]
+    return out
+
+
+def _no_model(*_: Any) -> Any:
+    raise ValueError(
+        "RagfindVectorStore embeds nothing itself: LlamaIndex passes node embeddings to add() and "
+        "the query embedding in VectorStoreQuery.query_embedding"
+    )
+
+
+class RagfindVectorStore(BasePydanticVectorStore):
+    """A LlamaIndex vector store on a :class:`ragfind.Retriever` (BM25 + dense, one chunk per node).
+
+    Nodes keep their ids, text, metadata and relationships (stored as LlamaIndex's vector
+    stores store them); ``stores_text`` is True. Query modes: ``DEFAULT`` (dense, cosine, by
+    ``query_embedding``), ``SPARSE`` and ``TEXT_SEARCH`` (BM25 on ``query_str``), ``HYBRID``
+    (both fused by RRF; ``alpha`` weights dense against BM25). ``MetadataFilters`` of any
+    depth and every LlamaIndex operator (see :func:`to_ragfind_filters`), ``doc_ids`` and
+    ``node_ids`` restrict every mode. Async methods run on a worker thread.
+
+    Args:
+        retriever_options: more :class:`ragfind.Retriever` arguments for the Retriever built at
+            the first add (e.g. ``{"dense_kind": "hnsw"}``, ``{"rrf_k": 20}``).
+    """
+
+    stores_text: bool = True
+    is_embedding_query: bool = True
+    flat_metadata: bool = False
+
+    _retriever: Any = PrivateAttr(default=None)
+    _options: dict = PrivateAttr(default_factory=dict)
+    _lock: Any = PrivateAttr(default_factory=threading.Lock)
+
+    def __init__(self, retriever_options: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._options = dict(retriever_options or {})
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "RagfindVectorStore"
+
+    @property
+    def client(self) -> Any:
+        """The :class:`ragfind.Retriever` (None before the first add)."""
+        return self._retriever
+
+    def _build(self, dim: int) -> Any:
+        from ragfind.pipeline.retriever import Retriever
+
+        opts = {"chunk_size": None, "contextualize": False, **self._options}
+        return Retriever(encoder=_encoder(dim), **opts)
+
+    # ----- writes
+
+    def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
+        """Adds nodes (each with its embedding); a node id already stored is replaced.
+
+        Raises:
+            ValueError: a node without an embedding, embeddings of different dimensions.
+        """
+        check_kwargs(add_kwargs, (), "add")
+        nodes = list(nodes)
+        if not nodes:
+            return []
+        last = {n.node_id: i for i, n in enumerate(nodes)}
+        nodes = [nodes[i] for i in sorted(last.values())]
+        docs, vectors = [], []
+        for n in nodes:
+            if n.embedding is None:
+                raise ValueError(f"node {n.node_id!r} has no embedding; embed the nodes before add()")
+            md = node_to_metadata_dict(n, remove_text=True, flat_metadata=self.flat_metadata)
+            md.pop("doc_id", None)  # the Retriever's own name for the node id
+            docs.append(
+                {"id": n.node_id, "text": n.get_content(metadata_mode=MetadataMode.NONE), "metadata": md}
+            )
+            vectors.append(n.get_embedding())
+        vectors = np.asarray(vectors, dtype=np.float32)
+        with self._lock:
+            if self._retriever is None:
+                self._retriever = self._build(vectors.shape[1])
+            r = self._retriever
+            old = existing_ids(r, [d["id"] for d in docs])
+            if old:
+                r.delete_documents(old)
+            r.add_documents(docs, embeddings=vectors)
+        return [d["id"] for d in docs]
+
+    def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        """Deletes every node of the source document ``ref_doc_id`` (none: nothing happens)."""
+        check_kwargs(delete_kwargs, (), "delete")
+        with self._lock:
+            r = self._retriever
+            if r is None or "ref_doc_id" not in r.fields:
+                return
+            ids = doc_ids_where(r, {"ref_doc_id": str(ref_doc_id)})
+            if ids:
+                r.delete_documents(ids)
+
+    def delete_nodes(
+        self,
+        node_ids: list[str] | None = None,
+        filters: MetadataFilters | None = None,
+        **delete_kwargs: Any,
+    ) -> None:
+        """Deletes the nodes of ``node_ids`` that ``filters`` allows (ids not stored are skipped)."""
+        check_kwargs(delete_kwargs, (), "delete_nodes")
+        with self._lock:
+            ids = self._select(node_ids, filters)
+            if ids:
+                self._retriever.delete_documents(ids)
+
+    def clear(self) -> None:
+        """Deletes every node."""
+        with self._lock:
+            r = self._retriever
+            if r is not None and len(r):
+                r.delete_documents([d for d, *_ in all_documents(r)])
+
+    # ----- reads
+
+    def _select(self, node_ids: list[str] | None, filters: MetadataFilters | None) -> list:
+        r = self._retriever
+        if r is None:
+            return []
+        if filters is None or not filters.filters:
+            return [d for d, *_ in all_documents(r)] if node_ids is None else existing_ids(r, node_ids)
+        allowed = {d for d, _, _, md in all_documents(r) if _evaluate(filters, _user_metadata(md))}
+        if node_ids is None:
+            return [d for d, *_ in all_documents(r) if d in allowed]
+        return [i for i in existing_ids(r, node_ids) if i in allowed]
+
+    def get_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None) -> list:
+        """The stored nodes of ``node_ids`` (in that order; all when None) that ``filters`` allows."""
+        out = []
+        for i in self._select(node_ids, filters):
+            d = self._retriever.get_document(i)
+            out.append(metadata_dict_to_node(d["metadata"], text=d["text"]))
+        return out
+
+    def _query_filters(self, query: VectorStoreQuery) -> dict | None:
+        r = self._retriever
+        flt = to_ragfind_filters(r, query.filters) or {}
+        extra = []
+        # Empty lists restrict nothing (VectorIndexRetriever passes node_ids=[]), as in
+        # LlamaIndex's own SimpleVectorStore.
+        if query.node_ids:
+            extra.append(set(map(str, query.node_ids)))
+        if query.doc_ids:
+            refs = [str(d) for d in query.doc_ids]
+            extra.append(set(doc_ids_where(r, {"ref_doc_id": refs})) if "ref_doc_id" in r.fields else set())
+        if not extra:
+            return flt or None
+        allowed = set.intersection(*extra)
+        if flt:
+            allowed &= set(doc_ids_where(r, flt))
+        return ids_filter(allowed, [d for d, *_ in all_documents(r)])
+
+    def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        """Runs a ``VectorStoreQuery`` (see the class docstring for the modes).
+
+        Raises:
+            ValueError: a mode without what it needs (``query_embedding`` / ``query_str``).
+            NotImplementedError: another query mode (MMR, SVM, ...).
+        """
+        check_kwargs(kwargs, (), "query")
+        r = self._retriever
+        mode = query.mode
+        if mode not in _MODES:
+            raise NotImplementedError(
+                f"query mode {mode.value!r}: RagfindVectorStore runs 'default' (dense), 'sparse' / "
+                "'text_search' (BM25) and 'hybrid' (BM25 + dense, RRF)"
+            )
+        if mode != VectorStoreQueryMode.DEFAULT and not query.query_str:
+            raise ValueError(f"query mode {mode.value!r} needs query_str (BM25 searches the text)")
+        if (
+            mode in (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.HYBRID)
+            and query.query_embedding is None
+        ):
+            raise ValueError(f"query mode {mode.value!r} needs query_embedding")
+        if r is None or len(r) == 0:
+            return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
+        flt = self._query_filters(query)
+        k = query.similarity_top_k
+        if mode == VectorStoreQueryMode.DEFAULT:
+            hits = [(d, s) for _, d, _, _, s in dense_search(r, query.query_embedding, k, flt)]
+        elif mode in (VectorStoreQueryMode.SPARSE, VectorStoreQueryMode.TEXT_SEARCH):
+            k = query.sparse_top_k or k
+            res = r.search(query.query_str, k=k, filters=flt, stages=["bm25"])
+            hits = [(p.doc_id, float(p.scores["bm25"])) for p in res]
+        else:
+            hits = self._hybrid(query, flt)
+        nodes = []
+        for doc_id, _ in hits:
+            d = r.get_document(doc_id)
+            nodes.append(metadata_dict_to_node(d["metadata"], text=d["text"]))
+        return VectorStoreQueryResult(
+            nodes=nodes, similarities=[s for _, s in hits], ids=[d for d, _ in hits]
+        )
+
+    def _hybrid(self, query: VectorStoreQuery, flt: dict | None) -> list:
+        from ragfind.fusion import rrf
+
+        r = self._retriever
+        top = query.hybrid_top_k or query.similarity_top_k
+        depth = max(r.candidates, top, query.sparse_top_k or 0)
+        dense = [d for _, d, _, _, _ in dense_search(r, query.query_embedding, depth, flt)]
+        bm25 = [p.doc_id for p in r.search(query.query_str, k=depth, filters=flt, stages=["bm25"])]
+        lists = [x for x in (bm25, dense) if x]
+        if not lists:
+            return []
+        if query.alpha is not None:
+            weights = [w for w, x in ((1.0 - query.alpha, bm25), (query.alpha, dense)) if x]
+        else:
+            weights = [float(r.weights.get(n, 1.0)) for n, x in (("bm25", bm25), ("dense", dense)) if x]
+        ids, scores = rrf(lists, k=r.rrf_k, weights=weights, top_k=top)
+        return [(str(i), float(s)) for i, s in zip(ids, scores)]
+
+    # ----- async (a worker thread: the searches release the GIL, the event loop stays free)
+
+    async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
+        return await _in_thread(self.add, nodes, **kwargs)
+
+    async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        await _in_thread(self.delete, ref_doc_id, **delete_kwargs)
+
+    async def adelete_nodes(self, node_ids=None, filters=None, **delete_kwargs: Any) -> None:
+        await _in_thread(self.delete_nodes, node_ids, filters, **delete_kwargs)
+
+    async def aget_nodes(self, node_ids=None, filters=None) -> list:
+        return await _in_thread(self.get_nodes, node_ids, filters)
+
+    async def aclear(self) -> None:
+        await _in_thread(self.clear)
+
+    async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        return await _in_thread(self.query, query, **kwargs)
+
+    # ----- persistence
+
+    def persist(self, persist_path: str, fs: Any = None) -> None:
+        """Saves the store's Retriever folder at ``persist_path`` (local paths only).
+
+        Raises:
+            NotImplementedError: an fsspec filesystem other than the local one.
+            ValueError: nothing was ever added.
+        """
+        if fs is not None and getattr(fs, "protocol", "file") not in ("file", ("file", "local")):
+            raise NotImplementedError("RagfindVectorStore persists to local folders only (fs=None)")
+        if self._retriever is None:
+            raise ValueError("this store is empty and has no Retriever yet; add nodes before persist()")
+        self._retriever.save(persist_path)
+
+    @classmethod
+    def from_persist_path(cls, persist_path: str, fs: Any = None) -> RagfindVectorStore:
+        """Opens a folder written by :meth:`persist`."""
+        import json
+        from pathlib import Path
+
+        from ragfind.pipeline.retriever import Retriever
+
+        if fs is not None and getattr(fs, "protocol", "file") not in ("file", ("file", "local")):
+            raise NotImplementedError("RagfindVectorStore persists to local folders only (fs=None)")
+        manifest = json.loads((Path(persist_path) / "manifest.json").read_text(encoding="utf-8"))
+        store = cls()
+        store._retriever = Retriever.load(persist_path, encoder=_encoder(int(manifest["encoder"]["dim"])))
+        return store
+
+
+_MODES = (
+    VectorStoreQueryMode.DEFAULT,
+    VectorStoreQueryMode.SPARSE,
+    VectorStoreQueryMode.TEXT_SEARCH,
+    VectorStoreQueryMode.HYBRID,
+)
+
+
+def _encoder(dim: int) -> FunctionEncoder:
+    # The vectors come from LlamaIndex's embedding model, which the store never calls.
+    return FunctionEncoder(_no_model, _no_model, dim, "llama_index:node-embeddings")
+
+
+async def _in_thread(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    return await asyncio.get_running_loop().run_in_executor(None, functools.partial(fn, *args, **kwargs))
