@@ -28,7 +28,6 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, Callable
 
@@ -37,7 +36,7 @@ import numpy as np
 from ragfind.pipeline.cache import LRUCache, freeze
 from ragfind.pipeline.chunking import Chunk, chunk_documents, default_context, load_tokenizer
 from ragfind.pipeline.filters import BUILTIN_FIELDS, FilterCompiler, check_filters
-from ragfind.pipeline.results import Passage, SearchResult
+from ragfind.pipeline.results import Passage, SearchResult, passage_from_fields, pending
 from ragfind.pipeline.saved import FORMAT_VERSION, RetrieverFolderError, load_folder, save_folder
 from ragfind.pipeline.stages import RerankStage, RetrievalStage
 from ragfind.pipeline.stages.bm25 import BM25Stage
@@ -57,6 +56,7 @@ __all__ = [
 #: The keys a document may have; anything else is a ValueError (a typo would drop data).
 DOCUMENT_KEYS = ("id", "title", "text", "metadata")
 COLLAPSE = (None, "document")
+_EMPTY: Mapping = MappingProxyType({})
 
 
 def _now() -> float:
@@ -694,6 +694,9 @@ class Retriever:
         rerankers = bool(rerank) and (self.reranker is not None or bool(self.rerank_stages))
         head = max(k, self.rerank_candidates) if rerankers else k
         depth = max(self.candidates, head)
+        if len(run) == 1 and len(queries) == 1 and collapse is None and isinstance(run[0], BM25Stage):
+            # One exact ranked list: its fused top `head` is its own top `head`, in its order.
+            depth = head
         while True:
             lists, names, concurrent = self._first_stage(run, queries, depth, flt, timings)
             t = _now()
@@ -790,15 +793,20 @@ class Retriever:
         return head
 
     def _highlighted(self, passages: list, queries: tuple) -> list:
-        """The passages with their highlights, by the BM25 stage's analyzer (default one else)."""
-        from ragfind.pipeline.highlights import highlight
+        """The passages with their highlights, by the BM25 stage's analyzer (default one else),
+        computed when first read (:class:`LazyHighlighter`)."""
+        from ragfind.pipeline.highlights import LazyHighlighter
         from ragfind.sparse.analyzer import Analyzer
 
         bm25 = self.bm25
         analyzer = bm25.analyzer if bm25 is not None else getattr(self, "_default_analyzer", None)
         if analyzer is None:
             analyzer = self._default_analyzer = Analyzer()
-        return [replace(p, highlights=highlight(p.text, queries, analyzer)) for p in passages]
+        highlighter = LazyHighlighter(queries, analyzer)
+        for p in passages:
+            # Passages built by this search, not yet shared: set before anyone reads them.
+            p.__dict__["_highlights"] = pending(highlighter, p.text)
+        return passages
 
     @staticmethod
     def _indexed_text(p: Passage) -> str:
@@ -811,23 +819,29 @@ class Retriever:
     def _passage(row: tuple, score: float, ranks: Mapping[str, tuple]) -> Passage:
         cid, doc_id, text, title, start, end, metadata, context = row
         # Read-only: passages are shared with the results cache.
-        md = MappingProxyType(json.loads(metadata) if metadata != "{}" else {})
-        source = md.get("source") or md.get("url") or doc_id
+        if metadata == "{}":
+            md, source = _EMPTY, doc_id
+        else:
+            md = MappingProxyType(json.loads(metadata))
+            source = str(md.get("source") or md.get("url") or doc_id)
         scores = {n: float(s) for n, (_, s) in ranks.items()}
         scores["fused"] = score
-        return Passage(
-            cid,
-            doc_id,
-            text,
-            title,
-            str(source),
-            score,
-            start,
-            end,
-            md,
-            context,
-            MappingProxyType({n: r for n, (r, _) in ranks.items()}),
-            MappingProxyType(scores),
+        return passage_from_fields(
+            {
+                "id": cid,
+                "doc_id": doc_id,
+                "text": text,
+                "title": title,
+                "source": source,
+                "score": score,
+                "start": start,
+                "end": end,
+                "metadata": md,
+                "context": context,
+                "ranks": MappingProxyType({n: r for n, (r, _) in ranks.items()}),
+                "scores": MappingProxyType(scores),
+                "_highlights": [],
+            }
         )
 
     # ------------------------------------------------------------------ caches
