@@ -34,7 +34,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ragfind.pipeline.cache import LRUCache, freeze
-from ragfind.pipeline.chunking import Chunk, chunk_documents, default_context, load_tokenizer
+from ragfind.pipeline.chunking import Chunk, chunk_documents, default_context, load_tokenizer, whole_documents
 from ragfind.pipeline.filters import BUILTIN_FIELDS, FilterCompiler, check_filters
 from ragfind.pipeline.results import Passage, SearchResult, passage_from_fields, pending
 from ragfind.pipeline.saved import FORMAT_VERSION, RetrieverFolderError, load_folder, save_folder
@@ -57,6 +57,8 @@ __all__ = [
 DOCUMENT_KEYS = ("id", "title", "text", "metadata")
 COLLAPSE = (None, "document")
 _EMPTY: Mapping = MappingProxyType({})
+#: Adds of at least this many documents show progress bars unless ``show_progress=False``.
+PROGRESS_DOCUMENTS = 10_000
 
 
 def _now() -> float:
@@ -134,7 +136,8 @@ class Retriever:
         rerank_candidates: how many fused passages the re-rankers see.
         cache_size: entries in each of the embedding and result caches (0 disables them).
         threads: worker threads for concurrent stages (default 2).
-        show_progress: tqdm progress bars during :meth:`add_documents`.
+        show_progress: tqdm progress bars during :meth:`add_documents` (chunking, encoding):
+            None (default) for adds of at least 10,000 documents, True always, False never.
 
     Thread safety: searches may run concurrently with each other and with writes; writes are
     serialised.
@@ -159,7 +162,7 @@ class Retriever:
         rerank_candidates: int = 30,
         cache_size: int = 1024,
         threads: int = 2,
-        show_progress: bool = False,
+        show_progress: bool | None = None,
     ) -> None:
         from ragfind.sparse.bm25 import BM25Index
         from ragfind.sparse.fields import BM25FIndex
@@ -244,7 +247,7 @@ class Retriever:
         rerank_candidates: int,
         cache_size: int,
         threads: int,
-        show_progress: bool,
+        show_progress: bool | None,
         store: DocumentStore,
         dense_options: Mapping[str, Any] | None = None,
     ) -> None:
@@ -459,10 +462,12 @@ class Retriever:
         chunks = self._chunk(docs)
         meta_json = []
         for n, d in enumerate(docs):
+            md = d.get("metadata")
+            if not md:
+                meta_json.append("{}")
+                continue
             try:
-                meta_json.append(
-                    json.dumps(dict(d.get("metadata") or {}), sort_keys=True, ensure_ascii=False)
-                )
+                meta_json.append(json.dumps(dict(md), sort_keys=True, ensure_ascii=False))
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"documents[{n}]['metadata'] is not JSON-serialisable: {exc}") from exc
         takers = [s for s in self.first_stages + self.rerank_stages if hasattr(s, "prepare")]
@@ -489,7 +494,7 @@ class Retriever:
                         indexed,
                         embeddings=embeddings,
                         batch_size=batch_size,
-                        show_progress=self.show_progress,
+                        show_progress=self._progress(len(docs)),
                     )
             new_fields = {k for d in docs for k in (d.get("metadata") or {})}
             store.begin_insert(
@@ -528,13 +533,22 @@ class Retriever:
 
     def _chunk(self, docs: list) -> list:
         """The chunks of checked documents, in order, as :meth:`add_documents` indexes them."""
+        if self.chunk_size is None and self.encoder is None:
+            # No token budget to enforce and no encoder window: no tokenizer pass.
+            return whole_documents(docs, contextualize=self.contextualize)
         return chunk_documents(
             docs,
             size=self.chunk_size if self.chunk_size is not None else 1 << 30,  # None: one chunk each
             overlap=self.chunk_overlap if self.chunk_size else 0,
             tokenizer=self.tokenizer,
             contextualize=self.contextualize,
+            show_progress=self._progress(len(docs)),
         )
+
+    def _progress(self, n_documents: int) -> bool:
+        if self.show_progress is None:
+            return n_documents >= PROGRESS_DOCUMENTS
+        return bool(self.show_progress)
 
     def _new_chunk_ids(self, docs: list, chunks: list) -> np.ndarray:
         """The ids of new chunks (write lock held): the next ones in order. A subclass may
