@@ -97,3 +97,32 @@ def test_progress_bar_only_for_large_adds(capsys, monkeypatch):
     r.add_documents(docs[20:])
     assert "chunking" not in capsys.readouterr().err
     r.close()
+
+
+def test_encoding_overlaps_the_bm25_add_and_its_failure_undoes_it():
+    import threading
+
+    from hash_encoders import HashEncoder
+
+    seen = {}
+
+    class Watching(HashEncoder):
+        fail = False
+
+        def encode(self, texts, batch_size=32, show_progress=False):
+            seen["thread"] = threading.current_thread().name
+            if self.fail:
+                raise RuntimeError("encoder broke")
+            return super().encode(texts, batch_size, show_progress)
+
+    enc = Watching()
+    r = ragfind.Retriever(encoder=enc, chunk_size=None)
+    r.add_documents([{"id": "a", "text": "alpha beta"}])
+    assert seen["thread"].startswith("ragfind-encode")
+    assert r.search("alpha", k=1)[0].doc_id == "a"
+    enc.fail = True
+    with pytest.raises(RuntimeError, match="encoder broke"):
+        r.add_documents([{"id": "b", "text": "gamma delta"}])
+    assert (len(r), r.n_chunks, len(r.bm25), len(r.dense)) == (1, 1, 1, 1)
+    assert r.search("gamma", k=1, stages=["bm25"]).doc_ids == []
+    r.close()

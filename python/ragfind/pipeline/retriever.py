@@ -486,45 +486,66 @@ class Retriever:
             n_chunks = len(chunks)
             chunk_ids = self._new_chunk_ids(docs, chunks)
             indexed = [c.indexed_text() for c in chunks]
-            # The expensive, side-effect-free part first (encoding): a failure changes nothing.
-            prepared = {}
-            if n_chunks:
-                for s in takers:
-                    prepared[id(s)] = s.prepare(
+
+            # The expensive, side-effect-free part (encoding) runs on its own thread while the
+            # store rows and the other stages are written (it releases the GIL); a failure on
+            # either side undoes everything. Given embeddings are only checked, first.
+            def prepare_all() -> dict:
+                return {
+                    id(s): s.prepare(
                         indexed,
                         embeddings=embeddings,
                         batch_size=batch_size,
                         show_progress=self._progress(len(docs)),
                     )
-            new_fields = {k for d in docs for k in (d.get("metadata") or {})}
-            store.begin_insert(
-                [(i, d.get("title") or "", d["text"], m) for i, d, m in zip(ids_in, docs, meta_json)],
-                [
-                    (int(cid), c.doc_id, c.index, c.start, c.end, c.n_tokens, c.text, c.context)
-                    for cid, c in zip(chunk_ids, chunks)
-                ],
-                new_fields - store.fields,
-            )
+                    for s in takers
+                }
+
+            prepared: dict = {}
+            encoding = None
+            if n_chunks and takers:
+                if embeddings is None:
+                    encoding = ThreadPoolExecutor(1, thread_name_prefix="ragfind-encode")
+                    future = encoding.submit(prepare_all)
+                else:
+                    prepared = prepare_all()
             done: list = []
             try:
-                if n_chunks:
-                    for s in self.first_stages + [s for s in self.rerank_stages if hasattr(s, "add")]:
-                        if id(s) in prepared:
-                            s.add(chunk_ids, indexed, prepared[id(s)])
-                        elif isinstance(s, BM25Stage) and s.fields:
-                            s.add(chunk_ids, s.field_docs(chunks, indexed))
-                        else:
-                            s.add(chunk_ids, indexed)
-                        done.append(s)
-                store.commit()
-            except BaseException:
-                for s in done:
-                    try:
-                        s.delete(chunk_ids)
-                    except Exception:
-                        pass
-                store.rollback()
-                raise
+                new_fields = {k for d in docs for k in (d.get("metadata") or {})}
+                store.begin_insert(
+                    [(i, d.get("title") or "", d["text"], m) for i, d, m in zip(ids_in, docs, meta_json)],
+                    [
+                        (int(cid), c.doc_id, c.index, c.start, c.end, c.n_tokens, c.text, c.context)
+                        for cid, c in zip(chunk_ids, chunks)
+                    ],
+                    new_fields - store.fields,
+                )
+                try:
+                    if n_chunks:
+                        for s in self.first_stages + [s for s in self.rerank_stages if hasattr(s, "add")]:
+                            if any(s is t for t in takers):
+                                if encoding is not None and not prepared:
+                                    prepared = future.result()
+                                s.add(chunk_ids, indexed, prepared[id(s)])
+                            elif isinstance(s, BM25Stage) and s.fields:
+                                s.add(chunk_ids, s.field_docs(chunks, indexed))
+                            else:
+                                s.add(chunk_ids, indexed)
+                            done.append(s)
+                    store.commit()
+                except BaseException:
+                    for s in done:
+                        try:
+                            s.delete(chunk_ids)
+                        except Exception:
+                            pass
+                    store.rollback()
+                    # Searches meanwhile may have seen (and cached) the rows just undone.
+                    self._store_changed()
+                    raise
+            finally:
+                if encoding is not None:
+                    encoding.shutdown(wait=True)
             store.fields |= new_fields
             if n_chunks:
                 store.next_chunk_id = max(store.next_chunk_id, int(chunk_ids.max()) + 1)
