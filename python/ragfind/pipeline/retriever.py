@@ -740,7 +740,7 @@ class Retriever:
             t = _now()
             rows = self._fetch(ids)
             timings["store"] = _now() - t
-            order = [(int(i), float(s)) for i, s in zip(ids, fused) if int(i) in rows]
+            order = [(i, s) for i, s in zip(ids.tolist(), fused.tolist()) if i in rows]
             if collapse == "document":
                 seen: set = set()
                 best = []
