@@ -62,7 +62,7 @@ def elapsed(f) -> float:
 def row(name: str, a_name: str, b_name: str, a: list, b: list, unit: str) -> str:
     """A markdown row: medians of both, and the median and range of the per-round ratio a / b."""
     ratios = [x / y for x, y in zip(a, b)]
-    fmt = "{:,.0f}" if unit == "docs/s" else "{:.1f}"
+    fmt = "{:,.0f}" if unit == "docs/s" and min(a + b) >= 100 else "{:,.1f}"
     return (
         f"| {name} | {a_name} {fmt.format(statistics.median(a))} {unit} | "
         f"{b_name} {fmt.format(statistics.median(b))} {unit} | "
