@@ -102,18 +102,20 @@ def bench_search(docs: list, queries: list, rounds: int) -> str:
     )
 
 
-def bench_ingest(label: str, docs: list, rounds: int) -> list:
+def bench_ingest(label: str, docs: list, rounds: int, chunked: bool = True) -> list:
     texts = indexed(docs)
     cases = {
         "index": lambda: ragfind.BM25Index().add(texts),
         "none": lambda: ragfind.Retriever(encoder=None, cache_size=0, chunk_size=None).add_documents(docs),
-        "auto": lambda: ragfind.Retriever(encoder=None, cache_size=0).add_documents(docs),
     }
+    if chunked:
+        cases["auto"] = lambda: ragfind.Retriever(encoder=None, cache_size=0).add_documents(docs)
     rate: dict = {n: [] for n in cases}
+    names = list(cases)
     for rnd in range(rounds):
-        for name in list(cases)[rnd % 3 :] + list(cases)[: rnd % 3]:
+        for name in names[rnd % len(names) :] + names[: rnd % len(names)]:
             rate[name].append(len(docs) / elapsed(cases[name]))
-    return [
+    rows = [
         row(
             f"ingest, BM25 only, {label}, `chunk_size=None`",
             "Retriever",
@@ -121,16 +123,20 @@ def bench_ingest(label: str, docs: list, rounds: int) -> list:
             rate["none"],
             rate["index"],
             "docs/s",
-        ),
-        row(
-            f"ingest, BM25 only, {label}, default chunking",
-            "Retriever",
-            "BM25Index.add",
-            rate["auto"],
-            rate["index"],
-            "docs/s",
-        ),
+        )
     ]
+    if chunked:
+        rows.append(
+            row(
+                f"ingest, BM25 only, {label}, default chunking",
+                "Retriever",
+                "BM25Index.add",
+                rate["auto"],
+                rate["index"],
+                "docs/s",
+            )
+        )
+    return rows
 
 
 def bench_encoder_ingest(docs: list, rounds: int, threads: int) -> str:
@@ -175,6 +181,9 @@ def main() -> None:
     ap.add_argument("--synthetic", type=Path, help="a folder written by bench/make_synthetic.py")
     ap.add_argument("--synthetic-docs", type=int, default=200_000)
     ap.add_argument("--synthetic-rounds", type=int, default=3)
+    ap.add_argument(
+        "--synthetic-unchunked-only", action="store_true", help="synthetic rows: chunk_size=None only"
+    )
     ap.add_argument("--encoder-docs", type=int, default=0, help="SciFact docs for the encoder row (0: skip)")
     ap.add_argument("--encoder-rounds", type=int, default=3)
     ap.add_argument("--encoder-threads", type=int, default=2)
@@ -188,7 +197,8 @@ def main() -> None:
         rows += bench_ingest(f"SciFact ({len(docs):,} docs)", docs, args.rounds)
     if args.synthetic:
         syn = synthetic(args.synthetic, args.synthetic_docs)
-        rows += bench_ingest(f"synthetic ({len(syn):,} docs)", syn, args.synthetic_rounds)
+        label = f"synthetic ({len(syn):,} docs)"
+        rows += bench_ingest(label, syn, args.synthetic_rounds, not args.synthetic_unchunked_only)
     if args.encoder_docs:
         rows.append(
             bench_encoder_ingest(docs[: args.encoder_docs], args.encoder_rounds, args.encoder_threads)

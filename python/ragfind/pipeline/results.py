@@ -14,8 +14,8 @@ _EMPTY: Mapping = MappingProxyType({})
 
 
 class _Lazy:
-    """The ``highlights`` field: holds a list, or a zero-argument callable (marked by
-    :func:`pending`) that computes it on first read and is replaced by its result.
+    """The ``highlights`` field: holds a list, or a computation (:func:`pending`) run on first
+    read and replaced by its result.
 
     Highlighting analyzes the whole passage text, which costs more than the search itself, so a
     search leaves it to the first reader; the result is the same as computing it eagerly.
