@@ -411,7 +411,7 @@ class Retriever:
     @staticmethod
     def _check_documents(docs: list) -> None:
         for n, d in enumerate(docs):
-            if not isinstance(d, Mapping):
+            if type(d) is not dict and not isinstance(d, Mapping):
                 raise TypeError(
                     f"documents[{n}] is a {type(d).__name__}; expected a dict with 'id' and 'text'"
                 )
@@ -422,7 +422,7 @@ class Retriever:
                     "(put other fields in 'metadata' to store and filter on them)"
                 )
             md = d.get("metadata")
-            if md is not None and not isinstance(md, Mapping):
+            if md is not None and type(md) is not dict and not isinstance(md, Mapping):
                 raise TypeError(f"documents[{n}]['metadata'] is a {type(md).__name__}; expected a dict")
             title = d.get("title")
             if title is not None and not isinstance(title, str):
