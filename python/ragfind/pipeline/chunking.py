@@ -28,6 +28,7 @@ __all__ = [
     "Chunk",
     "chunk",
     "chunk_documents",
+    "whole_documents",
     "default_context",
     "heading_path",
     "load_tokenizer",
@@ -46,7 +47,8 @@ class Chunk:
         title: the document's title ("" when none).
         text: the chunk text, exactly ``document_text[start:end]``.
         start, end: character offsets into the document text.
-        n_tokens: tokens in ``text`` under the chunking tokenizer (no special tokens).
+        n_tokens: tokens in ``text`` under the chunking tokenizer (no special tokens); -1 when
+            not counted (:func:`whole_documents`: no token budget to enforce).
         index: position of the chunk in its document (0, 1, ...).
         context: contextual-retrieval prefix, indexed with the text but not part of it.
         metadata: the document's metadata (shared, not copied).
@@ -325,6 +327,7 @@ def chunk_documents(
     overlap: float | int = 0.15,
     tokenizer: TokenizerLike = None,
     contextualize: None | bool | Callable[[Mapping[str, Any], Chunk], str] = None,
+    show_progress: bool = False,
 ) -> list[Chunk]:
     """Chunk many documents (dicts with ``id``, ``text`` and optional ``title``, ``metadata``).
 
@@ -334,6 +337,7 @@ def chunk_documents(
         contextualize: None/False for no context, True for :func:`default_context`, or a
             callable ``(document, chunk) -> str`` (an LLM call in production) whose result is
             stored in ``Chunk.context``.
+        show_progress: a tqdm progress bar over the documents.
 
     Returns:
         Every document's chunks, in document order.
@@ -343,10 +347,66 @@ def chunk_documents(
         document that is not a mapping, a non-str text, or a context callable returning a
         non-str.
     """
+    docs = _checked_documents(documents)
+    _check_size(size, overlap)
+    if contextualize is True:
+        contextualize = default_context
+    tok = load_tokenizer(tokenizer)
+    # Tokens never start inside whitespace under BERT pre-tokenization, so a text of at most
+    # `size` tokens is one chunk: the text without its outer whitespace, every token in it.
+    whole_if_fits = _splits_on_whitespace(tok)
+    out: list[Chunk] = []
+    with _progress(len(docs), show_progress, "chunking") as bar:
+        for first in range(0, len(docs), _BATCH):
+            part = docs[first : first + _BATCH]
+            encodings = tok.encode_batch([d["text"] for d in part], add_special_tokens=False)
+            for d, enc in zip(part, encodings):
+                text = d["text"]
+                if whole_if_fits and len(enc) <= size:
+                    chunks = _whole(d, len(enc))
+                else:
+                    chunks = chunk(
+                        text,
+                        doc_id=str(d["id"]),
+                        title=d.get("title") or "",
+                        size=size,
+                        overlap=overlap,
+                        metadata=d.get("metadata") or {},
+                        encoding=enc,
+                    )
+                out.extend(_contextualized(d, chunks, contextualize) if contextualize else chunks)
+            bar.update(len(part))
+    return out
+
+
+def whole_documents(
+    documents: Iterable[Mapping[str, Any]],
+    *,
+    contextualize: None | bool | Callable[[Mapping[str, Any], Chunk], str] = None,
+) -> list[Chunk]:
+    """One chunk per non-blank document: its text without the outer whitespace, as
+    :func:`chunk_documents` cuts a document under its size, but with no tokenizer pass
+    (``n_tokens`` is -1: not counted). Checks and ``contextualize`` as there."""
+    docs = _checked_documents(documents)
+    if contextualize is True:
+        contextualize = default_context
+    out: list[Chunk] = []
+    for d in docs:
+        chunks = _whole(d, -1)
+        out.extend(_contextualized(d, chunks, contextualize) if contextualize else chunks)
+    return out
+
+
+#: Documents tokenized per batch (the progress bar moves once per batch).
+_BATCH = 2048
+
+
+def _checked_documents(documents: Iterable[Mapping[str, Any]]) -> list:
     docs = list(documents)
     seen: set = set()
     for n, d in enumerate(docs):
-        if not isinstance(d, Mapping):
+        # type() first: an ABC isinstance check costs more than the rest of the loop.
+        if type(d) is not dict and not isinstance(d, Mapping):
             raise TypeError(f"documents[{n}] is a {type(d).__name__}; expected a dict with 'id' and 'text'")
         if "id" not in d or "text" not in d:
             raise ValueError(
@@ -358,35 +418,55 @@ def chunk_documents(
         if key in seen:
             raise ValueError(f"documents[{n}] repeats id {key!r}; document ids must be unique")
         seen.add(key)
-    _check_size(size, overlap)
-    if contextualize is True:
-        contextualize = default_context
-    tok = load_tokenizer(tokenizer)
-    encodings = tok.encode_batch([d["text"] for d in docs], add_special_tokens=False) if docs else []
-    out: list[Chunk] = []
-    for d, enc in zip(docs, encodings):
-        chunks = chunk(
-            d["text"],
-            doc_id=str(d["id"]),
-            title=d.get("title") or "",
-            size=size,
-            overlap=overlap,
-            metadata=d.get("metadata") or {},
-            encoding=enc,
-        )
-        if contextualize:
-            with_context = []
-            for c in chunks:
-                ctx = contextualize(d, c)
-                if not isinstance(ctx, str):
-                    raise TypeError(
-                        f"contextualize returned a {type(ctx).__name__} for document {c.doc_id!r}; "
-                        "expected str"
-                    )
-                with_context.append(replace(c, context=ctx.strip()))
-            chunks = with_context
-        out.extend(chunks)
+    return docs
+
+
+def _splits_on_whitespace(tok: Any) -> bool:
+    from tokenizers.pre_tokenizers import BertPreTokenizer
+
+    return isinstance(tok.pre_tokenizer, BertPreTokenizer)
+
+
+def _whole(d: Mapping[str, Any], n_tokens: int) -> list[Chunk]:
+    text = d["text"]
+    body = text.strip()
+    if not body:
+        return []
+    start = len(text) - len(text.lstrip())
+    meta = d.get("metadata") or {}
+    return [Chunk(str(d["id"]), d.get("title") or "", body, start, start + len(body), n_tokens, 0, "", meta)]
+
+
+def _contextualized(d: Mapping[str, Any], chunks: list, contextualize: Callable) -> list:
+    out = []
+    for c in chunks:
+        ctx = contextualize(d, c)
+        if not isinstance(ctx, str):
+            raise TypeError(
+                f"contextualize returned a {type(ctx).__name__} for document {c.doc_id!r}; expected str"
+            )
+        ctx = ctx.strip()
+        out.append(replace(c, context=ctx) if ctx else c)
     return out
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+
+def _progress(total: int, show: bool, desc: str) -> Any:
+    if not show:
+        return _NoBar()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="doc")
 
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
@@ -398,6 +478,8 @@ def heading_path(text: str, offset: int) -> list[str]:
     ``"# A\\n## B\\n..."`` at an offset after B gives ``["A", "B"]``; a later ``## C`` replaces B.
     """
     path: list[tuple[int, str]] = []
+    if text.find("#", 0, max(0, offset)) < 0:
+        return []
     for m in _HEADING.finditer(text, 0, max(0, offset)):
         level = len(m.group(1))
         while path and path[-1][0] >= level:
@@ -412,7 +494,7 @@ def default_context(document: Mapping[str, Any], chunk: Chunk) -> str:
     The headings come from markdown-style ``#`` lines before the chunk's start (a heading that
     the chunk itself begins with is included). Returns ``""`` when there is neither.
     """
-    text = document.get("text", "") if isinstance(document, Mapping) else ""
+    text = document.get("text", "") if type(document) is dict or isinstance(document, Mapping) else ""
     parts = [chunk.title] if chunk.title else []
     # Headings up to the end of the first line of the chunk, so a chunk that starts at a heading
     # carries it.

@@ -16,7 +16,15 @@ from typing import Any
 
 from ragfind.sparse.query import parse_query
 
-__all__ = ["highlight", "phrase_matches", "positioned_terms", "snippet"]
+__all__ = [
+    "LazyHighlighter",
+    "highlight",
+    "match_terms",
+    "phrase_matches",
+    "positioned_terms",
+    "query_terms",
+    "snippet",
+]
 
 
 def positioned_terms(analyzer: Any, text: str) -> list[tuple[str, int, int, int]]:
@@ -101,6 +109,13 @@ def highlight(text: str, query: str | Sequence[str], analyzer: Any = None) -> li
     from ragfind.sparse.analyzer import resolve_analyzer
 
     analyzer = resolve_analyzer(analyzer)
+    words, phrases = query_terms(query, analyzer)
+    return match_terms(text, words, phrases, analyzer)
+
+
+def query_terms(query: str | Sequence[str], analyzer: Any) -> tuple[set[str], list[tuple[list[str], int]]]:
+    """``(words, phrases)`` of a query (or several phrasings) as index terms: the words to mark
+    anywhere, and each quoted phrase of two or more words with its slop."""
     queries = [query] if isinstance(query, str) else list(query)
     words: set[str] = set()
     phrases: list[tuple[list[str], int]] = []
@@ -113,6 +128,11 @@ def highlight(text: str, query: str | Sequence[str], analyzer: Any = None) -> li
                 words.add(terms[0])
             elif terms:
                 phrases.append((terms, ph.slop))
+    return words, phrases
+
+
+def match_terms(text: str, words: set, phrases: list, analyzer: Any) -> list[tuple[int, int]]:
+    """:func:`highlight` for query terms already analyzed by :func:`query_terms`."""
     if not words and not phrases:
         return []
     toks = positioned_terms(analyzer, text)
@@ -129,6 +149,24 @@ def highlight(text: str, query: str | Sequence[str], analyzer: Any = None) -> li
                 locs = [where[(t, p)] for t, p in zip(terms, chosen)]
                 spans.append((min(b for b, _ in locs), max(e for _, e in locs)))
     return _merge(spans)
+
+
+class LazyHighlighter:
+    """The highlights of one result list, each computed when first asked for: the query is
+    analyzed once for the whole list, and only on the first request."""
+
+    __slots__ = ("queries", "analyzer", "_terms")
+
+    def __init__(self, queries: Sequence[str], analyzer: Any) -> None:
+        self.queries = queries
+        self.analyzer = analyzer
+        self._terms: tuple | None = None
+
+    def __call__(self, text: str) -> list[tuple[int, int]]:
+        terms = self._terms
+        if terms is None:
+            terms = self._terms = query_terms(list(self.queries), self.analyzer)
+        return match_terms(text, terms[0], terms[1], self.analyzer)
 
 
 def _merge(spans: list) -> list[tuple[int, int]]:

@@ -13,6 +13,43 @@ __all__ = ["Passage", "SearchResult"]
 _EMPTY: Mapping = MappingProxyType({})
 
 
+class _Lazy:
+    """The ``highlights`` field: holds a list, or a computation (:func:`pending`) run on first
+    read and replaced by its result.
+
+    Highlighting analyzes the whole passage text, which costs more than the search itself, so a
+    search leaves it to the first reader; the result is the same as computing it eagerly.
+    """
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return self
+        value = obj.__dict__["_highlights"]
+        if type(value) is _Pending:
+            value = value.compute()
+            obj.__dict__["_highlights"] = value
+        return value
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        # The default (this descriptor, as the dataclass sees it) is a new empty list.
+        obj.__dict__["_highlights"] = [] if value is self else value
+
+
+class _Pending:
+    __slots__ = ("fn", "arg")
+
+    def __init__(self, fn: Any, arg: Any) -> None:
+        self.fn, self.arg = fn, arg
+
+    def compute(self) -> Any:
+        return self.fn(self.arg)
+
+
+def pending(fn: Any, arg: Any) -> _Pending:
+    """A ``highlights`` value computed as ``fn(arg)`` when first read."""
+    return _Pending(fn, arg)
+
+
 @dataclass(frozen=True)
 class Passage:
     """One retrieved chunk.
@@ -37,7 +74,8 @@ class Passage:
         highlights: ``[(start, end), ...]`` character offsets into ``text`` where an analyzed
             query term or phrase matched (sorted, non-overlapping; the surface form, so
             "Defibrillators" for the query "defibrillator"); see
-            :func:`ragfind.pipeline.highlights.snippet`.
+            :func:`ragfind.pipeline.highlights.snippet`. Computed on first read (a search does
+            not pay for highlights nobody reads).
     """
 
     id: int
@@ -52,7 +90,7 @@ class Passage:
     context: str = ""
     ranks: Mapping[str, int] = field(default_factory=lambda: _EMPTY, compare=False)
     scores: Mapping[str, float] = field(default_factory=lambda: _EMPTY, compare=False)
-    highlights: list = field(default_factory=list, compare=False)
+    highlights: list = field(default=_Lazy(), compare=False)  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)
@@ -115,3 +153,12 @@ class SearchResult(Sequence):
         for p in self.passages:
             seen.setdefault(p.doc_id, None)
         return list(seen)
+
+
+def passage_from_fields(fields: dict) -> Passage:
+    """A :class:`Passage` from ``{field: value}`` holding every field (``highlights`` under
+    ``"_highlights"``), built without the frozen dataclass's ``__init__`` (one
+    ``object.__setattr__`` per field): a search builds one per result."""
+    p = object.__new__(Passage)
+    p.__dict__.update(fields)
+    return p

@@ -28,7 +28,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
 from typing import Any, Callable
 
@@ -36,9 +36,9 @@ import numpy as np
 
 from ragfind.pipeline.cache import LRUCache, freeze
 from ragfind.pipeline.chunk_ids import ChunkIdPolicy, sequential_chunk_ids
-from ragfind.pipeline.chunking import Chunk, chunk_documents, default_context, load_tokenizer
+from ragfind.pipeline.chunking import Chunk, chunk_documents, default_context, load_tokenizer, whole_documents
 from ragfind.pipeline.filters import BUILTIN_FIELDS, MetadataFilters, check_filters, metadata_of
-from ragfind.pipeline.results import Passage, SearchResult
+from ragfind.pipeline.results import Passage, SearchResult, passage_from_fields, pending
 from ragfind.pipeline.runner import LocalStages, StageRunner
 from ragfind.pipeline.saved import FORMAT_VERSION, RetrieverFolderError, load_folder, save_folder
 from ragfind.pipeline.stages import RerankStage, RetrievalStage
@@ -59,6 +59,9 @@ __all__ = [
 #: The keys a document may have; anything else is a ValueError (a typo would drop data).
 DOCUMENT_KEYS = ("id", "title", "text", "metadata")
 COLLAPSE = (None, "document")
+_EMPTY: Mapping = MappingProxyType({})
+#: Adds of at least this many documents show progress bars unless ``show_progress=False``.
+PROGRESS_DOCUMENTS = 10_000
 
 
 def _now() -> float:
@@ -132,7 +135,8 @@ class Retriever:
         rerank_candidates: how many fused passages the re-rankers see.
         cache_size: entries in each of the embedding and result caches (0 disables them).
         threads: worker threads for concurrent stages (default 2).
-        show_progress: tqdm progress bars during :meth:`add_documents`.
+        show_progress: tqdm progress bars during :meth:`add_documents` (chunking, encoding):
+            None (default) for adds of at least 10,000 documents, True always, False never.
         stage_runner: how the stages run (:class:`ragfind.pipeline.runner.StageRunner`):
             filters compiled, first-stage lists searched, re-rankers called, passages fetched.
             Default: :class:`~ragfind.pipeline.runner.LocalStages` over this retriever's
@@ -163,7 +167,7 @@ class Retriever:
         rerank_candidates: int = 30,
         cache_size: int = 1024,
         threads: int = 2,
-        show_progress: bool = False,
+        show_progress: bool | None = None,
         stage_runner: StageRunner | None = None,
         chunk_id_policy: ChunkIdPolicy | None = None,
     ) -> None:
@@ -252,7 +256,7 @@ class Retriever:
         rerank_candidates: int,
         cache_size: int,
         threads: int,
-        show_progress: bool,
+        show_progress: bool | None,
         store: DocumentStore,
         metadata: MetadataFilters | None = None,
         dense_options: Mapping[str, Any] | None = None,
@@ -427,7 +431,7 @@ class Retriever:
         """Raises the TypeError or ValueError :meth:`add_documents` raises for a malformed
         document (not a dict, a key other than id/title/text/metadata, a bad title or metadata)."""
         for n, d in enumerate(docs):
-            if not isinstance(d, Mapping):
+            if type(d) is not dict and not isinstance(d, Mapping):
                 raise TypeError(
                     f"documents[{n}] is a {type(d).__name__}; expected a dict with 'id' and 'text'"
                 )
@@ -438,7 +442,7 @@ class Retriever:
                     "(put other fields in 'metadata' to store and filter on them)"
                 )
             md = d.get("metadata")
-            if md is not None and not isinstance(md, Mapping):
+            if md is not None and type(md) is not dict and not isinstance(md, Mapping):
                 raise TypeError(f"documents[{n}]['metadata'] is a {type(md).__name__}; expected a dict")
             title = d.get("title")
             if title is not None and not isinstance(title, str):
@@ -478,10 +482,12 @@ class Retriever:
         chunks = self._chunk(docs)
         meta_json = []
         for n, d in enumerate(docs):
+            md = d.get("metadata")
+            if not md:
+                meta_json.append("{}")
+                continue
             try:
-                meta_json.append(
-                    json.dumps(dict(d.get("metadata") or {}), sort_keys=True, ensure_ascii=False)
-                )
+                meta_json.append(json.dumps(dict(md), sort_keys=True, ensure_ascii=False))
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"documents[{n}]['metadata'] is not JSON-serialisable: {exc}") from exc
         meta_of = {str(d["id"]): (d.get("title") or "", metadata_of(d, m)) for d, m in zip(docs, meta_json)}
@@ -501,56 +507,77 @@ class Retriever:
             n_chunks = len(chunks)
             chunk_ids = np.asarray(self.chunk_id_policy(store, chunks), np.int64)
             indexed = [c.indexed_text() for c in chunks]
-            # The expensive, side-effect-free part first (encoding): a failure changes nothing.
-            prepared = {}
-            if n_chunks:
-                for s in takers:
-                    prepared[id(s)] = s.prepare(
+
+            # The expensive, side-effect-free part (encoding) runs on its own thread while the
+            # store rows and the other stages are written (it releases the GIL); a failure on
+            # either side undoes everything. Given embeddings are only checked, first.
+            def prepare_all() -> dict:
+                return {
+                    id(s): s.prepare(
                         indexed,
                         embeddings=embeddings,
                         batch_size=batch_size,
-                        show_progress=self.show_progress,
+                        show_progress=self._progress(len(docs)),
                     )
-            new_fields = {k for d in docs for k in (d.get("metadata") or {})}
-            store.begin_insert(
-                [(i, d.get("title") or "", d["text"], m) for i, d, m in zip(ids_in, docs, meta_json)],
-                [
-                    (int(cid), c.doc_id, c.index, c.start, c.end, c.n_tokens, c.text, c.context)
-                    for cid, c in zip(chunk_ids, chunks)
-                ],
-                new_fields - store.fields,
-            )
+                    for s in takers
+                }
+
+            prepared: dict = {}
+            encoding = None
+            if n_chunks and takers:
+                if embeddings is None:
+                    encoding = ThreadPoolExecutor(1, thread_name_prefix="ragfind-encode")
+                    future = encoding.submit(prepare_all)
+                else:
+                    prepared = prepare_all()
             done: list = []
             indexed_meta = False
             try:
-                if n_chunks:
-                    per_chunk = [meta_of[c.doc_id] for c in chunks]
-                    self.metadata.add(
-                        chunk_ids,
-                        [c.doc_id for c in chunks],
-                        [t for t, _ in per_chunk],
-                        [m for _, m in per_chunk],
-                    )
-                    indexed_meta = True
-                    for s in self.first_stages + [s for s in self.rerank_stages if hasattr(s, "add")]:
-                        if id(s) in prepared:
-                            s.add(chunk_ids, indexed, prepared[id(s)])
-                        elif getattr(s, "kind", None) == "bm25" and s.fields:
-                            s.add(chunk_ids, s.field_docs(chunks, indexed))
-                        else:
-                            s.add(chunk_ids, indexed)
-                        done.append(s)
-                store.commit()
-            except BaseException:
-                if indexed_meta:
-                    self.metadata.remove(chunk_ids)
-                for s in done:
-                    try:
-                        s.delete(chunk_ids)
-                    except Exception:
-                        pass
-                store.rollback()
-                raise
+                new_fields = {k for d in docs for k in (d.get("metadata") or {})}
+                store.begin_insert(
+                    [(i, d.get("title") or "", d["text"], m) for i, d, m in zip(ids_in, docs, meta_json)],
+                    [
+                        (int(cid), c.doc_id, c.index, c.start, c.end, c.n_tokens, c.text, c.context)
+                        for cid, c in zip(chunk_ids, chunks)
+                    ],
+                    new_fields - store.fields,
+                )
+                try:
+                    if n_chunks:
+                        per_chunk = [meta_of[c.doc_id] for c in chunks]
+                        self.metadata.add(
+                            chunk_ids,
+                            [c.doc_id for c in chunks],
+                            [t for t, _ in per_chunk],
+                            [m for _, m in per_chunk],
+                        )
+                        indexed_meta = True
+                        for s in self.first_stages + [s for s in self.rerank_stages if hasattr(s, "add")]:
+                            if any(s is t for t in takers):
+                                if encoding is not None and not prepared:
+                                    prepared = future.result()
+                                s.add(chunk_ids, indexed, prepared[id(s)])
+                            elif getattr(s, "kind", None) == "bm25" and s.fields:
+                                s.add(chunk_ids, s.field_docs(chunks, indexed))
+                            else:
+                                s.add(chunk_ids, indexed)
+                            done.append(s)
+                    store.commit()
+                except BaseException:
+                    if indexed_meta:
+                        self.metadata.remove(chunk_ids)
+                    for s in done:
+                        try:
+                            s.delete(chunk_ids)
+                        except Exception:
+                            pass
+                    store.rollback()
+                    # Searches meanwhile may have seen (and cached) the rows just undone.
+                    self._store_changed()
+                    raise
+            finally:
+                if encoding is not None:
+                    encoding.shutdown(wait=True)
             store.fields |= new_fields
             if n_chunks:
                 store.next_chunk_id = max(store.next_chunk_id, int(chunk_ids.max()) + 1)
@@ -567,13 +594,22 @@ class Retriever:
 
     def _chunk(self, docs: list) -> list:
         """The chunks of checked documents, in order, as :meth:`add_documents` indexes them."""
+        if self.chunk_size is None and self.encoder is None:
+            # No token budget to enforce and no encoder window: no tokenizer pass.
+            return whole_documents(docs, contextualize=self.contextualize)
         return chunk_documents(
             docs,
             size=self.chunk_size if self.chunk_size is not None else 1 << 30,  # None: one chunk each
             overlap=self.chunk_overlap if self.chunk_size else 0,
             tokenizer=self.tokenizer,
             contextualize=self.contextualize,
+            show_progress=self._progress(len(docs)),
         )
+
+    def _progress(self, n_documents: int) -> bool:
+        if self.show_progress is None:
+            return n_documents >= PROGRESS_DOCUMENTS
+        return bool(self.show_progress)
 
     def delete_documents(self, doc_ids: Iterable[Any]) -> int:
         """Removes documents and their chunks; returns the number of chunks removed.
@@ -688,6 +724,14 @@ class Retriever:
         head = max(k, self.rerank_candidates) if rerankers else k
         depth = max(self.candidates, head)
         missing: set = set()
+        if (
+            len(run) == 1
+            and len(queries) == 1
+            and collapse is None
+            and getattr(run[0], "kind", None) == "bm25"
+        ):
+            # One exact ranked list: its fused top `head` is its own top `head`, in its order.
+            depth = head
         while True:
             found = runner.first_stage(run, queries, depth, flt, timings, partial=partial)
             lists, names, concurrent = found.lists, found.names, found.concurrent
@@ -699,7 +743,7 @@ class Retriever:
             rows, left_out = runner.fetch(ids, partial=partial)
             missing.update(left_out)
             timings["store"] = _now() - t
-            order = [(int(i), float(s)) for i, s in zip(ids, fused) if int(i) in rows]
+            order = [(i, s) for i, s in zip(ids.tolist(), fused.tolist()) if i in rows]
             if collapse == "document":
                 seen: set = set()
                 best = []
@@ -789,15 +833,20 @@ class Retriever:
         return head
 
     def _highlighted(self, passages: list, queries: tuple) -> list:
-        """The passages with their highlights, by the BM25 stage's analyzer (default one else)."""
-        from ragfind.pipeline.highlights import highlight
+        """The passages with their highlights, by the BM25 stage's analyzer (default one else),
+        computed when first read (:class:`LazyHighlighter`)."""
+        from ragfind.pipeline.highlights import LazyHighlighter
         from ragfind.sparse.analyzer import Analyzer
 
         bm25 = self.bm25
         analyzer = bm25.analyzer if bm25 is not None else getattr(self, "_default_analyzer", None)
         if analyzer is None:
             analyzer = self._default_analyzer = Analyzer()
-        return [replace(p, highlights=highlight(p.text, queries, analyzer)) for p in passages]
+        highlighter = LazyHighlighter(queries, analyzer)
+        for p in passages:
+            # Passages built by this search, not yet shared: set before anyone reads them.
+            p.__dict__["_highlights"] = pending(highlighter, p.text)
+        return passages
 
     @staticmethod
     def _indexed_text(p: Passage) -> str:
@@ -807,23 +856,29 @@ class Retriever:
     def _passage(row: tuple, score: float, ranks: Mapping[str, tuple]) -> Passage:
         cid, doc_id, text, title, start, end, metadata, context = row
         # Read-only: passages are shared with the results cache.
-        md = MappingProxyType(json.loads(metadata) if metadata != "{}" else {})
-        source = md.get("source") or md.get("url") or doc_id
+        if metadata == "{}":
+            md, source = _EMPTY, doc_id
+        else:
+            md = MappingProxyType(json.loads(metadata))
+            source = str(md.get("source") or md.get("url") or doc_id)
         scores = {n: float(s) for n, (_, s) in ranks.items()}
         scores["fused"] = score
-        return Passage(
-            cid,
-            doc_id,
-            text,
-            title,
-            str(source),
-            score,
-            start,
-            end,
-            md,
-            context,
-            MappingProxyType({n: r for n, (r, _) in ranks.items()}),
-            MappingProxyType(scores),
+        return passage_from_fields(
+            {
+                "id": cid,
+                "doc_id": doc_id,
+                "text": text,
+                "title": title,
+                "source": source,
+                "score": score,
+                "start": start,
+                "end": end,
+                "metadata": md,
+                "context": context,
+                "ranks": MappingProxyType({n: r for n, (r, _) in ranks.items()}),
+                "scores": MappingProxyType(scores),
+                "_highlights": [],
+            }
         )
 
     # ------------------------------------------------------------------ caches
