@@ -135,12 +135,10 @@ def dense_search(retriever: Any, vector: Any, k: int, filters: Mapping[str, Any]
 
     import numpy as np
 
-    from ragfind.pipeline.filters import FilterCompiler
-
     index = retriever.dense
     if index is None:
         raise ValueError("this retriever has no dense stage (it was built without an encoder)")
-    flt = FilterCompiler(retriever.store, 0)(filters)
+    flt = retriever.stage_runner.compile_filters(filters)
     if (flt is not None and len(flt) == 0) or len(index) == 0:
         return []
     ids, scores = index.search(np.asarray(vector, dtype=np.float32), k=k, filter=flt)
@@ -154,18 +152,26 @@ def dense_search(retriever: Any, vector: Any, k: int, filters: Mapping[str, Any]
 
 
 def doc_ids_where(retriever: Any, filters: Mapping[str, Any]) -> list:
-    """The ids of the documents ``filters`` (the Retriever's filter syntax) allows."""
-    from ragfind.pipeline.filters import filter_sql
-
+    """The ids of the documents ``filters`` (the Retriever's filter syntax) allows, in store order."""
     store = retriever.store
-    where, params = filter_sql(filters, store.fields)
+    flt = retriever.stage_runner.compile_filters(filters)
     with store.lock:
-        return [r[0] for r in store.db.execute(f"SELECT d.doc_id FROM documents d WHERE {where}", params)]
+        if flt is None:
+            return [r[0] for r in store.db.execute("SELECT doc_id FROM documents ORDER BY rowid")]
+        chunk_ids = [int(i) for i in flt.ids]
+        found: set = set()
+        step = 30_000  # under SQLite's bound on parameters per statement
+        for lo in range(0, len(chunk_ids), step):
+            part = chunk_ids[lo : lo + step]
+            sql = f"SELECT DISTINCT doc_id FROM chunks WHERE id IN ({','.join('?' * len(part))})"
+            found.update(r[0] for r in store.db.execute(sql, part))
+        everything = store.db.execute("SELECT doc_id FROM documents ORDER BY rowid")
+        return [r[0] for r in everything if r[0] in found]
 
 
 def ids_filter(allowed: Any, all_ids: Any) -> dict:
     """A Retriever filter allowing exactly the document ids ``allowed`` among ``all_ids``, as the
-    shorter of an ``$in`` and a ``$nin`` list (each id is one SQL parameter)."""
+    shorter of an ``$in`` and a ``$nin`` list (the metadata index evaluates either)."""
     allowed = set(allowed)
     rest = set(all_ids) - allowed
     if len(allowed) <= len(rest):
