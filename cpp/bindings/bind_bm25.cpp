@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <unordered_set>
 
 #include "bindings.hpp"
 #include "ragfind/bm25/index_io.hpp"
@@ -212,6 +213,35 @@ class PyAnalyzer {
     py::list out(located.size());
     for (std::size_t i = 0; i < located.size(); ++i)
       out[i] = py::make_tuple(to_pystr(located[i].stem), located[i].begin, located[i].end, located[i].counted);
+    return out;
+  }
+
+  // Per text, the (begin, end) code-point offsets of the tokens whose stem is one of terms: the
+  // highlights of a whole result list in one call, building Python objects only for matches.
+  py::list match_offsets(const py::list& texts, const std::vector<std::string>& terms) {
+    if (has_tokenizer()) throw py::value_error("match_offsets: not available with a custom tokenizer");
+    const std::size_t n = texts.size();
+    std::vector<std::string> spill(n);
+    std::vector<std::string_view> views(n);
+    for (std::size_t i = 0; i < n; ++i) views[i] = text_view(texts[i], spill[i], "texts[" + std::to_string(i) + "]");
+    const std::unordered_set<std::string_view> wanted(terms.begin(), terms.end());
+    std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> spans(n);
+    {
+      py::gil_scoped_release release;
+      std::vector<Analyzer::Located> located;
+      for (std::size_t i = 0; i < n; ++i) {
+        located.clear();
+        core_->analyze_with_offsets(views[i], located);
+        for (const auto& t : located)
+          if (wanted.count(std::string_view(t.stem))) spans[i].emplace_back(t.begin, t.end);
+      }
+    }
+    py::list out(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      py::list one(spans[i].size());
+      for (std::size_t j = 0; j < spans[i].size(); ++j) one[j] = py::make_tuple(spans[i][j].first, spans[i][j].second);
+      out[i] = one;
+    }
     return out;
   }
 
@@ -854,6 +884,7 @@ void bind_bm25(py::module_& m) {
            py::arg("tokenizer"), py::arg("cjk_bigrams") = false, py::arg("symbol_letters") = false)
       .def("analyze", &PyAnalyzer::analyze, py::arg("text"))
       .def("analyze_offsets", &PyAnalyzer::analyze_offsets, py::arg("text"))
+      .def("match_offsets", &PyAnalyzer::match_offsets, py::arg("texts"), py::arg("terms"))
       .def_property_readonly("num_surfaces", [](PyAnalyzer& a) { return a.core().num_surfaces(); });
 
   py::class_<BM25Core, std::shared_ptr<BM25Core>>(m, "BM25Core")

@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ragfind
 from ragfind.pipeline.highlights import highlight, snippet
-from ragfind.sparse.analyzer import Analyzer
+from ragfind.sparse.analyzer import Analyzer, resolve_analyzer
 
 TEXT = "Defibrillators save lives in New York. The new big York. York new! getUserById"
 
@@ -99,3 +101,26 @@ def test_retriever_passages_carry_highlights():
     assert "**Defibrillators**" in snippet(p, 100)
     # cached results keep them
     assert r.search("defibrillator", k=5)[0].highlights == p.highlights
+
+
+@pytest.mark.parametrize("name", ["default", "cjk"])
+@settings(max_examples=150, deadline=None)
+@given(
+    text=st.text(
+        alphabet=st.sampled_from(list("aAbBxyz eE-_.'T0123αβ東京ÄöChatGPT getUserById")),
+        max_size=80,
+    ),
+    pick=st.integers(min_value=0, max_value=2**16),
+)
+def test_native_matching_equals_the_token_by_token_path(name, text, pick):
+    from ragfind.pipeline.highlights import _merge, match_terms, positioned_terms
+
+    an = resolve_analyzer(name)
+    toks = positioned_terms(an, text)
+    terms = sorted({t for t, *_ in toks})
+    words = {t for i, t in enumerate(terms) if (pick >> (i % 16)) & 1} or set(terms[:1])
+    slow = _merge([(b, e) for t, b, e, _ in toks if t in words])
+    assert match_terms(text, words, [], an) == slow
+    assert an._core.match_offsets([text, text], sorted(words))[1] == [
+        (b, e) for t, b, e, _ in toks if t in words
+    ]

@@ -135,6 +135,8 @@ def match_terms(text: str, words: set, phrases: list, analyzer: Any) -> list[tup
     """:func:`highlight` for query terms already analyzed by :func:`query_terms`."""
     if not words and not phrases:
         return []
+    if not phrases and getattr(analyzer, "_tokenizer", None) is None:
+        return _merge(analyzer._core.match_offsets([text], sorted(words))[0])
     toks = positioned_terms(analyzer, text)
     spans = [(b, e) for t, b, e, _ in toks if t in words]
     if phrases:
@@ -152,21 +154,32 @@ def match_terms(text: str, words: set, phrases: list, analyzer: Any) -> list[tup
 
 
 class LazyHighlighter:
-    """The highlights of one result list, each computed when first asked for: the query is
-    analyzed once for the whole list, and only on the first request."""
+    """The highlights of one result list, computed when first asked for: the query is analyzed
+    once for the whole list, and without phrases every text of ``texts`` is matched in one
+    native call on the first request."""
 
-    __slots__ = ("queries", "analyzer", "_terms")
+    __slots__ = ("queries", "analyzer", "texts", "_terms", "_done")
 
-    def __init__(self, queries: Sequence[str], analyzer: Any) -> None:
+    def __init__(self, queries: Sequence[str], analyzer: Any, texts: Sequence[str] = ()) -> None:
         self.queries = queries
         self.analyzer = analyzer
+        self.texts = list(texts)
         self._terms: tuple | None = None
+        self._done: dict | None = None
 
     def __call__(self, text: str) -> list[tuple[int, int]]:
         terms = self._terms
         if terms is None:
             terms = self._terms = query_terms(list(self.queries), self.analyzer)
-        return match_terms(text, terms[0], terms[1], self.analyzer)
+        words, phrases = terms
+        if words and not phrases and getattr(self.analyzer, "_tokenizer", None) is None:
+            if self._done is None or text not in self._done:
+                batch = list(dict.fromkeys([*self.texts, text]))
+                found = self.analyzer._core.match_offsets(batch, sorted(words))
+                self._done = {**(self._done or {}), **{t: _merge(sp) for t, sp in zip(batch, found)}}
+                self.texts = []
+            return list(self._done[text])
+        return match_terms(text, words, phrases, self.analyzer)
 
 
 def _merge(spans: list) -> list[tuple[int, int]]:

@@ -842,7 +842,7 @@ class Retriever:
         analyzer = bm25.analyzer if bm25 is not None else getattr(self, "_default_analyzer", None)
         if analyzer is None:
             analyzer = self._default_analyzer = Analyzer()
-        highlighter = LazyHighlighter(queries, analyzer)
+        highlighter = LazyHighlighter(queries, analyzer, [p.text for p in passages])
         for p in passages:
             # Passages built by this search, not yet shared: set before anyone reads them.
             p.__dict__["_highlights"] = pending(highlighter, p.text)
