@@ -44,14 +44,29 @@ def test_kill_mid_stream_loses_nothing_acknowledged(ray_session, tmp_path) -> No
         errors: list = []
         stop = threading.Event()
 
+        def add(batch: list) -> None:
+            # A write that races a kill fails as a whole (nothing of it stays): send it again.
+            for _ in range(60):
+                try:
+                    sharded.add_documents(batch)
+                    return
+                except ShardUnavailableError:
+                    time.sleep(0.25)
+            raise AssertionError("a shard stayed unavailable for writes")
+
         def writer() -> None:
             try:
                 for i in range(200, 600, 10):
-                    sharded.add_documents(docs[i : i + 10])
+                    add(docs[i : i + 10])
                     acked.extend(d["id"] for d in docs[i : i + 10])
                     time.sleep(0.02)
                     if i % 100 == 0:
-                        sharded.delete_documents([docs[i - 100]["id"]])
+                        for _ in range(60):
+                            try:
+                                sharded.delete_documents([docs[i - 100]["id"]])
+                                break
+                            except ShardUnavailableError:
+                                time.sleep(0.25)
                         acked.remove(docs[i - 100]["id"]) if docs[i - 100]["id"] in acked else None
             except BaseException as exc:  # noqa: BLE001
                 errors.append(exc)
@@ -124,7 +139,15 @@ def test_restart_without_a_save_replays_the_whole_log(ray_session, tmp_path) -> 
         sharded.delete_documents([c["docs"][0]["id"]])
         before = sharded.search(c["queries"][1][1], k=10)
         ray.kill(sharded._actors[0][0], no_restart=False)
-        after = sharded.search(c["queries"][1][1], k=10, use_cache=False)
+        # Its only copy is unavailable until Ray has restarted it and it has replayed the log.
+        after = None
+        for _ in range(60):
+            try:
+                after = sharded.search(c["queries"][1][1], k=10, use_cache=False)
+                break
+            except ShardUnavailableError:
+                time.sleep(0.5)
+        assert after is not None
         assert [(p.doc_id, p.score) for p in before] == [(p.doc_id, p.score) for p in after]
         assert len(sharded) == 49
         assert ray.get(sharded._actors[0][0].info.remote())["replayed"] == 2
