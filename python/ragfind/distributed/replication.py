@@ -179,13 +179,16 @@ class Copies:
 
     # ------------------------------------------------------------------ reads
 
-    def pin(self) -> dict:
-        """Starts a search's pins: each shard's phases go to one copy (while it answers)."""
+    def pin(self) -> Any:
+        """Starts a search's pins: each shard's phases go to one copy (while it answers).
+        Returns the search's thread-local state."""
         self._local.pins = {}
-        return self._local.pins
+        return self._local
 
     def unpin(self) -> None:
         self._local.pins = None
+        self._local.rows = None
+        self._local.rows_top = 0
 
     def _choose(self, s: int, tried: set) -> int | None:
         cands = [r for r in sorted(self.in_sync[s]) if r not in tried]

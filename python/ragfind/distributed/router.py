@@ -104,22 +104,32 @@ class _ShardStages:
         stats = None
         if terms:
             t = time.perf_counter()
-            per = router._scatter({s: ("term_stats", terms) for s in everyone}, partial)
-            missing.update(set(everyone) - set(per))
+            views, left_out = router._term_stats.gather(router, terms, partial)
+            missing.update(left_out)
             stats = {}
             for name, term_lists in terms.items():
                 rows = []
-                for qi, ts in enumerate(term_lists):
-                    n = sum(int(p[name][qi][0]) for p in per.values())
-                    total = sum(int(p[name][qi][1]) for p in per.values())
-                    df = np.zeros(len(ts), np.int64)
-                    for p in per.values():
-                        df += np.asarray(p[name][qi][2], np.int64)
-                    rows.append((n, total, dict(zip(ts, df.tolist()))))
+                for ts in term_lists:
+                    n = total = 0
+                    df = [0] * len(ts)
+                    for v in views.values():
+                        sn, stotal, sdf = v[name]
+                        n += sn
+                        total += stotal
+                        df = [a + sdf[w] for a, w in zip(df, ts)]
+                    rows.append((n, total, dict(zip(ts, df))))
                 stats[name] = rows
             timings["stats"] = time.perf_counter() - t
         t = time.perf_counter()
-        got = router._scatter({s: ("first_stage", plan, stats, depth, flt) for s in everyone}, partial)
+        rows_top = getattr(router._copies._local, "rows_top", 0)
+        got = router._scatter(
+            {s: ("first_stage", plan, stats, depth, flt, rows_top) for s in everyone}, partial
+        )
+        cache = getattr(router._copies._local, "rows", None)
+        for s in list(got):
+            if cache is not None:
+                cache.update(got[s]["rows"])
+            got[s] = got[s]["lists"]
         missing.update(set(everyone) - set(got))
         t_search = time.perf_counter() - t
         lists, names = [], []
@@ -157,9 +167,15 @@ class _ShardStages:
         ids = np.asarray(ids, np.int64)
         if not len(ids):
             return {}, ()
+        # Rows that came with the first-stage lists of this search need no call.
+        cache = getattr(self._router._copies._local, "rows", None) or {}
+        have = {int(i): cache[int(i)] for i in ids.tolist() if int(i) in cache}
+        if len(have) == len(ids):
+            return have, ()
+        ids = np.asarray([i for i in ids.tolist() if int(i) not in have], np.int64)
         shards = shard_of_chunk(ids)
         calls = {s: ("fetch", ids[shards == s].tolist()) for s in np.unique(shards).tolist()}
-        rows: dict = {}
+        rows: dict = dict(have)
         got = self._router._scatter(calls, partial)
         for part in got.values():
             rows.update(part)
@@ -173,6 +189,64 @@ class _ShardStages:
 
     def close(self) -> None:
         pass
+
+
+class _TermStats:
+    """Per shard, the BM25 statistics (live chunks, their length, df of the terms queries used)
+    read at the shard's last acknowledged write: valid until the next write there, so in the
+    steady state a search needs no statistics call (one round trip)."""
+
+    LIMIT = 1 << 20  # terms kept per shard
+
+    def __init__(self, num_shards: int) -> None:
+        self._version: list = [None] * num_shards
+        self._totals: list = [{} for _ in range(num_shards)]  # stage -> (N, total length)
+        self._df: list = [{} for _ in range(num_shards)]  # stage -> {term: df}
+        self._lock = threading.Lock()
+
+    def gather(self, router: ShardedRetriever, terms: dict, partial: bool) -> tuple:
+        """``({shard: {stage: (N, total, {term: df})}}, shards left out)`` for the query terms
+        ``terms`` (``{stage: [[term, ...] per query]}``), asking only for what is not cached."""
+        copies = router._copies
+        n = router.num_shards
+        versions = [(copies.term[s], copies.last[s]) for s in range(n)]
+        quiet = not copies.write_lock.locked()
+        need: dict = {}
+        views: dict = {}
+        with self._lock:
+            for s in range(n):
+                if self._version[s] != versions[s] or len(self._df[s]) > self.LIMIT:
+                    # A write changed this shard: what was read before no longer holds.
+                    self._version[s], self._totals[s], self._df[s] = versions[s], {}, {}
+                views[s] = (dict(self._totals[s]), {k: self._df[s].get(k, {}) for k in terms})
+        for s in range(n):
+            totals, dfs = views[s]
+            for name, term_lists in terms.items():
+                miss = [w for w in dict.fromkeys(w for ts in term_lists for w in ts) if w not in dfs[name]]
+                if miss or name not in totals:
+                    need.setdefault(s, {})[name] = [miss]
+        got = router._scatter({s: ("term_stats", q) for s, q in need.items()}, partial) if need else {}
+        keep = quiet and not copies.write_lock.locked()
+        out: dict = {}
+        with self._lock:
+            for s in range(n):
+                if s in need and s not in got:
+                    continue
+                totals, dfs = views[s]
+                fresh = keep and self._version[s] == versions[s] == (copies.term[s], copies.last[s])
+                out[s] = {}
+                for name in terms:
+                    df = dict(dfs[name])
+                    tot = totals.get(name)
+                    if s in got and name in got[s]:
+                        sn, stotal, sdf = got[s][name][0]
+                        df.update(zip(need[s][name][0], (int(x) for x in sdf)))
+                        tot = (int(sn), int(stotal))
+                        if fresh:
+                            self._totals[s][name] = tot
+                            self._df[s].setdefault(name, {}).update(df)
+                    out[s][name] = (tot[0], tot[1], df)
+        return out, tuple(sorted(set(need) - set(got)))
 
 
 class ShardedRetriever:
@@ -312,6 +386,7 @@ class ShardedRetriever:
             self.close()
             raise
         self._healer = idle_healer(self._copies, self._stop)
+        self._term_stats = _TermStats(self.num_shards)
         first = infos[0]
         for s, info in infos.items():
             if (
@@ -528,7 +603,12 @@ class ShardedRetriever:
         statistics phase).
         """
         self._check_open()
-        self._copies.pin()  # one copy per shard for all of this search's phases
+        local = self._copies.pin()  # one copy per shard for all of this search's phases
+        # The shards send the rows of their lists' heads along (twice the passages the
+        # fusion keeps: a fused head deeper than that in every list is fetched after).
+        want = k if isinstance(k, int) else 10
+        want = max(want, self._head.rerank_candidates) if rerank else want
+        local.rows_top, local.rows = 2 * int(want), {}
         try:
             res = self._head.search(
                 query,

@@ -378,9 +378,13 @@ class ShardActor:
         return out
 
     @_guard
-    def first_stage(self, plan: list, stats: dict | None, depth: int, filters: Any) -> dict:
-        """Every planned stage's ``[(ids, scores) per query]`` over this shard, BM25 scored
-        with the given global statistics, dense/other stages with the given query vectors."""
+    def first_stage(
+        self, plan: list, stats: dict | None, depth: int, filters: Any, rows_top: int = 0
+    ) -> dict:
+        """``{"lists": {stage: [(ids, scores) per query]}, "rows": {id: stored row}}`` over this
+        shard: BM25 scored with the given global statistics, dense/other stages with the given
+        query vectors; the rows of the first ``rows_top`` of every list come along, so the
+        router's passages need no other call."""
         flt = self.r.stage_runner.compile_filters(filters)
         out: dict = {}
         empty = (np.zeros(0, np.int64), np.zeros(0, np.float32))
@@ -397,7 +401,11 @@ class ShardActor:
                     ids, scores = stage.search(q, depth, flt)
                 lists.append((np.asarray(ids, np.int64), np.asarray(scores)))
             out[name] = lists
-        return out
+        rows: dict = {}
+        if rows_top:
+            want = {int(i) for lists in out.values() for ids, _ in lists for i in ids[:rows_top].tolist()}
+            rows = self.r.store.fetch(sorted(want)) if want else {}
+        return {"lists": out, "rows": rows}
 
     def fetch(self, ids: list) -> dict:
         return self.r.store.fetch(ids)
