@@ -82,7 +82,7 @@ def cranfield(ray_session):
     opts = dict(encoder=None, chunk_size=48, chunk_overlap=8, cache_size=0)
     single = ragfind.Retriever(**opts)
     single.add_documents(c["docs"])
-    sharded = ShardedRetriever(2, replicas=2, **opts)
+    sharded = ShardedRetriever(2, replicas=2, placement="any", **opts)
     sharded.add_documents(c["docs"])
     yield single, sharded, c
     sharded.close()

@@ -36,7 +36,9 @@ def test_kill_mid_stream_loses_nothing_acknowledged(ray_session, tmp_path) -> No
     ray = ray_session
     c = load_collection("cranfield")
     docs, queries = c["docs"][:600], [q for _, q in c["queries"][:40]]
-    sharded = ShardedRetriever(2, replicas=2, work_dir=tmp_path / "work", restart_wait=60, **OPTS)
+    sharded = ShardedRetriever(
+        2, replicas=2, placement="any", work_dir=tmp_path / "work", restart_wait=60, **OPTS
+    )
     try:
         sharded.add_documents(docs[:200])
         sharded.save(tmp_path / "saved")  # the restart point: folder + log after it

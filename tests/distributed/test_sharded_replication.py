@@ -68,7 +68,7 @@ def _timed(fn, *args, **kw):
 
 def test_primary_killed_right_after_logging(ray_session, docs, tmp_path) -> None:
     ray = ray_session
-    sharded = ShardedRetriever(1, replicas=2, work_dir=tmp_path, deadline=2.0, **OPTS)
+    sharded = ShardedRetriever(1, replicas=2, placement="any", work_dir=tmp_path, deadline=2.0, **OPTS)
     try:
         acked = {d["id"] for d in docs[:100]}
         sharded.add_documents(docs[:100])
@@ -98,7 +98,7 @@ def test_primary_killed_right_after_logging(ray_session, docs, tmp_path) -> None
 
 def test_replica_killed_mid_write(ray_session, docs, tmp_path) -> None:
     ray = ray_session
-    sharded = ShardedRetriever(2, replicas=2, work_dir=tmp_path, deadline=2.0, **OPTS)
+    sharded = ShardedRetriever(2, replicas=2, placement="any", work_dir=tmp_path, deadline=2.0, **OPTS)
     try:
         sharded.add_documents(docs[:100])
         acked = {d["id"] for d in docs[:100]}
@@ -124,7 +124,7 @@ def test_replica_killed_mid_write(ray_session, docs, tmp_path) -> None:
 def test_stopped_copy_and_stopped_primary(ray_session, docs, tmp_path) -> None:
     ray = ray_session
     q = "boundary layer flow"
-    sharded = ShardedRetriever(1, replicas=2, work_dir=tmp_path, deadline=1.0, **OPTS)
+    sharded = ShardedRetriever(1, replicas=2, placement="any", work_dir=tmp_path, deadline=1.0, **OPTS)
     stopped: list = []
     try:
         sharded.add_documents(docs[:150])
@@ -202,3 +202,11 @@ def test_log_plan_drops_aborted_and_fenced_writes() -> None:
     writes, term, max_seq = plan_records(log)
     assert [r["seq"] for r in writes] == [1, 3, 5]
     assert term == 2 and max_seq == 5
+
+
+def test_copies_of_a_shard_need_distinct_nodes(ray_session) -> None:
+    # The session's Ray is one node: two copies of a shard cannot be spread.
+    with pytest.raises(ValueError, match="needs 2 nodes .* the cluster has 1"):
+        ShardedRetriever(1, replicas=2, **OPTS)
+    with pytest.raises(ValueError, match="placement = 'x'"):
+        ShardedRetriever(1, replicas=2, placement="x", **OPTS)

@@ -269,6 +269,9 @@ class ShardedRetriever:
             another in-sync copy, a write fails (and is never committed later).
         write_deadline_per_doc: what a write of ``n`` documents adds to its deadline
             (``deadline + n * write_deadline_per_doc``): indexing takes time.
+        placement: ``"spread"`` (default): the copies of a shard go to distinct nodes (a
+            STRICT_SPREAD placement group per shard; a ValueError when the cluster has fewer
+            nodes than ``replicas``); ``"any"``: where Ray puts them.
         actor_options: more ``ray.remote`` options for the shard actors (``num_cpus``, ...).
         **retriever_options: the :class:`ragfind.Retriever` arguments (``encoder``, ``bm25``,
             ``chunk_size``, ``stages``, ``rrf_k``, ...), the same for every shard. The
@@ -293,6 +296,7 @@ class ShardedRetriever:
         restart_wait: float = 60.0,
         deadline: float = 2.0,
         write_deadline_per_doc: float = 0.01,
+        placement: str = "spread",
         actor_options: Mapping[str, Any] | None = None,
         **retriever_options: Any,
     ) -> None:
@@ -303,7 +307,7 @@ class ShardedRetriever:
             work_dir,
             max_restarts,
             restart_wait,
-            (deadline, write_deadline_per_doc),
+            (deadline, write_deadline_per_doc, placement),
             actor_options,
             retriever_options,
             snapshot=None,
@@ -332,7 +336,7 @@ class ShardedRetriever:
         if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < -1:
             raise ValueError(f"max_restarts = {max_restarts!r}; expected an int >= -1")
         self.restart_wait = float(restart_wait)
-        deadline, write_deadline_per_doc = deadlines
+        deadline, write_deadline_per_doc, placement = deadlines
         if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or not deadline > 0:
             raise ValueError(f"deadline = {deadline!r}; expected seconds > 0")
         self.deadline = float(deadline)
@@ -357,17 +361,24 @@ class ShardedRetriever:
         self._own_work_dir = work_dir is None
         self.work_dir = Path(tempfile.mkdtemp(prefix="ragfind-shards-") if work_dir is None else work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        remote = ray.remote(ShardActor).options(
-            max_restarts=max_restarts, max_task_retries=0, **dict(actor_options or {})
-        )
+        shard_class = ray.remote(ShardActor)
+        self._groups: list = []
         self._actors: list = []
+        copy_options = self._placement(placement, dict(actor_options or {}))
         for s in range(self.num_shards):
             home = self.work_dir / fmt.shard_dir(s)
             home.mkdir(parents=True, exist_ok=True)
             if snapshot is not None:
                 _write_state(home, snapshot / fmt.shard_dir(s))
             self._actors.append(
-                [remote.remote(s, os.fspath(home), shard_options, r == 0) for r in range(self.replicas)]
+                [
+                    shard_class.options(
+                        max_restarts=max_restarts,
+                        max_task_retries=0,
+                        **{**dict(actor_options or {}), **copy_options(s, r)},
+                    ).remote(s, os.fspath(home), shard_options, r == 0)
+                    for r in range(self.replicas)
+                ]
             )
         self._closed = False
         self._stop = threading.Event()
@@ -407,6 +418,46 @@ class ShardedRetriever:
         self._next_seq = max([i["max_seq"] for i in infos.values()] + [-1]) + 1
         if manifest is not None:
             self._next_seq = max(self._next_seq, int(manifest["next_doc_seq"]))
+
+    def _placement(self, placement: str, actor_options: dict) -> Any:
+        """``(shard, copy) -> ray options``: with ``"spread"`` and more than one copy, each
+        shard's copies go to distinct nodes (a STRICT_SPREAD placement group per shard)."""
+        if placement not in ("spread", "any"):
+            raise ValueError(f"placement = {placement!r}; expected 'spread' or 'any'")
+        if placement == "any" or self.replicas == 1:
+            return lambda s, r: {}
+        ray = self._ray
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        if len(nodes) < self.replicas:
+            raise ValueError(
+                f"replicas = {self.replicas} with placement='spread' needs {self.replicas} nodes (one "
+                f"per copy of a shard); the cluster has {len(nodes)}. Add nodes, ask for fewer "
+                "replicas, or pass placement='any' to allow copies of a shard on one node"
+            )
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        cpus = float(actor_options.get("num_cpus", 0.01)) or 0.01
+        for _ in range(self.num_shards):
+            pg = placement_group([{"CPU": cpus}] * self.replicas, strategy="STRICT_SPREAD")
+            self._groups.append(pg)
+        for pg in self._groups:
+            if not pg.wait(max(self.restart_wait, 60.0)):
+                self._remove_groups()
+                raise RuntimeError(
+                    f"the cluster could not place {self.replicas} copies of a shard on distinct nodes "
+                    f"({cpus} CPU each) within {max(self.restart_wait, 60.0):.0f} s"
+                )
+
+        def options(s: int, r: int) -> dict:
+            return {
+                "num_cpus": cpus,
+                "scheduling_strategy": PlacementGroupSchedulingStrategy(
+                    self._groups[s], placement_group_bundle_index=r
+                ),
+            }
+
+        return options
 
     # ------------------------------------------------------------------ calls
 
@@ -709,6 +760,7 @@ class ShardedRetriever:
         restart_wait: float = 60.0,
         deadline: float = 2.0,
         write_deadline_per_doc: float = 0.01,
+        placement: str = "spread",
         actor_options: Mapping[str, Any] | None = None,
         **retriever_options: Any,
     ) -> ShardedRetriever:
@@ -739,7 +791,7 @@ class ShardedRetriever:
             work_dir,
             max_restarts,
             restart_wait,
-            (deadline, write_deadline_per_doc),
+            (deadline, write_deadline_per_doc, placement),
             actor_options,
             opts,
             snapshot=folder,
@@ -761,8 +813,19 @@ class ShardedRetriever:
                     self._ray.kill(a, no_restart=True)
                 except Exception:
                     pass
+        self._remove_groups()
         if self._own_work_dir:
             shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def _remove_groups(self) -> None:
+        from ray.util.placement_group import remove_placement_group
+
+        for pg in getattr(self, "_groups", ()):
+            try:
+                remove_placement_group(pg)
+            except Exception:
+                pass
+        self._groups = []
 
     def __enter__(self) -> ShardedRetriever:
         return self
