@@ -1,5 +1,6 @@
 """The replication protocol under faults: a primary that dies right after logging a write, a
-copy that dies mid-write, a stopped (SIGSTOP) copy or primary. Each asserts that nothing
+copy that dies mid-write, a stopped (SIGSTOP) copy or primary, a router replaced by another
+or SIGKILLed (named, detached shards). Each asserts that nothing
 acknowledged is lost, that a write reported failed is never committed later, that the copies
 end up holding exactly the same documents, and that no call outlives its deadline by far."""
 
@@ -210,3 +211,111 @@ def test_copies_of_a_shard_need_distinct_nodes(ray_session) -> None:
         ShardedRetriever(1, replicas=2, **OPTS)
     with pytest.raises(ValueError, match="placement = 'x'"):
         ShardedRetriever(1, replicas=2, placement="x", **OPTS)
+
+
+def test_named_collection_outlives_its_router_and_fences_it_off(ray_session, docs, tmp_path) -> None:
+    import ragfind
+    from ragfind.distributed import StalePrimaryError
+
+    name = f"coll-{os.getpid()}"
+    first = ShardedRetriever(2, name=name, work_dir=tmp_path, **OPTS)
+    second = None
+    try:
+        first.add_documents(docs[:100])
+        t = time.monotonic()
+        second = ShardedRetriever.attach(name, 2, **OPTS)
+        assert time.monotonic() - t < 30.0  # attaching is an election per shard, not a reload
+        assert len(second) == 100
+        single = ragfind.Retriever(**OPTS)
+        single.add_documents(docs[:150])
+        second.add_documents(docs[100:150])
+        # The first router is fenced off for writes (a newer term), and can still search.
+        with pytest.raises(StalePrimaryError):
+            first.add_documents(docs[150:160])
+        q = "boundary layer flow"
+        want = [(p.doc_id, round(p.score, 5)) for p in single.search(q, k=10)]
+        assert [(p.doc_id, round(p.score, 5)) for p in second.search(q, k=10)] == want
+        first.close()  # a named collection's actors outlive their router
+        assert len(second) == 150
+        with pytest.raises(ValueError, match="no sharded collection"):
+            ShardedRetriever.attach(name + "-nope", 2, **OPTS)
+    finally:
+        first.close()
+        if second is not None:
+            second.destroy()
+        else:
+            first.destroy()
+
+
+_DRIVER = """
+import json, os, sys, time
+import ray
+ray.init(address=sys.argv[1], log_to_driver=False, include_dashboard=False,
+         runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}})
+from ragfind.distributed import ShardedRetriever
+docs = json.load(open(sys.argv[3]))
+sr = ShardedRetriever(2, name=sys.argv[2], work_dir=sys.argv[4], encoder=None, chunk_size=None, cache_size=0)
+for i in range(0, len(docs), 20):
+    sr.add_documents(docs[i : i + 20])
+    print("acked", i + 20, flush=True)
+time.sleep(600)
+"""
+
+
+def test_driver_killed_a_new_router_attaches_and_loses_nothing(ray_session, docs, tmp_path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    ray = ray_session
+    name = f"driver-{os.getpid()}"
+    (tmp_path / "docs.json").write_text(json.dumps(docs[:200]))
+    script = tmp_path / "driver.py"
+    script.write_text(_DRIVER)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(script),
+            ray.get_runtime_context().gcs_address,
+            name,
+            str(tmp_path / "docs.json"),
+            str(tmp_path / "work"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    acked = 0
+    router = None
+    try:
+        end = time.monotonic() + 180
+        while acked < 200 and time.monotonic() < end:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            if line.startswith("acked"):
+                acked = int(line.split()[1])
+        assert acked == 200, "the driver did not get its writes acknowledged"
+        proc.kill()  # SIGKILL: the router dies, its named, detached shards live on
+        proc.wait(timeout=30)
+        t = time.monotonic()
+        router = ShardedRetriever.attach(name, 2, **OPTS)
+        assert len(router) == 200
+        assert time.monotonic() - t < 30.0
+        held = {
+            d
+            for part in router._scatter(
+                {s: ("existing", [x["id"] for x in docs[:200]]) for s in range(2)}
+            ).values()
+            for d in part
+        }
+        assert held == {d["id"] for d in docs[:200]}
+        router.add_documents(docs[200:210])  # and it takes the writes
+        assert len(router) == 210
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        proc.stdout.close()
+        if router is not None:
+            router.destroy()

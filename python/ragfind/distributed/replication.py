@@ -75,6 +75,7 @@ class Copies:
         self.last = [0] * n
         self.next_seq = [1] * n
         self.aborts: list = [[] for _ in range(n)]
+        self.fenced: list = [0] * n  # the newer term another router holds, once seen
         self.write_lock = threading.Lock()
         self._busy: dict = {}  # (shard, copy) -> a call not answered yet
         self._rr = [0] * n
@@ -136,7 +137,12 @@ class Copies:
             term = self.term[s] + 1
             res = self.wait({(s, r): self._call(s, r, "promote", term, list(self.aborts[s]))}, wait)[(s, r)]
             if isinstance(res, _Refused):
-                self.term[s] = max(self.term[s], res.term)  # a newer term in the log: go past it
+                if self.term[s] > 0:
+                    # Another router took the shard over after this one: it is fenced off.
+                    self.fenced[s] = res.term
+                    return False
+                # Starting (or attaching): go past the term the log and the copies hold.
+                self.term[s] = max(self.term[s], res.term)
                 again = self._call(s, r, "promote", self.term[s] + 1, list(self.aborts[s]))
                 res = self.wait({(s, r): again}, wait)[(s, r)]
             if not isinstance(res, dict):
@@ -164,6 +170,8 @@ class Copies:
     def heal(self, s: int, wait: float | None = None) -> None:
         """Brings shard ``s``'s copies back into the in-sync set where they have recovered
         (a new primary first when the primary is out). The write lock is held by the caller."""
+        if self.fenced[s]:
+            return
         wait = self.deadline if wait is None else wait
         if self.primary[s] not in self.in_sync[s] or self.aborts[s]:
             self._elect(s, wait)
@@ -174,7 +182,9 @@ class Copies:
 
     def needs_heal(self) -> list:
         return [
-            s for s in range(len(self.actors)) if len(self.in_sync[s]) < len(self.actors[s]) or self.aborts[s]
+            s
+            for s in range(len(self.actors))
+            if not self.fenced[s] and (len(self.in_sync[s]) < len(self.actors[s]) or self.aborts[s])
         ]
 
     # ------------------------------------------------------------------ reads
@@ -280,6 +290,8 @@ class Copies:
         shard at once (the write lock held by the caller). ``{shard: result}``, where a failed
         shard's result is the exception to raise (the write is then not applied anywhere)."""
         for s in calls:
+            if self.fenced[s]:
+                raise _stale(s, self.fenced[s], self.term[s])
             if self.primary[s] not in self.in_sync[s] or self.aborts[s]:
                 self.heal(s)
         futs: dict = {}
@@ -309,10 +321,8 @@ class Copies:
                 continue
             method = calls[s][0]
             if isinstance(res, _Refused) and res.why == "stale":
-                out[s] = StalePrimaryError(
-                    f"shard {s}: a newer primary term ({res.term}) than this router's ({self.term[s]}); "
-                    "another router serves this collection"
-                )
+                self.fenced[s] = res.term
+                out[s] = _stale(s, res.term, self.term[s])
             elif isinstance(res, _Err):
                 out[s] = res.exc  # refused as a whole (e.g. a bad document): applied nowhere
             else:
@@ -340,6 +350,13 @@ class Copies:
                 self._drop(s, r)
         if unknown and not logged:
             self.aborts[s].append(seq)  # logged by the next primary before anything else
+
+
+def _stale(s: int, theirs: int, ours: int) -> StalePrimaryError:
+    return StalePrimaryError(
+        f"shard {s}: another router holds a newer primary term ({theirs}) than this one ({ours}) "
+        "and takes the writes; this router may still search"
+    )
 
 
 def _applied(res: Any) -> bool:

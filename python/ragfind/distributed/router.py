@@ -272,6 +272,9 @@ class ShardedRetriever:
         placement: ``"spread"`` (default): the copies of a shard go to distinct nodes (a
             STRICT_SPREAD placement group per shard; a ValueError when the cluster has fewer
             nodes than ``replicas``); ``"any"``: where Ray puts them.
+        name: a named collection: its shard actors are named and detached, so they outlive
+            this router, :meth:`attach` finds them from any driver, and :meth:`close` leaves
+            them running (:meth:`destroy` stops them). Give a ``work_dir`` every node reaches.
         actor_options: more ``ray.remote`` options for the shard actors (``num_cpus``, ...).
         **retriever_options: the :class:`ragfind.Retriever` arguments (``encoder``, ``bm25``,
             ``chunk_size``, ``stages``, ``rrf_k``, ...), the same for every shard. The
@@ -297,6 +300,7 @@ class ShardedRetriever:
         deadline: float = 2.0,
         write_deadline_per_doc: float = 0.01,
         placement: str = "spread",
+        name: str | None = None,
         actor_options: Mapping[str, Any] | None = None,
         **retriever_options: Any,
     ) -> None:
@@ -312,6 +316,7 @@ class ShardedRetriever:
             retriever_options,
             snapshot=None,
             manifest=None,
+            name=name,
         )
 
     def _init(
@@ -327,8 +332,13 @@ class ShardedRetriever:
         retriever_options: dict,
         snapshot: Path | None,
         manifest: dict | None,
+        name: str | None = None,
+        attach: bool = False,
     ) -> None:
         self._closed = True
+        if name is not None and (not isinstance(name, str) or not name or "/" in name):
+            raise ValueError(f"name = {name!r}; expected a non-empty str without '/'")
+        self.name = name
         self.num_shards = _positive(num_shards, "num_shards")
         if self.num_shards > MAX_SHARDS:
             raise ValueError(f"num_shards = {num_shards!r}; expected at most {MAX_SHARDS}")
@@ -358,14 +368,32 @@ class ShardedRetriever:
         if head.bm25 is not None:
             shard_options["bm25"] = bm25_spec(head.bm25)
         self._options = options
-        self._own_work_dir = work_dir is None
-        self.work_dir = Path(tempfile.mkdtemp(prefix="ragfind-shards-") if work_dir is None else work_dir)
-        self.work_dir.mkdir(parents=True, exist_ok=True)
+        # A named collection outlives its routers: its folder is never removed by one.
+        self._own_work_dir = work_dir is None and name is None
+        if attach:
+            self.work_dir = None  # the collection's, as its creator gave it
+        else:
+            self.work_dir = Path(tempfile.mkdtemp(prefix="ragfind-shards-") if work_dir is None else work_dir)
+            self.work_dir.mkdir(parents=True, exist_ok=True)
         shard_class = ray.remote(ShardActor)
         self._groups: list = []
         self._actors: list = []
-        copy_options = self._placement(placement, dict(actor_options or {}))
+        copy_options = (lambda s, r: {}) if attach else self._placement(placement, dict(actor_options or {}))
         for s in range(self.num_shards):
+            if attach:
+                try:
+                    self._actors.append(
+                        [
+                            ray.get_actor(_actor_name(name, s, r), namespace=NAMESPACE)
+                            for r in range(self.replicas)
+                        ]
+                    )
+                except ValueError as exc:
+                    raise ValueError(
+                        f"no sharded collection {name!r} with {self.num_shards} shards x {self.replicas} "
+                        f"copies is running on this cluster ({exc})"
+                    ) from None
+                continue
             home = self.work_dir / fmt.shard_dir(s)
             home.mkdir(parents=True, exist_ok=True)
             if snapshot is not None:
@@ -375,7 +403,7 @@ class ShardedRetriever:
                     shard_class.options(
                         max_restarts=max_restarts,
                         max_task_retries=0,
-                        **{**dict(actor_options or {}), **copy_options(s, r)},
+                        **{**dict(actor_options or {}), **copy_options(s, r), **_named(name, s, r)},
                     ).remote(s, os.fspath(home), shard_options, r == 0)
                     for r in range(self.replicas)
                 ]
@@ -439,7 +467,9 @@ class ShardedRetriever:
 
         cpus = float(actor_options.get("num_cpus", 0.01)) or 0.01
         for _ in range(self.num_shards):
-            pg = placement_group([{"CPU": cpus}] * self.replicas, strategy="STRICT_SPREAD")
+            # A named collection's groups outlive the router, as its actors do.
+            life = {"lifetime": "detached"} if self.name is not None else {}
+            pg = placement_group([{"CPU": cpus}] * self.replicas, strategy="STRICT_SPREAD", **life)
             self._groups.append(pg)
         for pg in self._groups:
             if not pg.wait(max(self.restart_wait, 60.0)):
@@ -799,14 +829,70 @@ class ShardedRetriever:
         )
         return obj
 
+    @classmethod
+    def attach(
+        cls,
+        name: str,
+        num_shards: int,
+        *,
+        replicas: int = 1,
+        address: str | None = None,
+        deadline: float = 2.0,
+        write_deadline_per_doc: float = 0.01,
+        **retriever_options: Any,
+    ) -> ShardedRetriever:
+        """A router over the running collection ``name`` (created with ``name=``), e.g. after
+        the router that created it died. It takes the writes over under a new primary term:
+        the routers before it may still search, and their writes raise
+        :class:`StalePrimaryError`. ``retriever_options`` as given to the constructor.
+
+        Raises:
+            ValueError: no such collection with ``num_shards`` x ``replicas`` copies.
+        """
+        obj = cls.__new__(cls)
+        obj._init(
+            num_shards,
+            replicas,
+            address,
+            None,
+            -1,
+            60.0,
+            (deadline, write_deadline_per_doc, "any"),
+            None,
+            dict(retriever_options),
+            snapshot=None,
+            manifest=None,
+            name=name,
+            attach=True,
+        )
+        return obj
+
+    def destroy(self) -> None:
+        """Stops the shard actors of this collection (named or not) for good; :meth:`close`
+        of a named collection leaves them running for other routers."""
+        self._kill_actors()
+        self._remove_groups()
+        self.close()
+
+    def _kill_actors(self) -> None:
+        for reps in getattr(self, "_actors", ()):
+            for a in reps:
+                try:
+                    self._ray.kill(a, no_restart=True)
+                except Exception:
+                    pass
+
     def close(self) -> None:
-        """Stops the shard actors (and removes the default work folder). Idempotent."""
+        """Stops this router; the shard actors too, unless the collection is named (see
+        :meth:`destroy`). Removes the default work folder. Idempotent."""
         if getattr(self, "_closed", True):
             return
         self._closed = True
         stop = getattr(self, "_stop", None)
         if stop is not None:
             stop.set()
+        if getattr(self, "name", None) is not None:
+            return
         for reps in self._actors:
             for a in reps:
                 try:
@@ -841,6 +927,20 @@ class ShardedRetriever:
 
     def __repr__(self) -> str:
         return f"ShardedRetriever(num_shards={self.num_shards}, replicas={self.replicas})"
+
+
+NAMESPACE = "ragfind"
+
+
+def _actor_name(name: str | None, s: int, r: int) -> str:
+    return f"{name}/shard-{s:04d}/copy-{r}"
+
+
+def _named(name: str | None, s: int, r: int) -> dict:
+    """A named collection's actors: detached (they outlive the router), found by name."""
+    if name is None:
+        return {}
+    return {"name": _actor_name(name, s, r), "namespace": NAMESPACE, "lifetime": "detached"}
 
 
 def _write_state(home: Path, snapshot: Path) -> None:

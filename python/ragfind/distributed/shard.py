@@ -279,7 +279,8 @@ class ShardActor:
     def promote(self, term: int, aborts: list) -> Any:
         """Becomes the primary of ``term``: records the term (fencing off writes an older
         primary may still append) and ``aborts``, then catches up with the log."""
-        if term < max(self.term, self.log_term):
+        if term <= max(self.term, self.log_term):
+            # Terms only grow: two routers never hold the same one.
             return _Refused("stale", self.last, max(self.term, self.log_term))
         self.term = term
         self.primary = True
