@@ -34,18 +34,13 @@ STATE = "state.json"
 WAL = "wal.log"
 
 
-def encode_array(a: np.ndarray | None) -> dict | None:
-    """An array as a JSON value for a write-log record."""
-    if a is None:
-        return None
-    a = np.ascontiguousarray(a, dtype="<f4")
-    return {"shape": list(a.shape), "f4": base64.b64encode(a.tobytes()).decode("ascii")}
-
-
-def decode_array(d: dict | None) -> np.ndarray | None:
+def decode_array(d: dict | None, blob: bytes | None = None) -> np.ndarray | None:
+    """A record's embeddings: raw little-endian float32 in the record's binary part (``f4`` in
+    base64 in logs written before)."""
     if d is None:
         return None
-    return np.frombuffer(base64.b64decode(d["f4"]), dtype="<f4").reshape(d["shape"]).copy()
+    raw = base64.b64decode(d["f4"]) if "f4" in d else blob
+    return np.frombuffer(raw, dtype="<f4").reshape(d["shape"]).copy()
 
 
 def bm25_spec(index: Any) -> dict:
@@ -223,7 +218,10 @@ class ShardActor:
         if rec["op"] == "add":
             docs = rec["docs"]
             with self.chunk_ids.numbering({str(d["id"]): s for d, s in zip(docs, rec["seqs"])}):
-                return self.r.add_documents(docs, embeddings=decode_array(rec.get("emb")))
+                emb = rec.get("emb")
+                if isinstance(emb, np.ndarray):
+                    return self.r.add_documents(docs, embeddings=emb)
+                return self.r.add_documents(docs, embeddings=decode_array(emb, rec.get("_blob")))
         return self.r.delete_documents(rec["ids"])
 
     def _write(self, term: int, seq: int, prev: int, rec: dict) -> Any:
@@ -243,7 +241,13 @@ class ShardActor:
             os.kill(os.getpid(), signal.SIGSTOP)  # stalls until the test sends SIGCONT
         if self.primary:
             try:
-                self.wal.append(rec)
+                emb = rec.get("emb")
+                if isinstance(emb, np.ndarray):
+                    # Vectors go to the log as raw float32, not as JSON.
+                    a = np.ascontiguousarray(emb, dtype="<f4")
+                    self.wal.append({**rec, "emb": {"shape": list(a.shape)}}, a.tobytes())
+                else:
+                    self.wal.append(rec)
             except BaseException:
                 self._load()  # take the write back: it was never durable
                 raise
@@ -259,7 +263,7 @@ class ShardActor:
         """Adds documents; returns their chunk count once applied (and, on the primary, durable)."""
         rec = {"op": "add", "docs": docs, "seqs": [int(s) for s in seqs]}
         if embeddings is not None:
-            rec["emb"] = encode_array(np.asarray(embeddings, np.float32))
+            rec["emb"] = np.asarray(embeddings, np.float32)
         return self._write(term, seq, prev, rec)
 
     @_guard
