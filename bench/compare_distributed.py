@@ -1,11 +1,15 @@
 """ShardedRetriever vs one Retriever on SciFact (shared MiniLM embeddings, no model): indexing
 throughput and query latency for 1..N shards on a local Ray, in one process run.
 
-    PYTHONPATH=python python bench/compare_distributed.py --shards 1 2 3 --queries 100
+    PYTHONPATH=python python bench/compare_distributed.py --shards 1 2 4 --queries 100
 
 Prints a table: documents/s indexed, median and p90 search latency (BM25 only and hybrid),
-each as a ratio to the single Retriever measured in the same run. The sharded results are
-checked equal to the single Retriever's (scores, 1e-6 relative) on every query measured.
+each as a ratio to the single Retriever measured in the same run, the median of a bare actor
+round trip (a no-op method) in the same run, the router's CPU per BM25 query (this process's
+CPU time over the query loop) and the rounds of shard calls per query, measured after each
+query ran once (its terms' statistics cached, the steady state); then the first-search
+latency and the throughput with 8 client threads. The sharded results
+are checked equal to the single Retriever's (scores, 1e-6 relative) on every query measured.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import os
 import statistics
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -31,17 +36,23 @@ def _lat(fn, queries) -> list:
     return out
 
 
+class _Echo:
+    def ping(self) -> int:
+        return 0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--shards", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--shards", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--cpus", type=int, default=2)
     args = ap.parse_args()
     import ray
+    from sharded_helpers import load_collection
 
     import ragfind
-    from conftest import load_collection
     from ragfind.distributed import ShardedRetriever
+    from ragfind.distributed.replication import Copies
 
     ray.init(
         num_cpus=args.cpus,
@@ -60,30 +71,68 @@ def main() -> None:
     t_single = time.perf_counter() - t
     lat_b = _lat(lambda q: single.search(q, 10, stages=["bm25"]), queries)
     lat_h = _lat(lambda q: single.search(q, 10), queries)
-    rows.append(("Retriever", len(docs) / t_single, lat_b, lat_h))
+    rows.append(("Retriever", len(docs) / t_single, lat_b, lat_h, 0.0, 0.0))
+    extra = []
+    with ThreadPoolExecutor(8) as pool:
+        t = time.perf_counter()
+        list(pool.map(lambda q: single.search(q, 10, stages=["bm25"]), queries * 3))
+        extra.append(f"Retriever: 8 client threads: {3 * len(queries) / (time.perf_counter() - t):.0f} q/s")
+    echo = ray.remote(_Echo).remote()
+    ray.get(echo.ping.remote())
+    rtt = _lat(lambda q: ray.get(echo.ping.remote()), queries * 3)
+    rounds = [0]
+    read = Copies.read
+
+    def counted(self, *a, **kw):
+        rounds[0] += 1
+        return read(self, *a, **kw)
+
+    Copies.read = counted
     for n in args.shards:
         sr = ShardedRetriever(n, **opts)
         t = time.perf_counter()
         for i in range(0, len(docs), 1000):
             sr.add_documents(docs[i : i + 1000])
         t_add = time.perf_counter() - t
+        cold = _lat(lambda q, sr=sr: sr.search(q, 10, stages=["bm25"]), queries)  # statistics read
+        rounds[0] = 0
+        cpu = time.process_time()
         lb = _lat(lambda q, sr=sr: sr.search(q, 10, stages=["bm25"]), queries)
+        cpu = (time.process_time() - cpu) / len(queries)
+        per_query = rounds[0] / len(queries)
         lh = _lat(lambda q, sr=sr: sr.search(q, 10), queries)
         for q in queries:
             a = [p.score for p in single.search(q, 10)]
             b = [p.score for p in sr.search(q, 10)]
             np.testing.assert_allclose(b, a, rtol=1e-6)
-        rows.append((f"ShardedRetriever({n})", len(docs) / t_add, lb, lh))
+        with ThreadPoolExecutor(8) as pool:
+            t = time.perf_counter()
+            list(pool.map(lambda q, sr=sr: sr.search(q, 10, stages=["bm25"]), queries * 3))
+            qps = 3 * len(queries) / (time.perf_counter() - t)
+        extra.append(
+            f"ShardedRetriever({n}): first search of a query (statistics not cached) median "
+            f"{statistics.median(cold) * 1e3:.2f} ms; 8 client threads: {qps:.0f} q/s"
+        )
+        rows.append((f"ShardedRetriever({n})", len(docs) / t_add, lb, lh, cpu, per_query))
         sr.close()
     base = rows[0]
     print(f"SciFact {len(docs)} docs, {len(queries)} queries, local Ray num_cpus={args.cpus}")
-    print("| retriever | docs/s indexed | BM25 median ms (ratio) | BM25 p90 ms | hybrid median ms (ratio) |")
-    print("|---|---|---|---|---|")
-    for name, dps, lb, lh in rows:
+    print(f"bare actor round trip: median {statistics.median(rtt) * 1e3:.2f} ms")
+    print(
+        "| retriever | docs/s indexed | BM25 median ms (ratio) | BM25 p90 ms | hybrid median ms (ratio) "
+        "| router CPU ms/query | call rounds/query |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for name, dps, lb, lh, cpu, per_query in rows:
         mb, mh = statistics.median(lb) * 1e3, statistics.median(lh) * 1e3
         rb, rh = mb / (statistics.median(base[2]) * 1e3), mh / (statistics.median(base[3]) * 1e3)
         p90 = float(np.percentile(lb, 90)) * 1e3
-        print(f"| {name} | {dps:,.0f} | {mb:.2f} ({rb:.1f}x) | {p90:.2f} | {mh:.2f} ({rh:.1f}x) |")
+        print(
+            f"| {name} | {dps:,.0f} | {mb:.2f} ({rb:.1f}x) | {p90:.2f} | {mh:.2f} ({rh:.1f}x) "
+            f"| {cpu * 1e3:.2f} | {per_query:.1f} |"
+        )
+    for line in extra:
+        print(line)
     ray.shutdown()
 
 

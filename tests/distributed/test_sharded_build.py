@@ -54,3 +54,31 @@ def test_build_jsonl_and_parquet(ray_session, tmp_path) -> None:
         build(src, out, 2, show_progress=False, **opts)
     with pytest.raises(ValueError, match="num_shards"):
         build(src, tmp_path / "kb3", 0, **opts)
+
+
+def test_build_does_not_hang_with_as_many_encoders_as_cpus(ray_session, tmp_path) -> None:
+    import threading
+
+    from ragfind.distributed.indexing import encoder_cpus
+
+    assert encoder_cpus(2, 2) == 0.5 and encoder_cpus(8, 8) == 0.875 and encoder_cpus(1, 1) == 0.5
+    c = load_collection("scifact", limit=60)
+    src = tmp_path / "corpus.jsonl"
+    with open(src, "w", encoding="utf-8") as fh:
+        for d in c["docs"]:
+            fh.write(json.dumps({"_id": d["id"], "text": d["text"]}) + "\n")
+    opts = dict(encoder=c["encoder"], chunk_size=None, contextualize=False, cache_size=0)
+    done: list = []
+
+    def run() -> None:
+        # The session's Ray has 2 CPUs: 2 encoders used to hold both, and the reads never ran.
+        done.append(
+            build(src, tmp_path / "kb", 2, num_encoders=2, batch_size=30, show_progress=False, **opts)
+        )
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout=240)
+    assert done, "build() with num_encoders == CPUs did not finish"
+    with ShardedRetriever.load(done[0], encoder=c["encoder"]) as sharded:
+        assert len(sharded) == len(c["docs"])

@@ -82,7 +82,7 @@ def cranfield(ray_session):
     opts = dict(encoder=None, chunk_size=48, chunk_overlap=8, cache_size=0)
     single = ragfind.Retriever(**opts)
     single.add_documents(c["docs"])
-    sharded = ShardedRetriever(2, replicas=2, **opts)
+    sharded = ShardedRetriever(2, replicas=2, placement="any", **opts)
     sharded.add_documents(c["docs"])
     yield single, sharded, c
     sharded.close()
@@ -104,3 +104,39 @@ def test_cranfield_chunked_equal(cranfield) -> None:
         assert_same(single, sharded, q, k=7, collapse="document", filters={"bucket": 1})
     doc = c["docs"][0]
     assert sharded.get_document(doc["id"]) == single.get_document(doc["id"])
+
+
+def test_one_round_trip_in_the_steady_state_and_equal_after_writes(ray_session) -> None:
+    c = load_collection("cranfield")
+    docs, queries = c["docs"][:500], [q for _, q in c["queries"][:12]]
+    opts = dict(encoder=None, chunk_size=None, cache_size=0)
+    single = ragfind.Retriever(**opts)
+    single.add_documents(docs[:300])
+    sharded = ShardedRetriever(3, **opts)
+    try:
+        sharded.add_documents(docs[:300])
+        rounds = []
+        read = sharded._copies.read
+
+        def counted(calls, *a, **kw):
+            rounds.append(sorted({call[0] for call in calls.values()}))
+            return read(calls, *a, **kw)
+
+        sharded._copies.read = counted
+        for step in range(3):
+            for q in queries:
+                assert_same(single, sharded, q, k=10, stages=["bm25"])
+                rounds.clear()
+                sharded.search(q, k=10, stages=["bm25"])
+                # The statistics are cached, the passages came with the lists: one round.
+                assert rounds == [["first_stage"]], (step, q, rounds)
+            # Writes change N, avgdl and df: the next searches see them at once.
+            new = docs[300 + 100 * step : 400 + 100 * step] if step < 2 else []
+            if new:
+                single.add_documents(new)
+                sharded.add_documents(new)
+            gone = [d["id"] for d in docs[step * 7 : 300 : 23]]
+            single.delete_documents(gone)
+            sharded.delete_documents(gone)
+    finally:
+        sharded.close()

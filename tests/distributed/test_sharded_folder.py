@@ -65,8 +65,8 @@ def test_routing_of_adds_and_deletes(small) -> None:
     # Each shard holds exactly its documents.
     for d in c["docs"][:300:37]:
         s = shard_of(d["id"], 3)
-        assert sharded._call_any(s, ("existing", [d["id"]])) == [d["id"]]
-        assert sharded._call_any((s + 1) % 3, ("existing", [d["id"]])) == []
+        assert sharded._scatter({s: ("existing", [d["id"]])})[s] == [d["id"]]
+        assert sharded._scatter({(s + 1) % 3: ("existing", [d["id"]])})[(s + 1) % 3] == []
     victim = c["docs"][5]["id"]
     s = shard_of(victim, 3)
     assert sharded.delete_documents([victim]) == 1

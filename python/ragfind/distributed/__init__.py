@@ -21,6 +21,7 @@ __all__ = [
     "ShardedRetriever",
     "ShardedSearchResult",
     "ShardUnavailableError",
+    "StalePrimaryError",
     "ShardedFolderError",
     "build",
     "is_sharded_folder",
@@ -31,7 +32,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # The parts that need Ray load on first use, so `import ragfind.distributed` works without it.
-    if name in ("ShardedRetriever", "ShardedSearchResult", "ShardUnavailableError"):
+    if name in ("ShardedRetriever", "ShardedSearchResult", "ShardUnavailableError", "StalePrimaryError"):
         from ragfind.distributed import router
 
         return getattr(router, name)

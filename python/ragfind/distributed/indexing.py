@@ -99,6 +99,14 @@ class _ShardBuilder:
         return len(self.r)
 
 
+def encoder_cpus(cluster_cpus: float, num_encoders: int) -> float:
+    """CPUs per encoder actor: at most 1, and together leaving a CPU (half of one on a 1-CPU
+    cluster) to Ray Data's read tasks, which otherwise never get scheduled behind a pool
+    that holds every CPU."""
+    reserve = 1.0 if cluster_cpus >= 2 else cluster_cpus / 2
+    return min(1.0, max(cluster_cpus - reserve, 0.01) / num_encoders)
+
+
 def build(
     source: str | os.PathLike | list,
     out: str | os.PathLike,
@@ -123,7 +131,9 @@ def build(
         out: the sharded folder to write (written aside, then renamed into place).
         num_shards: shards (1 .. 1024), by the stable hash of the document id.
         format: ``"json"`` or ``"parquet"`` (default: from the file extension).
-        num_encoders: encoder actors embedding batches in parallel (``map_batches`` pool).
+        num_encoders: encoder actors embedding batches in parallel (``map_batches`` pool);
+            unless ``encoder_options`` sets ``num_cpus``, they share the cluster's CPUs but
+            one (:func:`encoder_cpus`), so the reads always run.
         batch_size: documents per batch; ``encode_batch_size``: the encoder's batch size.
         encoder_options: more ``map_batches`` options for the encoder pool (``num_gpus``, ...).
         show_progress: Ray Data's progress bars and a bar of the documents written.
@@ -172,14 +182,17 @@ def build(
     template = Retriever(**options)  # checks the options once, here
     if template.bm25 is not None:
         options["bm25"] = bm25_spec(template.bm25)
+    num_encoders = _positive(num_encoders, "num_encoders")
+    pool = dict(encoder_options or {})
+    pool.setdefault("num_cpus", encoder_cpus(ray.cluster_resources().get("CPU", 1.0), num_encoders))
     ds = rd.read_json(paths) if format == "json" else rd.read_parquet(paths)
     ds = ds.map_batches(
         _Embedder,
         fn_constructor_args=(options, id_field, int(encode_batch_size)),
         batch_size=int(batch_size),
         batch_format="numpy",
-        concurrency=int(num_encoders),
-        **dict(encoder_options or {}),
+        concurrency=num_encoders,
+        **pool,
     )
     remote = ray.remote(_ShardBuilder)
     builders = [remote.remote(s, options) for s in range(n)]

@@ -9,9 +9,9 @@ Retriever's own code (the head is a Retriever without documents built with
 :class:`_ShardStages`, a stage runner whose filters, first stages, re-rank stages and passage
 fetches go to the shards), so the results equal one Retriever's over the same documents.
 
-Writes are serialised (a write excludes searches, so both phases see one state) and
-acknowledged only once durable on their shard (its write-ahead log, fsynced). A dead actor is
-restarted by Ray (``max_restarts``) from its shard's last saved folder plus the log.
+Writes are replicated to every in-sync copy of their shard and acknowledged once all of them
+hold it (sequence numbers, primary terms and in-sync copies: :mod:`.replication`); searches
+take no lock and read in-sync copies only, and every call on a copy has a deadline.
 """
 
 from __future__ import annotations
@@ -22,18 +22,17 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ragfind import _core
 from ragfind.distributed import folder as fmt
 from ragfind.distributed._ray import actor_errors, require_ray
 from ragfind.distributed.partition import MAX_SHARDS, shard_of, shard_of_chunk
+from ragfind.distributed.replication import Copies, ShardUnavailableError, StalePrimaryError, idle_healer
 from ragfind.distributed.shard import STATE, ShardActor, _Err, bm25_spec
 from ragfind.persist.atomic import fsync_dir
 from ragfind.pipeline.results import SearchResult
@@ -41,21 +40,7 @@ from ragfind.pipeline.retriever import Retriever
 from ragfind.pipeline.runner import StageLists
 from ragfind.pipeline.stages.bm25 import BM25Stage
 
-__all__ = ["ShardedRetriever", "ShardedSearchResult", "ShardUnavailableError"]
-
-
-class ShardUnavailableError(RuntimeError):
-    """Every replica of a shard is dead and none came back within the wait."""
-
-    def __init__(self, shard: int, what: str, waited: float, cause: BaseException | None = None) -> None:
-        why = ""
-        if cause is not None:
-            why = " Last error: " + " ".join(str(cause).split())[:600]
-        super().__init__(
-            f"shard {shard} is unavailable: no replica answered {what} (waited {waited:.1f} s for a "
-            f"restart); pass partial=True to search to get the other shards' results.{why}"
-        )
-        self.shard = shard
+__all__ = ["ShardedRetriever", "ShardedSearchResult", "ShardUnavailableError", "StalePrimaryError"]
 
 
 @dataclass(frozen=True)
@@ -79,24 +64,6 @@ def _raise_err(res: Any) -> Any:
     if isinstance(res, _Err):
         raise res.exc
     return res
-
-
-@contextmanager
-def _reading(lock: _core.ReaderWriterLock) -> Iterator[None]:
-    lock.acquire_read()
-    try:
-        yield
-    finally:
-        lock.release_read()
-
-
-@contextmanager
-def _writing(lock: _core.ReaderWriterLock) -> Iterator[None]:
-    lock.acquire_write()
-    try:
-        yield
-    finally:
-        lock.release_write()
 
 
 class _ShardStages:
@@ -137,22 +104,32 @@ class _ShardStages:
         stats = None
         if terms:
             t = time.perf_counter()
-            per = router._scatter({s: ("term_stats", terms) for s in everyone}, partial)
-            missing.update(set(everyone) - set(per))
+            views, left_out = router._term_stats.gather(router, terms, partial)
+            missing.update(left_out)
             stats = {}
             for name, term_lists in terms.items():
                 rows = []
-                for qi, ts in enumerate(term_lists):
-                    n = sum(int(p[name][qi][0]) for p in per.values())
-                    total = sum(int(p[name][qi][1]) for p in per.values())
-                    df = np.zeros(len(ts), np.int64)
-                    for p in per.values():
-                        df += np.asarray(p[name][qi][2], np.int64)
-                    rows.append((n, total, dict(zip(ts, df.tolist()))))
+                for ts in term_lists:
+                    n = total = 0
+                    df = [0] * len(ts)
+                    for v in views.values():
+                        sn, stotal, sdf = v[name]
+                        n += sn
+                        total += stotal
+                        df = [a + sdf[w] for a, w in zip(df, ts)]
+                    rows.append((n, total, dict(zip(ts, df))))
                 stats[name] = rows
             timings["stats"] = time.perf_counter() - t
         t = time.perf_counter()
-        got = router._scatter({s: ("first_stage", plan, stats, depth, flt) for s in everyone}, partial)
+        rows_top = getattr(router._copies._local, "rows_top", 0)
+        got = router._scatter(
+            {s: ("first_stage", plan, stats, depth, flt, rows_top) for s in everyone}, partial
+        )
+        cache = getattr(router._copies._local, "rows", None)
+        for s in list(got):
+            if cache is not None:
+                cache.update(got[s]["rows"])
+            got[s] = got[s]["lists"]
         missing.update(set(everyone) - set(got))
         t_search = time.perf_counter() - t
         lists, names = [], []
@@ -190,9 +167,15 @@ class _ShardStages:
         ids = np.asarray(ids, np.int64)
         if not len(ids):
             return {}, ()
+        # Rows that came with the first-stage lists of this search need no call.
+        cache = getattr(self._router._copies._local, "rows", None) or {}
+        have = {int(i): cache[int(i)] for i in ids.tolist() if int(i) in cache}
+        if len(have) == len(ids):
+            return have, ()
+        ids = np.asarray([i for i in ids.tolist() if int(i) not in have], np.int64)
         shards = shard_of_chunk(ids)
         calls = {s: ("fetch", ids[shards == s].tolist()) for s in np.unique(shards).tolist()}
-        rows: dict = {}
+        rows: dict = dict(have)
         got = self._router._scatter(calls, partial)
         for part in got.values():
             rows.update(part)
@@ -208,20 +191,90 @@ class _ShardStages:
         pass
 
 
+class _TermStats:
+    """Per shard, the BM25 statistics (live chunks, their length, df of the terms queries used)
+    read at the shard's last acknowledged write: valid until the next write there, so in the
+    steady state a search needs no statistics call (one round trip)."""
+
+    LIMIT = 1 << 20  # terms kept per shard
+
+    def __init__(self, num_shards: int) -> None:
+        self._version: list = [None] * num_shards
+        self._totals: list = [{} for _ in range(num_shards)]  # stage -> (N, total length)
+        self._df: list = [{} for _ in range(num_shards)]  # stage -> {term: df}
+        self._lock = threading.Lock()
+
+    def gather(self, router: ShardedRetriever, terms: dict, partial: bool) -> tuple:
+        """``({shard: {stage: (N, total, {term: df})}}, shards left out)`` for the query terms
+        ``terms`` (``{stage: [[term, ...] per query]}``), asking only for what is not cached."""
+        copies = router._copies
+        n = router.num_shards
+        versions = [(copies.term[s], copies.last[s]) for s in range(n)]
+        quiet = not copies.write_lock.locked()
+        need: dict = {}
+        views: dict = {}
+        with self._lock:
+            for s in range(n):
+                if self._version[s] != versions[s] or len(self._df[s]) > self.LIMIT:
+                    # A write changed this shard: what was read before no longer holds.
+                    self._version[s], self._totals[s], self._df[s] = versions[s], {}, {}
+                views[s] = (dict(self._totals[s]), {k: self._df[s].get(k, {}) for k in terms})
+        for s in range(n):
+            totals, dfs = views[s]
+            for name, term_lists in terms.items():
+                miss = [w for w in dict.fromkeys(w for ts in term_lists for w in ts) if w not in dfs[name]]
+                if miss or name not in totals:
+                    need.setdefault(s, {})[name] = [miss]
+        got = router._scatter({s: ("term_stats", q) for s, q in need.items()}, partial) if need else {}
+        keep = quiet and not copies.write_lock.locked()
+        out: dict = {}
+        with self._lock:
+            for s in range(n):
+                if s in need and s not in got:
+                    continue
+                totals, dfs = views[s]
+                fresh = keep and self._version[s] == versions[s] == (copies.term[s], copies.last[s])
+                out[s] = {}
+                for name in terms:
+                    df = dict(dfs[name])
+                    tot = totals.get(name)
+                    if s in got and name in got[s]:
+                        sn, stotal, sdf = got[s][name][0]
+                        df.update(zip(need[s][name][0], (int(x) for x in sdf)))
+                        tot = (int(sn), int(stotal))
+                        if fresh:
+                            self._totals[s][name] = tot
+                            self._df[s].setdefault(name, {}).update(df)
+                    out[s][name] = (tot[0], tot[1], df)
+        return out, tuple(sorted(set(need) - set(got)))
+
+
 class ShardedRetriever:
     """A :class:`ragfind.Retriever` over ``num_shards`` Ray actors, with the same results.
 
     Args:
         num_shards: shards (1 .. 1024); a document goes to ``shard_of(id, num_shards)``.
-        replicas: actors per shard; searches go to them in turn (and to the next one when an
-            actor is dead); writes go to all of them.
+        replicas: copies per shard (actors); a search reads one in-sync copy per shard
+            (another when it fails or misses the deadline), a write goes to every in-sync copy
+            and is acknowledged once all of them hold it (see ``RELIABILITY.md``).
         address: the Ray cluster to connect to (``ray.init(address=...)``) when Ray is not
             initialised yet; None starts (or joins) a local Ray.
         work_dir: where each shard keeps its write-ahead log and state (``shard-0000/`` ...);
             on a cluster, a folder every node can reach. Default: a new temporary folder,
             removed by :meth:`close`.
         max_restarts: how often Ray restarts a dead shard actor (-1: without limit).
-        restart_wait: seconds a call waits for a dead shard to come back before it fails.
+        restart_wait: seconds ``save`` waits for the shards to write their folders (the
+            constructor waits at least a minute for the actors to start).
+        deadline: seconds any other call waits for a copy (default 2): a search then asks
+            another in-sync copy, a write fails (and is never committed later).
+        write_deadline_per_doc: what a write of ``n`` documents adds to its deadline
+            (``deadline + n * write_deadline_per_doc``): indexing takes time.
+        placement: ``"spread"`` (default): the copies of a shard go to distinct nodes (a
+            STRICT_SPREAD placement group per shard; a ValueError when the cluster has fewer
+            nodes than ``replicas``); ``"any"``: where Ray puts them.
+        name: a named collection: its shard actors are named and detached, so they outlive
+            this router, :meth:`attach` finds them from any driver, and :meth:`close` leaves
+            them running (:meth:`destroy` stops them). Give a ``work_dir`` every node reaches.
         actor_options: more ``ray.remote`` options for the shard actors (``num_cpus``, ...).
         **retriever_options: the :class:`ragfind.Retriever` arguments (``encoder``, ``bm25``,
             ``chunk_size``, ``stages``, ``rrf_k``, ...), the same for every shard. The
@@ -244,6 +297,10 @@ class ShardedRetriever:
         work_dir: str | os.PathLike | None = None,
         max_restarts: int = -1,
         restart_wait: float = 60.0,
+        deadline: float = 2.0,
+        write_deadline_per_doc: float = 0.01,
+        placement: str = "spread",
+        name: str | None = None,
         actor_options: Mapping[str, Any] | None = None,
         **retriever_options: Any,
     ) -> None:
@@ -254,10 +311,12 @@ class ShardedRetriever:
             work_dir,
             max_restarts,
             restart_wait,
+            (deadline, write_deadline_per_doc, placement),
             actor_options,
             retriever_options,
             snapshot=None,
             manifest=None,
+            name=name,
         )
 
     def _init(
@@ -268,12 +327,18 @@ class ShardedRetriever:
         work_dir: Any,
         max_restarts: int,
         restart_wait: float,
+        deadlines: tuple,
         actor_options: Any,
         retriever_options: dict,
         snapshot: Path | None,
         manifest: dict | None,
+        name: str | None = None,
+        attach: bool = False,
     ) -> None:
         self._closed = True
+        if name is not None and (not isinstance(name, str) or not name or "/" in name):
+            raise ValueError(f"name = {name!r}; expected a non-empty str without '/'")
+        self.name = name
         self.num_shards = _positive(num_shards, "num_shards")
         if self.num_shards > MAX_SHARDS:
             raise ValueError(f"num_shards = {num_shards!r}; expected at most {MAX_SHARDS}")
@@ -281,6 +346,11 @@ class ShardedRetriever:
         if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < -1:
             raise ValueError(f"max_restarts = {max_restarts!r}; expected an int >= -1")
         self.restart_wait = float(restart_wait)
+        deadline, write_deadline_per_doc, placement = deadlines
+        if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or not deadline > 0:
+            raise ValueError(f"deadline = {deadline!r}; expected seconds > 0")
+        self.deadline = float(deadline)
+        self.write_deadline_per_doc = float(write_deadline_per_doc)
         ray = require_ray()
         self._ray = ray
         self._dead = actor_errors()
@@ -298,30 +368,64 @@ class ShardedRetriever:
         if head.bm25 is not None:
             shard_options["bm25"] = bm25_spec(head.bm25)
         self._options = options
-        self._own_work_dir = work_dir is None
-        self.work_dir = Path(tempfile.mkdtemp(prefix="ragfind-shards-") if work_dir is None else work_dir)
-        self.work_dir.mkdir(parents=True, exist_ok=True)
-        remote = ray.remote(ShardActor).options(
-            max_restarts=max_restarts, max_task_retries=0, **dict(actor_options or {})
-        )
+        # A named collection outlives its routers: its folder is never removed by one.
+        self._own_work_dir = work_dir is None and name is None
+        if attach:
+            self.work_dir = None  # the collection's, as its creator gave it
+        else:
+            self.work_dir = Path(tempfile.mkdtemp(prefix="ragfind-shards-") if work_dir is None else work_dir)
+            self.work_dir.mkdir(parents=True, exist_ok=True)
+        shard_class = ray.remote(ShardActor)
+        self._groups: list = []
         self._actors: list = []
+        copy_options = (lambda s, r: {}) if attach else self._placement(placement, dict(actor_options or {}))
         for s in range(self.num_shards):
+            if attach:
+                try:
+                    self._actors.append(
+                        [
+                            ray.get_actor(_actor_name(name, s, r), namespace=NAMESPACE)
+                            for r in range(self.replicas)
+                        ]
+                    )
+                except ValueError as exc:
+                    raise ValueError(
+                        f"no sharded collection {name!r} with {self.num_shards} shards x {self.replicas} "
+                        f"copies is running on this cluster ({exc})"
+                    ) from None
+                continue
             home = self.work_dir / fmt.shard_dir(s)
             home.mkdir(parents=True, exist_ok=True)
             if snapshot is not None:
                 _write_state(home, snapshot / fmt.shard_dir(s))
             self._actors.append(
-                [remote.remote(s, os.fspath(home), shard_options, r == 0) for r in range(self.replicas)]
+                [
+                    shard_class.options(
+                        max_restarts=max_restarts,
+                        max_task_retries=0,
+                        **{**dict(actor_options or {}), **copy_options(s, r), **_named(name, s, r)},
+                    ).remote(s, os.fspath(home), shard_options, r == 0)
+                    for r in range(self.replicas)
+                ]
             )
         self._closed = False
-        self._rr = [0] * self.num_shards
-        self._rr_lock = threading.Lock()
-        self._rw = _core.ReaderWriterLock()
+        self._stop = threading.Event()
+        self._failed: dict = {}
         try:
+            # Starting actors on a busy cluster takes a while: at least a minute.
+            start_wait = max(self.restart_wait, 60.0)
+            self._copies = Copies(ray, self._actors, self._dead, self.deadline, start_wait)
+            for sh in range(self.num_shards):
+                if not self._copies.in_sync[sh]:
+                    # Surface why (a folder that does not load, options that do not unpickle).
+                    ray.get(self._actors[sh][0].info.remote(), timeout=start_wait)
+                    raise ShardUnavailableError(sh, "its election", start_wait)
             infos = self._scatter({s: ("info",) for s in range(self.num_shards)})
         except BaseException:
             self.close()
             raise
+        self._healer = idle_healer(self._copies, self._stop)
+        self._term_stats = _TermStats(self.num_shards)
         first = infos[0]
         for s, info in infos.items():
             if (
@@ -339,91 +443,76 @@ class ShardedRetriever:
                 f"the options' {head_names} + {rerank_names}"
             )
         self._head = head
-        self._lsn = [int(infos[s]["applied"]) for s in range(self.num_shards)]
         self._next_seq = max([i["max_seq"] for i in infos.values()] + [-1]) + 1
         if manifest is not None:
             self._next_seq = max(self._next_seq, int(manifest["next_doc_seq"]))
 
+    def _placement(self, placement: str, actor_options: dict) -> Any:
+        """``(shard, copy) -> ray options``: with ``"spread"`` and more than one copy, each
+        shard's copies go to distinct nodes (a STRICT_SPREAD placement group per shard)."""
+        if placement not in ("spread", "any"):
+            raise ValueError(f"placement = {placement!r}; expected 'spread' or 'any'")
+        if placement == "any" or self.replicas == 1:
+            return lambda s, r: {}
+        ray = self._ray
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        if len(nodes) < self.replicas:
+            raise ValueError(
+                f"replicas = {self.replicas} with placement='spread' needs {self.replicas} nodes (one "
+                f"per copy of a shard); the cluster has {len(nodes)}. Add nodes, ask for fewer "
+                "replicas, or pass placement='any' to allow copies of a shard on one node"
+            )
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        cpus = float(actor_options.get("num_cpus", 0.01)) or 0.01
+        for _ in range(self.num_shards):
+            # A named collection's groups outlive the router, as its actors do.
+            life = {"lifetime": "detached"} if self.name is not None else {}
+            pg = placement_group([{"CPU": cpus}] * self.replicas, strategy="STRICT_SPREAD", **life)
+            self._groups.append(pg)
+        for pg in self._groups:
+            if not pg.wait(max(self.restart_wait, 60.0)):
+                self._remove_groups()
+                raise RuntimeError(
+                    f"the cluster could not place {self.replicas} copies of a shard on distinct nodes "
+                    f"({cpus} CPU each) within {max(self.restart_wait, 60.0):.0f} s"
+                )
+
+        def options(s: int, r: int) -> dict:
+            return {
+                "num_cpus": cpus,
+                "scheduling_strategy": PlacementGroupSchedulingStrategy(
+                    self._groups[s], placement_group_bundle_index=r
+                ),
+            }
+
+        return options
+
     # ------------------------------------------------------------------ calls
 
-    def _next_replica(self, shard: int) -> int:
-        with self._rr_lock:
-            r = self._rr[shard]
-            self._rr[shard] = (r + 1) % self.replicas
-            return r
-
-    def _call_any(self, shard: int, call: tuple, first: Any = None) -> Any:
-        """``call`` on one live replica of ``shard`` (in turn; the next on a dead one; waiting
-        up to ``restart_wait`` for a restart when all are dead)."""
-        ray = self._ray
-        reps = self._actors[shard]
-        start = self._next_replica(shard) if first is None else first
-        deadline = time.monotonic() + self.restart_wait
-        attempt = 0
-        while True:
-            actor = reps[(start + attempt) % len(reps)]
-            try:
-                return ray.get(getattr(actor, call[0]).remote(*call[1:]))
-            except self._dead as exc:
-                attempt += 1
-                if attempt % len(reps) == 0:
-                    if time.monotonic() > deadline or _creation_failed(exc):
-                        raise ShardUnavailableError(shard, call[0], self.restart_wait, exc) from None
-                    time.sleep(0.05)
-
     def _scatter(self, calls: Mapping[int, tuple], partial: bool = False) -> dict:
-        """Runs ``calls[shard]`` on every given shard concurrently; ``{shard: result}`` (errors
-        returned by a shard are re-raised here). With ``partial``, an unavailable shard is left
-        out of the result instead of raising."""
-        ray = self._ray
-        starts = {s: self._next_replica(s) for s in calls}
-        futures = {}
-        for s, call in calls.items():
-            actor = self._actors[s][starts[s]]
-            futures[s] = getattr(actor, call[0]).remote(*call[1:])
-        out = {}
-        for s, fut in futures.items():
-            try:
-                out[s] = ray.get(fut)
-            except self._dead:
-                try:
-                    out[s] = self._call_any(s, calls[s], (starts[s] + 1) % self.replicas)
-                except ShardUnavailableError:
-                    if not partial:
-                        raise
-                    continue
+        """Runs ``calls[shard]`` on one in-sync copy of every given shard concurrently (the
+        search's pinned copy); ``{shard: result}`` (errors returned by a shard re-raised
+        here). With ``partial``, a shard no copy answers is left out instead of raising."""
+        return {s: _raise_err(r) for s, r in self._copies.read(calls, partial).items()}
+
+    def _read_primaries(self, calls: Mapping[int, tuple], timeout: float | None = None) -> dict:
+        """``calls`` on each shard's primary (the write lock held)."""
+        for s in calls:
+            if self._copies.primary[s] not in self._copies.in_sync[s]:
+                self._copies.heal(s)
+        out = self._copies.read(calls, primary=True, timeout=timeout)
         return {s: _raise_err(r) for s, r in out.items()}
 
-    def _write(self, shard: int, method: str, lsn: int, *args: Any) -> Any:
-        """A write on every replica of ``shard``: the primary first (it logs it durably; a
-        primary that dies mid-write is asked after its restart whether the write was logged,
-        and sent it again if not), then the others (one that is dead replays the log)."""
-        ray = self._ray
-        reps = self._actors[shard]
-        deadline = time.monotonic() + self.restart_wait
-        while True:
-            try:
-                res = _raise_err(ray.get(getattr(reps[0], method).remote(lsn, *args)))
-                break
-            except self._dead:
-                while True:
-                    try:
-                        applied = ray.get(reps[0].applied_lsn.remote())
-                        break
-                    except self._dead:
-                        if time.monotonic() > deadline:
-                            raise ShardUnavailableError(shard, method, self.restart_wait) from None
-                        time.sleep(0.05)
-                if applied >= lsn:
-                    res = None  # logged before the actor died: replayed on its restart
-                    break
-        others = [getattr(a, method).remote(lsn, *args) for a in reps[1:]]
-        for fut in others:
-            try:
-                _raise_err(ray.get(fut))
-            except self._dead:
-                pass  # it replays the log when Ray restarts it
-        return res
+    def _write_shards(self, calls: Mapping[int, tuple], n_docs: int) -> dict:
+        """One write per shard (the write lock held); raises the first failure."""
+        out = self._copies.write(calls, self.deadline + n_docs * self.write_deadline_per_doc)
+        for s in sorted(out):
+            if isinstance(out[s], BaseException):
+                self._failed = {t: r for t, r in out.items() if not isinstance(r, BaseException)}
+                raise out[s]
+        return out
 
     # ------------------------------------------------------------------ documents
 
@@ -506,11 +595,11 @@ class ShardedRetriever:
                 )
             ends = np.cumsum([counts.get(d["id"], 0) for d in docs])
             rows = [emb[e - counts.get(d["id"], 0) : e] for d, e in zip(docs, ends)]
-        with _writing(self._rw):
+        with self._copies.write_lock:
             by_shard: dict = {}
             for n, d in enumerate(docs):
                 by_shard.setdefault(shard_of(d["id"], self.num_shards), []).append(n)
-            present = self._scatter(
+            present = self._read_primaries(
                 {s: ("existing", [docs[n]["id"] for n in ns]) for s, ns in by_shard.items()}
             )
             taken = [x for s in sorted(present) for x in present[s]]
@@ -520,33 +609,26 @@ class ShardedRetriever:
                     "delete_documents() it first to replace it"
                 )
             seqs = list(range(self._next_seq, self._next_seq + len(docs)))
-            done: list = []
-            added = 0
+            self._next_seq += len(docs)  # never reused, also when this add fails
+            calls = {}
+            for s, ns in by_shard.items():
+                emb_part = np.concatenate([rows[n] for n in ns]) if rows is not None else None
+                calls[s] = ("add", [docs[n] for n in ns], [seqs[n] for n in ns], emb_part)
+            self._failed = {}
             try:
-                for s in sorted(by_shard):
-                    ns = by_shard[s]
-                    part = [docs[n] for n in ns]
-                    emb_part = None
-                    if rows is not None:
-                        emb_part = np.concatenate([rows[n] for n in ns]) if ns else None
-                    lsn = self._lsn[s] + 1
-                    res = self._write(s, "add", lsn, part, [seqs[n] for n in ns], emb_part)
-                    self._lsn[s] = lsn
-                    done.append((s, [d["id"] for d in part]))
-                    added += res if res is not None else 0
+                out = self._write_shards(calls, len(docs))
             except BaseException:
-                for s, ids in done:
+                # All or nothing: the shards that took their part give it back.
+                undo = {s: ("delete", [docs[n]["id"] for n in by_shard[s]]) for s in self._failed}
+                if undo:
                     try:
-                        lsn = self._lsn[s] + 1
-                        self._write(s, "delete", lsn, ids)
-                        self._lsn[s] = lsn
-                    except Exception:
+                        self._copies.write(undo, self.deadline + len(docs) * self.write_deadline_per_doc)
+                    except Exception:  # noqa: BLE001 - the original failure is the one to report
                         pass
                 raise
             finally:
-                self._next_seq += len(docs)
                 self._generation += 1
-            return added
+            return sum(int(r or 0) for r in out.values())
 
     def delete_documents(self, doc_ids: Iterable[Any]) -> int:
         """Removes documents and their chunks from their shards; returns the chunks removed.
@@ -558,31 +640,26 @@ class ShardedRetriever:
         ids = [str(d) for d in ([doc_ids] if isinstance(doc_ids, (str, int)) else doc_ids)]
         if not ids:
             return 0
-        with _writing(self._rw):
+        with self._copies.write_lock:
             by_shard: dict = {}
             for d in dict.fromkeys(ids):
                 by_shard.setdefault(shard_of(d, self.num_shards), []).append(d)
-            present = self._scatter({s: ("existing", ds) for s, ds in by_shard.items()})
+            present = self._read_primaries({s: ("existing", ds) for s, ds in by_shard.items()})
             for s, ds in by_shard.items():
                 missing = [d for d in ds if d not in set(present[s])]
                 if missing:
                     raise KeyError(f"document id {missing[0]!r} is not in the store; nothing was deleted")
-            removed = 0
             try:
-                for s in sorted(by_shard):
-                    lsn = self._lsn[s] + 1
-                    res = self._write(s, "delete", lsn, by_shard[s])
-                    self._lsn[s] = lsn
-                    removed += res or 0
+                out = self._write_shards({s: ("delete", ds) for s, ds in by_shard.items()}, len(ids))
             finally:
                 self._generation += 1
-            return removed
+            return sum(int(r or 0) for r in out.values())
 
     def get_document(self, doc_id: Any) -> dict:
         """The stored document ``{"id", "title", "text", "metadata"}``; KeyError when absent."""
         self._check_open()
         s = shard_of(doc_id, self.num_shards)
-        return _raise_err(self._call_any(s, ("get_document", str(doc_id))))
+        return self._scatter({s: ("get_document", str(doc_id))})[s]
 
     # ------------------------------------------------------------------ search
 
@@ -600,13 +677,20 @@ class ShardedRetriever:
     ) -> ShardedSearchResult:
         """:meth:`ragfind.Retriever.search` over every shard, with the same results.
 
-        ``partial=True``: a shard with no live replica (after ``restart_wait``) is left out and
+        Each shard's phases go to one in-sync copy; a copy that fails or misses ``deadline`` is
+        replaced by another in-sync copy. ``partial=True``: a shard no copy answers is left out and
         the result is marked ``partial`` (its ``missing_shards``); otherwise that is a
         :class:`ShardUnavailableError` naming the shard. Timings add ``stats`` (the BM25
         statistics phase).
         """
         self._check_open()
-        with _reading(self._rw):
+        local = self._copies.pin()  # one copy per shard for all of this search's phases
+        # The shards send the rows of their lists' heads along (twice the passages the
+        # fusion keeps: a fused head deeper than that in every list is fetched after).
+        want = k if isinstance(k, int) else 10
+        want = max(want, self._head.rerank_candidates) if rerank else want
+        local.rows_top, local.rows = 2 * int(want), {}
+        try:
             res = self._head.search(
                 query,
                 k,
@@ -617,6 +701,8 @@ class ShardedRetriever:
                 stages=stages,
                 partial=partial,
             )
+        finally:
+            self._copies.unpin()
         return ShardedSearchResult(
             res.passages, res.timings, res.cached, res.queries, res.concurrent, res.missing
         )
@@ -650,11 +736,12 @@ class ShardedRetriever:
                 f"{str(dst)!r} exists and is not a sharded retriever folder; refusing to replace it"
             )
         tmp = parent / f".{dst.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        with _writing(self._rw):
+        # Writes wait; searches go on (on the copies not busy saving).
+        with self._copies.write_lock:
             try:
                 tmp.mkdir()
                 calls = {s: ("save", os.fspath(tmp / fmt.shard_dir(s))) for s in range(self.num_shards)}
-                lsns = self._primaries(calls)
+                lsns = self._read_primaries(calls, timeout=self.restart_wait)
                 fmt.write_manifest(
                     tmp,
                     {
@@ -678,7 +765,7 @@ class ShardedRetriever:
                 os.replace(tmp, dst)
                 fsync_dir(parent)
                 # The shards restart from the new folders from now on (and drop their logs).
-                self._primaries(
+                self._read_primaries(
                     {
                         s: ("commit_snapshot", os.fspath(dst.resolve() / fmt.shard_dir(s)))
                         for s in range(self.num_shards)
@@ -689,21 +776,6 @@ class ShardedRetriever:
             finally:
                 if tmp.exists():
                     shutil.rmtree(tmp, ignore_errors=True)
-
-    def _primaries(self, calls: Mapping[int, tuple]) -> dict:
-        ray = self._ray
-        out = {}
-        for s, call in calls.items():
-            deadline = time.monotonic() + self.restart_wait
-            while True:
-                try:
-                    out[s] = _raise_err(ray.get(getattr(self._actors[s][0], call[0]).remote(*call[1:])))
-                    break
-                except self._dead:
-                    if time.monotonic() > deadline:
-                        raise ShardUnavailableError(s, call[0], self.restart_wait) from None
-                    time.sleep(0.05)
-        return out
 
     @classmethod
     def load(
@@ -716,6 +788,9 @@ class ShardedRetriever:
         work_dir: str | os.PathLike | None = None,
         max_restarts: int = -1,
         restart_wait: float = 60.0,
+        deadline: float = 2.0,
+        write_deadline_per_doc: float = 0.01,
+        placement: str = "spread",
         actor_options: Mapping[str, Any] | None = None,
         **retriever_options: Any,
     ) -> ShardedRetriever:
@@ -746,6 +821,7 @@ class ShardedRetriever:
             work_dir,
             max_restarts,
             restart_wait,
+            (deadline, write_deadline_per_doc, placement),
             actor_options,
             opts,
             snapshot=folder,
@@ -753,19 +829,89 @@ class ShardedRetriever:
         )
         return obj
 
+    @classmethod
+    def attach(
+        cls,
+        name: str,
+        num_shards: int,
+        *,
+        replicas: int = 1,
+        address: str | None = None,
+        deadline: float = 2.0,
+        write_deadline_per_doc: float = 0.01,
+        **retriever_options: Any,
+    ) -> ShardedRetriever:
+        """A router over the running collection ``name`` (created with ``name=``), e.g. after
+        the router that created it died. It takes the writes over under a new primary term:
+        the routers before it may still search, and their writes raise
+        :class:`StalePrimaryError`. ``retriever_options`` as given to the constructor.
+
+        Raises:
+            ValueError: no such collection with ``num_shards`` x ``replicas`` copies.
+        """
+        obj = cls.__new__(cls)
+        obj._init(
+            num_shards,
+            replicas,
+            address,
+            None,
+            -1,
+            60.0,
+            (deadline, write_deadline_per_doc, "any"),
+            None,
+            dict(retriever_options),
+            snapshot=None,
+            manifest=None,
+            name=name,
+            attach=True,
+        )
+        return obj
+
+    def destroy(self) -> None:
+        """Stops the shard actors of this collection (named or not) for good; :meth:`close`
+        of a named collection leaves them running for other routers."""
+        self._kill_actors()
+        self._remove_groups()
+        self.close()
+
+    def _kill_actors(self) -> None:
+        for reps in getattr(self, "_actors", ()):
+            for a in reps:
+                try:
+                    self._ray.kill(a, no_restart=True)
+                except Exception:
+                    pass
+
     def close(self) -> None:
-        """Stops the shard actors (and removes the default work folder). Idempotent."""
+        """Stops this router; the shard actors too, unless the collection is named (see
+        :meth:`destroy`). Removes the default work folder. Idempotent."""
         if getattr(self, "_closed", True):
             return
         self._closed = True
+        stop = getattr(self, "_stop", None)
+        if stop is not None:
+            stop.set()
+        if getattr(self, "name", None) is not None:
+            return
         for reps in self._actors:
             for a in reps:
                 try:
                     self._ray.kill(a, no_restart=True)
                 except Exception:
                     pass
+        self._remove_groups()
         if self._own_work_dir:
             shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def _remove_groups(self) -> None:
+        from ray.util.placement_group import remove_placement_group
+
+        for pg in getattr(self, "_groups", ()):
+            try:
+                remove_placement_group(pg)
+            except Exception:
+                pass
+        self._groups = []
 
     def __enter__(self) -> ShardedRetriever:
         return self
@@ -783,10 +929,18 @@ class ShardedRetriever:
         return f"ShardedRetriever(num_shards={self.num_shards}, replicas={self.replicas})"
 
 
-def _creation_failed(exc: BaseException) -> bool:
-    # An actor whose constructor raised (a folder that does not load, options that do not
-    # unpickle) fails the same way on every restart: no point waiting for it.
-    return "creation task" in str(exc)
+NAMESPACE = "ragfind"
+
+
+def _actor_name(name: str | None, s: int, r: int) -> str:
+    return f"{name}/shard-{s:04d}/copy-{r}"
+
+
+def _named(name: str | None, s: int, r: int) -> dict:
+    """A named collection's actors: detached (they outlive the router), found by name."""
+    if name is None:
+        return {}
+    return {"name": _actor_name(name, s, r), "namespace": NAMESPACE, "lifetime": "detached"}
 
 
 def _write_state(home: Path, snapshot: Path) -> None:

@@ -2,13 +2,14 @@
 
 A shard is a :class:`ragfind.Retriever` whose chunk ids are collection-wide (its chunk-id
 policy is :class:`.partition.ShardChunkIds`), so a shard folder is an ordinary Retriever
-folder. :class:`ShardActor` holds one, applies the router's writes (each recorded in the
-shard's write-ahead log, fsynced, before it is acknowledged), and answers the router's two
-search phases: the BM25 statistics of the query terms, then every stage's top list scored
-with the global statistics.
+folder. :class:`ShardActor` holds one, applies the router's writes (the primary fsyncs each
+to the shard's write-ahead log before it is acknowledged; see :mod:`.replication`), and
+answers the router's two search phases: the BM25 statistics of the query terms, then every
+stage's top list scored with the global statistics.
 
-On (re)start the actor loads the shard's last saved folder, if any, and replays the log.
-Replicas of a shard share its folder and log; only the primary (replica 0) writes them.
+On (re)start the actor loads the shard's last saved folder, if any, and replays the writes of
+the log that count (:func:`plan_records`). Copies of a shard share its folder and log; the
+primary of the current term appends the writes, any copy may append an abort record.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import base64
 import functools
 import json
 import os
+import signal
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -31,18 +34,13 @@ STATE = "state.json"
 WAL = "wal.log"
 
 
-def encode_array(a: np.ndarray | None) -> dict | None:
-    """An array as a JSON value for a write-log record."""
-    if a is None:
-        return None
-    a = np.ascontiguousarray(a, dtype="<f4")
-    return {"shape": list(a.shape), "f4": base64.b64encode(a.tobytes()).decode("ascii")}
-
-
-def decode_array(d: dict | None) -> np.ndarray | None:
+def decode_array(d: dict | None, blob: bytes | None = None) -> np.ndarray | None:
+    """A record's embeddings: raw little-endian float32 in the record's binary part (``f4`` in
+    base64 in logs written before)."""
     if d is None:
         return None
-    return np.frombuffer(base64.b64decode(d["f4"]), dtype="<f4").reshape(d["shape"]).copy()
+    raw = base64.b64decode(d["f4"]) if "f4" in d else blob
+    return np.frombuffer(raw, dtype="<f4").reshape(d["shape"]).copy()
 
 
 def bm25_spec(index: Any) -> dict:
@@ -96,18 +94,63 @@ def _guard(fn):
     return wrapper
 
 
-class ShardActor:
-    """Ray actor body for shard ``shard`` (wrapped with ``ray.remote`` by the router)."""
+class _Refused:
+    """A write a copy refused without applying it: ``why`` is ``"stale"`` (the router's
+    primary term is older than the copy's: another router took over) or ``"gap"`` (the copy
+    missed a write: ``last`` is the last one it holds)."""
 
-    def __init__(self, shard: int, home: str, options: dict, primary: bool) -> None:
+    def __init__(self, why: str, last: int, term: int) -> None:
+        self.why, self.last, self.term = why, int(last), int(term)
+
+
+def plan_records(records: list) -> tuple:
+    """``(writes, term, max seq)`` of a log: the add/delete records that count, in order. A
+    write named by an abort record is dropped (it was reported failed), and so is one whose
+    term is older than a term record before it (a fenced-off primary appended it late)."""
+    aborted: set = set()
+    for r in records:
+        if r.get("op") == "abort":
+            aborted.update(int(x) for x in r["seqs"])
+    writes, top, max_seq = [], 0, 0
+    for r in records:
+        term = int(r.get("term", 0))
+        if r.get("op") in ("add", "delete"):
+            seq = int(r.get("seq", r.get("lsn", 0)))
+            max_seq = max(max_seq, seq)
+            if term >= top and seq not in aborted:
+                writes.append(r)
+        top = max(top, term)
+    return writes, top, max_seq
+
+
+class ShardActor:
+    """Ray actor body for one copy of shard ``shard`` (wrapped with ``ray.remote`` by the router).
+
+    Every write carries the router's primary term, its sequence number ``seq`` (never reused)
+    and ``prev``, the write before it on this shard: a copy whose last write is not ``prev``
+    refuses it (it missed one) and leaves the in-sync set until :meth:`recover`. Only the
+    primary appends writes to the log; any copy may append an abort record.
+    """
+
+    def __init__(self, shard: int, home: str, options: dict, primary: bool = False) -> None:
         self.shard = int(shard)
         self.home = Path(home)
         self.home.mkdir(parents=True, exist_ok=True)
-        self.primary = bool(primary)
-        self.options = retriever_options(options)
+        self._raw_options = options
         self.wal = WriteLog(self.home / WAL)
         self.chunk_ids = ShardChunkIds(self.shard)
-        snapshot, self.applied = self._snapshot()
+        # A copy (re)starts as a follower: the router promotes one copy per term.
+        self.primary = False
+        self.term = 0
+        self.incarnation = uuid.uuid4().hex
+        self._fault: str | None = None
+        self._load()
+
+    def _load(self) -> None:
+        """The last saved folder plus the log's writes that count."""
+        snapshot, self.base = self._snapshot()
+        # Fresh options each load: a BM25 index built from its spec must start empty.
+        self.options = retriever_options(self._raw_options)
         if snapshot is not None:
             opts = self.options
             self.r = Retriever.load(
@@ -120,14 +163,41 @@ class ShardActor:
             )
         else:
             self.r = Retriever(**self.options, chunk_id_policy=self.chunk_ids)
+        self.last = self.base
+        self.applied: list = []  # the seqs applied since the snapshot, in order
         self.replayed = 0
-        # Only the primary writes the log; a replica reads it as it is (the primary may be
-        # appending to it).
-        for rec in self.wal.recover() if self.primary else self.wal.records():
-            if rec["lsn"] > self.applied:
-                self._apply(rec)
-                self.applied = rec["lsn"]
+        self.log_term = 0
+        self.log_max_seq = self.base
+        self._catch_up(self.wal.records(), self.base)
+
+    def _catch_up(self, records: list, floor: int) -> bool:
+        """Applies the log's writes after ``last``; False when this copy holds a write the log
+        does not count (aborted or fenced) or lacks one before ``last``: it must reload."""
+        writes, self.log_term, top = plan_records(records)
+        self.log_max_seq = max(self.log_max_seq, top)
+        counted = [int(r.get("seq", r.get("lsn"))) for r in writes]
+        # Writes up to ``floor`` are in the snapshot (the log is emptied at each save).
+        mine = [q for q in self.applied if q > floor]
+        if mine != [q for q in counted if q <= self.last]:
+            return False
+        for r in writes:
+            seq = int(r.get("seq", r.get("lsn")))
+            if seq > self.last:
+                self._apply(r)
+                self.last = seq
+                self.applied.append(seq)
                 self.replayed += 1
+        return True
+
+    def _sync(self, aborts: list | None = None) -> int:
+        """Brings this copy to the log: the writes it missed applied, a write the log does not
+        count taken back (by reloading from the snapshot). Returns the last write held."""
+        if aborts:
+            self.wal.append({"op": "abort", "term": self.term, "seqs": [int(x) for x in aborts]})
+        floor = self._snapshot()[1]
+        if floor > self.last or not self._catch_up(self.wal.records(), floor):
+            self._load()
+        return self.last
 
     def _snapshot(self) -> tuple:
         """(last saved shard folder or None, the last write it holds)."""
@@ -148,44 +218,120 @@ class ShardActor:
         if rec["op"] == "add":
             docs = rec["docs"]
             with self.chunk_ids.numbering({str(d["id"]): s for d, s in zip(docs, rec["seqs"])}):
-                return self.r.add_documents(docs, embeddings=decode_array(rec.get("emb")))
+                emb = rec.get("emb")
+                if isinstance(emb, np.ndarray):
+                    return self.r.add_documents(docs, embeddings=emb)
+                return self.r.add_documents(docs, embeddings=decode_array(emb, rec.get("_blob")))
         return self.r.delete_documents(rec["ids"])
 
-    def _write(self, rec: dict) -> Any:
-        if rec["lsn"] <= self.applied:
-            return None  # already applied (a retry, or replayed from the log on restart)
+    def _write(self, term: int, seq: int, prev: int, rec: dict) -> Any:
+        if term < self.term:
+            return _Refused("stale", self.last, self.term)
+        if seq in self.applied:
+            return None  # a retry of a write this copy holds
+        if prev != self.last:
+            return _Refused("gap", self.last, self.term)
+        self.term = term
+        if self._fault == "exit_before_apply":
+            os._exit(1)
+        rec = {**rec, "term": int(term), "seq": int(seq)}
         n = self._apply(rec)
+        if self._fault == "stop_before_log":
+            self._fault = None
+            os.kill(os.getpid(), signal.SIGSTOP)  # stalls until the test sends SIGCONT
         if self.primary:
             try:
-                self.wal.append(rec)
+                emb = rec.get("emb")
+                if isinstance(emb, np.ndarray):
+                    # Vectors go to the log as raw float32, not as JSON.
+                    a = np.ascontiguousarray(emb, dtype="<f4")
+                    self.wal.append({**rec, "emb": {"shape": list(a.shape)}}, a.tobytes())
+                else:
+                    self.wal.append(rec)
             except BaseException:
-                if rec["op"] == "add":
-                    self.r.delete_documents([str(d["id"]) for d in rec["docs"]])
+                self._load()  # take the write back: it was never durable
                 raise
-        self.applied = rec["lsn"]
+            self.log_max_seq = max(self.log_max_seq, seq)
+        if self._fault == "exit_after_log":
+            os._exit(1)
+        self.last = int(seq)
+        self.applied.append(int(seq))
         return n
 
     @_guard
-    def add(self, lsn: int, docs: list, seqs: list, embeddings: Any = None) -> Any:
-        """Adds documents; returns their chunk count once durable (None when already applied)."""
-        rec = {"op": "add", "lsn": int(lsn), "docs": docs, "seqs": [int(s) for s in seqs]}
+    def add(self, term: int, seq: int, prev: int, docs: list, seqs: list, embeddings: Any = None) -> Any:
+        """Adds documents; returns their chunk count once applied (and, on the primary, durable)."""
+        rec = {"op": "add", "docs": docs, "seqs": [int(s) for s in seqs]}
         if embeddings is not None:
-            rec["emb"] = encode_array(np.asarray(embeddings, np.float32))
-        return self._write(rec)
+            rec["emb"] = np.asarray(embeddings, np.float32)
+        return self._write(term, seq, prev, rec)
 
     @_guard
-    def delete(self, lsn: int, doc_ids: list) -> Any:
-        return self._write({"op": "delete", "lsn": int(lsn), "ids": [str(d) for d in doc_ids]})
+    def delete(self, term: int, seq: int, prev: int, doc_ids: list) -> Any:
+        return self._write(term, seq, prev, {"op": "delete", "ids": [str(d) for d in doc_ids]})
 
-    def applied_lsn(self) -> int:
-        return self.applied
+    @_guard
+    def abort(self, term: int, seqs: list) -> Any:
+        """Records that writes ``seqs`` failed (so no replay commits them) and takes them back
+        here if this copy applied them. Returns the last write held."""
+        if term < self.term:
+            return _Refused("stale", self.last, self.term)
+        self.term = term
+        return self._sync(seqs)
+
+    @_guard
+    def promote(self, term: int, aborts: list) -> Any:
+        """Becomes the primary of ``term``: records the term (fencing off writes an older
+        primary may still append) and ``aborts``, then catches up with the log."""
+        if term <= max(self.term, self.log_term):
+            # Terms only grow: two routers never hold the same one.
+            return _Refused("stale", self.last, max(self.term, self.log_term))
+        self.term = term
+        self.primary = True
+        self.wal.recover()  # cut a torn tail before appending after it
+        self.wal.append({"op": "term", "term": int(term)})
+        self._sync(aborts)
+        return self.state()
+
+    @_guard
+    def recover(self, term: int, aborts: list) -> Any:
+        """Follows the primary of ``term``: catches up with the log (the writes this copy
+        missed applied, aborted ones taken back). Returns :meth:`state`."""
+        if term < self.term:
+            return _Refused("stale", self.last, self.term)
+        self.term = term
+        self.primary = False
+        self._sync(aborts)
+        return self.state()
+
+    def state(self) -> dict:
+        return {
+            "last": self.last,
+            "term": self.term,
+            "log_term": self.log_term,
+            "log_max_seq": max(self.log_max_seq, self.last),
+            "primary": self.primary,
+            "incarnation": self.incarnation,
+        }
+
+    def inject_fault(self, mode: str | None) -> None:
+        """Tests only: on the next write, ``"exit_after_log"``, ``"exit_before_apply"`` or
+        ``"stop_before_log"`` (SIGSTOP itself between applying and logging)."""
+        self._fault = mode
+
+    def digest(self) -> dict:
+        """What this copy holds: last write, documents (sorted ids), chunks."""
+        store = self.r.store
+        with store.lock:
+            ids = sorted(row[0] for row in store.db.execute("SELECT doc_id FROM documents"))
+        return {"last": self.last, "documents": len(self.r), "chunks": self.r.n_chunks, "ids": ids}
 
     # ----- persistence
 
     @_guard
     def save(self, path: str) -> int:
         self.r.save(path)
-        return self.applied
+        return self.last
 
     @_guard
     def commit_snapshot(self, path: str) -> None:
@@ -195,8 +341,15 @@ class ShardActor:
             json.dump({"snapshot": os.fspath(path)}, fh)
             fh.flush()
             os.fsync(fh.fileno())
+        aborted = sorted({int(x) for r in self.wal.records() if r.get("op") == "abort" for x in r["seqs"]})
         os.replace(tmp, self.home / STATE)
         self.wal.reset()
+        # The term fences off an older primary, the aborts keep a stale copy from keeping a
+        # failed write: both outlive the truncation.
+        self.wal.append({"op": "term", "term": self.term})
+        if aborted:
+            self.wal.append({"op": "abort", "term": self.term, "seqs": aborted})
+        self.base = self.last
 
     # ----- reads
 
@@ -209,7 +362,7 @@ class ShardActor:
             "fields": sorted(r.store.fields),
             "first_stages": [s.name for s in r.first_stages],
             "rerank_stages": [s.name for s in r.rerank_stages],
-            "applied": self.applied,
+            "applied": self.last,
             "replayed": self.replayed,
             "pid": os.getpid(),
         }
@@ -230,9 +383,13 @@ class ShardActor:
         return out
 
     @_guard
-    def first_stage(self, plan: list, stats: dict | None, depth: int, filters: Any) -> dict:
-        """Every planned stage's ``[(ids, scores) per query]`` over this shard, BM25 scored
-        with the given global statistics, dense/other stages with the given query vectors."""
+    def first_stage(
+        self, plan: list, stats: dict | None, depth: int, filters: Any, rows_top: int = 0
+    ) -> dict:
+        """``{"lists": {stage: [(ids, scores) per query]}, "rows": {id: stored row}}`` over this
+        shard: BM25 scored with the given global statistics, dense/other stages with the given
+        query vectors; the rows of the first ``rows_top`` of every list come along, so the
+        router's passages need no other call."""
         flt = self.r.stage_runner.compile_filters(filters)
         out: dict = {}
         empty = (np.zeros(0, np.int64), np.zeros(0, np.float32))
@@ -249,7 +406,11 @@ class ShardActor:
                     ids, scores = stage.search(q, depth, flt)
                 lists.append((np.asarray(ids, np.int64), np.asarray(scores)))
             out[name] = lists
-        return out
+        rows: dict = {}
+        if rows_top:
+            want = {int(i) for lists in out.values() for ids, _ in lists for i in ids[:rows_top].tolist()}
+            rows = self.r.store.fetch(sorted(want)) if want else {}
+        return {"lists": out, "rows": rows}
 
     def fetch(self, ids: list) -> dict:
         return self.r.store.fetch(ids)

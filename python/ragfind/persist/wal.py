@@ -2,10 +2,12 @@
 acknowledged. ``ragfind serve`` keeps one in its folder and each shard of a sharded retriever
 one in its home; what a record means and how it is replayed is theirs.
 
-Records follow each other as ``length (u32 LE) | crc32 of the payload (u32 LE) | payload``,
-the payload a JSON object in UTF-8. A torn last record (a crash mid-append: that write was
-never acknowledged) is dropped; a record that fails its check before the end is an error
-(:class:`WriteLogError`): replaying past it would lose acknowledged writes.
+Records follow each other as ``length (u32 LE) | crc32 of the payload (u32 LE) | payload``, the
+payload a JSON object in UTF-8, optionally followed by a NUL byte and binary data (JSON text
+never holds a raw NUL) that a reader gets back as the record's ``"_blob"`` (bytes). A torn last
+record (a crash mid-append: that write was never acknowledged) is dropped; a record that fails
+its check before the end is an error (:class:`WriteLogError`): replaying past it would lose
+acknowledged writes.
 
 The service's log used to be lines of ``<crc32 hex> <json>``; such a file is read with the
 same rules (byte 8 tells them apart: a space there, the payload's ``{`` here), and
@@ -33,8 +35,10 @@ class WriteLogError(ValueError):
     """The write log is corrupt (a bad record that is not the torn last one)."""
 
 
-def _encode(record: dict) -> bytes:
+def _encode(record: dict, blob: bytes = b"") -> bytes:
     payload = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    if blob:
+        payload += b"\0" + bytes(blob)
     return _HEAD.pack(len(payload), zlib.crc32(payload)) + payload
 
 
@@ -43,11 +47,16 @@ def _corrupt(path: Path, n: int) -> WriteLogError:
 
 
 def _object(payload: bytes) -> dict | None:
+    text, nul, blob = bytes(payload).partition(b"\0")
     try:
-        rec = json.loads(payload)
+        rec = json.loads(text)
     except ValueError:
         return None
-    return rec if isinstance(rec, dict) else None
+    if not isinstance(rec, dict):
+        return None
+    if nul:
+        rec["_blob"] = blob
+    return rec
 
 
 def _read_framed(path: Path, data: bytes) -> tuple:
@@ -156,9 +165,10 @@ class WriteLog:
                 fsync_dir(self.path.parent)
             self.size = self._fh.tell()
 
-    def append(self, record: dict) -> None:
-        """Writes and fsyncs one record; on failure the file is cut back to where it was."""
-        blob = _encode(record)
+    def append(self, record: dict, blob: bytes = b"") -> None:
+        """Writes and fsyncs one record (with ``blob``, binary data read back as the record's
+        ``"_blob"``); on failure the file is cut back to where it was."""
+        blob = _encode(record, blob)
         with self._lock:
             self._open()
             start = self.size

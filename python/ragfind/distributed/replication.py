@@ -1,0 +1,387 @@
+"""The copies of every shard and the replication protocol between them, as the router runs it.
+
+Per shard the router holds a primary term, the primary copy, the in-sync set (the copies that
+hold every acknowledged write and no failed one) and ``last``, the sequence number of the last
+acknowledged write. A write gets the next sequence number (never reused, also when the write
+fails) and goes to every in-sync copy at once with the term and ``prev = last``:
+
+- it is acknowledged only when the primary has applied it and logged it durably and every
+  other in-sync copy has applied it; a copy that fails, refuses (it missed a write: ``prev``
+  is not its last one) or misses the deadline leaves the in-sync set;
+- when the primary fails, the write fails: the copies that applied it take it back, an abort
+  record in the log keeps every later replay from committing it, and the primary leaves the
+  in-sync set. The next write first promotes a copy under a new term; the term record it logs
+  fences off whatever the old primary appends late.
+
+A copy outside the in-sync set rejoins through ``recover``: it replays the log past its last
+write (reloading from the snapshot when it holds a write the log does not count) and is let
+back only when its last write is ``last``, under the write lock, so no write slips between.
+Searches read in-sync copies only, pinned per search, and never take the write lock.
+
+Every wait on a copy is bounded by ``deadline`` seconds.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ragfind.distributed.shard import _Err, _Refused
+
+__all__ = ["Copies", "ShardUnavailableError", "StalePrimaryError"]
+
+
+class ShardUnavailableError(RuntimeError):
+    """No in-sync copy of a shard answered within the deadline (for a write: the write failed
+    and is never committed later)."""
+
+    def __init__(self, shard: int, what: str, waited: float, cause: Any = None) -> None:
+        why = ""
+        if cause is not None:
+            why = " Last error: " + " ".join(str(cause).split())[:600]
+        super().__init__(
+            f"shard {shard} is unavailable: no in-sync copy answered {what} within {waited:.1f} s; "
+            f"a write is not applied, a search may pass partial=True to get the other shards' results.{why}"
+        )
+        self.shard = shard
+
+
+class StalePrimaryError(RuntimeError):
+    """Another router promoted a primary under a newer term: this router is fenced off."""
+
+
+_TIMEOUT = object()
+
+
+class _Failed:
+    def __init__(self, exc: BaseException | None) -> None:
+        self.exc = exc
+
+
+class Copies:
+    """The shard actors (``actors[shard][copy]``) and the replication state of each shard."""
+
+    def __init__(self, ray: Any, actors: list, dead: tuple, deadline: float, start_wait: float) -> None:
+        self.ray = ray
+        self.actors = actors
+        self.dead = dead
+        self.deadline = float(deadline)
+        n = len(actors)
+        self.term = [0] * n
+        self.primary = [0] * n
+        self.in_sync: list = [set() for _ in range(n)]
+        self.last = [0] * n
+        self.next_seq = [1] * n
+        self.aborts: list = [[] for _ in range(n)]
+        self.fenced: list = [0] * n  # the newer term another router holds, once seen
+        self.write_lock = threading.Lock()
+        self._busy: dict = {}  # (shard, copy) -> a call not answered yet
+        self._rr = [0] * n
+        self._rr_lock = threading.Lock()
+        self._local = threading.local()
+        with self.write_lock:
+            for s in range(n):
+                self._elect(s, start_wait)
+
+    # ------------------------------------------------------------------ waiting
+
+    def wait(self, futures: Mapping[Any, Any], timeout: float) -> dict:
+        """``{key: result}`` for each future; ``_Failed`` for a dead copy, ``_TIMEOUT`` for one
+        not done within ``timeout`` seconds (left running; the copy counts as busy)."""
+        ray = self.ray
+        refs = list(futures.values())
+        out: dict = {}
+        ready: set = set()
+        if refs:
+            done, _ = ray.wait(refs, num_returns=len(refs), timeout=max(timeout, 0.0))
+            ready = set(done)
+        for key, ref in futures.items():
+            if ref not in ready:
+                out[key] = _TIMEOUT
+                if isinstance(key, tuple):
+                    self._busy[key] = ref
+                continue
+            try:
+                out[key] = ray.get(ref)
+            except self.dead as exc:
+                out[key] = _Failed(exc)
+            except Exception as exc:  # noqa: BLE001 - a task error is this copy failing
+                out[key] = _Failed(exc)
+        return out
+
+    def _free(self, s: int, r: int) -> bool:
+        fut = self._busy.get((s, r))
+        if fut is None:
+            return True
+        done, _ = self.ray.wait([fut], timeout=0)
+        if done:
+            self._busy.pop((s, r), None)
+            return True
+        return False
+
+    def _call(self, s: int, r: int, method: str, *args: Any) -> Any:
+        return getattr(self.actors[s][r], method).remote(*args)
+
+    # ------------------------------------------------------------------ membership
+
+    def _elect(self, s: int, wait: float) -> bool:
+        """Promotes a copy of shard ``s`` under a new term (the write lock held); the others
+        leave the in-sync set until they recover. False when no copy answered."""
+        reps = self.actors[s]
+        order = sorted(self.in_sync[s]) + [r for r in range(len(reps)) if r not in self.in_sync[s]]
+        for r in order:
+            if not self._free(s, r):
+                continue
+            term = self.term[s] + 1
+            res = self.wait({(s, r): self._call(s, r, "promote", term, list(self.aborts[s]))}, wait)[(s, r)]
+            if isinstance(res, _Refused):
+                if self.term[s] > 0:
+                    # Another router took the shard over after this one: it is fenced off.
+                    self.fenced[s] = res.term
+                    return False
+                # Starting (or attaching): go past the term the log and the copies hold.
+                self.term[s] = max(self.term[s], res.term)
+                again = self._call(s, r, "promote", self.term[s] + 1, list(self.aborts[s]))
+                res = self.wait({(s, r): again}, wait)[(s, r)]
+            if not isinstance(res, dict):
+                continue
+            if self.in_sync[s] and res["last"] < self.last[s]:
+                continue  # it lacks an acknowledged write (cannot happen: the log holds them)
+            self.term[s] = int(res["term"])
+            self.primary[s] = r
+            self.in_sync[s] = {r}
+            self.last[s] = int(res["last"])
+            self.next_seq[s] = max(self.next_seq[s], int(res["log_max_seq"]) + 1)
+            self.aborts[s] = []
+            # The others rejoin when they answer (here or in a later heal): a stopped copy
+            # must not hold up the write that asked for this election.
+            self._recover(s, [c for c in range(len(reps)) if c != r], min(wait, self.deadline / 4))
+            return True
+        return False
+
+    def _recover(self, s: int, copies: list, wait: float) -> None:
+        futs = {(s, r): self._call(s, r, "recover", self.term[s], []) for r in copies if self._free(s, r)}
+        for (_, r), res in self.wait(futs, wait).items():
+            if isinstance(res, dict) and res["last"] == self.last[s] and res["term"] == self.term[s]:
+                self.in_sync[s].add(r)
+
+    def heal(self, s: int, wait: float | None = None) -> None:
+        """Brings shard ``s``'s copies back into the in-sync set where they have recovered
+        (a new primary first when the primary is out). The write lock is held by the caller."""
+        if self.fenced[s]:
+            return
+        wait = self.deadline if wait is None else wait
+        if self.primary[s] not in self.in_sync[s] or self.aborts[s]:
+            self._elect(s, wait)
+            return
+        out = [r for r in range(len(self.actors[s])) if r not in self.in_sync[s]]
+        if out:
+            self._recover(s, out, wait)
+
+    def needs_heal(self) -> list:
+        return [
+            s
+            for s in range(len(self.actors))
+            if not self.fenced[s] and (len(self.in_sync[s]) < len(self.actors[s]) or self.aborts[s])
+        ]
+
+    # ------------------------------------------------------------------ reads
+
+    def pin(self) -> Any:
+        """Starts a search's pins: each shard's phases go to one copy (while it answers).
+        Returns the search's thread-local state."""
+        self._local.pins = {}
+        return self._local
+
+    def unpin(self) -> None:
+        self._local.pins = None
+        self._local.rows = None
+        self._local.rows_top = 0
+
+    def _choose(self, s: int, tried: set) -> int | None:
+        cands = [r for r in sorted(self.in_sync[s]) if r not in tried]
+        if not cands:
+            return None
+        with self._rr_lock:
+            self._rr[s] += 1
+            turn = self._rr[s]
+        # Copies still busy with a call that missed its deadline come last.
+        free = [r for r in cands if (s, r) not in self._busy or self._free(s, r)]
+        pool = free or cands
+        return pool[turn % len(pool)]
+
+    def read(
+        self,
+        calls: Mapping[int, tuple],
+        partial: bool = False,
+        primary: bool = False,
+        timeout: float | None = None,
+    ) -> dict:
+        """``{shard: result}`` of ``calls[shard]`` on one in-sync copy of each shard (the
+        pinned one in a search; another in-sync copy when it fails or misses the deadline).
+        A shard none answers raises :class:`ShardUnavailableError`, or is left out with
+        ``partial``."""
+        pins = getattr(self._local, "pins", None)
+        tried: dict = {s: set() for s in calls}
+        pending = dict(calls)
+        out: dict = {}
+        last_error: dict = {}
+        healed: set = set()
+        while pending:
+            futs = {}
+            for s, call in pending.items():
+                if primary:
+                    p = self.primary[s]
+                    r = p if p not in tried[s] and p in self.in_sync[s] else None
+                elif pins is not None and s in pins and pins[s] in self.in_sync[s] and not tried[s]:
+                    r = pins[s]
+                else:
+                    r = self._choose(s, tried[s])
+                if r is None and not primary and s not in healed:
+                    healed.add(s)
+                    # No in-sync copy left: let a restarted one back in, if no write holds
+                    # the lock for longer than the deadline.
+                    if self.write_lock.acquire(timeout=self.deadline):
+                        try:
+                            self.heal(s)
+                        finally:
+                            self.write_lock.release()
+                    r = self._choose(s, set())
+                if r is None:
+                    if not partial:
+                        raise ShardUnavailableError(s, call[0], self.deadline, last_error.get(s))
+                    continue
+                tried[s].add(r)
+                futs[s] = (r, getattr(self.actors[s][r], call[0]).remote(*call[1:]))
+            pending = {}
+            got = self.wait({s: f for s, (_, f) in futs.items()}, timeout or self.deadline)
+            for s, res in got.items():
+                r = futs[s][0]
+                if res is _TIMEOUT or isinstance(res, _Failed):
+                    if res is _TIMEOUT:
+                        self._busy[(s, r)] = futs[s][1]  # read-only: it stays in sync
+                        last_error[s] = f"copy {r} missed the {self.deadline:.1f} s deadline"
+                    else:
+                        last_error[s] = res.exc
+                        self._drop(s, r)
+                    if primary:
+                        # The write path (its lock held): a primary that does not answer is
+                        # replaced before the write it precedes.
+                        self._drop(s, r)
+                        self.heal(s)
+                    pending[s] = calls[s]
+                    continue
+                if pins is not None:
+                    pins[s] = r
+                out[s] = res
+        return out
+
+    def _drop(self, s: int, r: int) -> None:
+        # A dead copy may come back (Ray restarts it) with the log replayed: it rejoins only
+        # through recover, under the write lock.
+        self.in_sync[s].discard(r)
+
+    # ------------------------------------------------------------------ writes
+
+    def write(self, calls: Mapping[int, tuple], timeout: float | None = None) -> dict:
+        """Runs the write ``calls[shard] = (method, *args)`` on every in-sync copy of each
+        shard at once (the write lock held by the caller). ``{shard: result}``, where a failed
+        shard's result is the exception to raise (the write is then not applied anywhere)."""
+        for s in calls:
+            if self.fenced[s]:
+                raise _stale(s, self.fenced[s], self.term[s])
+            if self.primary[s] not in self.in_sync[s] or self.aborts[s]:
+                self.heal(s)
+        futs: dict = {}
+        seqs: dict = {}
+        out: dict = {}
+        for s, (method, *args) in calls.items():
+            if self.primary[s] not in self.in_sync[s]:
+                out[s] = ShardUnavailableError(s, method, self.deadline, "no copy could be made primary")
+                continue
+            seq = self.next_seq[s]
+            self.next_seq[s] += 1  # never reused, whatever becomes of this write
+            seqs[s] = seq
+            for r in sorted(self.in_sync[s]):
+                futs[(s, r)] = self._call(s, r, method, self.term[s], seq, self.last[s], *args)
+        timeout = self.deadline if timeout is None else timeout
+        got = self.wait(futs, timeout)
+        for s, seq in seqs.items():
+            p = self.primary[s]
+            mine = {r: got[(s, r)] for (t, r) in got if t == s}
+            res = mine[p]
+            if _applied(res):
+                for r, other in mine.items():
+                    if r != p and not _applied(other):
+                        self._drop(s, r)
+                self.last[s] = seq
+                out[s] = res
+                continue
+            method = calls[s][0]
+            if isinstance(res, _Refused) and res.why == "stale":
+                self.fenced[s] = res.term
+                out[s] = _stale(s, res.term, self.term[s])
+            elif isinstance(res, _Err):
+                out[s] = res.exc  # refused as a whole (e.g. a bad document): applied nowhere
+            else:
+                cause = "missed the deadline" if res is _TIMEOUT else getattr(res, "exc", res)
+                out[s] = ShardUnavailableError(s, method, timeout, cause)
+            if not isinstance(res, _Err):
+                self._drop(s, p)
+            self._abort(s, seq, [r for r, other in mine.items() if r != p and _applied(other)], res)
+        return out
+
+    def _abort(self, s: int, seq: int, applied: list, primary_res: Any) -> None:
+        """Write ``seq`` failed: the copies that applied it take it back (and log the abort);
+        one that cannot leaves the in-sync set."""
+        unknown = not isinstance(primary_res, (_Err, _Refused))  # it may still log it
+        p = self.primary[s]
+        if unknown and (s, p) in self._busy:
+            # Queued behind the write on a stopped primary: it logs the abort after the write.
+            self._call(s, p, "abort", self.term[s], [seq])
+        futs = {(s, r): self._call(s, r, "abort", self.term[s], [seq]) for r in sorted(self.in_sync[s])}
+        logged = False
+        for (_, r), res in self.wait(futs, self.deadline).items():
+            if isinstance(res, int) and res == self.last[s]:
+                logged = True
+            else:
+                self._drop(s, r)
+        if unknown and not logged:
+            self.aborts[s].append(seq)  # logged by the next primary before anything else
+
+
+def _stale(s: int, theirs: int, ours: int) -> StalePrimaryError:
+    return StalePrimaryError(
+        f"shard {s}: another router holds a newer primary term ({theirs}) than this one ({ours}) "
+        "and takes the writes; this router may still search"
+    )
+
+
+def _applied(res: Any) -> bool:
+    return not (res is _TIMEOUT or isinstance(res, (_Failed, _Err, _Refused)))
+
+
+def idle_healer(copies: Copies, stop: threading.Event, period: float = 0.2) -> threading.Thread:
+    """A daemon thread that lets recovered copies back in (when no write holds the lock)."""
+
+    def loop() -> None:
+        while not stop.wait(period):
+            todo = copies.needs_heal()
+            if not todo or not copies.write_lock.acquire(timeout=period):
+                continue
+            try:
+                for s in todo:
+                    if stop.is_set():
+                        break
+                    copies.heal(s)
+            except Exception:  # noqa: BLE001 - retried on the next round
+                pass
+            finally:
+                copies.write_lock.release()
+            time.sleep(0)
+
+    t = threading.Thread(target=loop, name="ragfind-shard-healer", daemon=True)
+    t.start()
+    return t

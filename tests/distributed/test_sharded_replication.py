@@ -1,0 +1,321 @@
+"""The replication protocol under faults: a primary that dies right after logging a write, a
+copy that dies mid-write, a stopped (SIGSTOP) copy or primary, a router replaced by another
+or SIGKILLed (named, detached shards). Each asserts that nothing
+acknowledged is lost, that a write reported failed is never committed later, that the copies
+end up holding exactly the same documents, and that no call outlives its deadline by far."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+import sharded_helpers
+from sharded_helpers import load_collection
+
+from ragfind.distributed import ShardedRetriever, ShardUnavailableError
+
+ray_session = sharded_helpers.ray_session  # the session's local Ray (a fixture)
+
+pytestmark = pytest.mark.slow
+
+OPTS = dict(encoder=None, chunk_size=None, cache_size=0)
+# A hang breaks this by far; a call that keeps its 1 s deadline (plus a retry) stays well inside.
+BOUND = 15.0
+
+
+@pytest.fixture(scope="module")
+def docs(ray_session):
+    return load_collection("cranfield")["docs"][:400]
+
+
+def _settle(sharded, timeout: float = 60.0) -> None:
+    """Waits (bounded) until every copy of every shard is back in the in-sync set."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if all(len(sharded._copies.in_sync[s]) == sharded.replicas for s in range(sharded.num_shards)):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"copies not back in sync: {sharded._copies.in_sync}")
+
+
+def _copies(ray, sharded) -> list:
+    """Per shard, what each copy holds."""
+    return [[ray.get(a.digest.remote(), timeout=30) for a in reps] for reps in sharded._actors]
+
+
+def _assert_converged(ray, sharded, present: set, absent: set) -> None:
+    held: set = set()
+    for s, copies in enumerate(_copies(ray, sharded)):
+        first = copies[0]
+        for c in copies[1:]:
+            assert c == first, f"shard {s}: copies diverge"
+        held |= set(first["ids"])
+    assert present <= held, f"acknowledged documents lost: {sorted(present - held)[:5]}"
+    assert not (absent & held), f"failed writes committed: {sorted(absent & held)[:5]}"
+    assert len(sharded) == len(held)
+
+
+def _timed(fn, *args, **kw):
+    t = time.monotonic()
+    try:
+        return fn(*args, **kw), None
+    except ShardUnavailableError as exc:
+        return None, exc
+    finally:
+        assert time.monotonic() - t < BOUND, f"{fn.__name__} outlived its deadline"
+
+
+def test_primary_killed_right_after_logging(ray_session, docs, tmp_path) -> None:
+    ray = ray_session
+    sharded = ShardedRetriever(1, replicas=2, placement="any", work_dir=tmp_path, deadline=2.0, **OPTS)
+    try:
+        acked = {d["id"] for d in docs[:100]}
+        sharded.add_documents(docs[:100])
+        p = sharded._copies.primary[0]
+        ray.get(sharded._actors[0][p].inject_fault.remote("exit_after_log"), timeout=30)
+        x = docs[100:110]
+        with pytest.raises(ShardUnavailableError):
+            sharded.add_documents(x)  # logged, then the primary died: reported failed
+        y = docs[110:120]
+        sharded.add_documents(y)  # a new primary, a new term, a new sequence number
+        acked |= {d["id"] for d in y}
+        assert sharded._copies.primary[0] != p and sharded._copies.term[0] >= 2
+        _settle(sharded)  # the old primary restarted, replayed the log, rejoined
+        failed = {d["id"] for d in x}
+        _assert_converged(ray, sharded, acked, failed)
+        for _ in range(4):  # every copy agrees, whichever is read
+            with pytest.raises(KeyError):
+                sharded.get_document(x[0]["id"])
+            assert sharded.get_document(y[0]["id"])["text"] == y[0]["text"]
+        # The ids of the failed write can be added again, and this time they stay.
+        sharded.add_documents(x)
+        _settle(sharded)
+        _assert_converged(ray, sharded, acked | failed, set())
+    finally:
+        sharded.close()
+
+
+def test_replica_killed_mid_write(ray_session, docs, tmp_path) -> None:
+    ray = ray_session
+    sharded = ShardedRetriever(2, replicas=2, placement="any", work_dir=tmp_path, deadline=2.0, **OPTS)
+    try:
+        sharded.add_documents(docs[:100])
+        acked = {d["id"] for d in docs[:100]}
+        for s in range(2):
+            other = 1 - sharded._copies.primary[s]
+            ray.get(sharded._actors[s][other].inject_fault.remote("exit_before_apply"), timeout=30)
+        # Acknowledged by the primaries; the dying copies leave the in-sync set.
+        sharded.add_documents(docs[100:200])
+        acked |= {d["id"] for d in docs[100:200]}
+        for i in range(200, 260, 10):  # more writes while they restart and replay
+            sharded.add_documents(docs[i : i + 10])
+            acked |= {d["id"] for d in docs[i : i + 10]}
+        sharded.delete_documents([docs[0]["id"]])
+        acked.discard(docs[0]["id"])
+        _settle(sharded)
+        _assert_converged(ray, sharded, acked, {docs[0]["id"]})
+        for _ in range(4):
+            assert len(sharded) == len(acked)
+    finally:
+        sharded.close()
+
+
+def test_stopped_copy_and_stopped_primary(ray_session, docs, tmp_path) -> None:
+    ray = ray_session
+    q = "boundary layer flow"
+    sharded = ShardedRetriever(1, replicas=2, placement="any", work_dir=tmp_path, deadline=1.0, **OPTS)
+    stopped: list = []
+    try:
+        sharded.add_documents(docs[:150])
+        acked = {d["id"] for d in docs[:150]}
+        want = [(p.doc_id, p.score) for p in sharded.search(q, k=10)]
+        p = sharded._copies.primary[0]
+        pids = [ray.get(a.info.remote(), timeout=30)["pid"] for a in sharded._actors[0]]
+
+        # A stopped follower: searches go to the other copy, the write leaves it behind.
+        os.kill(pids[1 - p], signal.SIGSTOP)
+        stopped.append(pids[1 - p])
+        for _ in range(6):
+            res, err = _timed(sharded.search, q, k=10, use_cache=False)
+            assert err is None and [(x.doc_id, x.score) for x in res] == want
+        _, err = _timed(sharded.add_documents, docs[150:160])
+        assert err is None
+        acked |= {d["id"] for d in docs[150:160]}
+        os.kill(stopped.pop(), signal.SIGCONT)
+        _settle(sharded)
+        _assert_converged(ray, sharded, acked, set())
+
+        # A stopped primary before a write: the write goes to a new primary.
+        os.kill(pids[p], signal.SIGSTOP)
+        stopped.append(pids[p])
+        _, err = _timed(sharded.add_documents, docs[160:165])
+        assert err is None and sharded._copies.primary[0] != p
+        acked |= {d["id"] for d in docs[160:165]}
+        os.kill(stopped.pop(), signal.SIGCONT)
+        _settle(sharded)
+        _assert_converged(ray, sharded, acked, set())
+
+        # A primary that stalls mid-write (applied, not yet logged): the write fails within
+        # the deadline and is never committed; the next one goes to a primary of a new term,
+        # and what the stalled one appends when it wakes is fenced off.
+        p = sharded._copies.primary[0]
+        ray.get(sharded._actors[0][p].inject_fault.remote("stop_before_log"), timeout=30)
+        stopped.append(pids[p])
+        _, err = _timed(sharded.add_documents, docs[165:170])
+        assert err is not None
+        failed = {d["id"] for d in docs[165:170]}
+        _, err = _timed(sharded.add_documents, docs[170:180])
+        assert err is None
+        acked |= {d["id"] for d in docs[170:180]}
+        res, err = _timed(sharded.search, q, k=10, use_cache=False)
+        assert err is None
+        os.kill(stopped.pop(), signal.SIGCONT)  # it now logs the failed write, too late
+        _settle(sharded)
+        _assert_converged(ray, sharded, acked, failed)
+        # A restart replays the log: the late record of the old term does not count.
+        ray.kill(sharded._actors[0][p], no_restart=False)
+        time.sleep(0.5)
+        sharded.add_documents(docs[180:190])
+        acked |= {d["id"] for d in docs[180:190]}
+        _settle(sharded)
+        _assert_converged(ray, sharded, acked, failed)
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+        sharded.close()
+
+
+def test_log_plan_drops_aborted_and_fenced_writes() -> None:
+    from ragfind.distributed.shard import plan_records
+
+    log = [
+        {"op": "term", "term": 1},
+        {"op": "add", "term": 1, "seq": 1},
+        {"op": "add", "term": 1, "seq": 2},  # reported failed: aborted below
+        {"op": "abort", "term": 1, "seqs": [2]},
+        {"op": "term", "term": 2},  # a new primary
+        {"op": "add", "term": 2, "seq": 3},
+        {"op": "add", "term": 1, "seq": 4},  # the old primary, appending late: fenced off
+        {"op": "delete", "term": 2, "seq": 5},
+    ]
+    writes, term, max_seq = plan_records(log)
+    assert [r["seq"] for r in writes] == [1, 3, 5]
+    assert term == 2 and max_seq == 5
+
+
+def test_copies_of_a_shard_need_distinct_nodes(ray_session) -> None:
+    # The session's Ray is one node: two copies of a shard cannot be spread.
+    with pytest.raises(ValueError, match="needs 2 nodes .* the cluster has 1"):
+        ShardedRetriever(1, replicas=2, **OPTS)
+    with pytest.raises(ValueError, match="placement = 'x'"):
+        ShardedRetriever(1, replicas=2, placement="x", **OPTS)
+
+
+def test_named_collection_outlives_its_router_and_fences_it_off(ray_session, docs, tmp_path) -> None:
+    import ragfind
+    from ragfind.distributed import StalePrimaryError
+
+    name = f"coll-{os.getpid()}"
+    first = ShardedRetriever(2, name=name, work_dir=tmp_path, **OPTS)
+    second = None
+    try:
+        first.add_documents(docs[:100])
+        t = time.monotonic()
+        second = ShardedRetriever.attach(name, 2, **OPTS)
+        assert time.monotonic() - t < 30.0  # attaching is an election per shard, not a reload
+        assert len(second) == 100
+        single = ragfind.Retriever(**OPTS)
+        single.add_documents(docs[:150])
+        second.add_documents(docs[100:150])
+        # The first router is fenced off for writes (a newer term), and can still search.
+        with pytest.raises(StalePrimaryError):
+            first.add_documents(docs[150:160])
+        q = "boundary layer flow"
+        want = [(p.doc_id, round(p.score, 5)) for p in single.search(q, k=10)]
+        assert [(p.doc_id, round(p.score, 5)) for p in second.search(q, k=10)] == want
+        first.close()  # a named collection's actors outlive their router
+        assert len(second) == 150
+        with pytest.raises(ValueError, match="no sharded collection"):
+            ShardedRetriever.attach(name + "-nope", 2, **OPTS)
+    finally:
+        first.close()
+        if second is not None:
+            second.destroy()
+        else:
+            first.destroy()
+
+
+_DRIVER = """
+import json, os, sys, time
+import ray
+ray.init(address=sys.argv[1], log_to_driver=False, include_dashboard=False,
+         runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}})
+from ragfind.distributed import ShardedRetriever
+docs = json.load(open(sys.argv[3]))
+sr = ShardedRetriever(2, name=sys.argv[2], work_dir=sys.argv[4], encoder=None, chunk_size=None, cache_size=0)
+for i in range(0, len(docs), 20):
+    sr.add_documents(docs[i : i + 20])
+    print("acked", i + 20, flush=True)
+time.sleep(600)
+"""
+
+
+def test_driver_killed_a_new_router_attaches_and_loses_nothing(ray_session, docs, tmp_path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    ray = ray_session
+    name = f"driver-{os.getpid()}"
+    (tmp_path / "docs.json").write_text(json.dumps(docs[:200]))
+    script = tmp_path / "driver.py"
+    script.write_text(_DRIVER)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(script),
+            ray.get_runtime_context().gcs_address,
+            name,
+            str(tmp_path / "docs.json"),
+            str(tmp_path / "work"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    acked = 0
+    router = None
+    try:
+        end = time.monotonic() + 180
+        while acked < 200 and time.monotonic() < end:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            if line.startswith("acked"):
+                acked = int(line.split()[1])
+        assert acked == 200, "the driver did not get its writes acknowledged"
+        proc.kill()  # SIGKILL: the router dies, its named, detached shards live on
+        proc.wait(timeout=30)
+        t = time.monotonic()
+        router = ShardedRetriever.attach(name, 2, **OPTS)
+        assert len(router) == 200
+        assert time.monotonic() - t < 30.0
+        held = {
+            d
+            for part in router._scatter(
+                {s: ("existing", [x["id"] for x in docs[:200]]) for s in range(2)}
+            ).values()
+            for d in part
+        }
+        assert held == {d["id"] for d in docs[:200]}
+        router.add_documents(docs[200:210])  # and it takes the writes
+        assert len(router) == 210
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        proc.stdout.close()
+        if router is not None:
+            router.destroy()
