@@ -38,8 +38,9 @@ from ragfind import _core
 from ragfind.dense._common import DenseConfig, SortedKeys, divide_rows, pad_ids, padded_scores, query_norm
 from ragfind.ids import IdFilter, as_id_filter, empty_ids
 
-# Training rows per centroid at most (faiss uses up to 256; 64 keeps k-means to seconds).
-_TRAIN_PER_LIST = 64
+# Training rows per centroid at most, and Lloyd iterations: faiss's IVF defaults. 64 rows per
+# list needed nprobe 32 where faiss needs 24 for recall@10 0.95 (bench/dense.md).
+_TRAIN_PER_LIST = 256
 _TRAIN_ITERS = 10
 _SEED = 1234
 # Rows converted and written per step of an add (a few MB of temporaries at dim 384).
