@@ -186,7 +186,7 @@ def main() -> None:
     ap.add_argument(
         "--faiss-train-like-ragfind",
         action="store_true",
-        help="train faiss on 64 rows per list for 10 iterations (ragfind's former budget) instead of its defaults",
+        help="train faiss on 64 rows per list for 10 iterations (ragfind's old budget), not its defaults",
     )
     ap.add_argument("--probes", default="1,2,4,8,12,16,24,32,48,64,96,128")
     ap.add_argument("--efs", default="16,24,32,48,64,96,128,192,256")
