@@ -10,4 +10,5 @@ PYBIND11_MODULE(_core, m) {
   bind_fusion(m);
   bind_late_interaction(m);
   bind_sparse(m);
+  bind_pq(m);
 }
