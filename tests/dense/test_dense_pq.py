@@ -87,3 +87,9 @@ def test_ivf_pq_lists_find_the_exact_top_k():
     assert np.all(np.diff(scores, axis=1) <= 0)
     few, _ = ix.search(Q[:1], 5000, nprobe=16, rerank=1)  # more than the rows: padded
     assert sorted(few[0][few[0] >= 0].tolist()) == list(range(3000))
+    bad = ix.pos.copy()
+    bad[bad >= 0] += 3000  # rows outside exact
+    with pytest.raises(ValueError, match="outside exact"):
+        _core.ivf_pq_search(
+            ix.centroids, ix.codewords, ix.blocks, ix.row0, ix.lens, bad, ix.exact, Q, 10, 16, 1, 1
+        )

@@ -147,6 +147,8 @@ size_t ivf_pq_search_one(const IvfPqView& v, const float* q, size_t k, size_t np
     const float base = -cs[p].first + l8.bias;
     for (size_t i = 0; i < n; ++i) {
       const int64_t at = v.pos[r0 + i];
+      if (at < -1 || at >= static_cast<int64_t>(v.n_exact))
+        throw std::invalid_argument("ivf_pq_search: pos holds a row outside exact");
       if (at >= 0) cand.emplace_back(-(base + l8.scale * sums[i]), at);
     }
   }

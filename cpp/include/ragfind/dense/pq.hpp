@@ -84,12 +84,14 @@ struct IvfPqView {
   const int64_t* len = nullptr;
   const int64_t* pos = nullptr;
   const float* exact = nullptr;
+  size_t n_exact = 0;  // rows of exact: a position outside [-1, n_exact) throws
 };
 
 /// Top-k positions by inner product for one query: the nprobe lists of the best centroids are
 /// fast-scanned (q . x ~ q . centroid + the table sum of the residual's codes; one table serves
 /// every list), the k * rerank best estimates are re-scored exactly. Scores descending, ties to
-/// the lower position. Returns how many were written (at most k).
+/// the lower position. Returns how many were written (at most k). Throws std::invalid_argument
+/// on a position outside exact (checked only for the rows scanned, so a search costs no O(n)).
 size_t ivf_pq_search_one(const IvfPqView& v, const float* q, size_t k, size_t nprobe, size_t rerank, int64_t* out_pos,
                          float* out_scores);
 
