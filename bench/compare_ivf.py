@@ -117,7 +117,7 @@ class FaissIvf:
             self.index = faiss.IndexIVFScalarQuantizer(
                 q, d, nlist, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
             )
-        if like_ragfind:  # ragfind's training budget: 64 rows per list, 10 iterations
+        if like_ragfind:  # ragfind's former training budget: 64 rows per list, 10 iterations
             self.index.cp.max_points_per_centroid = 64
             self.index.cp.niter = 10
         self.quantizer = q
@@ -130,7 +130,7 @@ class FaissIvf:
         return split
 
     def nbytes(self) -> int:
-        ix = self.index._backend
+        ix = self.index
         return ix.ntotal * (ix.code_size + 8) + ix.nlist * ix.d * 4
 
     def single(self, Q: np.ndarray, k: int, p: int) -> np.ndarray:
@@ -186,7 +186,7 @@ def main() -> None:
     ap.add_argument(
         "--faiss-train-like-ragfind",
         action="store_true",
-        help="train faiss on 64 rows per list for 10 iterations (ragfind's budget) instead of its defaults",
+        help="train faiss on 64 rows per list for 10 iterations (ragfind's old budget), not its defaults",
     )
     ap.add_argument("--probes", default="1,2,4,8,12,16,24,32,48,64,96,128")
     ap.add_argument("--efs", default="16,24,32,48,64,96,128,192,256")

@@ -13,5 +13,6 @@ void bind_fusion(pybind11::module_& m);            // rank and score fusion
 void bind_late_interaction(pybind11::module_& m);  // MaxSim, late-interaction index
 void bind_sparse(pybind11::module_& m);            // learned-sparse (SPLADE) index
 void bind_metadata(pybind11::module_& m);          // metadata (payload) index for filters
+void bind_pq(pybind11::module_& m);                // product quantisation, 4-bit fast scan
 
 }  // namespace ragfind::bindings

@@ -11,4 +11,5 @@ PYBIND11_MODULE(_core, m) {
   bind_late_interaction(m);
   bind_sparse(m);
   bind_metadata(m);
+  bind_pq(m);
 }

@@ -28,6 +28,7 @@
 
 #include "ragfind/common/cpu.hpp"
 #include "ragfind/dense/nearest.hpp"
+#include "ragfind/dense/pq.hpp"
 #include "ragfind/dense/similarity.hpp"
 #include "ragfind/late/maxsim.hpp"
 #include "ragfind/splade/impact_columns.hpp"
@@ -350,6 +351,48 @@ void check_tile(const SimilarityKernels& K) {
       }
     }
   }
+}
+
+// ---- 4-bit PQ fast scan -------------------------------------------------------------------
+
+// Every level's integer sums equal a direct loop over the unpacked codes (exactly: the sums are
+// integers below 2^16), for m not a multiple of 4, partial last blocks and the largest bytes.
+void check_pq4(const dense::Pq4ScanKernels& K) {
+  const std::string lv = std::string(K.name) + " pq4_scan";
+  std::uniform_int_distribution<int> code(0, 15), byte(0, 255);
+  for (size_t m : {1, 3, 4, 8, 13, 48, 96, 256})
+    for (size_t n : {1, 31, 32, 33, 100}) {
+      const size_t mpad = dense::pq4_mpad(m), nb = (n + dense::kPqBlock - 1) / dense::kPqBlock;
+      std::vector<uint8_t> codes(n * m);
+      for (auto& c : codes) c = static_cast<uint8_t>(code(g_rng));
+      std::vector<float> lut(m * 16);
+      for (auto& v : lut) v = static_cast<float>(byte(g_rng));
+      if (m == 256)  // row 0 reaches the largest sum, 256 * 255
+        for (size_t j = 0; j < m; ++j) {
+          lut[j * 16] = 0.f;
+          lut[j * 16 + 15] = 255.f;
+          codes[j] = 15;
+        }
+      const dense::Pq4Lut q = dense::quantise_pq4_lut(lut.data(), m);
+      Guarded<uint8_t> blocks(nb * mpad * 16);
+      dense::pack_pq4(codes.data(), n, m, blocks.data());
+      Guarded<uint16_t> out(nb * dense::kPqBlock);
+      K.scan(blocks.data(), nb, mpad, q.lut8.data(), out.data());
+      for (size_t i = 0; i < n; ++i) {
+        uint32_t want = 0;
+        for (size_t j = 0; j < m; ++j) want += q.lut8[j * 16 + codes[i * m + j]];
+        check(lv, ctx("m=%ld n=%ld row=%ld", m, n, i), out[i], want, 0);
+        // The float score it stands for, within the quantisation bound of the float table's.
+        double f = 0;
+        for (size_t j = 0; j < m; ++j) f += lut[j * 16 + codes[i * m + j]];
+        check(lv + " dequantised", ctx("m=%ld n=%ld row=%ld", m, n, i), q.bias + double(q.scale) * out[i], f,
+              0.5 * q.scale * m + 1e-3 * std::fabs(f) + 1e-3);
+      }
+      uint32_t code0 = 0;  // padding rows hold code 0 in every sub-space
+      for (size_t j = 0; j < m; ++j) code0 += q.lut8[j * 16];
+      for (size_t i = n; i < nb * dense::kPqBlock; ++i)
+        check(lv + " padding rows score as code 0", ctx("m=%ld n=%ld row=%ld", m, n, i), out[i], code0, 0);
+    }
 }
 
 // ---- nearest centroid ---------------------------------------------------------------------
@@ -693,6 +736,7 @@ int main() {
     check_i8(K, S);
     check_tile(K);
     check_nearest(nearest_kernels_at(level), nearest_kernels_at(SimdLevel::Scalar));
+    check_pq4(dense::pq4_scan_kernels_at(level));
     check_maxsim(level);
     if (level != SimdLevel::Scalar) {  // both against the scalar level
       check_maxsim_batch(level);

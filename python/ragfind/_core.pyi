@@ -12,6 +12,7 @@ import numpy as _np
 from numpy import float32 as _f32
 from numpy import int64 as _i64
 from numpy import uint8 as _u8
+from numpy import uint16 as _u16
 from numpy.typing import NDArray as _NDArray
 
 # Every pybind11 class has pybind11's metaclass (pybind11_builtins.pybind11_type, a subclass of
@@ -219,6 +220,30 @@ def ivf_search_batch(
     threshold: float | None = None,
     threads: int = 0,
 ) -> tuple[_NDArray[_i64], _NDArray[_f32], _NDArray[_i64]]: ...
+
+# --- dense: product quantisation ---
+
+def pq_train(
+    X: _NDArray[_f32], m: int, bits: int, iters: int = 10, seed: int = 1234, threads: int = 0
+) -> _NDArray[_f32]: ...
+def pq_encode(X: _NDArray[_f32], codewords: _NDArray[_f32], threads: int = 0) -> _NDArray[_u8]: ...
+def pq4_pack(codes: _NDArray[_u8]) -> _NDArray[_u8]: ...
+def pq4_scan(blocks: _NDArray[_u8], n: int, lut: _NDArray[_f32]) -> tuple[_NDArray[_u16], float, float]: ...
+def ivf_pq_search(
+    centroids: _NDArray[_f32],
+    codewords: _NDArray[_f32],
+    blocks: _NDArray[_u8],
+    row0: _NDArray[_i64],
+    lens: _NDArray[_i64],
+    pos: _NDArray[_i64],
+    exact: _NDArray[_f32],
+    Q: _NDArray[_f32],
+    k: int,
+    nprobe: int,
+    rerank: int,
+    threads: int = 0,
+) -> tuple[_NDArray[_i64], _NDArray[_f32]]: ...
+def pq4_kernel_name() -> str: ...
 
 # --- dense: HNSW ---
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Cross-compiles the NEON kernels (similarity, nearest centroid, MaxSim, impact columns; with the
+# Cross-compiles the NEON kernels (similarity, nearest centroid, MaxSim, impact columns, PQ fast
+# scan; with the
 # scalar references, the dispatch and cpu.cpp) and the kernel checker cpp/tests/check_kernels.cpp
 # (also a ctest test of the native build) for AArch64, then runs it under user-mode QEMU: the
 # scalar and NEON levels against a float64 reference, and NEON against scalar. Exits non-zero on
@@ -51,6 +52,11 @@ sources=(
   cpp/src/kernels/impact_column/scalar.cpp
   cpp/src/kernels/impact_column/neon.cpp
   cpp/src/kernels/impact_column/dispatch.cpp
+  cpp/src/kernels/pq_scan/scalar.cpp
+  cpp/src/kernels/pq_scan/neon.cpp
+  cpp/src/kernels/pq_scan/dispatch.cpp
+  cpp/src/dense/pq.cpp
+  cpp/src/dense/kmeans.cpp
   cpp/tests/check_kernels.cpp
 )
 echo "+ $CXX_AARCH64 ${flags[*]} ${sources[*]} -o $BUILD_DIR/check_kernels"

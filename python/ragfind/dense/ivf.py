@@ -38,8 +38,9 @@ from ragfind import _core
 from ragfind.dense._common import DenseConfig, SortedKeys, divide_rows, pad_ids, padded_scores, query_norm
 from ragfind.ids import IdFilter, as_id_filter, empty_ids
 
-# Training rows per centroid at most (faiss uses up to 256; 64 keeps k-means to seconds).
-_TRAIN_PER_LIST = 64
+# Training rows per centroid at most, and Lloyd iterations: faiss's IVF defaults. 64 rows per
+# list needed nprobe 32 where faiss needs 24 for recall@10 0.95 (bench/dense.md).
+_TRAIN_PER_LIST = 256
 _TRAIN_ITERS = 10
 _SEED = 1234
 # Rows converted and written per step of an add (a few MB of temporaries at dim 384).
@@ -67,8 +68,8 @@ def auto_nlist(n: int) -> int:
 
 
 def default_nprobe(nlist: int) -> int:
-    """Lists probed when none is given: 1/32 of them, at least 16. Measured recall@10: 0.986
-    with nlist 1024 on bench/compare_ivf.py's data (0.95 needs 24); 0.925 on SciFact's 5,183
+    """Lists probed when none is given: 1/32 of them, at least 16. Measured recall@10: 0.987
+    with nlist 1024 on bench/compare_ivf.py's data (0.95 needs 20); 0.925 on SciFact's 5,183
     MiniLM embeddings with the automatic nlist 132 (bench/dense.md)."""
     return min(nlist, max(16, nlist // 32))
 

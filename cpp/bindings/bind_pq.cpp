@@ -1,0 +1,210 @@
+// Bindings for product quantisation (ragfind/dense/pq.hpp): training, encoding and the 4-bit
+// fast scan, the pieces a PQ-coded IVF list is built from. Arguments are checked with the GIL
+// held (TypeError/ValueError naming them), the work runs without it; nothing is cast silently.
+#include <pybind11/numpy.h>
+
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+#include "ragfind/common/parallel.hpp"
+#include "ragfind/dense/pq.hpp"
+
+namespace py = pybind11;
+
+namespace ragfind::bindings {
+namespace {
+
+[[noreturn]] void fail_value(const std::string& msg) { throw py::value_error(msg); }
+
+// A C-contiguous array of one numpy dtype (kind + itemsize) and rank.
+void check_array(const py::array& a, const char* name, char kind, size_t itemsize, int ndim, const char* want) {
+  if (a.dtype().kind() != kind || static_cast<size_t>(a.itemsize()) != itemsize)
+    throw py::type_error(std::string(name) + " must have dtype " + want + ", got " +
+                         py::str(a.dtype()).cast<std::string>());
+  if (a.ndim() != ndim)
+    fail_value(std::string(name) + " must be " + std::to_string(ndim) + "-D, got " + std::to_string(a.ndim()) + "-D");
+  if ((a.flags() & py::array::c_style) == 0) fail_value(std::string(name) + " must be C-contiguous");
+}
+
+// Codebooks from an (m, ksub, dsub) float32 array (ksub 16 or 256).
+dense::PqCodebook codebook(const py::array& cw) {
+  check_array(cw, "codewords", 'f', 4, 3, "float32");
+  dense::PqCodebook pq;
+  pq.m = static_cast<size_t>(cw.shape(0));
+  pq.ksub = static_cast<size_t>(cw.shape(1));
+  pq.dsub = static_cast<size_t>(cw.shape(2));
+  if (pq.ksub != 16 && pq.ksub != 256) fail_value("codewords must have 16 or 256 codewords per sub-space");
+  if (pq.m == 0 || pq.dsub == 0) fail_value("codewords must not be empty");
+  pq.bits = pq.ksub == 16 ? 4 : 8;
+  pq.d = pq.m * pq.dsub;
+  const float* p = static_cast<const float*>(cw.data());
+  pq.codewords.assign(p, p + pq.m * pq.ksub * pq.dsub);
+  return pq;
+}
+
+}  // namespace
+
+void bind_pq(py::module_& m) {
+  m.def(
+      "pq_train",
+      [](py::array X, size_t m, size_t bits, int iters, uint64_t seed, int threads) {
+        check_array(X, "X", 'f', 4, 2, "float32");
+        const size_t n = static_cast<size_t>(X.shape(0)), d = static_cast<size_t>(X.shape(1));
+        if (m == 0 || d % m != 0)
+          fail_value("pq_m must divide the dimension " + std::to_string(d) + ", got " + std::to_string(m));
+        if (m > 256) fail_value("pq_m must be at most 256, got " + std::to_string(m));
+        if (bits != 4 && bits != 8) fail_value("pq_bits must be 4 or 8, got " + std::to_string(bits));
+        if (n < (size_t(1) << bits))
+          fail_value("pq training needs at least " + std::to_string(size_t(1) << bits) + " rows, got " +
+                     std::to_string(n));
+        if (threads < 0) fail_value("threads must be >= 0 (0 = automatic)");
+        const float* px = static_cast<const float*>(X.data());
+        dense::PqCodebook pq;
+        {
+          py::gil_scoped_release release;
+          pq = dense::train_pq(px, n, d, m, bits, iters, seed, threads);
+        }
+        py::array_t<float> out({pq.m, pq.ksub, pq.dsub});
+        std::copy(pq.codewords.begin(), pq.codewords.end(), out.mutable_data());
+        return out;
+      },
+      py::arg("X"), py::arg("m"), py::arg("bits"), py::arg("iters") = 10, py::arg("seed") = 1234,
+      py::arg("threads") = 0, "PQ codebooks (m, 2**bits, d // m) trained on the rows of X (L2 k-means per sub-space).");
+
+  m.def(
+      "pq_encode",
+      [](py::array X, py::array codewords, int threads) {
+        const dense::PqCodebook pq = codebook(codewords);
+        check_array(X, "X", 'f', 4, 2, "float32");
+        if (static_cast<size_t>(X.shape(1)) != pq.d)
+          fail_value("X must have " + std::to_string(pq.d) + " columns (m * dsub), got " + std::to_string(X.shape(1)));
+        if (threads < 0) fail_value("threads must be >= 0 (0 = automatic)");
+        const size_t n = static_cast<size_t>(X.shape(0));
+        py::array_t<uint8_t> codes({n, pq.m});
+        const float* px = static_cast<const float*>(X.data());
+        uint8_t* pc = codes.mutable_data();
+        {
+          py::gil_scoped_release release;
+          dense::encode_pq(pq, px, n, threads, pc);
+        }
+        return codes;
+      },
+      py::arg("X"), py::arg("codewords"), py::arg("threads") = 0,
+      "uint8 codes (n, m): the nearest codeword of each sub-vector of each row of X.");
+
+  m.def(
+      "pq4_pack",
+      [](py::array codes) {
+        check_array(codes, "codes", 'u', 1, 2, "uint8");
+        const size_t n = static_cast<size_t>(codes.shape(0)), mm = static_cast<size_t>(codes.shape(1));
+        if (mm == 0 || mm > 256) fail_value("codes must have 1 to 256 columns, got " + std::to_string(mm));
+        const uint8_t* pc = static_cast<const uint8_t*>(codes.data());
+        for (size_t i = 0; i < n * mm; ++i)
+          if (pc[i] > 15) fail_value("4-bit codes must be below 16, got " + std::to_string(pc[i]));
+        const size_t nb = (n + dense::kPqBlock - 1) / dense::kPqBlock;
+        py::array_t<uint8_t> out(nb * dense::pq4_mpad(mm) * 16);
+        uint8_t* po = out.mutable_data();
+        {
+          py::gil_scoped_release release;
+          dense::pack_pq4(pc, n, mm, po);
+        }
+        return out;
+      },
+      py::arg("codes"), "4-bit codes (n, m) packed in fast-scan blocks of 32 rows (1-D uint8).");
+
+  m.def(
+      "pq4_scan",
+      [](py::array blocks, size_t n, py::array lut) -> py::tuple {
+        check_array(blocks, "blocks", 'u', 1, 1, "uint8");
+        check_array(lut, "lut", 'f', 4, 2, "float32");
+        const size_t mm = static_cast<size_t>(lut.shape(0));
+        if (lut.shape(1) != 16) fail_value("lut must have 16 columns, got " + std::to_string(lut.shape(1)));
+        if (mm == 0 || mm > 256) fail_value("lut must have 1 to 256 rows, got " + std::to_string(mm));
+        const size_t mpad = dense::pq4_mpad(mm), nb = (n + dense::kPqBlock - 1) / dense::kPqBlock;
+        if (static_cast<size_t>(blocks.shape(0)) != nb * mpad * 16)
+          fail_value("blocks must hold " + std::to_string(nb * mpad * 16) + " bytes for n=" + std::to_string(n) +
+                     ", got " + std::to_string(blocks.shape(0)));
+        const dense::Pq4Lut q = dense::quantise_pq4_lut(static_cast<const float*>(lut.data()), mm);
+        std::vector<uint16_t> all(nb * dense::kPqBlock);  // whole blocks; the rows past n are padding
+        py::array_t<uint16_t> sums(n);
+        const uint8_t* pb = static_cast<const uint8_t*>(blocks.data());
+        uint16_t* ps = sums.mutable_data();
+        {
+          py::gil_scoped_release release;
+          dense::pq4_scan_kernels().scan(pb, nb, mpad, q.lut8.data(), all.data());
+          std::copy(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n), ps);
+        }
+        return py::make_tuple(sums, q.bias, q.scale);
+      },
+      py::arg("blocks"), py::arg("n"), py::arg("lut"),
+      "4-bit fast scan: (sums uint16 (n,), bias, scale); row i scores about bias + scale * sums[i].");
+
+  m.def(
+      "ivf_pq_search",
+      [](py::array centroids, py::array codewords, py::array blocks, py::array row0, py::array lens, py::array pos,
+         py::array exact, py::array Q, size_t k, size_t nprobe, size_t rerank, int threads) -> py::tuple {
+        const dense::PqCodebook pq = codebook(codewords);
+        if (pq.bits != 4) fail_value("ivf_pq_search needs 4-bit codewords (16 per sub-space)");
+        check_array(centroids, "centroids", 'f', 4, 2, "float32");
+        check_array(blocks, "blocks", 'u', 1, 1, "uint8");
+        check_array(row0, "row0", 'i', 8, 1, "int64");
+        check_array(lens, "lens", 'i', 8, 1, "int64");
+        check_array(pos, "pos", 'i', 8, 1, "int64");
+        check_array(exact, "exact", 'f', 4, 2, "float32");
+        check_array(Q, "Q", 'f', 4, 2, "float32");
+        const size_t d = pq.d, nlist = static_cast<size_t>(centroids.shape(0));
+        if (static_cast<size_t>(centroids.shape(1)) != d || static_cast<size_t>(exact.shape(1)) != d ||
+            static_cast<size_t>(Q.shape(1)) != d)
+          fail_value("centroids, exact and Q must have " + std::to_string(d) + " columns (m * dsub)");
+        if (static_cast<size_t>(row0.shape(0)) != nlist || static_cast<size_t>(lens.shape(0)) != nlist)
+          fail_value("row0 and lens must have one entry per centroid");
+        if (threads < 0) fail_value("threads must be >= 0 (0 = automatic)");
+        const size_t rows = static_cast<size_t>(pos.shape(0)), mpad = dense::pq4_mpad(pq.m);
+        if (rows % dense::kPqBlock != 0 || static_cast<size_t>(blocks.shape(0)) != rows / dense::kPqBlock * mpad * 16)
+          fail_value("pos must cover whole blocks of 32 rows and blocks hold their codes");
+        const int64_t* r0 = static_cast<const int64_t*>(row0.data());
+        const int64_t* ln = static_cast<const int64_t*>(lens.data());
+        for (size_t l = 0; l < nlist; ++l)
+          if (r0[l] < 0 || ln[l] < 0 || r0[l] % 32 != 0 || static_cast<size_t>(r0[l] + ln[l]) > rows)
+            fail_value("list " + std::to_string(l) + " lies outside pos or does not start a block");
+        const int64_t* pp = static_cast<const int64_t*>(pos.data());  // checked as the scan reads it
+        dense::IvfPqView v;
+        v.centroids = static_cast<const float*>(centroids.data());
+        v.nlist = nlist;
+        v.pq = &pq;
+        v.blocks = static_cast<const uint8_t*>(blocks.data());
+        v.row0 = r0;
+        v.len = ln;
+        v.pos = pp;
+        v.exact = static_cast<const float*>(exact.data());
+        v.n_exact = static_cast<size_t>(exact.shape(0));
+        const size_t nq = static_cast<size_t>(Q.shape(0));
+        py::array_t<int64_t> out_pos({nq, k});
+        py::array_t<float> out_scores({nq, k});
+        int64_t* op = out_pos.mutable_data();
+        float* os = out_scores.mutable_data();
+        const float* pq_ = static_cast<const float*>(Q.data());
+        {
+          py::gil_scoped_release release;
+          std::fill(op, op + nq * k, int64_t(-1));
+          std::fill(os, os + nq * k, std::numeric_limits<float>::quiet_NaN());
+          parallel_for(nq, resolve_threads(threads, nq), [&](size_t i, int) {
+            dense::ivf_pq_search_one(v, pq_ + i * d, k, nprobe, rerank, op + i * k, os + i * k);
+          });
+        }
+        return py::make_tuple(out_pos, out_scores);
+      },
+      py::arg("centroids"), py::arg("codewords"), py::arg("blocks"), py::arg("row0"), py::arg("lens"), py::arg("pos"),
+      py::arg("exact"), py::arg("Q"), py::arg("k"), py::arg("nprobe"), py::arg("rerank"), py::arg("threads") = 0,
+      "IVF-PQ search by inner product (4-bit fast scan, exact re-scoring of the k * rerank best): "
+      "(positions (nq, k) padded with -1, scores (nq, k) padded with NaN).");
+
+  m.def(
+      "pq4_kernel_name", [] { return std::string(dense::pq4_scan_kernels().name); },
+      "The SIMD level of the 4-bit fast-scan kernel in use.");
+}
+
+}  // namespace ragfind::bindings

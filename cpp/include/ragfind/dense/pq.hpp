@@ -1,0 +1,98 @@
+// Product quantisation (Jegou et al., 2011) for IVF lists: each residual x - centroid is cut into
+// m sub-vectors of dsub = d / m dimensions and each sub-vector stored as the index of its nearest
+// codeword (2^bits per sub-space, k-means on training residuals). A query's inner product with
+// a code is the sum of m look-up-table entries. With 4 bits the table of one sub-space is 16
+// entries, so, quantised to bytes, it fits one SIMD register and a shuffle looks up 16 or more
+// codes at once (the "fast scan" of Andre et al., 2015; faiss IndexIVFPQFastScan). Plain C++.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "ragfind/common/cpu.hpp"
+
+namespace ragfind::dense {
+
+/// Codes of one 4-bit fast-scan block: kPqBlock rows.
+inline constexpr size_t kPqBlock = 32;
+
+/// Trained codebooks: m sub-spaces of dsub dimensions, ksub = 2^bits codewords each, stored
+/// as m x ksub x dsub float32.
+struct PqCodebook {
+  size_t d = 0, m = 0, bits = 0, dsub = 0, ksub = 0;
+  std::vector<float> codewords;
+};
+
+/// Trains codebooks on the n rows of X (n x d, n >= 2^bits; d a multiple of m; bits 4 or 8):
+/// L2 k-means per sub-space, `iters` Lloyd iterations, deterministic for a given seed.
+PqCodebook train_pq(const float* X, size_t n, size_t d, size_t m, size_t bits, int iters, uint64_t seed, int threads);
+
+/// codes[i * m + j] = the codeword of sub-space j nearest row i of X (one byte per code).
+void encode_pq(const PqCodebook& pq, const float* X, size_t n, int threads, uint8_t* codes);
+
+/// Decodes n codes (n x m bytes) to float32 rows (n x d).
+void decode_pq(const PqCodebook& pq, const uint8_t* codes, size_t n, float* out);
+
+/// lut[j * ksub + c] = q_j . codeword(j, c): the inner product of query q (d floats) with a code
+/// is the sum over j of lut[j * ksub + code_j].
+void pq_lut_ip(const PqCodebook& pq, const float* q, float* lut);
+
+/// Padded sub-space count of the 4-bit fast-scan layout (a multiple of 4, zero codes beyond m).
+inline size_t pq4_mpad(size_t m) { return (m + 3) / 4 * 4; }
+
+/// Packs n 4-bit codes (n x m bytes, values < 16) into fast-scan blocks of kPqBlock rows:
+/// block b, sub-space j is 16 bytes at out[(b * mpad + j) * 16], byte i holding row b*32+i in its
+/// low nibble and row b*32+16+i in its high nibble. Rows past n (and sub-spaces past m) hold
+/// code 0: their sums are not scores and the caller ignores them.
+/// out holds ceil(n / 32) * mpad * 16 bytes.
+void pack_pq4(const uint8_t* codes, size_t n, size_t m, uint8_t* out);
+
+/// A float look-up table (m x 16) as bytes: lut8[j * 16 + c] = round((lut[j, c] - min_j) / scale),
+/// rows j >= m zero. The float score of a code is then bias + scale * (sum of its bytes), with
+/// an error of at most m * scale / 2. lut8 holds mpad x 16 bytes.
+struct Pq4Lut {
+  std::vector<uint8_t> lut8;
+  float bias = 0, scale = 1;
+};
+Pq4Lut quantise_pq4_lut(const float* lut, size_t m);
+
+/// One SIMD level's 4-bit fast-scan kernel.
+struct Pq4ScanKernels {
+  const char* name;
+  /// out[b * 32 + i] = sum over j < mpad of lut8[j * 16 + code(b, i, j)] for the nblocks
+  /// packed blocks (pack_pq4's layout); exact integer sums (mpad <= 256), the same at every level.
+  void (*scan)(const uint8_t* blocks, size_t nblocks, size_t mpad, const uint8_t* lut8, uint16_t* out);
+};
+
+/// The kernel for the active SIMD level.
+const Pq4ScanKernels& pq4_scan_kernels();
+
+/// The kernel compiled for `level` (falls back to the next lower compiled+supported level).
+const Pq4ScanKernels& pq4_scan_kernels_at(SimdLevel level);
+
+/// IVF lists of 4-bit PQ codes of the residuals to each list's centroid (inner product). Rows
+/// live in a padded row space: list l is rows [row0[l], row0[l] + len[l]) with row0[l] a multiple
+/// of kPqBlock, its codes the packed blocks from row0[l] / kPqBlock; pos[r] is row r's position
+/// (-1 for padding), exact[pos * d] its float32 vector for re-scoring.
+struct IvfPqView {
+  const float* centroids = nullptr;  // nlist x d
+  size_t nlist = 0;
+  const PqCodebook* pq = nullptr;  // bits == 4
+  const uint8_t* blocks = nullptr;
+  const int64_t* row0 = nullptr;
+  const int64_t* len = nullptr;
+  const int64_t* pos = nullptr;
+  const float* exact = nullptr;
+  size_t n_exact = 0;  // rows of exact: a position outside [-1, n_exact) throws
+};
+
+/// Top-k positions by inner product for one query: the nprobe lists of the best centroids are
+/// fast-scanned (q . x ~ q . centroid + the table sum of the residual's codes; one table serves
+/// every list), the k * rerank best estimates are re-scored exactly. Scores descending, ties to
+/// the lower position. Returns how many were written (at most k). Throws std::invalid_argument
+/// on a position outside exact (checked only for the rows scanned, so a search costs no O(n)).
+size_t ivf_pq_search_one(const IvfPqView& v, const float* q, size_t k, size_t nprobe, size_t rerank, int64_t* out_pos,
+                         float* out_scores);
+
+}  // namespace ragfind::dense

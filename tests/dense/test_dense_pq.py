@@ -1,0 +1,95 @@
+"""Product quantisation in _core: training and codes against numpy, the 4-bit fast scan at every
+compiled SIMD level against the scalar level and a numpy look-up."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ragfind
+from ragfind import _core
+
+
+def _rows(n: int, d: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    W = rng.standard_normal((4, d)).astype(np.float32)
+    return (rng.standard_normal((n, 4)).astype(np.float32) @ W + 0.2 * rng.standard_normal((n, d))).astype(
+        np.float32
+    )
+
+
+def _at_level(level: str, fn):
+    before = _core.get_simd_level()
+    ragfind.set_simd_level(level)
+    try:
+        return fn()
+    finally:
+        ragfind.set_simd_level(before)
+
+
+def test_codes_are_the_nearest_codewords():
+    X = _rows(500, 24)
+    cw = _core.pq_train(X, 6, 4, threads=1)
+    assert cw.shape == (6, 16, 4) and cw.dtype == np.float32
+    codes = _core.pq_encode(X, cw)
+    assert codes.shape == (500, 6) and codes.dtype == np.uint8
+    sub = X.reshape(500, 6, 1, 4)
+    dist = ((sub - cw[None]) ** 2).sum(-1)  # (n, m, 16)
+    chosen = np.take_along_axis(dist, codes[..., None].astype(np.int64), -1)[..., 0]
+    assert np.all(chosen <= dist.min(-1) + 1e-5)
+    np.testing.assert_array_equal(_core.pq_train(X, 6, 4, threads=2), cw)  # any thread count
+
+
+@pytest.mark.parametrize("m", [1, 5, 8, 48])
+@pytest.mark.parametrize("n", [1, 32, 77])
+def test_fast_scan_matches_scalar_and_numpy(simd_level, m, n):
+    assert _core.pq4_kernel_name() == simd_level
+    rng = np.random.default_rng(m * 100 + n)
+    codes = rng.integers(0, 16, (n, m), dtype=np.uint8)
+    lut = rng.standard_normal((m, 16)).astype(np.float32)
+    blocks = _core.pq4_pack(codes)
+    sums, bias, scale = _core.pq4_scan(blocks, n, lut)
+    ref, _, _ = _at_level("scalar", lambda: _core.pq4_scan(blocks, n, lut))
+    np.testing.assert_array_equal(sums, ref)
+    exact = lut[np.arange(m)[None, :], codes].sum(1, dtype=np.float64)
+    np.testing.assert_allclose(bias + scale * sums.astype(np.float64), exact, atol=0.5 * scale * m + 1e-4)
+
+
+def test_arguments_are_checked():
+    X = _rows(40, 12)
+    with pytest.raises(ValueError, match="pq_m must divide"):
+        _core.pq_train(X, 5, 4)
+    with pytest.raises(ValueError, match="pq_bits must be 4 or 8"):
+        _core.pq_train(X, 4, 6)
+    with pytest.raises(ValueError, match="at least 256 rows"):
+        _core.pq_train(X, 4, 8)
+    with pytest.raises(TypeError, match="float32"):
+        _core.pq_train(X.astype(np.float64), 4, 4)
+    with pytest.raises(ValueError, match="below 16"):
+        _core.pq4_pack(np.full((3, 4), 16, np.uint8))
+    with pytest.raises(ValueError, match="blocks must hold"):
+        _core.pq4_scan(np.zeros(10, np.uint8), 3, np.zeros((4, 16), np.float32))
+
+
+def test_ivf_pq_lists_find_the_exact_top_k():
+    from ragfind.dense.pq_lists import IvfPqLists
+
+    X = _rows(3000, 32, seed=3)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    Q = _rows(40, 32, seed=4)
+    Q /= np.linalg.norm(Q, axis=1, keepdims=True)
+    ix = IvfPqLists(X, nlist=16, pq_m=16, threads=1)
+    rows, scores = ix.search(Q, 10, nprobe=16, rerank=30)  # every list: only the codes can miss
+    truth = np.argsort(-(Q @ X.T), axis=1)[:, :10]
+    recall = np.mean([len(set(r) & set(t)) / 10 for r, t in zip(rows.tolist(), truth.tolist())])
+    assert recall >= 0.95, recall
+    np.testing.assert_allclose(scores, np.take_along_axis(Q @ X.T, rows, 1), rtol=1e-5, atol=1e-6)
+    assert np.all(np.diff(scores, axis=1) <= 0)
+    few, _ = ix.search(Q[:1], 5000, nprobe=16, rerank=1)  # more than the rows: padded
+    assert sorted(few[0][few[0] >= 0].tolist()) == list(range(3000))
+    bad = ix.pos.copy()
+    bad[bad >= 0] += 3000  # rows outside exact
+    with pytest.raises(ValueError, match="outside exact"):
+        _core.ivf_pq_search(
+            ix.centroids, ix.codewords, ix.blocks, ix.row0, ix.lens, bad, ix.exact, Q, 10, 16, 1, 1
+        )
