@@ -213,6 +213,21 @@ void Store::fill_filter(CompiledFilter& f) const {
     std::uint32_t* out = f.docs.data();
     std::uint8_t* mask = f.mask.data();
     std::size_t count = 0, slot = 0;
+    const std::int64_t base = n ? ids_.int_at(0) : 0;
+    if (n && ids_.int_at(n - 1) - base == static_cast<std::int64_t>(n) - 1) {
+      // Consecutive ids (the default ones, never compacted): slot = id - base, branch-free.
+      const auto first = std::lower_bound(f.ints.begin(), f.ints.end(), base);
+      const auto last = std::lower_bound(first, f.ints.end(), base + static_cast<std::int64_t>(n));
+      for (auto it = first; it != last; ++it) {
+        const auto d = static_cast<std::size_t>(*it - base);
+        const std::uint8_t live = ids_.is_live(d) ? 1 : 0;
+        mask[d] = live;
+        out[count] = static_cast<std::uint32_t>(d);
+        count += live;
+      }
+      f.docs.resize(count);
+      return;
+    }
     for (std::int64_t id : f.ints) {
       std::size_t lo = slot, hi = slot, step = 1;
       while (hi < n && ids_.int_at(hi) < id) {
