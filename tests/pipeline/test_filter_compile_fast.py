@@ -86,5 +86,7 @@ def test_bm25_allowed_set_equals_lookup(name, batches, deletes):
             want = [int(v and x in allowed) for x, v in zip(held, live)]
             compiled = idx._core.compile_filter(flt.ids)  # a delete may compact: slots differ
             assert compiled.count == int(compiled.mask.sum()) == sum(want), (name, flt)
+            backwards = idx._core.compile_filter(flt.ids[::-1].copy())  # the lookup per id
+            assert backwards.mask.tolist() == compiled.mask.tolist()
             got, _ = idx.search("common", k=len(held), filter=flt)
             assert sorted(got.tolist()) == sorted(x for x, w in zip(held, want) if w)
