@@ -11,7 +11,8 @@ document is written to both (untimed), so each search finds the filter caches st
 BM25 index at a new generation: the filter is evaluated again and compiled again into the
 index's allowed-set, as in a service that writes while it reads. Filtered time = evaluating the
 filter (metadata index -> sorted chunk ids) + compiling those ids into BM25Index's allowed-set
-(``BM25Core.compile_filter``: a lookup per allowed id) + the filtered search; each part is
+(``BM25Core.compile_filter``: a merge of the sorted ids with the index's increasing ones) + the
+filtered search; each part is
 printed, and "filter + search / unfiltered" leaves the compile out (what a BM25 entry taking
 the metadata index's bitmap directly would cost). ``--retriever`` runs the same through a
 BM25-only ``Retriever`` (``add_documents`` of one document before each search).

@@ -159,6 +159,21 @@ def _id_list(ids: Any, what: str) -> list:
         raise TypeError(f"{what} must be a list of int or str ids, got {type(ids).__name__}") from None
 
 
+def _sorted_rows(row_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Rows of ``ids`` (sorted) in strictly increasing ``row_ids``: a slice for consecutive row
+    ids, one vectorised search otherwise; no per-id lookup."""
+    n = row_ids.shape[0]
+    if n == 0 or ids.shape[0] == 0:
+        return np.empty(0, np.int64)
+    base = int(row_ids[0])
+    if int(row_ids[-1]) - base == n - 1:
+        a, b = np.searchsorted(ids, [base, base + n])
+        return ids[a:b] - base
+    pos = np.searchsorted(row_ids, ids)
+    np.minimum(pos, n - 1, out=pos)
+    return pos[row_ids[pos] == ids]
+
+
 class IdMap:
     """Row ids, liveness and the id -> row map (see the module notes)."""
 
@@ -168,6 +183,7 @@ class IdMap:
         self.n_rows = 0
         self.n_live = 0
         self.row_of: dict = {}
+        self.increasing = True  # int row ids strictly increasing over all rows, dead ones included
         self._row_ids = np.empty(0, np.int64)
         self._live = np.empty(0, bool)
 
@@ -242,6 +258,11 @@ class IdMap:
             live = np.zeros(cap, bool)
             live[: self.n_rows] = self.live
             self._row_ids, self._live = grown, live
+        if kind != "int":
+            self.increasing = False
+        elif self.increasing:
+            last = self._row_ids[self.n_rows - 1] if self.n_rows else None
+            self.increasing = (last is None or int(arr[0]) > int(last)) and bool(np.all(arr[1:] > arr[:-1]))
         self._row_ids[self.n_rows : need] = arr
         self._live[self.n_rows : need] = True
         self.row_of.update(zip(arr.tolist(), range(self.n_rows, need)))
@@ -293,7 +314,11 @@ class IdMap:
         mask = np.zeros(self.n_rows, np.uint8)
         if not len(flt) or flt.kind != self.kind:
             return mask
-        if self.kind == "int" and len(flt) > self.n_rows // 8:
+        if self.kind == "int" and self.increasing:
+            mask[_sorted_rows(self.row_ids, flt.ids)] = 1
+            if self.n_live < self.n_rows:
+                mask &= self.live.view(np.uint8)
+        elif self.kind == "int" and len(flt) > self.n_rows // 8:
             mask[np.isin(self.row_ids, flt.ids) & self.live] = 1
         else:
             get = self.row_of.get

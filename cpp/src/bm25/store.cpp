@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_set>
@@ -200,16 +201,69 @@ void Store::remove(const IdBatch& p, const std::vector<std::string>& shown) {
 void Store::fill_filter(CompiledFilter& f) const {
   f.mask.assign(index_.num_slots(), 0);
   f.docs.clear();
+  f.generation = generation();
+  const std::size_t n = std::min(ids_.slots(), f.mask.size());
+  const auto increasing = [](const std::vector<std::int64_t>& v) {
+    return std::adjacent_find(v.begin(), v.end(), std::greater_equal<std::int64_t>()) == v.end();
+  };
+  if (f.strs.empty() && ids_.ints_increasing() && increasing(f.ints)) {
+    // Both sides strictly increasing (a metadata filter over default ids): one galloping merge,
+    // each slot met at most once and in order, so no lookup per id, no dedup and no sort.
+    f.docs.resize(std::min(f.ints.size(), n));
+    std::uint32_t* out = f.docs.data();
+    std::uint8_t* mask = f.mask.data();
+    std::size_t count = 0, slot = 0;
+    const std::int64_t base = n ? ids_.int_at(0) : 0;
+    if (n && ids_.int_at(n - 1) - base == static_cast<std::int64_t>(n) - 1) {
+      // Consecutive ids (the default ones, never compacted): slot = id - base, branch-free.
+      const auto first = std::lower_bound(f.ints.begin(), f.ints.end(), base);
+      const auto last = std::lower_bound(first, f.ints.end(), base + static_cast<std::int64_t>(n));
+      for (auto it = first; it != last; ++it) {
+        const auto d = static_cast<std::size_t>(*it - base);
+        const std::uint8_t live = ids_.is_live(d) ? 1 : 0;
+        mask[d] = live;
+        out[count] = static_cast<std::uint32_t>(d);
+        count += live;
+      }
+      f.docs.resize(count);
+      return;
+    }
+    for (std::int64_t id : f.ints) {
+      std::size_t lo = slot, hi = slot, step = 1;
+      while (hi < n && ids_.int_at(hi) < id) {
+        lo = hi + 1;
+        hi = slot + step;
+        step <<= 1;
+      }
+      hi = std::min(hi, n);
+      while (lo < hi) {
+        const std::size_t mid = lo + (hi - lo) / 2;
+        if (ids_.int_at(mid) < id) lo = mid + 1;
+        else hi = mid;
+      }
+      slot = lo;
+      if (slot == n) break;
+      if (ids_.int_at(slot) == id && ids_.is_live(slot)) {
+        mask[slot] = 1;
+        out[count++] = static_cast<std::uint32_t>(slot);
+        ++slot;
+      }
+    }
+    f.docs.resize(count);
+    return;
+  }
+  f.docs.reserve(std::min(f.ints.size() + f.strs.size(), n));
+  bool ordered = true;  // sorted ids over increasing slots come out in order: no sort then
   auto take = [&](std::int64_t d) {
     if (d >= 0 && !f.mask[static_cast<std::size_t>(d)]) {
       f.mask[static_cast<std::size_t>(d)] = 1;
+      ordered = ordered && (f.docs.empty() || f.docs.back() < static_cast<std::uint32_t>(d));
       f.docs.push_back(static_cast<std::uint32_t>(d));
     }
   };
   for (std::int64_t id : f.ints) take(ids_.find(id));
   for (const std::string& id : f.strs) take(ids_.find(id));
-  std::sort(f.docs.begin(), f.docs.end());
-  f.generation = generation();
+  if (!ordered) std::sort(f.docs.begin(), f.docs.end());
 }
 
 std::shared_ptr<CompiledFilter> Store::compile_filter(std::vector<std::int64_t> ints,

@@ -186,12 +186,23 @@ def grown(arr: np.ndarray, cap: int) -> np.ndarray:
 
 
 class SortedKeys:
-    """Ids of rows (slots or labels) sorted once, to map a filter's ids to rows vectorised."""
+    """Ids of rows (slots or labels) sorted once, to map a filter's ids to rows vectorised.
 
-    __slots__ = ("keys", "order")
+    Int ids added in increasing order (the Retriever's chunk ids) need no sort, and a run of
+    consecutive ids no search: a filter's id then maps to its row by a subtraction.
+    """
+
+    __slots__ = ("keys", "order", "base")
 
     def __init__(self, row_ids: np.ndarray, kind: str | None) -> None:
         keys = row_ids.astype(str) if kind == "str" else row_ids
+        self.base = None
+        if kind != "str" and keys.shape[0] and bool(np.all(keys[1:] > keys[:-1])):
+            self.order = None  # strictly increasing: every id once, row i holds keys[i]
+            self.keys = keys
+            if int(keys[-1]) - int(keys[0]) == keys.shape[0] - 1:
+                self.base = int(keys[0])
+            return
         self.order = np.argsort(keys, kind="stable")
         self.keys = keys[self.order]
 
@@ -200,6 +211,13 @@ class SortedKeys:
         if flt.kind is None or flt.kind != kind or self.keys.shape[0] == 0:
             return np.empty(0, np.int64)
         q = flt.ids.astype(str) if kind == "str" else flt.ids
+        if self.order is None:
+            if self.base is not None:  # filter ids are sorted: the ones in range are a slice
+                a, b = np.searchsorted(q, [self.base, self.base + self.keys.shape[0]])
+                return q[a:b] - self.base
+            pos = np.searchsorted(self.keys, q)
+            np.minimum(pos, self.keys.shape[0] - 1, out=pos)
+            return pos[self.keys[pos] == q].astype(np.int64, copy=False)
         lo = np.searchsorted(self.keys, q, side="left")
         hi = np.searchsorted(self.keys, q, side="right")
         cnt = hi - lo

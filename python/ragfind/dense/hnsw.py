@@ -204,7 +204,8 @@ class HnswBackend:
             self._label_keys = cached
         labels = cached[1].rows_of(flt, self.id_kind)
         labels = labels[self._label_live[labels] != 0]
-        labels.sort()
+        if cached[1].order is not None:  # else already ascending
+            labels.sort()
         return _HnswAllowed(labels)
 
     def _hnsw_allowed(self, filter: Any) -> _HnswAllowed:  # noqa: A002

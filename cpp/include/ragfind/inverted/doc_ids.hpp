@@ -29,6 +29,8 @@ class DocIds {
   /// Slots, dead ones included (the internal document numbers in use).
   std::size_t slots() const { return live_.size(); }
   bool is_live(std::size_t slot) const { return live_[slot] != 0; }
+  /// Int ids strictly increasing over all slots, dead ones included (a merge can find them).
+  bool ints_increasing() const { return kind_ == Kind::Int && sorted_; }
   /// The int id of a slot.
   std::int64_t int_at(std::size_t slot) const { return identity_ ? static_cast<std::int64_t>(slot) : ints_[slot]; }
   const std::vector<std::string>& strs() const { return strs_; }

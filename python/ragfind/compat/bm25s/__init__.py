@@ -265,7 +265,7 @@ class BM25:
         index = self._check_indexed()
         terms = self._terms_of(query_tokens_single)
         if terms:
-            scores = index.get_scores(terms).astype(self.dtype)
+            scores = index.score(terms).astype(self.dtype)
         else:
             scores = np.zeros(len(index), dtype=self.dtype)
         if weight_mask is not None:
@@ -312,7 +312,7 @@ class BM25:
 
     def _exhaustive_top_k(self, terms: list, k: int, weight_mask: Any) -> tuple:
         n = len(self._index)
-        scores = self._index.get_scores(terms).astype(self.dtype) if terms else np.zeros(n, dtype=self.dtype)
+        scores = self._index.score(terms).astype(self.dtype) if terms else np.zeros(n, dtype=self.dtype)
         if weight_mask is not None:
             scores = scores * weight_mask.astype(self.dtype, copy=False)
         kth = np.partition(scores, n - k)[n - k]
