@@ -135,8 +135,8 @@ def match_terms(text: str, words: set, phrases: list, analyzer: Any) -> list[tup
     """:func:`highlight` for query terms already analyzed by :func:`query_terms`."""
     if not words and not phrases:
         return []
-    if not phrases and getattr(analyzer, "_tokenizer", None) is None:
-        return _merge(analyzer._core.match_offsets([text], sorted(words))[0])
+    if not phrases and _native(analyzer):
+        return _match_native(analyzer, [text], words)[0]
     toks = positioned_terms(analyzer, text)
     spans = [(b, e) for t, b, e, _ in toks if t in words]
     if phrases:
@@ -172,14 +172,24 @@ class LazyHighlighter:
         if terms is None:
             terms = self._terms = query_terms(list(self.queries), self.analyzer)
         words, phrases = terms
-        if words and not phrases and getattr(self.analyzer, "_tokenizer", None) is None:
+        if words and not phrases and _native(self.analyzer):
             if self._done is None or text not in self._done:
                 batch = list(dict.fromkeys([*self.texts, text]))
-                found = self.analyzer._core.match_offsets(batch, sorted(words))
-                self._done = {**(self._done or {}), **{t: _merge(sp) for t, sp in zip(batch, found)}}
+                found = _match_native(self.analyzer, batch, words)
+                self._done = {**(self._done or {}), **dict(zip(batch, found))}
                 self.texts = []
             return list(self._done[text])
         return match_terms(text, words, phrases, self.analyzer)
+
+
+def _native(analyzer: Any) -> bool:
+    """Whether the core analyzer matches terms itself (a custom Python tokenizer does not)."""
+    return getattr(analyzer, "_tokenizer", None) is None
+
+
+def _match_native(analyzer: Any, texts: list, words: set) -> list[list[tuple[int, int]]]:
+    """Per text, the merged spans of its tokens whose term is in ``words``, in one native call."""
+    return [_merge(spans) for spans in analyzer._core.match_offsets(texts, sorted(words))]
 
 
 def _merge(spans: list) -> list[tuple[int, int]]:

@@ -292,11 +292,10 @@ class SparseVectorIndex:
             batch = query
         else:
             batch = [query]
-        ids, scores = self.search_batch_padded(
+        padded = self.search_batch_padded(
             batch, k, filter, threads=threads, algorithm=algorithm, query_cut=query_cut
         )
-        keep = scores[0] > -np.inf
-        return ids[0][keep], scores[0][keep]
+        return pairs_from_padded(*padded)[0]
 
     def search_batch(
         self,
