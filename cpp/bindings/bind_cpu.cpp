@@ -8,6 +8,7 @@ namespace py = pybind11;
 namespace ragfind::bindings {
 
 void bind_cpu(py::module_& m) {
+  using namespace common;
   m.def(
       "cpu_features",
       [] {

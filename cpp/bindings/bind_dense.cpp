@@ -372,7 +372,7 @@ void bind_dense(py::module_& m) {
         const float* pb = static_cast<const float*>(B.data());
         {
           py::gil_scoped_release release;
-          const SimilarityKernels& K = similarity_kernels();
+          const dense::SimilarityKernels& K = dense::similarity_kernels();
           if (d == 0) {
             for (size_t i = 0; i < m_ * n; ++i) po[i] = 0.f;
           } else if (op == "dot") {
@@ -400,7 +400,7 @@ void bind_dense(py::module_& m) {
         const float* pb = static_cast<const float*>(B.data());
         {
           py::gil_scoped_release release;
-          const SimilarityKernels& K = similarity_kernels();
+          const dense::SimilarityKernels& K = dense::similarity_kernels();
           for (size_t i = 0; i < n; ++i)
             po[i] = op == "dot" ? K.dot_f32(pa + i * d, pb + i * d, d) : K.l2sq_f32(pa + i * d, pb + i * d, d);
         }
@@ -409,7 +409,7 @@ void bind_dense(py::module_& m) {
       py::arg("A"), py::arg("B"), py::arg("op"), "Row-wise float32 kernel out[i] = op(A[i], B[i]).");
 
   m.def(
-      "dense_kernel_name", [] { return std::string(similarity_kernels().name); },
+      "dense_kernel_name", [] { return std::string(dense::similarity_kernels().name); },
       "Name of the similarity kernel table the active SIMD level dispatches to.");
 
   bind_ivf_functions(m);

@@ -237,9 +237,9 @@ void bind_sparse(py::module_& m) {
             if (kk > 0) {
               py::gil_scoped_release release;
               const int threads = static_cast<int>(std::max<std::int64_t>(
-                  1, std::min<std::int64_t>(n_threads > 0 ? n_threads : hardware_threads(), nq / 4)));
+                  1, std::min<std::int64_t>(n_threads > 0 ? n_threads : common::hardware_threads(), nq / 4)));
               std::vector<std::vector<common::ScoredDoc>> outs(static_cast<std::size_t>(threads));
-              parallel_for(static_cast<std::size_t>(nq), threads, [&](std::size_t qi, int worker) {
+              common::parallel_for(static_cast<std::size_t>(nq), threads, [&](std::size_t qi, int worker) {
                 std::vector<common::ScoredDoc>& out = outs[static_cast<std::size_t>(worker)];
                 s.index.search(to_query(ix, v, p[qi], p[qi + 1]), static_cast<std::size_t>(kk), out, alg, mask,
                                static_cast<std::uint32_t>(query_cut));

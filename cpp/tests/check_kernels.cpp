@@ -34,6 +34,9 @@
 #include "ragfind/splade/impact_columns.hpp"
 
 using namespace ragfind;
+using namespace ragfind::common;
+using namespace ragfind::dense;
+using namespace ragfind::splade;
 
 namespace {
 

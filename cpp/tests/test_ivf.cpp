@@ -102,15 +102,15 @@ TEST(assignment_and_training_are_the_same_at_every_simd_level_and_thread_count) 
   const size_t n = 1500, nc = 53;
   const auto X = clustered(n, 5);
   const auto C = clustered(nc, 6);
-  const ragfind::SimdLevel before = ragfind::active_simd_level();
+  const ragfind::common::SimdLevel before = ragfind::common::active_simd_level();
   for (Metric m : {Metric::IP, Metric::L2}) {
     std::vector<int64_t> want(n);
     std::vector<float> cw(nc * kD);
-    ragfind::set_simd_level(ragfind::SimdLevel::Scalar);
+    ragfind::common::set_simd_level(ragfind::common::SimdLevel::Scalar);
     assign_nearest(X.data(), n, kD, C.data(), nc, m, 1, want.data());
     train_kmeans(X.data(), n, kD, nc, m, 4, 9, 1, cw.data());
-    for (ragfind::SimdLevel level : ragfind::supported_simd_levels()) {
-      ragfind::set_simd_level(level);
+    for (ragfind::common::SimdLevel level : ragfind::common::supported_simd_levels()) {
+      ragfind::common::set_simd_level(level);
       for (int threads : {1, 2, 5}) {
         std::vector<int64_t> got(n);
         std::vector<float> cg(nc * kD);
@@ -121,7 +121,7 @@ TEST(assignment_and_training_are_the_same_at_every_simd_level_and_thread_count) 
       }
     }
   }
-  ragfind::set_simd_level(before);
+  ragfind::common::set_simd_level(before);
 }
 
 TEST(kmeans_is_deterministic_repairs_empty_clusters_and_balances) {

@@ -13,8 +13,8 @@
 #include "check.hpp"
 #include "ragfind/common/parallel.hpp"
 
-using ragfind::parallel_for;
-using ragfind::resolve_threads;
+using ragfind::common::parallel_for;
+using ragfind::common::resolve_threads;
 
 TEST(every_item_runs_once) {
   for (std::size_t count : {0, 1, 2, 3, 17, 1000, 20000}) {

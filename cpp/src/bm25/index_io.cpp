@@ -202,7 +202,7 @@ void save_index(const std::string& path, const InvertedIndex& index, const DocId
   const std::uint64_t file_size = off;
 
   // Temporary file next to the target, so the final rename stays on one file system.
-  remove_stale_temp_files(path);
+  common::remove_stale_temp_files(path);
   std::random_device rd;
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -215,7 +215,7 @@ void save_index(const std::string& path, const InvertedIndex& index, const DocId
   }
   std::vector<char> iobuf(1 << 20);
   std::setvbuf(f, iobuf.data(), _IOFBF, iobuf.size());
-  fault_point("bm25.save.created");
+  common::fault_point("bm25.save.created");
   try {
     std::vector<char> head(static_cast<std::size_t>(header_bytes), 0);
     if (std::fwrite(head.data(), 1, head.size(), f) != head.size())
@@ -263,7 +263,7 @@ void save_index(const std::string& path, const InvertedIndex& index, const DocId
       }
     }
     w.pad_to(file_size);
-    fault_point("bm25.save.sections_written");
+    common::fault_point("bm25.save.sections_written");
     if (w.pos != file_size) throw IndexWriteError("index writer: size mismatch (internal error)");
     // Header last: it carries the checksums.
     std::memcpy(head.data(), kMagic, 8);
@@ -292,13 +292,13 @@ void save_index(const std::string& path, const InvertedIndex& index, const DocId
     ::unlink(tmp.c_str());
     throw IndexWriteError(errno_text("cannot close", tmp));
   }
-  fault_point("bm25.save.before_rename");
+  common::fault_point("bm25.save.before_rename");
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string msg = errno_text("cannot move the new index file into place at", path);
     ::unlink(tmp.c_str());
     throw IndexWriteError(msg);
   }
-  fault_point("bm25.save.after_rename");
+  common::fault_point("bm25.save.after_rename");
   // Make the rename durable.
   std::string dir = path;
   const auto slash = dir.find_last_of('/');

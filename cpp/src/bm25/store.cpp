@@ -321,7 +321,7 @@ std::vector<Hits> Store::search_batch(const std::vector<std::vector<std::string>
   CompiledFilter scratch;
   AllowedSet view;
   const AllowedSet* allowed = allowed_view(filter, scratch, view);
-  parallel_for(stems.size(), threads, [&](std::size_t i, int) {
+  common::parallel_for(stems.size(), threads, [&](std::size_t i, int) {
     index_.search(query_terms(stems[i]), k, hits[i].docs, algorithm, allowed);
     hits[i].resolve_ids(ids_);
   });
@@ -359,7 +359,7 @@ std::vector<Hits> Store::search_batch_with_stats(const std::vector<std::vector<s
   CompiledFilter scratch;
   AllowedSet view;
   const AllowedSet* allowed = allowed_view(filter, scratch, view);
-  parallel_for(nq, threads, [&](std::size_t i, int) {
+  common::parallel_for(nq, threads, [&](std::size_t i, int) {
     index_.search(q[i], k, hits[i].docs, algorithm, allowed, &cs[i]);
     hits[i].resolve_ids(ids_);
   });

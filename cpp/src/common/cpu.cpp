@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
-namespace ragfind {
+namespace ragfind::common {
 namespace {
 
 CpuFeatures detect() {
@@ -135,4 +135,4 @@ void set_simd_level(SimdLevel level) {
   level_slot().store(static_cast<int>(level), std::memory_order_relaxed);
 }
 
-}  // namespace ragfind
+}  // namespace ragfind::common

@@ -36,7 +36,7 @@ void run_parallel(int nthreads, Fn&& fn) {
     fn(0);
     return;
   }
-  parallel_for(static_cast<size_t>(nthreads), nthreads, [&fn](size_t t, int) { fn(static_cast<int>(t)); });
+  common::parallel_for(static_cast<size_t>(nthreads), nthreads, [&fn](size_t t, int) { fn(static_cast<int>(t)); });
 }
 
 void scan_range(const SimilarityKernels& K, const RowsView& rows, const PreparedQuery& p, const SearchOptions& opt,
@@ -123,7 +123,7 @@ size_t search_subset(const RowsView& rows, const float* q, const SearchOptions& 
 int auto_threads(size_t bytes) {
   // Below ~4 MB a second thread costs more to start than it saves.
   const size_t by_work = std::max<size_t>(1, bytes / (4u << 20));
-  return static_cast<int>(std::min<size_t>(by_work, static_cast<size_t>(hardware_threads())));
+  return static_cast<int>(std::min<size_t>(by_work, static_cast<size_t>(common::hardware_threads())));
 }
 
 size_t search_one(const RowsView& rows, const float* q, const SearchOptions& opt, int64_t* out_rows,
@@ -213,12 +213,12 @@ void search_batch(const RowsView& rows, const float* Q, size_t nq, const SearchO
   }
   for (size_t i = 0; i < nq; ++i) out_counts[i] = 0;
   if (nq == 0 || k == 0 || rows.n == 0) return;
-  const int hw = opt.threads > 0 ? opt.threads : hardware_threads();
+  const int hw = opt.threads > 0 ? opt.threads : common::hardware_threads();
   if (opt.subset) {
     // A small allowed set: each query gathers its rows on one worker, queries in parallel.
     const size_t bytes = opt.subset_n * rows.d * elem_bytes(rows.storage) * nq;
     const int nt = opt.threads > 0 ? opt.threads : std::min(hw, auto_threads(bytes));
-    parallel_for(nq, nt, [&](size_t i, int) {
+    common::parallel_for(nq, nt, [&](size_t i, int) {
       out_counts[i] =
           static_cast<int64_t>(search_subset(rows, Q + i * rows.d, opt, 1, out_rows + i * k, out_scores + i * k));
     });

@@ -105,7 +105,7 @@ size_t ivf_search_one(const IvfView& v, const float* q, const IvfOptions& opt, i
     for (size_t i = 0; i < np; ++i) seen[0] += scan_list(K, v, p, so, order[i], tops[0]);
   } else {
     // Lists dealt round-robin: neighbouring probes have similar sizes, so shares even out.
-    parallel_for(static_cast<size_t>(nt), nt, [&](size_t t, int) {
+    common::parallel_for(static_cast<size_t>(nt), nt, [&](size_t t, int) {
       for (size_t i = t; i < np; i += static_cast<size_t>(nt)) seen[t] += scan_list(K, v, p, so, order[i], tops[t]);
     });
     for (int t = 1; t < nt; ++t) merge(tops[0], tops[static_cast<size_t>(t)]);
@@ -147,7 +147,7 @@ void ivf_search_batch(const IvfView& v, const float* Q, size_t nq, const IvfOpti
   }
   for (size_t i = 0; i < nq; ++i) out_counts[i] = 0;
   if (nq == 0 || k == 0 || v.nlist == 0) return;
-  const int nt = resolve_threads(opt.search.threads, nq);
+  const int nt = common::resolve_threads(opt.search.threads, nq);
   const size_t d = v.rows.d;
   if (nt == 1 || nq < static_cast<size_t>(nt)) {
     // Few queries: each one splits its lists over the workers instead.
@@ -157,7 +157,7 @@ void ivf_search_batch(const IvfView& v, const float* Q, size_t nq, const IvfOpti
   }
   IvfOptions one = opt;
   one.search.threads = 1;
-  parallel_for(nq, nt, [&](size_t i, int) {
+  common::parallel_for(nq, nt, [&](size_t i, int) {
     out_counts[i] = static_cast<int64_t>(ivf_search_one(v, Q + i * d, one, out_rows + i * k, out_scores + i * k));
   });
 }

@@ -55,8 +55,8 @@ void assign_nearest(const float* X, size_t n, size_t d, const float* C, size_t n
     }
   const CentroidPanels P = pack_centroids(K, C, nc, d, bias.data());
   const size_t nblocks = (n + kRowBlock - 1) / kRowBlock;
-  const int nt = resolve_threads(threads, nblocks);
-  parallel_for(nblocks, nt, [&](size_t b, int) {
+  const int nt = common::resolve_threads(threads, nblocks);
+  common::parallel_for(nblocks, nt, [&](size_t b, int) {
     const size_t r0 = b * kRowBlock;
     K.nearest_f32(X + r0 * d, std::min(kRowBlock, n - r0), P, out_list + r0);
   });
@@ -88,7 +88,7 @@ KmeansResult train_kmeans(const float* X, size_t n, size_t d, size_t nc, Metric 
     for (size_t i = 0; i < n; ++i) ++counts[static_cast<size_t>(assign[i])];
     // Centroid sums split by dimension across the workers: each sum still adds its rows in
     // row order, so the result does not depend on the thread count.
-    parallel_for(nslices, resolve_threads(threads, nslices), [&](size_t b, int) {
+    common::parallel_for(nslices, common::resolve_threads(threads, nslices), [&](size_t b, int) {
       const size_t j0 = b * kDimSlice, j1 = std::min(d, j0 + kDimSlice);
       for (size_t c = 0; c < nc; ++c) std::fill(sums.data() + c * d + j0, sums.data() + c * d + j1, 0.0);
       for (size_t i = 0; i < n; ++i) {

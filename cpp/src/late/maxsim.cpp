@@ -45,7 +45,7 @@ std::vector<float> pack_query(const float* query, int64_t m, int64_t dim) {
 }
 
 int resolve_threads(int n_threads, int64_t work_items, int64_t min_items_per_thread) {
-  const int n = n_threads > 0 ? n_threads : hardware_threads();
+  const int n = n_threads > 0 ? n_threads : common::hardware_threads();
   const int64_t by_work = std::max<int64_t>(1, work_items / std::max<int64_t>(1, min_items_per_thread));
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(n, by_work)));
 }
@@ -88,7 +88,7 @@ NonFinite maxsim_batch(const float* query, int64_t m, int64_t dim, const void* c
   std::vector<std::vector<float>> scratch(
       static_cast<size_t>(threads),
       std::vector<float>(dtype == TokenDType::F16 ? static_cast<size_t>(kF16Block * dim) : 0));
-  parallel_for(static_cast<size_t>(n_chunks), threads, [&](size_t c, int worker) {
+  common::parallel_for(static_cast<size_t>(n_chunks), threads, [&](size_t c, int worker) {
     const int64_t begin = static_cast<int64_t>(c) * chunk;
     if (begin > first_bad.load(std::memory_order_relaxed)) return;
     const int64_t end = std::min(n_docs, begin + chunk);

@@ -38,7 +38,6 @@ from ragfind.persist.atomic import fsync_dir
 from ragfind.pipeline.results import SearchResult
 from ragfind.pipeline.retriever import Retriever
 from ragfind.pipeline.runner import StageLists
-from ragfind.pipeline.stages.bm25 import BM25Stage
 
 __all__ = ["ShardedRetriever", "ShardedSearchResult", "ShardUnavailableError", "StalePrimaryError"]
 
@@ -90,7 +89,7 @@ class _ShardStages:
         t_embed = 0.0
         terms: dict = {}
         for s in stages:
-            if isinstance(s, BM25Stage):
+            if getattr(s, "kind", None) == "bm25":
                 plan.append((s.name, "bm25", list(queries)))
                 terms[s.name] = [list(dict.fromkeys(s.index.analyze_query(q))) for q in queries]
             elif hasattr(s, "embed"):

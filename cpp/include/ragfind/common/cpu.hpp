@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace ragfind {
+namespace ragfind::common {
 
 /// SIMD levels in increasing order of preference (NEON and the x86 levels never coexist).
 enum class SimdLevel : int { Scalar = 0, NEON = 1, AVX2 = 2, AVX512 = 3 };
@@ -66,4 +66,4 @@ struct KernelTable {
   }
 };
 
-}  // namespace ragfind
+}  // namespace ragfind::common

@@ -17,7 +17,7 @@
 #include <cstring>
 #include <string>
 
-namespace ragfind {
+namespace ragfind::common {
 
 /// Kills the process with SIGKILL if RAGFIND_FAULT_INJECT names this point (testing only).
 inline void fault_point(const char* name) {
@@ -45,4 +45,4 @@ inline void remove_stale_temp_files(const std::string& path) {
   ::closedir(d);
 }
 
-}  // namespace ragfind
+}  // namespace ragfind::common

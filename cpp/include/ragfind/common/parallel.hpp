@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-namespace ragfind {
+namespace ragfind::common {
 
 /// Logical CPUs (at least 1).
 inline int hardware_threads() {
@@ -62,4 +62,4 @@ void parallel_for(std::size_t count, int threads, Fn&& fn) {
   if (error) std::rethrow_exception(error);
 }
 
-}  // namespace ragfind
+}  // namespace ragfind::common

@@ -15,7 +15,9 @@
 
 #include "ragfind/common/cpu.hpp"
 
-namespace ragfind {
+namespace ragfind::dense {
+
+using common::SimdLevel;
 
 /// Centroids in the layout of one kernel table: panels of `width` centroids, panel p (centroids
 /// [p * width, ...)) at data[p * width * d], stored k-major as d rows of wp floats, where wp is
@@ -45,4 +47,4 @@ const NearestKernels& nearest_kernels_at(SimdLevel level);
 /// Packs nc x d row-major centroids and their bias (nullptr: zeros) for K.
 CentroidPanels pack_centroids(const NearestKernels& K, const float* C, size_t nc, size_t d, const float* bias);
 
-}  // namespace ragfind
+}  // namespace ragfind::dense

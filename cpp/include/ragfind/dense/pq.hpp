@@ -14,6 +14,9 @@
 
 namespace ragfind::dense {
 
+using common::KernelTable;
+using common::SimdLevel;
+
 /// Codes of one 4-bit fast-scan block: kPqBlock rows.
 inline constexpr size_t kPqBlock = 32;
 

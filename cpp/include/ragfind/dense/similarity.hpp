@@ -16,7 +16,9 @@
 
 #include "ragfind/common/cpu.hpp"
 
-namespace ragfind {
+namespace ragfind::dense {
+
+using common::SimdLevel;
 
 /// Implementations of every similarity kernel for one SIMD level.
 struct SimilarityKernels {
@@ -53,4 +55,4 @@ const SimilarityKernels& similarity_kernels_at(SimdLevel level);
 /// Scalar float16 (binary16 bits) to float32 conversion, exact for every input.
 float half_to_float(uint16_t h);
 
-}  // namespace ragfind
+}  // namespace ragfind::dense

@@ -36,8 +36,8 @@ using MaxSimF16Fn = void (*)(const float* panels, int64_t m, int64_t dim, const 
                              float* scratch);
 
 /// Kernel tables (scalar reference, NEON, AVX2, AVX-512).
-const KernelTable<MaxSimF32Fn>& maxsim_f32_table();
-const KernelTable<MaxSimF16Fn>& maxsim_f16_table();
+const common::KernelTable<MaxSimF32Fn>& maxsim_f32_table();
+const common::KernelTable<MaxSimF16Fn>& maxsim_f16_table();
 
 /// Where a batch found a non-finite document value (doc = -1: none).
 struct NonFinite {

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-namespace ragfind {
+namespace ragfind::splade {
 
 struct ImpactColumnKernels {
   /// acc[i] = w[0] * cols[0][from + i] + w[1] * cols[1][from + i] + ... (left to right, each
@@ -29,4 +29,4 @@ struct ImpactColumnKernels {
 /// The kernels of the active SIMD level (ragfind/common/cpu.hpp).
 const ImpactColumnKernels& impact_column_kernels();
 
-}  // namespace ragfind
+}  // namespace ragfind::splade

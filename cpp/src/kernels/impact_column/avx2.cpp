@@ -12,7 +12,7 @@
 
 #include "kernels.hpp"
 
-namespace ragfind::kernels {
+namespace ragfind::splade::kernels {
 namespace {
 
 inline __m256 term(const std::uint16_t* p, __m256 w) {
@@ -59,4 +59,4 @@ std::uint32_t next_above(const float* acc, std::uint32_t from, std::uint32_t n, 
 // No scatter instruction in AVX2: postings are scattered one at a time.
 const ImpactColumnKernels impact_column_avx2 = {sum_columns, scatter_add_each, next_above};
 
-}  // namespace ragfind::kernels
+}  // namespace ragfind::splade::kernels

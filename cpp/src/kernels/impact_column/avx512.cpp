@@ -13,7 +13,7 @@
 
 #include "kernels.hpp"
 
-namespace ragfind::kernels {
+namespace ragfind::splade::kernels {
 namespace {
 
 inline __m512 term(const std::uint16_t* p, __m512 w) {
@@ -96,4 +96,4 @@ std::uint32_t next_above(const float* acc, std::uint32_t from, std::uint32_t n, 
 
 const ImpactColumnKernels impact_column_avx512 = {sum_columns, scatter_add, next_above};
 
-}  // namespace ragfind::kernels
+}  // namespace ragfind::splade::kernels

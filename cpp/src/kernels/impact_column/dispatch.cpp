@@ -2,24 +2,24 @@
 #include "kernels.hpp"
 #include "ragfind/common/cpu.hpp"
 
-namespace ragfind {
+namespace ragfind::splade {
 
 const ImpactColumnKernels& impact_column_kernels() {
-  static const KernelTable<const ImpactColumnKernels*> t = [] {
-    KernelTable<const ImpactColumnKernels*> k;
-    k.by_level[static_cast<int>(SimdLevel::Scalar)] = &kernels::impact_column_scalar;
+  static const common::KernelTable<const ImpactColumnKernels*> t = [] {
+    common::KernelTable<const ImpactColumnKernels*> k;
+    k.by_level[static_cast<int>(common::SimdLevel::Scalar)] = &kernels::impact_column_scalar;
 #ifdef RAGFIND_HAVE_AVX2
-    k.by_level[static_cast<int>(SimdLevel::AVX2)] = &kernels::impact_column_avx2;
+    k.by_level[static_cast<int>(common::SimdLevel::AVX2)] = &kernels::impact_column_avx2;
 #endif
 #ifdef RAGFIND_HAVE_AVX512
-    k.by_level[static_cast<int>(SimdLevel::AVX512)] = &kernels::impact_column_avx512;
+    k.by_level[static_cast<int>(common::SimdLevel::AVX512)] = &kernels::impact_column_avx512;
 #endif
 #ifdef RAGFIND_HAVE_NEON
-    k.by_level[static_cast<int>(SimdLevel::NEON)] = &kernels::impact_column_neon;
+    k.by_level[static_cast<int>(common::SimdLevel::NEON)] = &kernels::impact_column_neon;
 #endif
     return k;
   }();
   return *t.get();
 }
 
-}  // namespace ragfind
+}  // namespace ragfind::splade

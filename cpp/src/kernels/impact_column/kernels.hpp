@@ -6,7 +6,7 @@
 
 #include "ragfind/splade/impact_columns.hpp"
 
-namespace ragfind::kernels {
+namespace ragfind::splade::kernels {
 
 // The one-at-a-time forms of the kernels: the scalar level's scatter and scan, and the tails of
 // the SIMD levels. Internal linkage (anonymous namespace): each ISA file compiles its own copy
@@ -50,4 +50,4 @@ extern const ImpactColumnKernels impact_column_avx512;
 extern const ImpactColumnKernels impact_column_neon;
 #endif
 
-}  // namespace ragfind::kernels
+}  // namespace ragfind::splade::kernels

@@ -8,7 +8,7 @@
 
 #include "kernels.hpp"
 
-namespace ragfind::kernels {
+namespace ragfind::splade::kernels {
 namespace {
 
 // w * float(col[i..i+8)) as two float32x4.
@@ -51,4 +51,4 @@ std::uint32_t next_above(const float* acc, std::uint32_t from, std::uint32_t n, 
 
 const ImpactColumnKernels impact_column_neon = {sum_columns, scatter_add_each, next_above};
 
-}  // namespace ragfind::kernels
+}  // namespace ragfind::splade::kernels

@@ -3,7 +3,7 @@
 // scatter and the scan are the shared one-at-a-time loops of kernels.hpp.
 #include "kernels.hpp"
 
-namespace ragfind::kernels {
+namespace ragfind::splade::kernels {
 namespace {
 
 void sum_columns(float* __restrict acc, const std::uint16_t* const* cols, const float* w, std::uint32_t m,
@@ -21,4 +21,4 @@ void sum_columns(float* __restrict acc, const std::uint16_t* const* cols, const 
 
 const ImpactColumnKernels impact_column_scalar = {sum_columns, scatter_add_each, next_above_each};
 
-}  // namespace ragfind::kernels
+}  // namespace ragfind::splade::kernels

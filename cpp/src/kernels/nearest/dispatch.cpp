@@ -1,12 +1,12 @@
 // Runtime dispatch for the nearest-centroid kernel: one KernelTable over the per-ISA tables.
 #include "kernels.hpp"
 
-namespace ragfind {
+namespace ragfind::dense {
 namespace {
 
-const KernelTable<const NearestKernels*>& table() {
-  static const KernelTable<const NearestKernels*> t = [] {
-    KernelTable<const NearestKernels*> k;
+const common::KernelTable<const NearestKernels*>& table() {
+  static const common::KernelTable<const NearestKernels*> t = [] {
+    common::KernelTable<const NearestKernels*> k;
     k.by_level[static_cast<int>(SimdLevel::Scalar)] = &kernels::nearest_scalar;
 #ifdef RAGFIND_HAVE_NEON
     k.by_level[static_cast<int>(SimdLevel::NEON)] = &kernels::nearest_neon;
@@ -28,4 +28,4 @@ const NearestKernels& nearest_kernels() { return *table().get(); }
 
 const NearestKernels& nearest_kernels_at(SimdLevel level) { return *table().at(level); }
 
-}  // namespace ragfind
+}  // namespace ragfind::dense

@@ -22,7 +22,7 @@
 
 #include "ragfind/dense/nearest.hpp"
 
-namespace ragfind::kernels {
+namespace ragfind::dense::kernels {
 
 extern const NearestKernels nearest_scalar;
 #ifdef RAGFIND_HAVE_AVX2
@@ -142,4 +142,4 @@ void nearest_blocked(const float* X, size_t n, const CentroidPanels& P, int64_t*
 }
 
 }  // namespace nearest_detail
-}  // namespace ragfind::kernels
+}  // namespace ragfind::dense::kernels

@@ -4,7 +4,7 @@
 
 #include "kernels.hpp"
 
-namespace ragfind::kernels {
+namespace ragfind::dense::kernels {
 namespace {
 
 struct Ops {
@@ -39,4 +39,4 @@ void nearest_f32(const float* X, size_t n, const CentroidPanels& P, int64_t* out
 
 extern const NearestKernels nearest_neon = {"neon", Ops::L, Ops::L* Ops::NV, nearest_f32};
 
-}  // namespace ragfind::kernels
+}  // namespace ragfind::dense::kernels

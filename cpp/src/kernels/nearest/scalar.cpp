@@ -7,7 +7,7 @@
 
 #include "kernels.hpp"
 
-namespace ragfind {
+namespace ragfind::dense {
 
 CentroidPanels pack_centroids(const NearestKernels& K, const float* C, size_t nc, size_t d, const float* bias) {
   if (K.lanes == 0 || K.width % K.lanes != 0) throw std::logic_error("pack_centroids: bad panel shape");
@@ -61,4 +61,4 @@ void nearest_f32(const float* X, size_t n, const CentroidPanels& P, int64_t* out
 extern const NearestKernels nearest_scalar = {"scalar", 1, 1, nearest_f32};
 
 }  // namespace kernels
-}  // namespace ragfind
+}  // namespace ragfind::dense

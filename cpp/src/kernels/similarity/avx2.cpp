@@ -14,7 +14,7 @@
 
 #include "kernels.hpp"
 
-namespace ragfind::kernels {
+namespace ragfind::dense::kernels {
 namespace {
 
 // Sliding window for masked loads: 8 x -1 followed by 8 x 0 (a plain array, not a SIMD
@@ -326,4 +326,4 @@ extern const SimilarityKernels similarity_avx2 = {
     l2_rows_f16, dot_rows_i8, dot_tile_f32, f16_to_f32,   i8_to_f32,
 };
 
-}  // namespace ragfind::kernels
+}  // namespace ragfind::dense::kernels

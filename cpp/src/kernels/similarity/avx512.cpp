@@ -15,7 +15,7 @@
 
 #include "kernels.hpp"
 
-namespace ragfind::kernels {
+namespace ragfind::dense::kernels {
 namespace {
 
 // Software prefetch of rows a couple of groups ahead (see avx2.cpp).
@@ -170,7 +170,7 @@ __attribute__((target("avx512vnni"))) void dot_rows_i8_vnni(const int16_t* q, co
 #undef RAGFIND_I8_ROWS_BODY
 
 void dot_rows_i8(const int16_t* q, const int8_t* X, size_t n, size_t d, float* out) {
-  static const bool vnni = cpu_features().avx512vnni;
+  static const bool vnni = common::cpu_features().avx512vnni;
   if (vnni) dot_rows_i8_vnni(q, X, n, d, out);
   else dot_rows_i8_bw(q, X, n, d, out);
 }
@@ -239,4 +239,4 @@ extern const SimilarityKernels similarity_avx512 = {
     l2_rows_f16, dot_rows_i8, dot_tile_f32, f16_to_f32,   i8_to_f32,
 };
 
-}  // namespace ragfind::kernels
+}  // namespace ragfind::dense::kernels

@@ -1,12 +1,12 @@
 // Runtime dispatch for the similarity kernels: one KernelTable over the per-ISA tables.
 #include "kernels.hpp"
 
-namespace ragfind {
+namespace ragfind::dense {
 namespace {
 
-const KernelTable<const SimilarityKernels*>& table() {
-  static const KernelTable<const SimilarityKernels*> t = [] {
-    KernelTable<const SimilarityKernels*> k;
+const common::KernelTable<const SimilarityKernels*>& table() {
+  static const common::KernelTable<const SimilarityKernels*> t = [] {
+    common::KernelTable<const SimilarityKernels*> k;
     k.by_level[static_cast<int>(SimdLevel::Scalar)] = &kernels::similarity_scalar;
 #ifdef RAGFIND_HAVE_NEON
     k.by_level[static_cast<int>(SimdLevel::NEON)] = &kernels::similarity_neon;
@@ -28,4 +28,4 @@ const SimilarityKernels& similarity_kernels() { return *table().get(); }
 
 const SimilarityKernels& similarity_kernels_at(SimdLevel level) { return *table().at(level); }
 
-}  // namespace ragfind
+}  // namespace ragfind::dense

@@ -3,7 +3,7 @@
 
 #include "ragfind/dense/similarity.hpp"
 
-namespace ragfind::kernels {
+namespace ragfind::dense::kernels {
 
 extern const SimilarityKernels similarity_scalar;
 #ifdef RAGFIND_HAVE_AVX2
@@ -21,4 +21,4 @@ extern const SimilarityKernels similarity_neon;
 /// 512 * 127 * 16383 < 2^31 (the whole chunk in one lane would not fit).
 inline constexpr size_t kI8ChunkElems = 4096;
 
-}  // namespace ragfind::kernels
+}  // namespace ragfind::dense::kernels

@@ -15,7 +15,7 @@
 
 #include "kernels.hpp"
 
-namespace ragfind::kernels {
+namespace ragfind::dense::kernels {
 namespace {
 
 // Horizontal sums of four accumulators, as one vector {sum(a), sum(b), sum(c), sum(d)}.
@@ -306,4 +306,4 @@ extern const SimilarityKernels similarity_neon = {
     l2_rows_f16, dot_rows_i8, dot_tile_f32, f16_to_f32,   i8_to_f32,
 };
 
-}  // namespace ragfind::kernels
+}  // namespace ragfind::dense::kernels

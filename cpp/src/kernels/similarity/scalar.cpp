@@ -4,7 +4,7 @@
 
 #include "kernels.hpp"
 
-namespace ragfind {
+namespace ragfind::dense {
 
 float half_to_float(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
@@ -108,4 +108,4 @@ extern const SimilarityKernels similarity_scalar = {
 };
 
 }  // namespace kernels
-}  // namespace ragfind
+}  // namespace ragfind::dense
