@@ -12,10 +12,10 @@ namespace {
 
 // Document-side weights: quantised impacts (query weights carry the 1 / scale) or float bits.
 struct QuantisedWeight {
-  float operator()(std::uint32_t stored, std::uint32_t) const { return static_cast<float>(stored); }
+  float operator()(std::uint32_t, std::uint32_t stored) const { return static_cast<float>(stored); }
 };
 struct FloatWeight {
-  float operator()(std::uint32_t stored, std::uint32_t) const {
+  float operator()(std::uint32_t, std::uint32_t stored) const {
     float v;
     std::memcpy(&v, &stored, 4);
     return v;

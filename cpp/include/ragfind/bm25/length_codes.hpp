@@ -47,7 +47,8 @@ inline float doc_norm(const Params& p, std::uint32_t dl, double avgdl) {
 void build_weight_table(const Params& p, double avgdl, const LengthCodes& codes, WeightTable& t);
 
 /// The document-side weight of a posting, from the document's code: what DocWeight<M> gives
-/// for (tf, the document's norm), read from the table where it can be.
+/// for (tf, the document's norm), read from the table where it can be. BM25's scorer policy for
+/// the generic query algorithms (inverted/maxscore.hpp, inverted/blockmax.hpp).
 template <Method M>
 struct Weigher {
   DocWeight<M> dw;
@@ -60,6 +61,8 @@ struct Weigher {
   Weigher(const Params& p, double avg, const std::uint8_t* code_, const std::uint32_t* len_, const WeightTable* t)
       : dw(p), params(p), avgdl(avg), code(code_), len(len_), table(t) {}
 
+  /// What the generic query algorithms' cursors prefetch ahead of scoring (inverted/maxscore.hpp).
+  const std::uint8_t* prefetch() const { return code; }
   float norm(std::uint32_t doc) const {
     const unsigned c = code[doc];
     return c != kEscape ? table->norm[c] : doc_norm(params, len[doc], avgdl);

@@ -1,14 +1,17 @@
 // Query algorithms over one posting segment (inverted::Segment), generic in how a posting
-// turns into a document-side weight. The learned sparse index (SPLADE, splade/impact_index.cpp)
-// runs on these. BM25 does not: it has its own MaxScore and term-at-a-time loops
-// (src/bm25/query_maxscore.cpp, query_exhaustive.cpp), specialised per variant on the float
-// fast path and skipping dead (deleted) and filtered-out documents.
+// turns into a document-side weight: the scorer policy, as PISA's query/algorithm/* are
+// generic over the scorer. The learned sparse index (SPLADE, splade/impact_index.cpp) runs the
+// flat-array algorithms below on its impacts; BM25 (src/bm25/query_maxscore.cpp) runs the
+// block-compressed MaxScore here and block-max MaxScore (blockmax.hpp) with its own scorer.
 //
-// W is a functor: float operator()(uint32_t stored, uint32_t local_doc) const, giving the
-// document-side weight of a posting (>= 0); the score of a document is the sum over query
-// terms i of weight[i] * W(posting). `bounds[slot]` is an upper bound of W over the posting
-// list in directory slot `slot`. Both algorithms follow the TopKQueue contract
-// (ragfind/common/topk_queue.hpp) and visit documents in increasing id order.
+// W, the scorer: float operator()(uint32_t local_doc, uint32_t value) const, the
+// document-side weight of a posting (>= 0) from its stored value (a quantised impact or float
+// bits for SPLADE; a term frequency, with the document's length code, for BM25). The score of a
+// document is the sum over query terms i of weight[i] * W(doc, value). Over compressed segments
+// W also has const uint8_t* prefetch() const: a per-local-doc array the scorer reads, which the
+// cursors prefetch ahead of scoring (nullptr: none). Bounds are upper bounds of W over a list.
+// Every algorithm follows the TopKQueue contract (ragfind/common/topk_queue.hpp) and visits
+// documents in increasing id order.
 //
 // A is the allowed set: AllDocs (every document; compiles to the unrestricted loops) or
 // AllowedDocs (a byte per local document, 0 for a deleted or filtered-out one). A disallowed
@@ -24,6 +27,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -63,7 +67,7 @@ struct WeightedTerm {
 };
 
 /// One query term's posting list in a segment: the postings [pos, end), the query weight and
-/// the term's score bound (weight x the list's max impact, slightly inflated so float rounding
+/// the term's score bound (weight x the list's largest document-side weight, slightly inflated so float rounding
 /// never prunes a document that ties the threshold).
 struct BoundedList {
   std::uint64_t pos, end;
@@ -98,7 +102,8 @@ inline void offer_scores(const float* acc, std::uint32_t n, std::uint32_t base, 
   }
 }
 
-/// MaxScore top-k of one segment (documents reported as seg.base + local id).
+/// MaxScore top-k of one flat segment (documents reported as seg.base + local id); bounds[slot]
+/// is an upper bound of w over the list in directory slot `slot`.
 template <class W, class A = AllDocs>
 void maxscore_segment(const Segment& seg, const std::vector<WeightedTerm>& query, const float* bounds, const W& w,
                       TopKQueue& heap, const A& allowed = {}) {
@@ -129,7 +134,7 @@ void maxscore_segment(const Segment& seg, const std::vector<WeightedTerm>& query
     for (std::size_t i = first_ess; i < n; ++i) {
       Cursor& c = cur[i];
       if (c.pos < c.end && docs[c.pos] == doc) {
-        score += c.weight * w(stored[c.pos], doc);
+        score += c.weight * w(doc, stored[c.pos]);
         ++c.pos;
       }
     }
@@ -141,7 +146,7 @@ void maxscore_segment(const Segment& seg, const std::vector<WeightedTerm>& query
       }
       Cursor& c = cur[i];
       c.pos = next_geq(docs, c.pos, c.end, doc);
-      if (c.pos < c.end && docs[c.pos] == doc) score += c.weight * w(stored[c.pos], doc);
+      if (c.pos < c.end && docs[c.pos] == doc) score += c.weight * w(doc, stored[c.pos]);
     }
     if (alive && heap.insert(score, seg.base + doc) && heap.full()) {
       theta = heap.threshold();
@@ -165,7 +170,7 @@ void exhaustive_segment(const Segment& seg, const std::vector<WeightedTerm>& que
     const std::int64_t slot = seg.slot_of(t.term);
     if (slot < 0) continue;
     for (std::uint64_t j = seg.offsets[slot], e = seg.offsets[slot + 1]; j < e; ++j)
-      acc[docs[j]] += t.weight * w(stored[j], docs[j]);
+      acc[docs[j]] += t.weight * w(docs[j], stored[j]);
   }
   // Excluded documents zeroed in one pass: cheaper than a branch per posting, and nothing
   // prunes here.
@@ -213,12 +218,12 @@ void taat_maxscore_segment(const Segment& seg, const std::vector<WeightedTerm>& 
         const std::uint32_t d = docs[j];
         if (!allowed(d)) continue;  // only allowed partial scores feed the threshold
         if (acc[d] == 0.0f) touched.push_back(d);
-        acc[d] += t.weight * w(stored[j], d);
+        acc[d] += t.weight * w(d, stored[j]);
       }
       if (touched.size() > seg.num_docs / 4) track = false;
     } else {
       for (std::uint64_t j = t.pos; j < t.end; ++j)
-        if (allowed(docs[j])) acc[docs[j]] += t.weight * w(stored[j], docs[j]);
+        if (allowed(docs[j])) acc[docs[j]] += t.weight * w(docs[j], stored[j]);
     }
     if (track && touched.size() >= k && i + 1 < n) {
       scratch.resize(touched.size());
@@ -232,7 +237,7 @@ void taat_maxscore_segment(const Segment& seg, const std::vector<WeightedTerm>& 
     // Nothing (more) to prune with: finish term at a time and scan, as exhaustive_segment.
     for (std::size_t r = i; r < n; ++r)
       for (std::uint64_t j = terms[r].pos; j < terms[r].end; ++j)
-        if (allowed(docs[j])) acc[docs[j]] += terms[r].weight * w(stored[j], docs[j]);
+        if (allowed(docs[j])) acc[docs[j]] += terms[r].weight * w(docs[j], stored[j]);
     offer_scores(acc, seg.num_docs, seg.base, heap);
     return;
   }
@@ -247,12 +252,221 @@ void taat_maxscore_segment(const Segment& seg, const std::vector<WeightedTerm>& 
     std::size_t kept = 0;
     for (std::uint32_t d : cand) {
       pos = next_geq(docs, pos, t.end, d);
-      if (pos < t.end && docs[pos] == d) acc[d] += t.weight * w(stored[pos], d);
+      if (pos < t.end && docs[pos] == d) acc[d] += t.weight * w(d, stored[pos]);
       if (static_cast<double>(acc[d]) + rest[r + 1] >= theta) cand[kept++] = d;
     }
     cand.resize(kept);
   }
   for (std::uint32_t d : cand) heap.insert(acc[d], seg.base + d);
+}
+
+// ---- Over block-compressed segments (PostingCursor) ----
+
+/// A query term's list in a segment before its cursor is opened: directory slot, query
+/// weight and score bound (weight x list bound, inflated).
+struct ListInSegment {
+  std::size_t slot;
+  float weight;
+  double bound;
+};
+
+/// The query terms (terms[i] with weights[i]) the segment has, with their score bounds
+/// (list_bound(slot) is an upper bound of the scorer over the list), sorted by increasing
+/// bound: the order MaxScore and block-max MaxScore split essential lists in. Sorted before
+/// the cursors open (cursors hold a decoded block each and are not cheap to move).
+template <class ListBound>
+void segment_lists(const Segment& seg, const std::vector<std::uint32_t>& terms, const std::vector<float>& weights,
+                   double inflate, ListBound&& list_bound, std::vector<ListInSegment>& out) {
+  out.clear();
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    const std::int64_t slot = seg.slot_of(terms[i]);
+    if (slot < 0) continue;
+    const auto s = static_cast<std::size_t>(slot);
+    out.push_back({s, weights[i], static_cast<double>(weights[i]) * list_bound(s) * inflate});
+  }
+  std::sort(out.begin(), out.end(), [](const ListInSegment& a, const ListInSegment& b) { return a.bound < b.bound; });
+}
+
+/// A float at or below which a score s cannot pass `s + rest > theta` (rest summed in double):
+/// a few float ulps under theta - rest, so the float test never rejects a score the double
+/// test would keep; -inf when every score passes.
+inline float pass_limit(float theta, double rest) {
+  const double d = static_cast<double>(theta) - rest;
+  if (!(d > 0.0)) return -std::numeric_limits<float>::infinity();
+  return static_cast<float>(d) * (1.0f - 4 * std::numeric_limits<float>::epsilon());
+}
+
+/// How many postings ahead a cursor prefetches the scorer's entry for the document it will score.
+inline constexpr std::uint32_t kPrefetch = 16;
+
+/// An open list: its cursor, query weight and score bound.
+struct WeightedCursor {
+  PostingCursor pc;
+  float weight;
+  double bound;
+};
+
+/// MaxScore top-k of one compressed segment (documents reported as seg.base + local id):
+/// query terms `query` with query-side weights `weights`, list_bound(slot) an upper bound of
+/// the scorer w over the list in directory slot `slot`.
+///
+/// The essential lists are merged a window of documents at a time (each list's postings in
+/// the window scored in one loop, then merged by doc without branches), and the candidates then
+/// go through the probes document at a time, in doc order. Disallowed documents are skipped as
+/// candidates before any probe; a bound over all postings stays a valid bound over the allowed
+/// ones. The scorer and the allowed set come by value: a local copy stays in registers, where
+/// members read through a reference would be reloaded after every store to the buffers.
+template <class W, class ListBound, class A = AllDocs>
+void maxscore_compressed_segment(const Segment& seg, const std::vector<std::uint32_t>& query,
+                                 const std::vector<float>& weights, ListBound&& list_bound, W wt, TopKQueue& heap,
+                                 A allowed = {}) {
+  const double inflate = 1.0 + 1e-6 * static_cast<double>(query.size() + 4);
+  thread_local std::vector<ListInSegment> terms;
+  // Thread-local storage, used through plain pointers (a thread_local in a shared library is
+  // looked up again after every call the compiler cannot see through).
+  thread_local std::vector<WeightedCursor> cur_store;
+  thread_local std::vector<double> cum_store;
+  segment_lists(seg, query, weights, inflate, list_bound, terms);
+  if (terms.empty()) return;
+  const std::size_t n = terms.size();
+  if (cur_store.size() < n) cur_store.resize(n);
+  cum_store.resize(n);
+  WeightedCursor* const cur = cur_store.data();
+  double* const cum = cum_store.data();
+  for (std::size_t i = 0; i < n; ++i) {
+    cur[i].pc.reset(seg, terms[i].slot, wt.prefetch());
+    cur[i].weight = terms[i].weight;
+    cur[i].bound = terms[i].bound;
+  }
+  double acc = 0;
+  for (std::size_t i = 0; i < n; ++i) cum[i] = (acc += cur[i].bound);
+  float theta = heap.threshold();
+  std::size_t first_ess = 0;
+  while (first_ess < n && cum[first_ess] <= theta) ++first_ess;
+  // A candidate's first test (its score plus the non-essential bounds against theta) in float:
+  // a few ulps under theta minus those bounds, so it never rejects a score the double test
+  // keeps. About half of the candidates fail it at 1M top-10.
+  float pass = pass_limit(theta, first_ess > 0 ? cum[first_ess - 1] : 0.0);
+  // Probes the non-essential lists for a candidate and offers it to the queue.
+  auto finish = [&](std::uint32_t doc, float score) {
+    if (score <= pass) return;
+    // The first list is probed without its double test: a score passing `pass` nearly always
+    // passes it too, and probing one list too many costs no exactness (the tests only prune).
+    for (std::size_t i = first_ess; i-- > 0;) {
+      if (i + 1 < first_ess && static_cast<double>(score) + cum[i] <= theta) return;
+      WeightedCursor& c = cur[i];
+      c.pc.next_geq(doc);
+      if (c.pc.doc() == doc) score += c.weight * wt(doc, c.pc.tf());
+    }
+    // Docs come in increasing order, so an equal score never displaces an entry (queue contract).
+    if (score <= theta) return;
+    if (heap.insert(score, seg.base + doc) && heap.full()) {
+      theta = heap.threshold();
+      while (first_ess < n && cum[first_ess] <= theta) ++first_ess;
+      pass = pass_limit(theta, first_ess > 0 ? cum[first_ess - 1] : 0.0);
+    }
+  };
+  // The essential lists are read a window of documents at a time, [lo, hi], hi the end of
+  // the first essential cursor's current block: each list's postings in the window are scored
+  // in one loop, the lists are merged by doc without branches (a document in several gets its
+  // shares summed in list order, as a document at a time would sum them), and the candidates
+  // passing the first test are kept without a branch. The essential lists rarely share a
+  // document, so comparing their cursors per posting (a run of 1.6 candidates on average at
+  // 1M) spent most of its time on unpredictable branches.
+  //
+  // A window's candidates are probed after the whole window is read. A list the threshold
+  // makes non-essential meanwhile is past the window already, so probing it for them finds
+  // nothing and its share is counted once.
+  thread_local std::vector<std::uint32_t> cand_doc_store;
+  thread_local std::vector<float> cand_score_store;
+  thread_local std::vector<std::uint32_t> merge_doc_store;
+  thread_local std::vector<float> merge_score_store;
+  // A window holds at most the rest of one block per essential list.
+  const std::size_t cap = n * kPostingBlock;
+  if (cand_doc_store.size() < cap) {
+    cand_doc_store.resize(cap);
+    cand_score_store.resize(cap);
+    merge_doc_store.resize(3 * cap);
+    merge_score_store.resize(3 * cap);
+  }
+  std::uint32_t* const cand_doc = cand_doc_store.data();
+  float* const cand_score = cand_score_store.data();
+  // Three buffers, rotated by the merges.
+  std::uint32_t* const mdoc[3] = {merge_doc_store.data(), merge_doc_store.data() + cap,
+                                  merge_doc_store.data() + 2 * cap};
+  float* const mscore[3] = {merge_score_store.data(), merge_score_store.data() + cap,
+                            merge_score_store.data() + 2 * cap};
+  while (first_ess < n) {
+    std::uint32_t lo = PostingCursor::kEnd, hi = PostingCursor::kEnd;
+    for (std::size_t i = first_ess; i < n; ++i) {
+      lo = std::min(lo, cur[i].pc.doc());
+      hi = std::min(hi, cur[i].pc.block_last());
+    }
+    if (lo == PostingCursor::kEnd) break;
+    // Candidates whose essential score passes the first test, in doc order (kept without a
+    // branch: about half fail it, unpredictably).
+    std::size_t m = 0;
+    auto keep = [&](std::uint32_t doc, float score) {
+      cand_doc[m] = doc;
+      cand_score[m] = score;
+      bool ok = score > pass;
+      if constexpr (!std::is_same_v<A, AllDocs>) ok = ok && allowed(doc);
+      m += ok;
+    };
+    if (first_ess + 1 == n) {
+      WeightedCursor& c = cur[first_ess];
+      c.pc.scan_until(hi, [&](std::uint32_t doc, std::uint32_t tf) { keep(doc, c.weight * wt(doc, tf)); });
+    } else {
+      // A list's scored postings in the window, into (docs, scores); their count.
+      auto read_window = [&](WeightedCursor& c, std::uint32_t* docs, float* scores) {
+        std::size_t k = 0;
+        c.pc.scan_until(hi, [&](std::uint32_t doc, std::uint32_t tf) {
+          docs[k] = doc;
+          scores[k] = c.weight * wt(doc, tf);
+          ++k;
+        });
+        return k;
+      };
+      // The first list's scored postings, then each next list's merged in.
+      std::uint32_t* ad = mdoc[0];
+      float* as = mscore[0];
+      std::size_t na = read_window(cur[first_ess], ad, as);
+      std::uint32_t* bd = mdoc[1];
+      float* bs = mscore[1];
+      std::uint32_t* od = mdoc[2];
+      float* os = mscore[2];
+      for (std::size_t i = first_ess + 1; i < n; ++i) {
+        const std::size_t nb = read_window(cur[i], bd, bs);
+        if (nb == 0) continue;
+        if (na == 0) {
+          std::swap(ad, bd);
+          std::swap(as, bs);
+          na = nb;
+          continue;
+        }
+        // Without branches on the order (the lists interleave unpredictably): x * 1 is x and
+        // x + 0 is x, so a document in one list keeps its exact score, and one in both gets the
+        // sum in list order.
+        std::size_t x = 0, y = 0, o = 0;
+        while (x < na && y < nb) {
+          const std::uint32_t da = ad[x], db = bd[y];
+          const bool ta = da <= db, tb = db <= da;
+          od[o] = ta ? da : db;
+          os[o] = as[x] * static_cast<float>(ta) + bs[y] * static_cast<float>(tb);
+          x += ta;
+          y += tb;
+          ++o;
+        }
+        for (; x < na; ++x, ++o) od[o] = ad[x], os[o] = as[x];
+        for (; y < nb; ++y, ++o) od[o] = bd[y], os[o] = bs[y];
+        std::swap(ad, od);
+        std::swap(as, os);
+        na = o;
+      }
+      for (std::size_t x = 0; x < na; ++x) keep(ad[x], as[x]);
+    }
+    for (std::size_t j = 0; j < m; ++j) finish(cand_doc[j], cand_score[j]);
+  }
 }
 
 }  // namespace ragfind::inverted

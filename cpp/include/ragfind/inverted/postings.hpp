@@ -152,8 +152,10 @@ class PostingCursor {
   void prefetch_ahead(std::uint32_t k) const {
     if (i_ + k < dec_) __builtin_prefetch(prefetch_ + docs_[i_ + k]);
   }
-  /// Moves to the first posting whose doc is >= target (never backwards).
-  void next_geq(std::uint32_t target) {
+  /// Moves to the first posting whose doc is >= target (never backwards). Always inlined: the
+  /// probes of every query algorithm call it, and GCC's budget would otherwise outline it from
+  /// the larger of them.
+  [[gnu::always_inline]] inline void next_geq(std::uint32_t target) {
     if (doc_ >= target) return;
     if (last_[blk_] < target) {
       skip_to(target);
@@ -174,9 +176,10 @@ class PostingCursor {
   /// The last doc of the current block (kEnd past the end).
   std::uint32_t block_last() const { return doc_ == kEnd ? kEnd : last_[blk_]; }
   /// Calls f(doc, tf) for the postings from the cursor on whose doc is <= hi, then moves past
-  /// them; hi is at most block_last() (the postings read lie in the current block).
+  /// them; hi is at most block_last() (the postings read lie in the current block). Always
+  /// inlined: out of line, f's captures are read through memory on every posting.
   template <class F>
-  void scan_until(std::uint32_t hi, F&& f) {
+  [[gnu::always_inline]] inline void scan_until(std::uint32_t hi, F&& f) {
     if (doc_ > hi) return;  // (and past the end)
     while (dec_ < n_) decode_group();
     // The end of the run first (a branch-free binary search unless the whole rest is wanted),
