@@ -1,6 +1,7 @@
 // InvertedIndex: building segments, merging them, deleting and compacting documents,
-// statistics, explain and the double-precision reference scorers. The pruned and exhaustive
-// top-k live in query_maxscore.cpp and query_exhaustive.cpp.
+// statistics, explain and the double-precision reference scorers. The pruned top-k is the
+// dispatch in query_maxscore.cpp onto inverted/'s generic algorithms; the exhaustive top-k is
+// in query_exhaustive.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
