@@ -307,11 +307,12 @@ void Store::fill_filter_bits(CompiledFilter& f) const {
   constexpr std::size_t kListRatio = 16;  // list the slots of sets up to 1 / kListRatio of them
   f.mask.assign(index_.num_slots(), 0);
   f.docs.clear();
-  f.docs_listed = true;
+  f.docs_listed = true;  // (empty)
   f.count = 0;
   f.generation = generation();
   const std::size_t n = std::min(ids_.slots(), f.mask.size());
   if (n == 0 || ids_.kind() != inverted::DocIds::Kind::Int) return;
+  f.docs_listed = false;  // until listed below
   std::uint8_t* mask = f.mask.data();
   const bool any_dead = ids_.size() != ids_.slots();
   const std::int64_t base = ids_.int_at(0);
