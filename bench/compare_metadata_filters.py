@@ -2,7 +2,7 @@
 
 Usage:
     PYTHONPATH=python python bench/compare_metadata_filters.py [--docs 1000000] [--queries 40]
-        [--rounds 3] [--retriever] [--evaluate-every-time]
+        [--rounds 3] [--warmup 10] [--retriever] [--evaluate-every-time]
 
 Default (the index + filter path): a ``BM25Index`` of ``--docs`` synthetic documents (Zipf
 words, chunk id = document number) and the Retriever's own metadata index and filter compiler
@@ -19,9 +19,10 @@ document before each search; its result cache is bypassed with ``use_cache=False
 
 Filters (selectivity over the corpus): 1% equality ``{"tenant": 7}``; 20% numeric range
 ``{"score": {"$gte": 0.3, "$lt": 0.5}}``; 60% ``$in`` ``{"lang": {"$in": ["en", "fr", "de"]}}``;
-an ``$and``/``$or`` mix (~14%). Rounds interleave the filters query by query; p50 over every
-search. Exactness: for a few queries each filter's top k equals the unfiltered full ranking
-restricted by the same predicate (computed with numpy over the metadata arrays).
+an ``$and``/``$or`` mix (~14%). Rounds interleave the filters query by query, after
+``--warmup`` untimed queries done the same way; p50 over every timed search. Exactness: for a
+few queries each filter's top k equals the unfiltered full ranking restricted by the same
+predicate (computed with numpy over the metadata arrays).
 """
 
 from __future__ import annotations
@@ -109,6 +110,13 @@ def time_rounds(args, queries: list, write_one, unfiltered, filtered) -> tuple:
     Returns ``(times, parts)``: seconds per search and per-part seconds, by row name."""
     times: dict = {"unfiltered": [], **{name: [] for name in FILTERS}}
     parts: dict = {name: [] for name in FILTERS}
+    # Untimed warm-up first: the first writes after a bulk build are slower to search after.
+    for q in queries[: args.warmup]:
+        write_one()
+        unfiltered(q)
+        for flt in FILTERS.values():
+            write_one()
+            filtered(q, flt)
     for _ in range(args.rounds):
         for q in queries:
             write_one()
@@ -245,6 +253,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("-k", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=10, help="untimed queries (each after a write) first")
     ap.add_argument("--retriever", action="store_true", help="through a BM25-only Retriever")
     ap.add_argument(
         "--evaluate-every-time",
