@@ -2,26 +2,27 @@
 
 Usage:
     PYTHONPATH=python python bench/compare_metadata_filters.py [--docs 1000000] [--queries 40]
-        [--rounds 3] [--retriever]
+        [--rounds 3] [--warmup 10] [--retriever] [--evaluate-every-time]
 
 Default (the index + filter path): a ``BM25Index`` of ``--docs`` synthetic documents (Zipf
 words, chunk id = document number) and the Retriever's own metadata index and filter compiler
-(``MetadataFilters`` + ``FilterCompiler``, results cache off). Before every timed search one
-document is written to both (untimed), so each search finds the filter caches stale and the
-BM25 index at a new generation: the filter is evaluated again and compiled again into the
-index's allowed-set, as in a service that writes while it reads. Filtered time = evaluating the
-filter (metadata index -> sorted chunk ids) + compiling those ids into BM25Index's allowed-set
-(``BM25Core.compile_filter``: a merge of the sorted ids with the index's increasing ones) + the
-filtered search; each part is
-printed, and "filter + search / unfiltered" leaves the compile out (what a BM25 entry taking
-the metadata index's bitmap directly would cost). ``--retriever`` runs the same through a
-BM25-only ``Retriever`` (``add_documents`` of one document before each search).
+(``MetadataFilters`` + ``FilterCompiler``). Before every timed search one document is written
+to both (untimed), as in a service that writes while it reads: each filter the compiler keeps
+is then one write behind, and is patched (the one chunk written is tested against it), and the
+BM25 index is at a new generation, so the filter is compiled again into its allowed-set (from
+the metadata index's bitmap over chunk ids, a word at a time). Filtered time = the filter
+(metadata index) + the BM25 allowed-set + the filtered search; each part is printed.
+``--evaluate-every-time`` keeps no filter (``FilterCompiler(max_entries=0)``; a Retriever with
+``cache_size=0``): every search evaluates its filter whole, as the first search of a filter does.
+``--retriever`` runs the same through a BM25-only ``Retriever`` (``add_documents`` of one
+document before each search; its result cache is bypassed with ``use_cache=False``).
 
 Filters (selectivity over the corpus): 1% equality ``{"tenant": 7}``; 20% numeric range
 ``{"score": {"$gte": 0.3, "$lt": 0.5}}``; 60% ``$in`` ``{"lang": {"$in": ["en", "fr", "de"]}}``;
-an ``$and``/``$or`` mix (~14%). Rounds interleave the filters query by query; p50 over every
-search. Exactness: for a few queries each filter's top k equals the unfiltered full ranking
-restricted by the same predicate (computed with numpy over the metadata arrays).
+an ``$and``/``$or`` mix (~14%). Rounds interleave the filters query by query, after
+``--warmup`` untimed queries done the same way; p50 over every timed search. Exactness: for a
+few queries each filter's top k equals the unfiltered full ranking restricted by the same
+predicate (computed with numpy over the metadata arrays).
 """
 
 from __future__ import annotations
@@ -103,6 +104,34 @@ def p50(xs: list) -> float:
     return statistics.median(xs) * 1e3
 
 
+def time_rounds(args, queries: list, write_one, unfiltered, filtered) -> tuple:
+    """Interleaved rounds: per query, a write then the unfiltered search, then per filter a
+    write then the filtered search. ``filtered(q, flt)`` returns its parts' seconds (or Nones).
+    Returns ``(times, parts)``: seconds per search and per-part seconds, by row name."""
+    times: dict = {"unfiltered": [], **{name: [] for name in FILTERS}}
+    parts: dict = {name: [] for name in FILTERS}
+    # Untimed warm-up first: the first writes after a bulk build are slower to search after.
+    for q in queries[: args.warmup]:
+        write_one()
+        unfiltered(q)
+        for flt in FILTERS.values():
+            write_one()
+            filtered(q, flt)
+    for _ in range(args.rounds):
+        for q in queries:
+            write_one()
+            t = time.perf_counter()
+            unfiltered(q)
+            times["unfiltered"].append(time.perf_counter() - t)
+            for name, flt in FILTERS.items():
+                write_one()
+                t = time.perf_counter()
+                split = filtered(q, flt)
+                times[name].append(time.perf_counter() - t)
+                parts[name].append(split)
+    return times, parts
+
+
 def run_index(args, corpus: Corpus, queries: list) -> None:
     from ragfind.pipeline.filters import FilterCompiler, MetadataFilters
     from ragfind.sparse.bm25 import _compile_filter
@@ -120,7 +149,7 @@ def run_index(args, corpus: Corpus, queries: list) -> None:
         )
     build = time.perf_counter() - t0
     store = types.SimpleNamespace(fields={"tenant", "score", "lang"}, generation=0)
-    compiler = FilterCompiler(meta, store, max_entries=0)
+    compiler = FilterCompiler(meta, store, max_entries=0 if args.evaluate_every_time else 256)
 
     def write_one() -> None:
         texts, md = corpus.grow(1)
@@ -139,33 +168,25 @@ def run_index(args, corpus: Corpus, queries: list) -> None:
             want = [i for i in full_ids.tolist() if keep[i]][: args.k]
             got, _ = bm25.search(q, k=args.k, filter=compiler(flt))
             assert got.tolist() == want, (name, q)
-    times: dict = {"unfiltered": []}
-    parts: dict = {}
-    for name in FILTERS:
-        times[name], parts[name] = [], []
-    for _ in range(args.rounds):
-        for q in queries:
-            write_one()
-            t = time.perf_counter()
-            bm25.search(q, k=args.k)
-            times["unfiltered"].append(time.perf_counter() - t)
-            for name, flt in FILTERS.items():
-                write_one()
-                t = time.perf_counter()
-                allowed = compiler(flt)  # the metadata index: filter -> chunk ids
-                t1 = time.perf_counter()
-                _compile_filter(bm25, allowed)  # BM25Index: ids -> its allowed-set (cached on the IdFilter)
-                t2 = time.perf_counter()
-                bm25.search(q, k=args.k, filter=allowed)
-                t3 = time.perf_counter()
-                times[name].append(t3 - t)
-                parts[name].append((t1 - t, t2 - t1, t3 - t2))
+
+    def filtered(q: str, flt: dict) -> tuple:
+        t = time.perf_counter()
+        allowed = compiler(flt)  # the metadata index: the filter, kept and patched
+        t1 = time.perf_counter()
+        _compile_filter(bm25, allowed)  # BM25Index: its allowed-set (cached on the IdFilter)
+        t2 = time.perf_counter()
+        bm25.search(q, k=args.k, filter=allowed)
+        return t1 - t, t2 - t1, time.perf_counter() - t2
+
+    times, parts = time_rounds(args, queries, write_one, lambda q: bm25.search(q, k=args.k), filtered)
     report(args, build, corpus, times, parts, "BM25Index + MetadataFilters (the Retriever's filter path)")
 
 
 def run_retriever(args, corpus: Corpus, queries: list) -> None:
     t0 = time.perf_counter()
-    r = ragfind.Retriever(encoder=None, chunk_size=None, contextualize=False, cache_size=0)
+    r = ragfind.Retriever(
+        encoder=None, chunk_size=None, contextualize=False, cache_size=0 if args.evaluate_every_time else 1024
+    )
     step = 50_000
     for start in range(0, args.docs, step):
         stop = min(start + step, args.docs)
@@ -186,35 +207,29 @@ def run_retriever(args, corpus: Corpus, queries: list) -> None:
             keep = predicate(name, corpus.tenant, corpus.score, corpus.lang)
             want = [d for d in full if keep[int(d[1:])]][: args.k]
             assert r.search(q, k=args.k, filters=flt, use_cache=False).doc_ids == want, (name, q)
-    times: dict = {"unfiltered": []}
-    parts: dict = {}
-    for name in FILTERS:
-        times[name], parts[name] = [], []
-    for _ in range(args.rounds):
-        for q in queries:
-            write_one()
-            t = time.perf_counter()
-            r.search(q, k=args.k, use_cache=False)
-            times["unfiltered"].append(time.perf_counter() - t)
-            for name, flt in FILTERS.items():
-                write_one()
-                t = time.perf_counter()
-                res = r.search(q, k=args.k, filters=flt, use_cache=False)
-                times[name].append(time.perf_counter() - t)
-                parts[name].append((res.timings.get("filter", 0.0), None, None))
+
+    def filtered(q: str, flt: dict) -> tuple:
+        res = r.search(q, k=args.k, filters=flt, use_cache=False)
+        return res.timings.get("filter", 0.0), None, None
+
+    times, parts = time_rounds(
+        args, queries, write_one, lambda q: r.search(q, k=args.k, use_cache=False), filtered
+    )
     report(args, build, corpus, times, parts, "BM25-only Retriever")
 
 
 def report(args, build: float, corpus: Corpus, times: dict, parts: dict, label: str) -> None:
     base = p50(times["unfiltered"])
+    kept = "evaluated whole per search" if args.evaluate_every_time else "kept and patched per write"
     print(f"# {label}: {args.docs:,} documents, one-document write before every search, k={args.k}")
+    print(f"Filters {kept}.")
     print(
         f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, "
         f"build {build:.0f} s"
     )
     print(f"{len(times['unfiltered'])} searches per row ({args.rounds} rounds x {args.queries} queries)\n")
     print(
-        "| search | allowed | p50 ms | p50 / unfiltered | filter -> ids ms | ids -> BM25 allowed-set ms "
+        "| search | allowed | p50 ms | p50 / unfiltered | filter (metadata index) ms | BM25 allowed-set ms "
         "| filtered search ms | filter + search / unfiltered |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -238,7 +253,13 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("-k", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=10, help="untimed queries (each after a write) first")
     ap.add_argument("--retriever", action="store_true", help="through a BM25-only Retriever")
+    ap.add_argument(
+        "--evaluate-every-time",
+        action="store_true",
+        help="keep no filter: evaluate each whole per search",
+    )
     args = ap.parse_args()
     corpus = Corpus(args.docs)
     rng = np.random.default_rng(7)

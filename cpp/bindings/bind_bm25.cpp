@@ -459,6 +459,16 @@ class BM25Core {
     return store_.compile_filter(std::move(ints), std::move(strs));
   }
 
+  // The native allowed-set of a bitmap over int ids (bit i of word i / 64: id i allowed), as
+  // MetadataIndex gives a filter's chunk ids: no id array, no lookup per id.
+  std::shared_ptr<CompiledFilter> compile_filter_bits(
+      const py::array_t<std::uint64_t, py::array::c_style | py::array::forcecast>& words) {
+    if (words.ndim() != 1) throw py::value_error("words: expected a 1-d array of uint64");
+    std::vector<std::uint64_t> bits(words.data(), words.data() + words.size());
+    py::gil_scoped_release release;
+    return store_.compile_filter_bits(std::move(bits));
+  }
+
   // The allowed set argument: None or a BM25AllowedSet. Taken as an object because pybind11's
   // holder caster probes NoneType for a module-local attribute (an AttributeError raised and
   // cleared, about 2 us per call) before it accepts None.
@@ -871,7 +881,7 @@ void bind_bm25(py::module_& m) {
 
   py::class_<CompiledFilter, std::shared_ptr<CompiledFilter>>(m, "BM25AllowedSet")
       .def_readonly("generation", &CompiledFilter::generation)
-      .def_property_readonly("count", [](const CompiledFilter& f) { return f.docs.size(); })
+      .def_property_readonly("count", [](const CompiledFilter& f) { return f.count; })
       .def_property_readonly("mask", [](const CompiledFilter& f) {
         py::array_t<std::uint8_t> a(static_cast<py::ssize_t>(f.mask.size()));
         std::copy(f.mask.begin(), f.mask.end(), a.mutable_data());
@@ -905,6 +915,7 @@ void bind_bm25(py::module_& m) {
            py::arg("total_len"), py::arg("dfs"))
       .def("term_stats", &BM25Core::term_stats, py::arg("terms"))
       .def("compile_filter", &BM25Core::compile_filter, py::arg("ids"))
+      .def("compile_filter_bits", &BM25Core::compile_filter_bits, py::arg("words"))
       .def_property_readonly("generation", &BM25Core::generation)
       .def("get_scores", &BM25Core::get_scores, py::arg("query"))
       .def("explain", &BM25Core::explain, py::arg("query"), py::arg("doc_id"))

@@ -165,6 +165,15 @@ py::array_t<std::int64_t> to_array(std::vector<std::int64_t>&& v) {
                                    owner);
 }
 
+// A filter compiled against the index: its tree and the live rows it matched at a generation.
+// Never changed once made (refresh() makes another), so its rows are read without a lock.
+struct Selection {
+  std::shared_ptr<const Node> node;  // its string views point into its own text
+  metadata::Bitmap rows;
+  std::uint64_t generation = 0;
+  std::size_t count = 0;
+};
+
 class MetadataCore {
  public:
   MetadataCore() = default;
@@ -230,6 +239,70 @@ class MetadataCore {
     return to_array(std::move(ids));
   }
 
+  // The filter tree evaluated, kept with its tree so that refresh() can patch it after writes.
+  std::shared_ptr<Selection> compile(const py::tuple& tree) {
+    auto node = std::make_shared<Node>(parse_node(tree, 0));
+    bind_views(*node);
+    auto sel = std::make_shared<Selection>();
+    sel->node = std::move(node);
+    py::gil_scoped_release release;
+    std::shared_lock<common::WriterPreferringSharedMutex> lock(mu_);
+    sel->rows = index_.evaluate(*sel->node);
+    sel->generation = index_.generation();
+    sel->count = sel->rows.count();
+    return sel;
+  }
+
+  // `sel` brought up to date: itself when nothing was written since, else its rows patched
+  // (only the rows written since are tested again; see MetadataIndex::patched).
+  std::shared_ptr<Selection> refresh(const std::shared_ptr<Selection>& sel) {
+    if (!sel) throw py::type_error("refresh: expected a MetadataSelection");
+    py::gil_scoped_release release;
+    std::shared_lock<common::WriterPreferringSharedMutex> lock(mu_);
+    check_own(*sel);
+    if (sel->generation == index_.generation()) return sel;
+    auto out = std::make_shared<Selection>();
+    out->node = sel->node;
+    out->rows = index_.patched(*sel->node, sel->rows, sel->generation);
+    out->generation = index_.generation();
+    out->count = out->rows.count();
+    return out;
+  }
+
+  // The chunk ids of a selection's rows, ascending (rows keep their chunk id for good).
+  py::array_t<std::int64_t> selection_ids(const std::shared_ptr<Selection>& sel) const {
+    if (!sel) throw py::type_error("selection_ids: expected a MetadataSelection");
+    std::vector<std::int64_t> ids;
+    {
+      py::gil_scoped_release release;
+      std::shared_lock<common::WriterPreferringSharedMutex> lock(mu_);
+      check_own(*sel);
+      ids = index_.ids_of(sel->rows);
+    }
+    return to_array(std::move(ids));
+  }
+
+  // A selection's rows as a read-only uint64 bitmap over chunk ids (bit i of word i / 64: chunk
+  // id i), viewing the selection's memory; None when rows are not chunk ids.
+  py::object id_words(const std::shared_ptr<Selection>& sel) const {
+    if (!sel) throw py::type_error("id_words: expected a MetadataSelection");
+    {
+      std::shared_lock<common::WriterPreferringSharedMutex> lock(mu_);
+      if (!index_.ids_are_rows()) return py::none();
+    }
+    auto* keep = new std::shared_ptr<Selection>(sel);
+    py::capsule owner(keep, [](void* p) { delete static_cast<std::shared_ptr<Selection>*>(p); });
+    const auto& w = sel->rows.words();
+    py::array_t<std::uint64_t> a({static_cast<py::ssize_t>(w.size())}, {sizeof(std::uint64_t)}, w.data(), owner);
+    py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+    return std::move(a);
+  }
+
+  std::uint64_t generation() const {
+    std::shared_lock<common::WriterPreferringSharedMutex> lock(mu_);
+    return index_.generation();
+  }
+
   py::array_t<std::int64_t> live_ids() const {
     std::vector<std::int64_t> ids;
     {
@@ -276,6 +349,12 @@ class MetadataCore {
   }
 
  private:
+  // A selection made by another index may name rows this one lacks (checked with the lock held).
+  void check_own(const Selection& sel) const {
+    if (sel.rows.size() > index_.rows() || sel.generation > index_.generation())
+      throw std::invalid_argument("selection: made by another MetadataIndex");
+  }
+
   MetadataIndex index_;
   mutable common::WriterPreferringSharedMutex mu_;
 };
@@ -283,6 +362,13 @@ class MetadataCore {
 }  // namespace
 
 void bind_metadata(py::module_& m) {
+  py::class_<Selection, std::shared_ptr<Selection>>(
+      m, "MetadataSelection",
+      "A filter compiled by MetadataIndex.compile: its tree and the chunks it allowed at one index "
+      "generation. Made by MetadataIndex only; MetadataIndex.refresh brings it up to date.")
+      .def("__len__", [](const Selection& s) { return s.count; })
+      .def_readonly("generation", &Selection::generation);
+
   py::class_<MetadataCore>(m, "MetadataIndex",
                            "Metadata (payload) index: chunk ids by field value, for Retriever filters.")
       .def(py::init<>())
@@ -293,6 +379,17 @@ void bind_metadata(py::module_& m) {
            "Removes these chunk ids (unknown ones are ignored); returns how many were removed.")
       .def("select", &MetadataCore::select, py::arg("tree"),
            "The chunk ids (int64, ascending) the filter tree allows (see ragfind.pipeline.filters).")
+      .def("compile", &MetadataCore::compile, py::arg("tree"),
+           "The filter tree evaluated, as a MetadataSelection that refresh() keeps up to date.")
+      .def("refresh", &MetadataCore::refresh, py::arg("selection"),
+           "The selection at the index's current generation: itself when nothing was written since, "
+           "else a new one with only the rows written since tested again.")
+      .def("selection_ids", &MetadataCore::selection_ids, py::arg("selection"),
+           "The chunk ids (int64, ascending) of a selection.")
+      .def("id_words", &MetadataCore::id_words, py::arg("selection"),
+           "A selection as a read-only uint64 bitmap over chunk ids (bit i of word i // 64: chunk id i), "
+           "viewing its memory; None unless every row's chunk id is its row number.")
+      .def_property_readonly("generation", &MetadataCore::generation, "Incremented by every chunk added or removed.")
       .def("live_ids", &MetadataCore::live_ids, "Every indexed chunk id, ascending.")
       .def("kinds", &MetadataCore::kinds, py::arg("field"),
            "Bit 1 << k for each kind k of value the field has held (0 null, 1 str, 2 number, 3 bool, "

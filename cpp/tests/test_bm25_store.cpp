@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -140,6 +141,57 @@ TEST(filters_follow_writes) {
   // A filter of str ids on an int index allows nothing.
   const auto none = s.compile_filter({}, {"7"});
   CHECK(s.search({"a"}, 10, Algorithm::Auto, none.get()).docs.empty());
+}
+
+// A filter given as a bitmap over int ids equals the same ids given as a list: consecutive ids
+// (a word of slots at a time, offset from the bitmap's words), ids with gaps (a test per slot),
+// dead slots, str ids (nothing allowed), small sets (slots listed) and large ones (not listed:
+// Direct search lists them from the mask), and after a write (rebuilt from the bitmap).
+TEST(filters_from_an_id_bitmap_equal_filters_from_ids) {
+  std::mt19937_64 rng(7);
+  for (int scenario = 0; scenario < 4; ++scenario) {
+    Store s(Params{});
+    std::vector<std::int64_t> ids;
+    const std::int64_t first = scenario == 1 ? 37 : 0;  // 37: slot words straddle bitmap words
+    for (std::int64_t i = 0; i < 700; ++i) ids.push_back(scenario == 2 ? first + 3 * i : first + i);
+    Docs docs;
+    const std::vector<std::string_view> words = {"a", "b", "c"};
+    for (std::size_t i = 0; i < ids.size(); ++i) docs.push_back({words[i % 3], words[(i / 3) % 3]});
+    s.add_tokens(int_ids(ids), docs);
+    if (scenario == 3) s.remove(int_ids({ids[3], ids[64], ids[65]}), {"a", "b", "c"});
+    for (double share : {0.0, 0.02, 0.3, 0.9, 1.0}) {
+      std::vector<std::int64_t> allowed;
+      std::vector<std::uint64_t> bits(40, 0);
+      for (std::int64_t id = 0; id < 40 * 64; ++id) {
+        if (static_cast<double>(rng() % 1000) >= share * 1000) continue;
+        allowed.push_back(id);
+        bits[static_cast<std::size_t>(id >> 6)] |= std::uint64_t{1} << (id & 63);
+      }
+      const auto from_ids = s.compile_filter(allowed, {});
+      const auto from_bits = s.compile_filter_bits(bits);
+      CHECK(from_bits->mask == from_ids->mask);
+      CHECK_EQ(from_bits->count, from_ids->docs.size());
+      if (from_bits->docs_listed) CHECK(from_bits->docs == from_ids->docs);
+      CHECK(from_bits->docs_listed || from_bits->count * 16 > from_ids->mask.size());
+      for (Algorithm a : {Algorithm::Auto, Algorithm::MaxScore, Algorithm::Exhaustive, Algorithm::Direct}) {
+        const Hits want = s.search({"a", "b"}, 50, a, from_ids.get());
+        const Hits got = s.search({"a", "b"}, 50, a, from_bits.get());
+        CHECK(got.ints == want.ints);
+      }
+    }
+  }
+  // Rebuilt from its bitmap after a write; str ids match no bit.
+  Store s(Params{});
+  s.add_tokens(int_ids({0, 1, 2, 3}), Docs{{"a"}, {"a"}, {"a"}, {"a"}});
+  const auto f = s.compile_filter_bits({0b10110});
+  s.add_tokens(int_ids({4, 5}), Docs{{"a"}, {"a"}});
+  s.remove(int_ids({2}), {"2"});
+  Hits h = s.search({"a"}, 10, Algorithm::Auto, f.get());
+  std::sort(h.ints.begin(), h.ints.end());
+  CHECK((h.ints == std::vector<std::int64_t>{1, 4}));
+  Store strs(Params{});
+  strs.add_tokens(str_ids({"x", "y"}), Docs{{"a"}, {"a"}});
+  CHECK_EQ(strs.compile_filter_bits({~std::uint64_t{0}})->count, std::size_t{0});
 }
 
 TEST(explain_sums_to_score) {

@@ -65,7 +65,7 @@ class IdFilter:
 
     def __init__(self, ids: Iterable[Any]) -> None:
         if isinstance(ids, IdFilter):
-            self._ids, self._kind, self._set = ids._ids, ids._kind, ids._set
+            self._ids, self._kind, self._set = ids.ids, ids.kind, None
         else:
             if isinstance(ids, (str, bytes)):
                 raise TypeError(f"filter is a single {type(ids).__name__}; expected a collection of ids")
@@ -113,6 +113,12 @@ class IdFilter:
         if self._set is None:
             self._set = frozenset(self._ids.tolist())
         return x in self._set
+
+    def id_bits(self) -> np.ndarray | None:
+        """The allowed ids as a read-only uint64 bitmap (bit ``i % 64`` of word ``i // 64``: int id
+        ``i`` allowed) when the filter holds them so (a metadata filter), else None: an index may
+        compile it without reading an id array."""
+        return None
 
     def compiled(self, index: Any, generation: int, compile_fn: Callable[[IdFilter], Any]) -> Any:
         """The index's native form of this filter, compiled by ``compile_fn(self)`` at most once

@@ -90,3 +90,47 @@ def test_bm25_allowed_set_equals_lookup(name, batches, deletes):
             assert backwards.mask.tolist() == compiled.mask.tolist()
             got, _ = idx.search("common", k=len(held), filter=flt)
             assert sorted(got.tolist()) == sorted(x for x, w in zip(held, want) if w)
+
+
+def id_words(allowed: list) -> np.ndarray:
+    """A bitmap over int ids (bit i of word i // 64: id i), as MetadataIndex.id_words gives it."""
+    ids = np.asarray([x for x in allowed if x >= 0], np.int64)
+    words = np.zeros(int(ids.max()) // 64 + 2 if ids.size else 1, np.uint64)
+    np.bitwise_or.at(words, ids // 64, np.left_shift(np.uint64(1), (ids % 64).astype(np.uint64)))
+    return words
+
+
+@pytest.mark.parametrize("name,batches,deletes", scenarios())
+def test_bm25_allowed_set_from_an_id_bitmap_equals_from_ids(name, batches, deletes):
+    idx = ragfind.BM25Index()
+    rng = np.random.default_rng(3)
+    held: list = []
+    for batch, dels in zip(batches, deletes):
+        idx.add([f"w{i % 3} common" for i in range(len(batch))], ids=batch)
+        held += batch
+        if dels:
+            idx.delete(dels)
+        for flt in filters_for(sorted(set(held)), rng):
+            from_ids = idx._core.compile_filter(flt.ids)
+            ints = [] if flt.kind == "str" else flt.ids.tolist()  # a bitmap holds int ids only
+            from_bits = idx._core.compile_filter_bits(id_words(ints))
+            assert from_bits.count == int(from_bits.mask.sum()), (name, flt)
+            if flt.kind == "str":
+                assert from_bits.count == 0
+                continue
+            assert from_bits.mask.tolist() == from_ids.mask.tolist(), (name, flt)
+            for algorithm in (0, 1, 2, 3):  # Direct lists a large set's slots from the mask
+                want = idx._core.search("common w1", len(held), algorithm, from_ids)
+                got = idx._core.search("common w1", len(held), algorithm, from_bits)
+                assert got[0].tolist() == want[0].tolist() and np.allclose(got[1], want[1])
+
+
+def test_bm25_allowed_set_from_bits_is_rebuilt_after_a_write():
+    idx = ragfind.BM25Index()
+    idx.add([f"common w{i % 5}" for i in range(300)])
+    bits = id_words(list(range(0, 400, 2)))
+    stale = idx._core.compile_filter_bits(bits)
+    idx.add(["common w1"] * 50)  # ids 300..349: the even ones are allowed by the same bitmap
+    idx.delete([0, 2])
+    got, _ = idx._core.search("common", 400, 0, stale)  # rebuilt from its bits for this search
+    assert sorted(got.tolist()) == list(range(4, 350, 2))

@@ -265,13 +265,14 @@ void InvertedIndex::search_impl(const Prepared& q, std::size_t k, Algorithm algo
     thread_local std::vector<std::uint32_t> live_docs;
     const std::uint32_t* docs = nullptr;
     std::size_t count = 0;
-    if (allowed) {
+    if (allowed && allowed->docs) {
       docs = allowed->docs;
       count = allowed->count;
     } else {
+      const std::uint8_t* listed = allowed ? allowed->mask : live_.data();  // an unlisted filter too
       live_docs.clear();
       for (std::uint32_t d = 0; d < num_slots(); ++d)
-        if (live_[d]) live_docs.push_back(d);
+        if (listed[d]) live_docs.push_back(d);
       docs = live_docs.data();
       count = live_docs.size();
     }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <mutex>
 #include <shared_mutex>
@@ -199,9 +200,15 @@ void Store::remove(const IdBatch& p, const std::vector<std::string>& shown) {
 // ----- filters
 
 void Store::fill_filter(CompiledFilter& f) const {
+  if (f.by_bits) return fill_filter_bits(f);
   f.mask.assign(index_.num_slots(), 0);
   f.docs.clear();
+  f.docs_listed = true;
   f.generation = generation();
+  struct Count {  // every path below ends with docs complete
+    CompiledFilter& f;
+    ~Count() { f.count = f.docs.size(); }
+  } count_at_end{f};
   const std::size_t n = std::min(ids_.slots(), f.mask.size());
   const auto increasing = [](const std::vector<std::int64_t>& v) {
     return std::adjacent_find(v.begin(), v.end(), std::greater_equal<std::int64_t>()) == v.end();
@@ -266,6 +273,105 @@ void Store::fill_filter(CompiledFilter& f) const {
   if (!ordered) std::sort(f.docs.begin(), f.docs.end());
 }
 
+namespace {
+
+// Byte k of kSpread[b] is bit k of b: a bitmap byte spread to 8 mask bytes by one copy.
+struct SpreadTable {
+  std::uint8_t bytes[256][8];
+  constexpr SpreadTable() : bytes() {
+    for (int b = 0; b < 256; ++b)
+      for (int k = 0; k < 8; ++k) bytes[b][k] = static_cast<std::uint8_t>((b >> k) & 1);
+  }
+};
+constexpr SpreadTable kSpread{};
+
+// 64 bits of `bits` from bit `from` on (bit 0 of the result is bit `from`); bits outside are 0.
+std::uint64_t bits_from(const std::vector<std::uint64_t>& bits, std::int64_t from) {
+  const auto n_bits = static_cast<std::int64_t>(bits.size()) * 64;
+  if (from >= n_bits || from <= -64) return 0;
+  if (from < 0) return bits[0] << static_cast<unsigned>(-from);
+  const auto w = static_cast<std::size_t>(from >> 6);
+  const auto shift = static_cast<unsigned>(from & 63);
+  std::uint64_t out = bits[w] >> shift;
+  if (shift && w + 1 < bits.size()) out |= bits[w + 1] << (64 - shift);
+  return out;
+}
+
+}  // namespace
+
+// The mask from a bitmap over ids. Consecutive ids (slot s holds id base + s, the default ids
+// and a metadata filter's chunk ids): 64 slots per bitmap word, a table copy per 8; other int
+// ids: one bit test per slot; str ids match no int id. The slot list is written only for a
+// set small enough that Direct search may score it (a large one would cost a store per slot).
+void Store::fill_filter_bits(CompiledFilter& f) const {
+  constexpr std::size_t kListRatio = 16;  // list the slots of sets up to 1 / kListRatio of them
+  f.mask.assign(index_.num_slots(), 0);
+  f.docs.clear();
+  f.docs_listed = true;  // (empty)
+  f.count = 0;
+  f.generation = generation();
+  const std::size_t n = std::min(ids_.slots(), f.mask.size());
+  if (n == 0 || ids_.kind() != inverted::DocIds::Kind::Int) return;
+  f.docs_listed = false;  // until listed below
+  std::uint8_t* mask = f.mask.data();
+  const bool any_dead = ids_.size() != ids_.slots();
+  const std::int64_t base = ids_.int_at(0);
+  std::size_t count = 0;
+  if (ids_.ints_increasing() && ids_.int_at(n - 1) - base == static_cast<std::int64_t>(n) - 1) {
+    auto word = [&](std::size_t s) {
+      std::uint64_t w = bits_from(f.id_bits, base + static_cast<std::int64_t>(s));
+      return n - s < 64 ? w & ((std::uint64_t{1} << (n - s)) - 1) : w;
+    };
+    for (std::size_t s = 0; s < n; s += 64) count += static_cast<std::size_t>(__builtin_popcountll(word(s)));
+    f.docs_listed = !any_dead && count * kListRatio <= n;
+    if (f.docs_listed) f.docs.reserve(count);
+    for (std::size_t s = 0; s < n; s += 64) {
+      const std::uint64_t w = word(s);
+      if (!w) continue;
+      if (n - s >= 64) {
+        for (unsigned j = 0; j < 8; ++j) std::memcpy(mask + s + 8 * j, kSpread.bytes[(w >> (8 * j)) & 255], 8);
+      } else {
+        for (std::size_t i = 0; s + i < n; ++i) mask[s + i] = static_cast<std::uint8_t>((w >> i) & 1);
+      }
+      if (f.docs_listed)
+        for (std::uint64_t b = w; b; b &= b - 1)
+          f.docs.push_back(static_cast<std::uint32_t>(s + static_cast<std::size_t>(__builtin_ctzll(b))));
+    }
+    if (any_dead) {
+      count = 0;
+      for (std::size_t s = 0; s < n; ++s) {
+        mask[s] = static_cast<std::uint8_t>(mask[s] & (ids_.is_live(s) ? 1 : 0));
+        count += mask[s];
+      }
+    }
+  } else {
+    const auto n_bits = static_cast<std::int64_t>(f.id_bits.size()) * 64;
+    for (std::size_t s = 0; s < n; ++s) {
+      const std::int64_t id = ids_.int_at(s);
+      const bool on = ids_.is_live(s) && id >= 0 && id < n_bits &&
+                      ((f.id_bits[static_cast<std::size_t>(id >> 6)] >> (id & 63)) & 1);
+      mask[s] = on ? 1 : 0;
+      count += on ? 1 : 0;
+    }
+  }
+  f.count = count;
+  if (!f.docs_listed && count * kListRatio <= n) {
+    f.docs_listed = true;
+    f.docs.reserve(count);
+    for (std::size_t s = 0; s < n; ++s)
+      if (mask[s]) f.docs.push_back(static_cast<std::uint32_t>(s));
+  }
+}
+
+std::shared_ptr<CompiledFilter> Store::compile_filter_bits(std::vector<std::uint64_t> id_bits) const {
+  auto f = std::make_shared<CompiledFilter>();
+  f->by_bits = true;
+  f->id_bits = std::move(id_bits);
+  std::shared_lock<Lock> lock(mu_);
+  fill_filter_bits(*f);
+  return f;
+}
+
 std::shared_ptr<CompiledFilter> Store::compile_filter(std::vector<std::int64_t> ints,
                                                       std::vector<std::string> strs) const {
   auto f = std::make_shared<CompiledFilter>();
@@ -283,12 +389,14 @@ const AllowedSet* Store::allowed_view(const CompiledFilter* f, CompiledFilter& s
   if (f->generation != generation() || f->mask.size() != index_.num_slots()) {
     scratch.ints = f->ints;
     scratch.strs = f->strs;
+    scratch.by_bits = f->by_bits;
+    scratch.id_bits = f->id_bits;
     fill_filter(scratch);
     use = &scratch;
   }
   view.mask = use->mask.data();
-  view.docs = use->docs.data();
-  view.count = use->docs.size();
+  view.docs = use->docs_listed ? use->docs.data() : nullptr;
+  view.count = use->count;
   return &view;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 namespace ragfind::metadata {
@@ -17,6 +18,18 @@ constexpr std::size_t kDenseMin = 1024;
 // Slices of the sorted numbers kept as bitmaps (when a field holds at least kBucketMin numbers).
 constexpr std::size_t kBuckets = 32;
 constexpr std::size_t kBucketMin = 1 << 14;
+// The write log keeps at least kLogMin writes (more for a larger index) and is halved beyond.
+constexpr std::size_t kLogMin = 4096;
+// patched() tests rows one by one up to kPatchMin + rows / kPatchRatio rows written, beyond
+// which evaluating the filter whole is cheaper (a row test costs ~ a search in each leaf's
+// postings, a whole evaluation ~ a word per 64 rows per leaf).
+constexpr std::size_t kPatchMin = 256;
+constexpr std::size_t kPatchRatio = 4096;
+
+template <class T>
+void grow_to(std::vector<T>& v, std::uint32_t row, T fill) {
+  if (row >= v.size()) v.resize(static_cast<std::size_t>(row) + 1, fill);
+}
 
 // Within [lo, hi] as the node's bounds say (bounds absent are open).
 template <class T>
@@ -129,6 +142,11 @@ void Postings::clear_in(Bitmap& out) const {
   }
 }
 
+bool Postings::test(std::uint32_t row) const {
+  if (dense_) return (row >> 6) < bits_.size() && ((bits_[row >> 6] >> (row & 63)) & 1);
+  return std::binary_search(run_.begin(), run_.end(), row);
+}
+
 std::vector<std::uint32_t> Postings::rows() const {
   if (!dense_) return run_;
   std::vector<std::uint32_t> out;
@@ -176,7 +194,19 @@ void MetadataIndex::push_row(std::int64_t chunk_id, bool live) {
 
 std::uint32_t MetadataIndex::append_row(std::int64_t chunk_id) {
   push_row(chunk_id, true);
-  return static_cast<std::uint32_t>(row_ids_.size() - 1);
+  const auto row = static_cast<std::uint32_t>(row_ids_.size() - 1);
+  log_write(row);
+  return row;
+}
+
+void MetadataIndex::log_write(std::uint32_t row) {
+  ++generation_;
+  if (log_.size() >= std::max(kLogMin, row_ids_.size() / 16)) {
+    const std::size_t half = log_.size() / 2;
+    log_floor_ = log_[half - 1].first;
+    log_.erase(log_.begin(), log_.begin() + static_cast<std::ptrdiff_t>(half));
+  }
+  log_.emplace_back(generation_, row);
 }
 
 void MetadataIndex::put(std::uint32_t row, std::string_view field, const Value& value) {
@@ -196,10 +226,14 @@ void MetadataIndex::put(std::uint32_t row, std::string_view field, const Value& 
         f.str_rows.emplace_back();
       }
       f.str_rows[s->second].add(row);
+      grow_to(f.str_of_row, row, kNoStr);
+      f.str_of_row[row] = s->second;
       break;
     }
     case Kind::Num:
       if (!std::isnan(value.num)) {  // NaN equals nothing and lies in no range
+        grow_to(f.num_of_row, row, std::numeric_limits<double>::quiet_NaN());
+        f.num_of_row[row] = value.num;
         f.tail.emplace_back(value.num, row);
         if (f.tail.size() > 64 && f.tail.size() * 16 > f.nums.size()) merge_tail(f);
       }
@@ -246,6 +280,7 @@ std::size_t MetadataIndex::remove(const std::vector<std::int64_t>& chunk_ids) {
     if (!identity_) row_of_.erase(id);
     --n_live_;
     ++n;
+    log_write(static_cast<std::uint32_t>(row));
   }
   return n;
 }
@@ -364,6 +399,71 @@ Bitmap MetadataIndex::evaluate(const Node& node) const {
   return out;
 }
 
+bool MetadataIndex::leaf_matches(const Node& n, std::uint32_t row) const {
+  auto it = fields_.find(n.field);
+  if (it == fields_.end()) return false;
+  const Field& f = it->second;
+  const double num = row < f.num_of_row.size() ? f.num_of_row[row] : std::numeric_limits<double>::quiet_NaN();
+  const std::uint32_t str = row < f.str_of_row.size() ? f.str_of_row[row] : kNoStr;
+  switch (n.op) {
+    case Node::Op::Present: return f.present.test(row);
+    case Node::Op::Valued: return f.present.test(row) && !f.nulls.test(row);
+    case Node::Op::Eq:
+      if (n.value.kind == Kind::Bool) return f.bools[n.value.flag ? 1 : 0].test(row);
+      if (n.value.kind == Kind::Str) return str != kNoStr && std::string_view(f.strs[str]) == n.value.str;
+      return n.value.kind == Kind::Num && num == n.value.num;  // NaN on either side: false
+    case Node::Op::Range:
+      if (n.value.kind == Kind::Num) {
+        if (std::isnan(num) || (n.has_lo && std::isnan(n.lo)) || (n.has_hi && std::isnan(n.hi))) return false;
+        return within(num, n, n.lo, n.hi);
+      }
+      if (n.value.kind == Kind::Str && str != kNoStr) {
+        const std::string_view lo = n.text, hi = n.text_hi;
+        return within(std::string_view(f.strs[str]), n, lo, hi);
+      }
+      return false;
+    default: return false;
+  }
+}
+
+bool MetadataIndex::matches(const Node& n, std::uint32_t row) const {
+  switch (n.op) {
+    case Node::Op::All: return true;
+    case Node::Op::Nothing: return false;
+    case Node::Op::And:
+      for (const Node& c : n.children)
+        if (!matches(c, row)) return false;
+      return true;
+    case Node::Op::Or:
+      for (const Node& c : n.children)
+        if (matches(c, row)) return true;
+      return false;
+    case Node::Op::Not:
+      if (n.children.size() != 1) throw std::invalid_argument("metadata filter: Not takes one child");
+      return !matches(n.children[0], row);
+    default: return leaf_matches(n, row);
+  }
+}
+
+Bitmap MetadataIndex::patched(const Node& node, const Bitmap& rows, std::uint64_t since) const {
+  if (since < log_floor_ || since > generation_ || rows.size() > row_ids_.size()) return evaluate(node);
+  const auto first = std::upper_bound(log_.begin(), log_.end(), std::make_pair(since, UINT32_MAX));
+  const auto n_written = static_cast<std::size_t>(log_.end() - first);
+  if (n_written > kPatchMin + row_ids_.size() / kPatchRatio) return evaluate(node);
+  Bitmap out;
+  out.words_.reserve(live_.words_.size());
+  out.words_ = rows.words_;
+  out.words_.resize(live_.words_.size(), 0);
+  out.n_bits_ = row_ids_.size();
+  for (auto it = first; it != log_.end(); ++it) {
+    const std::uint32_t r = it->second;
+    const std::uint64_t bit = std::uint64_t{1} << (r & 63);
+    if (live_.test(r) && matches(node, r)) out.words_[r >> 6] |= bit;
+    else out.words_[r >> 6] &= ~bit;
+  }
+  return out;
+}
+
 std::vector<std::int64_t> MetadataIndex::ids_of(const Bitmap& rows) const {
   std::vector<std::int64_t> out;
   out.reserve(rows.count());
@@ -457,6 +557,10 @@ MetadataIndex MetadataIndex::load(std::string_view bytes) {
       if (!f.str_ids.emplace(std::string_view(f.strs.back()), static_cast<std::uint32_t>(s)).second)
         throw std::invalid_argument("metadata index: a string twice in field '" + name + "'");
       f.str_rows.push_back(in.rows(n, "string rows"));
+      for (std::uint32_t r : f.str_rows.back().rows()) {
+        grow_to(f.str_of_row, r, kNoStr);
+        f.str_of_row[r] = static_cast<std::uint32_t>(s);
+      }
     }
     const std::uint64_t n_nums = in.count(12, "numbers");
     f.nums.resize(static_cast<std::size_t>(n_nums));
@@ -467,6 +571,10 @@ MetadataIndex MetadataIndex::load(std::string_view bytes) {
     }
     std::sort(f.nums.begin(), f.nums.end());
     build_buckets(f);
+    for (const auto& [v, r] : f.nums) {
+      grow_to(f.num_of_row, r, std::numeric_limits<double>::quiet_NaN());
+      f.num_of_row[r] = v;
+    }
   }
   if (!in.done()) throw std::invalid_argument("metadata index: bytes after the end");
   return ix;

@@ -1,7 +1,12 @@
 """Metadata filters: a filter dict compiles to a tree that the native metadata index
 (:class:`ragfind._core.MetadataIndex`, postings per field value kept up to date on every add and
-delete) evaluates into the allowed chunk ids; every stage gets them as an :class:`ragfind.IdFilter`.
+delete) evaluates into the allowed chunks; every stage gets them as an :class:`ragfind.IdFilter`.
 No SQL and no Python loop over documents: a filter costs the postings it reads.
+
+A filter evaluated once is kept (:class:`FilterCompiler`) and patched after each write: only the
+chunks written since are tested again, so a search right after a one-document write does not
+evaluate the filter again. The result is a bitmap over chunk ids, which the BM25 index turns
+into its allowed-set a word at a time (no id array); other indexes read the ids, listed once.
 
 Syntax (Mongo / Chroma style)::
 
@@ -25,6 +30,8 @@ or None: ``{"f": None}`` matches a null or missing ``f``, ``{"f": {"$ne": None}}
 from __future__ import annotations
 
 import json
+import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -35,7 +42,14 @@ from ragfind import _core
 from ragfind.ids import IdFilter
 from ragfind.pipeline.cache import LRUCache, freeze
 
-__all__ = ["BUILTIN_FIELDS", "OPERATORS", "LOGICAL_OPERATORS", "MetadataFilters", "FilterCompiler"]
+__all__ = [
+    "BUILTIN_FIELDS",
+    "OPERATORS",
+    "LOGICAL_OPERATORS",
+    "MetadataFilters",
+    "FilterCompiler",
+    "SelectionFilter",
+]
 
 #: Document fields every filter may use besides the metadata keys.
 BUILTIN_FIELDS = ("doc_id", "title")
@@ -239,6 +253,16 @@ class MetadataFilters:
     def select(self, tree: tuple) -> IdFilter:
         return IdFilter.from_sorted(self.core.select(tree))
 
+    def compile(self, tree: tuple) -> SelectionFilter:
+        """The filter tree evaluated, as an IdFilter that :meth:`refresh` keeps up to date."""
+        return SelectionFilter(self.core, self.core.compile(tree))
+
+    def refresh(self, allowed: SelectionFilter) -> SelectionFilter:
+        """``allowed`` at the index's current state: itself when nothing was written since, else
+        a new one with only the chunks written since tested again."""
+        sel = self.core.refresh(allowed.selection)
+        return allowed if sel is allowed.selection else SelectionFilter(self.core, sel)
+
     def live_ids(self) -> np.ndarray:
         return self.core.live_ids()
 
@@ -290,6 +314,44 @@ class MetadataFilters:
             raise IndexFileError(f"{path}: {exc}") from None
 
 
+class SelectionFilter(IdFilter):
+    """The :class:`IdFilter` of a metadata filter, as the metadata index evaluated it: a bitmap
+    over chunk ids (:meth:`id_bits`) that the BM25 index compiles a word at a time; the sorted
+    ids (:attr:`ids`) are listed on first use, for the indexes that read them."""
+
+    __slots__ = ("selection", "_core")
+
+    def __init__(self, core: Any, selection: Any) -> None:
+        self._core = core
+        self.selection = selection
+        self._ids = None
+        self._kind = "int" if len(selection) else None
+        self._set = None
+        self._cache = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    @property
+    def ids(self) -> np.ndarray:
+        """The allowed chunk ids, sorted int64 (listed once, on first use)."""
+        if self._ids is None:
+            self._ids = self._core.selection_ids(self.selection)
+        return self._ids
+
+    def __len__(self) -> int:
+        return len(self.selection)
+
+    def __iter__(self):
+        return iter(self.ids.tolist())
+
+    def __contains__(self, x: object) -> bool:
+        if self._set is None:
+            self._set = frozenset(self.ids.tolist())
+        return x in self._set
+
+    def id_bits(self) -> np.ndarray | None:
+        return self._core.id_words(self.selection)
+
+
 def metadata_of(d: Mapping, meta_json: str) -> dict:
     """A document's metadata as the store keeps it (JSON round trip only when a key is not str)."""
     md = d.get("metadata")
@@ -306,9 +368,9 @@ class FilterCompiler:
     Args:
         index: the retriever's :class:`MetadataFilters`.
         store: the document store (its ``fields``, the metadata keys seen, and its write
-            ``generation``, which keys the cache).
-        max_entries: cached filters (0: evaluate every time). A write makes them stale; evaluating
-            again costs the postings the filter reads, nothing proportional to the corpus.
+            ``generation``: a filter is checked again against the fields after a write).
+        max_entries: filters kept evaluated (0: evaluate every time). After a write a kept
+            filter is patched, not evaluated again: only the chunks written since are tested.
     """
 
     def __init__(self, index: MetadataFilters, store: Any, max_entries: int = 256) -> None:
@@ -323,15 +385,17 @@ class FilterCompiler:
             return None
         generation = self.store.generation
         try:
-            key = (generation, freeze(dict(filters)))
+            key = freeze(dict(filters))
         except TypeError:
             key = None  # an unhashable value: filter_tree names it below
         hit = self.cache.get(key) if key is not None else None
-        if hit is not None:
-            return hit
-        allowed = self.index.select(filter_tree(filters, self.store.fields, self.index.kinds))
+        if hit is not None and hit[0] == generation:
+            return hit[1]
+        # Checked again after a write: the fields and kinds a filter is checked against change.
+        tree = filter_tree(filters, self.store.fields, self.index.kinds)
+        allowed = self.index.refresh(hit[1]) if hit is not None else self.index.compile(tree)
         if key is not None and generation == self.store.generation:
-            self.cache.put(key, allowed)
+            self.cache.put(key, (generation, allowed))
         return allowed
 
     def clear(self) -> None:

@@ -635,7 +635,7 @@ class Retriever:
     def _store_changed(self) -> None:
         self.store.changed()
         self.result_cache.clear()
-        self.stage_runner.clear()
+        # The runner's compiled filters stay: each is patched on its next use (filters.py).
 
     # ------------------------------------------------------------------ search
 

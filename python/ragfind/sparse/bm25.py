@@ -67,7 +67,12 @@ def _compile_filter(index: BM25Index, flt: Any) -> Any:
     if flt is None:
         return None
     core = index._core
-    return as_id_filter(flt).compiled(index, core.generation, lambda f: core.compile_filter(f.ids))
+
+    def native(f: Any) -> Any:
+        bits = f.id_bits()  # a metadata filter's bitmap over chunk ids: no id array to read
+        return core.compile_filter(f.ids) if bits is None else core.compile_filter_bits(bits)
+
+    return as_id_filter(flt).compiled(index, core.generation, native)
 
 
 def _check_texts(texts: Any, name: str) -> list:

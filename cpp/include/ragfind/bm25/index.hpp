@@ -87,8 +87,8 @@ inline constexpr double kCompactDeadFraction = 0.25;
 /// The documents a search may return (besides being live): a byte per slot (mask) and the same
 /// set as sorted slots (docs), for scoring a small allowed set directly.
 struct AllowedSet {
-  const std::uint8_t* mask = nullptr;  // num_slots() bytes, 1 = allowed; dead slots are 0
-  const std::uint32_t* docs = nullptr;
+  const std::uint8_t* mask = nullptr;   // num_slots() bytes, 1 = allowed; dead slots are 0
+  const std::uint32_t* docs = nullptr;  // nullptr: not listed (a large set), read mask instead
   std::size_t count = 0;
 };
 

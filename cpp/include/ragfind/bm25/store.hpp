@@ -66,13 +66,19 @@ struct Hits {
 };
 
 /// A filter compiled against one store at one write generation: a byte per slot and the
-/// allowed slots in order; the source ids are kept to rebuild it if the store changed.
+/// allowed slots in order; the source ids are kept to rebuild it if the store changed. The
+/// source is ints/strs, or (by_bits) id_bits, a bitmap over int ids (bit i: id i allowed), as a
+/// metadata filter gives it; then docs is listed only for a small set (Direct search reads it).
 struct CompiledFilter {
   std::uint64_t generation = 0;
   std::vector<std::int64_t> ints;
   std::vector<std::string> strs;
+  bool by_bits = false;
+  std::vector<std::uint64_t> id_bits;
   std::vector<std::uint8_t> mask;
   std::vector<std::uint32_t> docs;
+  bool docs_listed = true;  // false: docs is empty, the slots are those set in mask
+  std::size_t count = 0;    // allowed slots
 };
 
 /// What explain() found: per analysed query term (repeats merged, unknown ones kept) its part
@@ -128,6 +134,8 @@ class Store {
 
   /// The allowed set of the live documents whose id is in ints or strs.
   std::shared_ptr<CompiledFilter> compile_filter(std::vector<std::int64_t> ints, std::vector<std::string> strs) const;
+  /// The allowed set of the live documents whose int id i has bit i set in `id_bits`.
+  std::shared_ptr<CompiledFilter> compile_filter_bits(std::vector<std::uint64_t> id_bits) const;
 
   /// Top-k of analysed query terms (unknown ones dropped), optionally within a filter.
   Hits search(const std::vector<std::string>& stems, std::size_t k, Algorithm algorithm,
@@ -199,6 +207,7 @@ class Store {
   std::vector<QueryTerm> query_terms(const std::vector<std::string>& stems) const;
   std::int64_t find(const IdBatch& id) const;
   void fill_filter(CompiledFilter& f) const;
+  void fill_filter_bits(CompiledFilter& f) const;
   const AllowedSet* allowed_view(const CompiledFilter* f, CompiledFilter& scratch, AllowedSet& view) const;
   std::vector<PhraseQuery> phrase_queries(const std::vector<PhraseText>& texts) const;
   std::vector<double> live_only(std::vector<double> v) const;

@@ -7,6 +7,10 @@
 // bitmap per node, so AND, OR and NOT are word operations and a leaf costs the postings it reads.
 // An add appends (amortised O(1)); nothing is rebuilt for a write, whatever the corpus size.
 //
+// Every write is logged by row, so a filter evaluated once is kept up to date by patched():
+// a write touches one row, and only that row is tested again (per-row value columns answer the
+// test without a search), instead of the whole filter being evaluated again.
+//
 // Numbers are kept as doubles (ints beyond 2^53 compare as their nearest double) in a sorted
 // (value, row) array plus an unsorted tail that is merged in once it reaches a sixteenth of the
 // array: an add costs amortised O(1) work, never a rebuild of the field. A range reads its slice
@@ -71,6 +75,8 @@ class Postings {
   void apply(Bitmap& out) const;
   /// Clears these rows in `out`.
   void clear_in(Bitmap& out) const;
+  /// True when `row` is one of these rows.
+  bool test(std::uint32_t row) const;
   /// The rows, ascending.
   std::vector<std::uint32_t> rows() const;
   /// True once held as a bitmap.
@@ -118,6 +124,16 @@ class MetadataIndex {
   std::size_t remove(const std::vector<std::int64_t>& chunk_ids);
   /// The live rows matching `node`.
   Bitmap evaluate(const Node& node) const;
+  /// Incremented by every row added or removed.
+  std::uint64_t generation() const { return generation_; }
+  /// The live rows matching `node` now, given `rows`, what evaluate(node) gave at generation
+  /// `since`: a copy with only the rows written since tested again, or evaluate(node) once a
+  /// patch would cost more or the write log no longer reaches back to `since`.
+  Bitmap patched(const Node& node, const Bitmap& rows, std::uint64_t since) const;
+  /// Whether row `row` holds values matching `node` (liveness aside): one row of evaluate().
+  bool matches(const Node& node, std::uint32_t row) const;
+  /// True while every row r holds chunk id r: a row bitmap is then a bitmap over chunk ids.
+  bool ids_are_rows() const { return identity_; }
   /// The chunk ids of the set rows, ascending.
   std::vector<std::int64_t> ids_of(const Bitmap& rows) const;
   /// Every live chunk id, ascending.
@@ -145,7 +161,12 @@ class MetadataIndex {
     // Equal slices of nums (a slice per kBuckets-th), each as a bitmap of its rows: a range
     // ORs the slices it covers and sets rows one by one only in the two it cuts.
     std::vector<std::vector<std::uint64_t>> buckets;
+    // Per row: its number (NaN: none) and its string's index in strs (kNoStr: none), so that
+    // matches() tests one row in O(1); grown on demand.
+    std::vector<double> num_of_row;
+    std::vector<std::uint32_t> str_of_row;
   };
+  static constexpr std::uint32_t kNoStr = UINT32_MAX;
 
   std::int64_t find(std::int64_t chunk_id) const;
   void merge_tail(Field& f);
@@ -153,6 +174,8 @@ class MetadataIndex {
   void leaf(const Node& node, Bitmap& out) const;
   void eval_into(const Node& node, Bitmap& out) const;
   void push_row(std::int64_t chunk_id, bool live);
+  void log_write(std::uint32_t row);
+  bool leaf_matches(const Node& node, std::uint32_t row) const;
 
   std::vector<std::int64_t> row_ids_;
   Bitmap live_;  // grows with the rows
@@ -161,6 +184,10 @@ class MetadataIndex {
   bool ascending_ = true;                                   // chunk ids grow with rows: results need no sort
   std::unordered_map<std::int64_t, std::uint32_t> row_of_;  // live rows, once not identity
   std::unordered_map<std::string, Field> fields_;
+  std::uint64_t generation_ = 0;
+  // (generation, row) of each write after generation log_floor_, oldest first; halved when long.
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> log_;
+  std::uint64_t log_floor_ = 0;
 };
 
 }  // namespace ragfind::metadata
