@@ -11,6 +11,10 @@
 #include <stdexcept>
 #include <utility>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "ragfind/common/parallel.hpp"
 #include "ragfind/common/topk_queue.hpp"
 #include "ragfind/dense/kmeans.hpp"
@@ -159,11 +163,28 @@ uint32_t min_passing_sum(float base, float scale, float thr) {
   return s;
 }
 
-// Bit i set when sums[i] >= g, for the 32 rows of a block.
+// Bit i set when sums[i] >= g, for the 32 rows of a block (g <= 65536).
 inline uint32_t rows_at_or_above(const uint16_t* sums, uint32_t g) {
+  if (g == 0) return ~0u;
+  if (g > 65535) return 0;
+#if defined(__SSE2__)
+  // SSE2 (the x86-64 baseline) compares signed 16-bit lanes: flipping the top bit of both
+  // sides keeps the unsigned order, and s >= g is s > g - 1.
+  const __m128i flip = _mm_set1_epi16(static_cast<short>(0x8000));
+  const __m128i t = _mm_set1_epi16(static_cast<short>(static_cast<uint16_t>((g - 1) ^ 0x8000u)));
+  uint32_t mask = 0;
+  for (int h = 0; h < 2; ++h) {
+    const __m128i a = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sums + 16 * h)), flip);
+    const __m128i b = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sums + 16 * h + 8)), flip);
+    const __m128i m = _mm_packs_epi16(_mm_cmpgt_epi16(a, t), _mm_cmpgt_epi16(b, t));
+    mask |= static_cast<uint32_t>(_mm_movemask_epi8(m)) << (16 * h);
+  }
+  return mask;
+#else
   uint32_t mask = 0;
   for (uint32_t i = 0; i < kPqBlock; ++i) mask |= static_cast<uint32_t>(sums[i] >= g) << i;
   return mask;
+#endif
 }
 
 struct QueryState {
@@ -204,7 +225,7 @@ void scan_list(const IvfPqView& v, const Pq4ScanKernels& K, size_t mpad, size_t 
   for (size_t b = 0; b < nb; ++b) {
     const size_t rows = std::min(kPqBlock, n - b * kPqBlock);
     const uint16_t* s = sums.data() + b * kPqBlock;
-    uint32_t mask = g == 0 ? ~0u : rows_at_or_above(s, g);
+    uint32_t mask = rows_at_or_above(s, g);
     if (rows < kPqBlock) mask &= (1u << rows) - 1;
     while (mask != 0) {
       const unsigned i = static_cast<unsigned>(__builtin_ctz(mask));
@@ -214,7 +235,7 @@ void scan_list(const IvfPqView& v, const Pq4ScanKernels& K, size_t mpad, size_t 
       if (at < -1 || at >= n_exact) throw std::invalid_argument("ivf_pq_search: pos holds a row outside exact");
       if (queue.insert(estimate(base, scale, s[i]), at) && queue.full()) {
         g = min_passing_sum(base, scale, queue.threshold());
-        mask &= g == 0 ? ~0u : rows_at_or_above(s, g);
+        mask &= rows_at_or_above(s, g);
       }
     }
   }
@@ -227,7 +248,7 @@ void rescore(const IvfPqView& v, const float* q, size_t k, const CandidateQueue&
   const size_t d = v.pq->d, line = 64 / sizeof(float);
   cand.assign(queue.entries().begin(), queue.entries().end());
   std::sort(cand.begin(), cand.end(), [](const Candidate& a, const Candidate& b) { return a.doc < b.doc; });
-  constexpr size_t kAhead = 2;  // rows prefetched ahead of the one scored
+  constexpr size_t kAhead = 2;  // rows prefetched ahead of the one scored (more did not help)
   auto prefetch = [&](size_t i) {
     const float* row = v.exact + static_cast<size_t>(cand[i].doc) * d;
     for (size_t t = 0; t < d; t += line) __builtin_prefetch(row + t);
