@@ -152,8 +152,9 @@ inline float estimate(float base, float scale, uint32_t sum) { return base + sca
 // The smallest byte sum whose estimate might reach thr (65536: none); a relative margin covers
 // rounding (a fused multiply-add here and not there), the queue then decides exactly.
 uint32_t min_passing_sum(float base, float scale, float thr) {
-  if (!std::isfinite(thr) || !std::isfinite(base) || !std::isfinite(scale) || !(scale > 0.f))
-    return thr == std::numeric_limits<float>::infinity() ? 65536 : 0;
+  if (!std::isfinite(base) || !std::isfinite(scale) || !(scale > 0.f)) return 0;  // the queue decides
+  if (thr == std::numeric_limits<float>::infinity()) return 65536;
+  if (!std::isfinite(thr)) return 0;  // -inf or NaN
   const float slack = 1e-5f * (std::fabs(base) + std::fabs(thr) + scale * 65536.f);
   const float lim = thr - slack;
   const float guess = (lim - base) / scale;
