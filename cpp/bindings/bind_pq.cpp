@@ -189,11 +189,7 @@ void bind_pq(py::module_& m) {
         const float* pq_ = static_cast<const float*>(Q.data());
         {
           py::gil_scoped_release release;
-          std::fill(op, op + nq * k, int64_t(-1));
-          std::fill(os, os + nq * k, std::numeric_limits<float>::quiet_NaN());
-          common::parallel_for(nq, common::resolve_threads(threads, nq), [&](size_t i, int) {
-            dense::ivf_pq_search_one(v, pq_ + i * d, k, nprobe, rerank, op + i * k, os + i * k);
-          });
+          dense::ivf_pq_search_batch(v, pq_, nq, k, nprobe, rerank, threads, op, os);  // lists read once per batch
         }
         return py::make_tuple(out_pos, out_scores);
       },

@@ -7,9 +7,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <utility>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "ragfind/common/parallel.hpp"
+#include "ragfind/common/topk_queue.hpp"
 #include "ragfind/dense/kmeans.hpp"
 #include "ragfind/dense/similarity.hpp"
 
@@ -90,79 +97,261 @@ void pack_pq4(const uint8_t* codes, size_t n, size_t m, uint8_t* out) {
   }
 }
 
-Pq4Lut quantise_pq4_lut(const float* lut, size_t m) {
-  Pq4Lut q;
+void quantise_pq4_lut_into(const float* lut, size_t m, uint8_t* lut8, float* bias, float* scale) {
   const size_t mpad = pq4_mpad(m);
-  q.lut8.assign(mpad * 16, 0);
-  std::vector<float> lo(m);
+  std::memset(lut8, 0, mpad * 16);
   float span = 0.f;
-  double bias = 0.0;
+  double b = 0.0;
   for (size_t j = 0; j < m; ++j) {
     const float* t = lut + j * 16;
     const float mn = *std::min_element(t, t + 16), mx = *std::max_element(t, t + 16);
-    lo[j] = mn;
-    bias += mn;
+    b += mn;
     span = std::max(span, mx - mn);
   }
   // One scale for every sub-space (the bytes are summed), set by the widest table.
-  q.scale = span > 0.f && std::isfinite(span) ? span / 255.f : 1.f;
-  q.bias = static_cast<float>(bias);
-  const float inv = 1.f / q.scale;
-  for (size_t j = 0; j < m; ++j)
+  const float sc = span > 0.f && std::isfinite(span) ? span / 255.f : 1.f;
+  const float inv = 1.f / sc;
+  for (size_t j = 0; j < m; ++j) {
+    const float* t = lut + j * 16;
+    const float lo = *std::min_element(t, t + 16);
     for (size_t c = 0; c < 16; ++c) {
-      const float v = std::nearbyint((lut[j * 16 + c] - lo[j]) * inv);
-      q.lut8[j * 16 + c] = v >= 255.f ? 255 : v >= 0.f ? static_cast<uint8_t>(v) : 0;  // NaN -> 0
+      const float v = std::nearbyint((t[c] - lo) * inv);
+      lut8[j * 16 + c] = v >= 255.f ? 255 : v >= 0.f ? static_cast<uint8_t>(v) : 0;  // NaN -> 0
     }
+  }
+  *bias = static_cast<float>(b);
+  *scale = sc;
+}
+
+Pq4Lut quantise_pq4_lut(const float* lut, size_t m) {
+  Pq4Lut q;
+  q.lut8.resize(pq4_mpad(m) * 16);
+  quantise_pq4_lut_into(lut, m, q.lut8.data(), &q.bias, &q.scale);
   return q;
 }
 
-size_t ivf_pq_search_one(const IvfPqView& v, const float* q, size_t k, size_t nprobe, size_t rerank, int64_t* out_pos,
-                         float* out_scores) {
-  const PqCodebook& pq = *v.pq;
-  const size_t d = pq.d, nlist = v.nlist;
-  if (k == 0 || nlist == 0) return 0;
-  // Centroid scores, the nprobe best.
-  const SimilarityKernels& S = similarity_kernels();
-  std::vector<float> cscore(nlist);
-  S.dot_rows_f32(q, v.centroids, nlist, d, cscore.data());
-  std::vector<std::pair<float, int64_t>> cs(nlist);
-  for (size_t l = 0; l < nlist; ++l) cs[l] = {-cscore[l], static_cast<int64_t>(l)};
-  const size_t np = std::min(nprobe, nlist);
-  std::partial_sort(cs.begin(), cs.begin() + static_cast<std::ptrdiff_t>(np), cs.end());
-  std::vector<float> lut(pq.m * 16);
-  pq_lut_ip(pq, q, lut.data());
-  const Pq4Lut l8 = quantise_pq4_lut(lut.data(), pq.m);
-  const size_t mpad = pq4_mpad(pq.m);
-  const Pq4ScanKernels& K = pq4_scan_kernels();
-  // Estimates of every scanned row, as (-estimate, position) so the best sort first.
-  std::vector<std::pair<float, int64_t>> cand;
+// ---- IVF-PQ search ------------------------------------------------------------------------
+//
+// One routine serves a single query and a batch: per query, the centroid scores pick the
+// nprobe lists and one quantised table serves them all (a list adds its centroid's score);
+// the lists are then visited one at a time, each scanned for every query of the batch that
+// probes it, so its codes are read once per batch. Each query keeps its k * rerank best
+// estimates in a bounded queue; a row can only enter with a byte sum at or above the smallest
+// sum whose estimate reaches the queue's worst, so most rows are dropped by one integer
+// compare. The survivors are re-scored exactly in row order (addresses ascending, prefetched).
+// The queue keeps the best by (estimate, position), whatever order rows are offered in, so a
+// batch returns what single searches return.
+
+namespace {
+
+using Candidate = common::Scored<int64_t>;
+using CandidateQueue = common::BasicTopKQueue<int64_t>;
+
+inline float estimate(float base, float scale, uint32_t sum) { return base + scale * static_cast<float>(sum); }
+
+// The smallest byte sum whose estimate might reach thr (65536: none); a relative margin covers
+// rounding (a fused multiply-add here and not there), the queue then decides exactly.
+uint32_t min_passing_sum(float base, float scale, float thr) {
+  if (!std::isfinite(base) || !std::isfinite(scale) || !(scale > 0.f)) return 0;  // the queue decides
+  if (thr == std::numeric_limits<float>::infinity()) return 65536;
+  if (!std::isfinite(thr)) return 0;  // -inf or NaN
+  const float slack = 1e-5f * (std::fabs(base) + std::fabs(thr) + scale * 65536.f);
+  const float lim = thr - slack;
+  const float guess = (lim - base) / scale;
+  uint32_t s = guess <= 0.f ? 0 : guess >= 65536.f ? 65536 : static_cast<uint32_t>(guess);
+  while (s > 0 && estimate(base, scale, s - 1) >= lim) --s;
+  while (s < 65536 && estimate(base, scale, s) < lim) ++s;
+  return s;
+}
+
+// Bit i set when sums[i] >= g, for the 32 rows of a block (g <= 65536).
+inline uint32_t rows_at_or_above(const uint16_t* sums, uint32_t g) {
+  if (g == 0) return ~0u;
+  if (g > 65535) return 0;
+#if defined(__SSE2__)
+  // SSE2 (the x86-64 baseline) compares signed 16-bit lanes: flipping the top bit of both
+  // sides keeps the unsigned order, and s >= g is s > g - 1.
+  const __m128i flip = _mm_set1_epi16(static_cast<short>(0x8000));
+  const __m128i t = _mm_set1_epi16(static_cast<short>(static_cast<uint16_t>((g - 1) ^ 0x8000u)));
+  uint32_t mask = 0;
+  for (int h = 0; h < 2; ++h) {
+    const __m128i a = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sums + 16 * h)), flip);
+    const __m128i b = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sums + 16 * h + 8)), flip);
+    const __m128i m = _mm_packs_epi16(_mm_cmpgt_epi16(a, t), _mm_cmpgt_epi16(b, t));
+    mask |= static_cast<uint32_t>(_mm_movemask_epi8(m)) << (16 * h);
+  }
+  return mask;
+#else
+  uint32_t mask = 0;
+  for (uint32_t i = 0; i < kPqBlock; ++i) mask |= static_cast<uint32_t>(sums[i] >= g) << i;
+  return mask;
+#endif
+}
+
+struct QueryState {
+  std::vector<uint8_t> lut8;
+  float bias = 0, scale = 1;
+  CandidateQueue queue{0};
+};
+
+struct SearchScratch {
+  std::vector<float> cscore;
+  std::vector<std::pair<float, int64_t>> cs;
+  std::vector<float> lut;
   std::vector<uint16_t> sums;
-  for (size_t p = 0; p < np; ++p) {
-    const size_t l = static_cast<size_t>(cs[p].second);
-    const size_t n = static_cast<size_t>(v.len[l]), r0 = static_cast<size_t>(v.row0[l]);
-    if (n == 0) continue;
-    const size_t nb = (n + kPqBlock - 1) / kPqBlock;
-    sums.resize(nb * kPqBlock);
-    K.scan(v.blocks + (r0 / kPqBlock) * mpad * 16, nb, mpad, l8.lut8.data(), sums.data());
-    const float base = -cs[p].first + l8.bias;
-    for (size_t i = 0; i < n; ++i) {
-      const int64_t at = v.pos[r0 + i];
-      if (at < -1 || at >= static_cast<int64_t>(v.n_exact))
-        throw std::invalid_argument("ivf_pq_search: pos holds a row outside exact");
-      if (at >= 0) cand.emplace_back(-(base + l8.scale * sums[i]), at);
+  std::vector<uint64_t> visits;   // (list << 32 | query in chunk), list-major
+  std::vector<float> visit_base;  // centroid score per (query, probe)
+  std::vector<QueryState> queries;
+  std::vector<Candidate> cand;
+};
+
+SearchScratch& scratch() {
+  thread_local SearchScratch s;
+  return s;
+}
+
+// Scans list l for one query, offering the rows that pass the running threshold.
+void scan_list(const IvfPqView& v, const Pq4ScanKernels& K, size_t mpad, size_t l, float centroid_score, QueryState& qs,
+               std::vector<uint16_t>& sums) {
+  const size_t n = static_cast<size_t>(v.len[l]), r0 = static_cast<size_t>(v.row0[l]);
+  if (n == 0) return;
+  const size_t nb = (n + kPqBlock - 1) / kPqBlock;
+  if (sums.size() < nb * kPqBlock) sums.resize(nb * kPqBlock);
+  K.scan(v.blocks + (r0 / kPqBlock) * mpad * 16, nb, mpad, qs.lut8.data(), sums.data());
+  const float base = centroid_score + qs.bias, scale = qs.scale;
+  CandidateQueue& queue = qs.queue;
+  const int64_t* pos = v.pos + r0;
+  const int64_t n_exact = static_cast<int64_t>(v.n_exact);
+  uint32_t g = queue.full() ? min_passing_sum(base, scale, queue.threshold()) : 0;
+  for (size_t b = 0; b < nb; ++b) {
+    const size_t rows = std::min(kPqBlock, n - b * kPqBlock);
+    const uint16_t* s = sums.data() + b * kPqBlock;
+    uint32_t mask = rows_at_or_above(s, g);
+    if (rows < kPqBlock) mask &= (1u << rows) - 1;
+    while (mask != 0) {
+      const unsigned i = static_cast<unsigned>(__builtin_ctz(mask));
+      mask &= mask - 1;
+      const int64_t at = pos[b * kPqBlock + i];
+      if (at == -1) continue;
+      if (at < -1 || at >= n_exact) throw std::invalid_argument("ivf_pq_search: pos holds a row outside exact");
+      if (queue.insert(estimate(base, scale, s[i]), at) && queue.full()) {
+        g = min_passing_sum(base, scale, queue.threshold());
+        mask &= rows_at_or_above(s, g);
+      }
     }
   }
-  const size_t R = std::min(cand.size(), std::max(k, k * rerank));
-  std::nth_element(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(R), cand.end());
-  cand.resize(R);
-  for (auto& [s, at] : cand) s = -S.dot_f32(q, v.exact + static_cast<size_t>(at) * d, d);
-  const size_t kk = std::min(k, R);
-  std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(kk), cand.end());
-  for (size_t i = 0; i < kk; ++i) {
-    out_pos[i] = cand[i].second;
-    out_scores[i] = -cand[i].first;
+}
+
+// Re-scores the queue's rows exactly and writes the k best (padding -1 / NaN).
+void rescore(const IvfPqView& v, const float* q, size_t k, const CandidateQueue& queue, std::vector<Candidate>& cand,
+             int64_t* out_pos, float* out_scores) {
+  const SimilarityKernels& S = similarity_kernels();
+  const size_t d = v.pq->d, line = 64 / sizeof(float);
+  cand.assign(queue.entries().begin(), queue.entries().end());
+  std::sort(cand.begin(), cand.end(), [](const Candidate& a, const Candidate& b) { return a.doc < b.doc; });
+  constexpr size_t kAhead = 2;  // rows prefetched ahead of the one scored (more did not help)
+  auto prefetch = [&](size_t i) {
+    const float* row = v.exact + static_cast<size_t>(cand[i].doc) * d;
+    for (size_t t = 0; t < d; t += line) __builtin_prefetch(row + t);
+  };
+  for (size_t i = 0; i < std::min(kAhead, cand.size()); ++i) prefetch(i);
+  for (size_t i = 0; i < cand.size(); ++i) {
+    if (i + kAhead < cand.size()) prefetch(i + kAhead);
+    cand[i].score = S.dot_f32(q, v.exact + static_cast<size_t>(cand[i].doc) * d, d);
   }
+  const size_t kk = std::min(k, cand.size());
+  std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(kk), cand.end(), common::RanksBefore{});
+  for (size_t i = 0; i < kk; ++i) {
+    out_pos[i] = cand[i].doc;
+    out_scores[i] = cand[i].score;
+  }
+  for (size_t i = kk; i < k; ++i) {
+    out_pos[i] = -1;
+    out_scores[i] = std::numeric_limits<float>::quiet_NaN();
+  }
+}
+
+// Searches nc queries (rows of Q) together; writes k results per query.
+void search_chunk(const IvfPqView& v, const float* Q, size_t nc, size_t k, size_t nprobe, size_t rerank,
+                  int64_t* out_pos, float* out_scores) {
+  const PqCodebook& pq = *v.pq;
+  const size_t d = pq.d, nlist = v.nlist, mpad = pq4_mpad(pq.m);
+  const size_t np = std::min(nprobe, nlist);
+  const SimilarityKernels& S = similarity_kernels();
+  const Pq4ScanKernels& K = pq4_scan_kernels();
+  SearchScratch& w = scratch();
+  if (w.queries.size() < nc) w.queries.resize(nc);
+  w.cscore.resize(nlist);
+  w.cs.resize(nlist);
+  w.lut.resize(pq.m * 16);
+  w.visits.clear();
+  w.visit_base.resize(nc * np);
+  for (size_t qi = 0; qi < nc; ++qi) {
+    const float* q = Q + qi * d;
+    S.dot_rows_f32(q, v.centroids, nlist, d, w.cscore.data());
+    for (size_t l = 0; l < nlist; ++l) w.cs[l] = {-w.cscore[l], static_cast<int64_t>(l)};
+    // The np best lists (ties to the lower list), best first: the threshold rises sooner.
+    auto mid = w.cs.begin() + static_cast<std::ptrdiff_t>(np);
+    std::nth_element(w.cs.begin(), mid, w.cs.end());
+    std::sort(w.cs.begin(), mid);
+    size_t rows = 0;
+    for (size_t p = 0; p < np; ++p) {
+      const size_t l = static_cast<size_t>(w.cs[p].second);
+      rows += static_cast<size_t>(v.len[l]);
+      w.visits.push_back(uint64_t(l) << 32 | (qi * np + p));
+      w.visit_base[qi * np + p] = -w.cs[p].first;
+    }
+    QueryState& qs = w.queries[qi];
+    pq_lut_ip(pq, q, w.lut.data());
+    qs.lut8.resize(mpad * 16);
+    quantise_pq4_lut_into(w.lut.data(), pq.m, qs.lut8.data(), &qs.bias, &qs.scale);
+    qs.queue.reset(std::min(rows, std::max(k, k * rerank)));
+  }
+  // A single query visits its lists best first; a batch list by list.
+  if (nc > 1) std::sort(w.visits.begin(), w.visits.end());
+  for (const uint64_t vis : w.visits) {
+    const size_t l = static_cast<size_t>(vis >> 32), slot = static_cast<size_t>(vis & 0xffffffffu);
+    scan_list(v, K, mpad, l, w.visit_base[slot], w.queries[slot / np], w.sums);
+  }
+  for (size_t qi = 0; qi < nc; ++qi)
+    rescore(v, Q + qi * d, k, w.queries[qi].queue, w.cand, out_pos + qi * k, out_scores + qi * k);
+}
+
+}  // namespace
+
+size_t ivf_pq_search_one(const IvfPqView& v, const float* q, size_t k, size_t nprobe, size_t rerank, int64_t* out_pos,
+                         float* out_scores) {
+  if (k == 0 || v.nlist == 0) return 0;
+  // The padding goes to scratch: this function writes only the results it returns.
+  thread_local std::vector<int64_t> pos;
+  thread_local std::vector<float> scores;
+  pos.resize(k);
+  scores.resize(k);
+  search_chunk(v, q, 1, k, nprobe, rerank, pos.data(), scores.data());
+  size_t kk = 0;
+  while (kk < k && pos[kk] >= 0) ++kk;
+  std::copy(pos.begin(), pos.begin() + static_cast<std::ptrdiff_t>(kk), out_pos);
+  std::copy(scores.begin(), scores.begin() + static_cast<std::ptrdiff_t>(kk), out_scores);
   return kk;
+}
+
+void ivf_pq_search_batch(const IvfPqView& v, const float* Q, size_t nq, size_t k, size_t nprobe, size_t rerank,
+                         int threads, int64_t* out_pos, float* out_scores) {
+  if (k == 0 || nq == 0) return;
+  if (v.nlist == 0) {
+    std::fill(out_pos, out_pos + nq * k, int64_t(-1));
+    std::fill(out_scores, out_scores + nq * k, std::numeric_limits<float>::quiet_NaN());
+    return;
+  }
+  const int nt = resolve_threads(threads, nq);
+  // Chunks small enough that every query's queue and table stay in cache, and at least one
+  // per worker.
+  const size_t chunk = std::max<size_t>(1, std::min<size_t>(kSearchChunk, (nq + nt - 1) / nt));
+  const size_t nchunks = (nq + chunk - 1) / chunk;
+  parallel_for(nchunks, nt, [&](size_t c, int) {
+    const size_t q0 = c * chunk, nc = std::min(chunk, nq - q0);
+    search_chunk(v, Q + q0 * v.pq->d, nc, k, nprobe, rerank, out_pos + q0 * k, out_scores + q0 * k);
+  });
 }
 
 }  // namespace ragfind::dense

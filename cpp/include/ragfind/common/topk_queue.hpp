@@ -62,6 +62,14 @@ class BasicTopKQueue {
     has_floor_ = true;
   }
 
+  /// Empties the queue for a new search of the k best, keeping its memory (no floor).
+  void reset(std::size_t k) {
+    k_ = k;
+    heap_.clear();
+    floor_ = -std::numeric_limits<float>::infinity();
+    has_floor_ = false;
+  }
+
   /// Offers a document; returns true if it entered.
   bool insert(float score, Id doc) {
     Entry e{score, doc};

@@ -60,6 +60,9 @@ struct Pq4Lut {
 };
 Pq4Lut quantise_pq4_lut(const float* lut, size_t m);
 
+/// quantise_pq4_lut into caller memory: lut8 holds mpad x 16 bytes.
+void quantise_pq4_lut_into(const float* lut, size_t m, uint8_t* lut8, float* bias, float* scale);
+
 /// One SIMD level's 4-bit fast-scan kernel.
 struct Pq4ScanKernels {
   const char* name;
@@ -92,10 +95,23 @@ struct IvfPqView {
 
 /// Top-k positions by inner product for one query: the nprobe lists of the best centroids are
 /// fast-scanned (q . x ~ q . centroid + the table sum of the residual's codes; one table serves
-/// every list), the k * rerank best estimates are re-scored exactly. Scores descending, ties to
-/// the lower position. Returns how many were written (at most k). Throws std::invalid_argument
-/// on a position outside exact (checked only for the rows scanned, so a search costs no O(n)).
+/// every list), the k * rerank best estimates (ties to the lower position) are re-scored
+/// exactly. Scores descending, ties to the lower position. Returns how many were written (at
+/// most k). Throws std::invalid_argument on a position outside exact (checked for the rows
+/// whose estimate could enter the k * rerank best, so a search costs no O(n)). Allocates
+/// nothing per call once a thread has searched an index of this shape.
 size_t ivf_pq_search_one(const IvfPqView& v, const float* q, size_t k, size_t nprobe, size_t rerank, int64_t* out_pos,
                          float* out_scores);
+
+/// Queries a batch searches together: their tables and queues stay in cache while each probed
+/// list is scanned for all of them.
+inline constexpr size_t kSearchChunk = 64;
+
+/// ivf_pq_search_one for the nq rows of Q (nq x d), each list's codes read once per chunk of
+/// queries that probe it; chunks run on `threads` workers (0: one per CPU). Writes k results
+/// per query (out_pos and out_scores nq x k), padded with -1 and NaN; query i's equal
+/// ivf_pq_search_one's for that query.
+void ivf_pq_search_batch(const IvfPqView& v, const float* Q, size_t nq, size_t k, size_t nprobe, size_t rerank,
+                         int threads, int64_t* out_pos, float* out_scores);
 
 }  // namespace ragfind::dense
