@@ -127,7 +127,7 @@ size_t ivf_pq_search_one(const IvfPqView& v, const float* q, size_t k, size_t np
   S.dot_rows_f32(q, v.centroids, nlist, d, cscore.data());
   std::vector<std::pair<float, int64_t>> cs(nlist);
   for (size_t l = 0; l < nlist; ++l) cs[l] = {-cscore[l], static_cast<int64_t>(l)};
-  const size_t np = std::min(nprobe, nlist);
+  const size_t np = std::min(std::max<size_t>(nprobe, 1), nlist);
   std::partial_sort(cs.begin(), cs.begin() + static_cast<std::ptrdiff_t>(np), cs.end());
   std::vector<float> lut(pq.m * 16);
   pq_lut_ip(pq, q, lut.data());
@@ -137,20 +137,26 @@ size_t ivf_pq_search_one(const IvfPqView& v, const float* q, size_t k, size_t np
   // Estimates of every scanned row, as (-estimate, position) so the best sort first.
   std::vector<std::pair<float, int64_t>> cand;
   std::vector<uint16_t> sums;
-  for (size_t p = 0; p < np; ++p) {
+  auto scan_list = [&](size_t p) {
     const size_t l = static_cast<size_t>(cs[p].second);
     const size_t n = static_cast<size_t>(v.len[l]), r0 = static_cast<size_t>(v.row0[l]);
-    if (n == 0) continue;
+    if (n == 0) return;
     const size_t nb = (n + kPqBlock - 1) / kPqBlock;
     sums.resize(nb * kPqBlock);
     K.scan(v.blocks + (r0 / kPqBlock) * mpad * 16, nb, mpad, l8.lut8.data(), sums.data());
     const float base = -cs[p].first + l8.bias;
+    const int64_t first = v.pos == nullptr ? v.start[l] : 0;
     for (size_t i = 0; i < n; ++i) {
-      const int64_t at = v.pos[r0 + i];
+      const int64_t at = v.pos == nullptr ? first + static_cast<int64_t>(i) : v.pos[r0 + i];
       if (at < -1 || at >= static_cast<int64_t>(v.n_exact))
         throw std::invalid_argument("ivf_pq_search: pos holds a row outside exact");
-      if (at >= 0) cand.emplace_back(-(base + l8.scale * sums[i]), at);
+      if (at >= 0 && (v.allowed == nullptr || v.allowed[at] != 0)) cand.emplace_back(-(base + l8.scale * sums[i]), at);
     }
+  };
+  for (size_t p = 0; p < np; ++p) scan_list(p);
+  if (cand.size() < k && np < nlist) {
+    std::sort(cs.begin() + static_cast<std::ptrdiff_t>(np), cs.end());
+    for (size_t p = np; cand.size() < k && p < nlist; ++p) scan_list(p);
   }
   const size_t R = std::min(cand.size(), std::max(k, k * rerank));
   std::nth_element(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(R), cand.end());
