@@ -291,3 +291,51 @@ def test_loaded_int_ids_keep_insertion_order_through_writes(tmp_path, dtype):
     assert back.ids.tolist() == ix.ids.tolist()
     for q in Q[:5]:
         np.testing.assert_array_equal(back.search(q, 10, nprobe=8)[0], ix.search(q, 10, nprobe=8)[0])
+
+
+@pytest.mark.parametrize("dtype", CODED)
+def test_searches_during_adds_and_retrains_see_whole_states(dtype):
+    import threading
+
+    ix = DenseIndex(DIM, metric="cosine", kind="ivf", dtype=dtype, rerank=50)
+    ix.add(X[:100], ids=list(range(100)))
+    probes = list(range(0, 100, 9))
+    errors: list = []
+    stop = threading.Event()
+
+    def searcher():
+        try:
+            while not stop.is_set():
+                for i in probes:
+                    ids, scores = ix.search(X[i], 3, nprobe=10**6)
+                    assert ids[0] == i and abs(float(scores[0]) - 1.0) < 1e-5, (i, ids, scores)
+        except Exception as e:  # noqa: BLE001 - reported to the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=searcher) for _ in range(2)]
+    for t in threads:
+        t.start()
+    nlists = set()
+    for b in range(100, 3000, 100):
+        ix.add(X[b : b + 100], ids=list(range(b, b + 100)))
+        nlists.add(ix.nlist)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    assert len(nlists) >= 2  # retrained (new centroids, codebooks, codes) while searched
+
+
+def test_rerank_is_settable_and_checked():
+    ix = coded("pq", nlist=8, rerank=2)
+    assert ix.rerank == 2
+    ix.rerank = 40
+    assert ix.rerank == 40 and ix._backend.rerank == 40
+    with pytest.raises(ValueError, match="rerank must be >= 1"):
+        ix.rerank = 0
+    with pytest.raises(ValueError, match=r"\[0, 1024\]"):
+        ix.rerank = 5000
+    assert DenseIndex(DIM).rerank is None
+    i8 = DenseIndex(DIM, kind="ivf", dtype="i8", rerank=0)
+    with pytest.raises(ValueError, match="cannot switch"):
+        i8.rerank = 4
