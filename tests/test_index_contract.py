@@ -1,5 +1,6 @@
 """The index protocol (``ragfind.index``), checked the same way on every index kind: BM25, BM25F,
-SPLADE (SparseVectorIndex), dense exact / HNSW / IVF and late interaction.
+SPLADE (SparseVectorIndex), dense exact / HNSW / IVF (float32, PQ and RaBitQ codes) and late
+interaction.
 
 add returns the ids as an array; delete and explain fail with one class and message; search_batch
 item i is search(queries[i]) exactly, with and without a filter; ``threads`` is the one spelling
@@ -19,7 +20,17 @@ from ragfind.errors import UnknownIdError, unknown_ids
 from ragfind.index import check_threads
 from ragfind.models.splade import SparseEmbeddings
 
-KINDS = ["bm25", "bm25f", "splade", "dense-exact", "dense-hnsw", "dense-ivf", "late"]
+KINDS = [
+    "bm25",
+    "bm25f",
+    "splade",
+    "dense-exact",
+    "dense-hnsw",
+    "dense-ivf",
+    "dense-ivf-pq",
+    "dense-ivf-rabitq",
+    "late",
+]
 EXPLANATION_KIND = {"bm25f": "bm25f", "splade": "splade", "late": "late", "bm25": "bm25"}
 N = 12
 WORDS = ["alpha", "beta", "gamma", "delta", "omega", "sigma"]
@@ -52,7 +63,8 @@ def make(kind: str):
     if kind.startswith("dense"):
         X = rng.standard_normal((N, 8)).astype(np.float32)
         Q = rng.standard_normal((3, 8)).astype(np.float32)
-        return DenseIndex(8, metric="ip", kind=kind.split("-")[1]), X, list(Q)
+        _, index_kind, *dtype = kind.split("-")  # dense-ivf-pq: kind "ivf", dtype "pq"
+        return DenseIndex(8, metric="ip", kind=index_kind, dtype=dtype[0] if dtype else "f32"), X, list(Q)
     docs = [rng.standard_normal((int(rng.integers(2, 6)), 8)).astype(np.float32) for _ in range(N)]
     queries = [rng.standard_normal((m, 8)).astype(np.float32) for m in (2, 3, 1)]
     return LateInteractionIndex(8), docs, queries

@@ -1,6 +1,7 @@
-// Bindings for product quantisation (ragfind/dense/pq.hpp): training, encoding and the 4-bit
-// fast scan, the pieces a PQ-coded IVF list is built from. Arguments are checked with the GIL
-// held (TypeError/ValueError naming them), the work runs without it; nothing is cast silently.
+// Bindings for compressed IVF codes: product quantisation (ragfind/dense/pq.hpp: training,
+// encoding, the 4-bit fast scan, IVF-PQ search) and RaBitQ (rabitq.hpp, ivf_rabitq.hpp).
+// Arguments are checked with the GIL held (TypeError/ValueError naming them), the work runs
+// without it; nothing is cast silently.
 #include <pybind11/numpy.h>
 
 #include <algorithm>
@@ -10,7 +11,9 @@
 
 #include "bindings.hpp"
 #include "ragfind/common/parallel.hpp"
+#include "ragfind/dense/ivf_rabitq.hpp"
 #include "ragfind/dense/pq.hpp"
+#include "ragfind/dense/rabitq.hpp"
 
 namespace py = pybind11;
 
@@ -144,15 +147,15 @@ void bind_pq(py::module_& m) {
 
   m.def(
       "ivf_pq_search",
-      [](py::array centroids, py::array codewords, py::array blocks, py::array row0, py::array lens, py::array pos,
-         py::array exact, py::array Q, size_t k, size_t nprobe, size_t rerank, int threads) -> py::tuple {
+      [](py::array centroids, py::array codewords, py::array blocks, py::array row0, py::array lens, py::object pos,
+         py::array exact, py::array Q, size_t k, size_t nprobe, size_t rerank, int threads, py::object start,
+         py::object allowed) -> py::tuple {
         const dense::PqCodebook pq = codebook(codewords);
         if (pq.bits != 4) fail_value("ivf_pq_search needs 4-bit codewords (16 per sub-space)");
         check_array(centroids, "centroids", 'f', 4, 2, "float32");
         check_array(blocks, "blocks", 'u', 1, 1, "uint8");
         check_array(row0, "row0", 'i', 8, 1, "int64");
         check_array(lens, "lens", 'i', 8, 1, "int64");
-        check_array(pos, "pos", 'i', 8, 1, "int64");
         check_array(exact, "exact", 'f', 4, 2, "float32");
         check_array(Q, "Q", 'f', 4, 2, "float32");
         const size_t d = pq.d, nlist = static_cast<size_t>(centroids.shape(0));
@@ -162,15 +165,41 @@ void bind_pq(py::module_& m) {
         if (static_cast<size_t>(row0.shape(0)) != nlist || static_cast<size_t>(lens.shape(0)) != nlist)
           fail_value("row0 and lens must have one entry per centroid");
         if (threads < 0) fail_value("threads must be >= 0 (0 = automatic)");
-        const size_t rows = static_cast<size_t>(pos.shape(0)), mpad = dense::pq4_mpad(pq.m);
-        if (rows % dense::kPqBlock != 0 || static_cast<size_t>(blocks.shape(0)) != rows / dense::kPqBlock * mpad * 16)
-          fail_value("pos must cover whole blocks of 32 rows and blocks hold their codes");
+        if (pos.is_none() == start.is_none()) fail_value("pass exactly one of pos and start");
+        const size_t mpad = dense::pq4_mpad(pq.m), n_exact = static_cast<size_t>(exact.shape(0));
+        if (static_cast<size_t>(blocks.shape(0)) % (mpad * 16) != 0)
+          fail_value("blocks must hold whole blocks of " + std::to_string(mpad * 16) + " bytes");
+        const size_t rows = static_cast<size_t>(blocks.shape(0)) / (mpad * 16) * dense::kPqBlock;
+        const int64_t* pp = nullptr;  // checked as the scan reads it
+        const int64_t* st = nullptr;
+        py::array pos_a, start_a, allowed_a;
+        if (!pos.is_none()) {
+          pos_a = pos.cast<py::array>();
+          check_array(pos_a, "pos", 'i', 8, 1, "int64");
+          if (static_cast<size_t>(pos_a.shape(0)) != rows) fail_value("pos must have one entry per row of blocks");
+          pp = static_cast<const int64_t*>(pos_a.data());
+        } else {
+          start_a = start.cast<py::array>();
+          check_array(start_a, "start", 'i', 8, 1, "int64");
+          if (static_cast<size_t>(start_a.shape(0)) != nlist) fail_value("start must have one entry per centroid");
+          st = static_cast<const int64_t*>(start_a.data());
+        }
         const int64_t* r0 = static_cast<const int64_t*>(row0.data());
         const int64_t* ln = static_cast<const int64_t*>(lens.data());
-        for (size_t l = 0; l < nlist; ++l)
+        for (size_t l = 0; l < nlist; ++l) {
           if (r0[l] < 0 || ln[l] < 0 || r0[l] % 32 != 0 || static_cast<size_t>(r0[l] + ln[l]) > rows)
-            fail_value("list " + std::to_string(l) + " lies outside pos or does not start a block");
-        const int64_t* pp = static_cast<const int64_t*>(pos.data());  // checked as the scan reads it
+            fail_value("list " + std::to_string(l) + " lies outside blocks or does not start a block");
+          if (st != nullptr && (st[l] < 0 || static_cast<size_t>(st[l] + ln[l]) > n_exact))
+            fail_value("list " + std::to_string(l) + " lies outside exact");
+        }
+        const uint8_t* al = nullptr;
+        if (!allowed.is_none()) {
+          allowed_a = allowed.cast<py::array>();
+          check_array(allowed_a, "allowed", 'u', 1, 1, "uint8");
+          if (static_cast<size_t>(allowed_a.shape(0)) != n_exact)
+            fail_value("allowed must have one entry per row of exact");
+          al = static_cast<const uint8_t*>(allowed_a.data());
+        }
         dense::IvfPqView v;
         v.centroids = static_cast<const float*>(centroids.data());
         v.nlist = nlist;
@@ -179,8 +208,10 @@ void bind_pq(py::module_& m) {
         v.row0 = r0;
         v.len = ln;
         v.pos = pp;
+        v.start = st;
+        v.allowed = al;
         v.exact = static_cast<const float*>(exact.data());
-        v.n_exact = static_cast<size_t>(exact.shape(0));
+        v.n_exact = n_exact;
         const size_t nq = static_cast<size_t>(Q.shape(0));
         py::array_t<int64_t> out_pos({nq, k});
         py::array_t<float> out_scores({nq, k});
@@ -195,8 +226,129 @@ void bind_pq(py::module_& m) {
       },
       py::arg("centroids"), py::arg("codewords"), py::arg("blocks"), py::arg("row0"), py::arg("lens"), py::arg("pos"),
       py::arg("exact"), py::arg("Q"), py::arg("k"), py::arg("nprobe"), py::arg("rerank"), py::arg("threads") = 0,
+      py::arg("start") = py::none(), py::arg("allowed") = py::none(),
       "IVF-PQ search by inner product (4-bit fast scan, exact re-scoring of the k * rerank best): "
-      "(positions (nq, k) padded with -1, scores (nq, k) padded with NaN).");
+      "(positions (nq, k) padded with -1, scores (nq, k) padded with NaN). Row i of list l is "
+      "pos[row0[l] + i], or with pos=None start[l] + i; allowed (uint8 per row of exact) admits rows.");
+
+  m.def(
+      "rabitq_rotation",
+      [](size_t d, uint64_t seed) {
+        if (d < 2) fail_value("rabitq needs dim >= 2, got " + std::to_string(d));
+        dense::RabitqRotation rot;
+        {
+          py::gil_scoped_release release;
+          rot = dense::make_rabitq_rotation(d, seed);
+        }
+        py::array_t<float> out({d, d});
+        std::copy(rot.R.begin(), rot.R.end(), out.mutable_data());
+        return out;
+      },
+      py::arg("d"), py::arg("seed") = 1234, "A random d x d orthogonal matrix (float32, row-major) for RaBitQ codes.");
+
+  m.def(
+      "rabitq_encode",
+      [](py::array residuals, py::array rotation) -> py::tuple {
+        check_array(residuals, "residuals", 'f', 4, 2, "float32");
+        check_array(rotation, "rotation", 'f', 4, 2, "float32");
+        const size_t n = static_cast<size_t>(residuals.shape(0)), d = static_cast<size_t>(residuals.shape(1));
+        if (d < 2 || static_cast<size_t>(rotation.shape(0)) != d || static_cast<size_t>(rotation.shape(1)) != d)
+          fail_value("rotation must be (" + std::to_string(d) + ", " + std::to_string(d) + ") for residuals of " +
+                     std::to_string(d) + " columns");
+        dense::RabitqRotation rot;
+        rot.d = d;
+        const float* pr = static_cast<const float*>(rotation.data());
+        rot.R.assign(pr, pr + d * d);
+        const size_t words = dense::rabitq_words(d);
+        py::array_t<uint64_t> bits({n, words});
+        py::array_t<float> norm(n), ipq(n);
+        const float* px = static_cast<const float*>(residuals.data());
+        uint64_t* pb = bits.mutable_data();
+        float* pn = norm.mutable_data();
+        float* pi = ipq.mutable_data();
+        {
+          py::gil_scoped_release release;
+          dense::encode_rabitq(rot, px, n, pb, pn, pi);
+        }
+        return py::make_tuple(bits, norm, ipq);
+      },
+      py::arg("residuals"), py::arg("rotation"),
+      "RaBitQ codes of residual rows: (bits uint64 (n, ceil(d / 64)), norm float32 (n,), ipq float32 (n,)).");
+
+  m.def(
+      "ivf_rabitq_search",
+      [](py::array centroids, py::array rotation, py::array bits, py::array norm, py::array ipq, py::array start,
+         py::array lens, py::array exact, py::array Q, size_t k, size_t nprobe, size_t rerank, int threads,
+         py::object allowed) -> py::tuple {
+        check_array(centroids, "centroids", 'f', 4, 2, "float32");
+        check_array(rotation, "rotation", 'f', 4, 2, "float32");
+        check_array(bits, "bits", 'u', 8, 2, "uint64");
+        check_array(norm, "norm", 'f', 4, 1, "float32");
+        check_array(ipq, "ipq", 'f', 4, 1, "float32");
+        check_array(start, "start", 'i', 8, 1, "int64");
+        check_array(lens, "lens", 'i', 8, 1, "int64");
+        check_array(exact, "exact", 'f', 4, 2, "float32");
+        check_array(Q, "Q", 'f', 4, 2, "float32");
+        const size_t d = static_cast<size_t>(centroids.shape(1)), nlist = static_cast<size_t>(centroids.shape(0));
+        const size_t n = static_cast<size_t>(exact.shape(0));
+        if (d < 2 || static_cast<size_t>(rotation.shape(0)) != d || static_cast<size_t>(rotation.shape(1)) != d ||
+            static_cast<size_t>(exact.shape(1)) != d || static_cast<size_t>(Q.shape(1)) != d)
+          fail_value("rotation must be (d, d) and exact and Q have d columns, d = " + std::to_string(d));
+        if (static_cast<size_t>(bits.shape(0)) != n || static_cast<size_t>(bits.shape(1)) != dense::rabitq_words(d) ||
+            static_cast<size_t>(norm.shape(0)) != n || static_cast<size_t>(ipq.shape(0)) != n)
+          fail_value("bits, norm and ipq must have one row per row of exact (bits ceil(d / 64) words)");
+        if (static_cast<size_t>(start.shape(0)) != nlist || static_cast<size_t>(lens.shape(0)) != nlist)
+          fail_value("start and lens must have one entry per centroid");
+        if (threads < 0) fail_value("threads must be >= 0 (0 = automatic)");
+        const uint8_t* al = nullptr;
+        py::array allowed_a;
+        if (!allowed.is_none()) {
+          allowed_a = allowed.cast<py::array>();
+          check_array(allowed_a, "allowed", 'u', 1, 1, "uint8");
+          if (static_cast<size_t>(allowed_a.shape(0)) != n) fail_value("allowed must have one entry per row of exact");
+          al = static_cast<const uint8_t*>(allowed_a.data());
+        }
+        dense::IvfRabitqView v;
+        v.d = d;
+        v.centroids = static_cast<const float*>(centroids.data());
+        v.nlist = nlist;
+        v.rotation = static_cast<const float*>(rotation.data());
+        v.bits = static_cast<const uint64_t*>(bits.data());
+        v.norm = static_cast<const float*>(norm.data());
+        v.ipq = static_cast<const float*>(ipq.data());
+        v.start = static_cast<const int64_t*>(start.data());
+        v.len = static_cast<const int64_t*>(lens.data());
+        v.exact = static_cast<const float*>(exact.data());
+        v.allowed = al;
+        v.n_rows = n;
+        const size_t nq = static_cast<size_t>(Q.shape(0));
+        py::array_t<int64_t> out_pos({nq, k});
+        py::array_t<float> out_scores({nq, k});
+        py::array_t<int64_t> out_stats({nq, size_t(3)});
+        int64_t* op = out_pos.mutable_data();
+        float* os = out_scores.mutable_data();
+        int64_t* ost = out_stats.mutable_data();
+        const float* pq_ = static_cast<const float*>(Q.data());
+        {
+          py::gil_scoped_release release;
+          std::fill(op, op + nq * k, int64_t(-1));
+          std::fill(os, os + nq * k, std::numeric_limits<float>::quiet_NaN());
+          parallel_for(nq, resolve_threads(threads, nq), [&](size_t i, int) {
+            dense::RabitqSearchStats st;
+            dense::ivf_rabitq_search_one(v, pq_ + i * d, k, nprobe, rerank, op + i * k, os + i * k, &st);
+            ost[i * 3] = static_cast<int64_t>(st.scanned);
+            ost[i * 3 + 1] = static_cast<int64_t>(st.pooled);
+            ost[i * 3 + 2] = static_cast<int64_t>(st.rescored);
+          });
+        }
+        return py::make_tuple(out_pos, out_scores, out_stats);
+      },
+      py::arg("centroids"), py::arg("rotation"), py::arg("bits"), py::arg("norm"), py::arg("ipq"), py::arg("start"),
+      py::arg("lens"), py::arg("exact"), py::arg("Q"), py::arg("k"), py::arg("nprobe"), py::arg("rerank"),
+      py::arg("threads") = 0, py::arg("allowed") = py::none(),
+      "IVF-RaBitQ search by inner product (estimates, then exact re-scoring of the k * rerank best in "
+      "upper-bound order until no bound reaches the k-th score): (positions (nq, k) padded with -1, "
+      "scores (nq, k) padded with NaN, stats (nq, 3): rows estimated, candidates pooled, rows re-scored).");
 
   m.def(
       "pq4_kernel_name", [] { return std::string(dense::pq4_scan_kernels().name); },

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "check.hpp"
+#include "ragfind/dense/ivf_rabitq.hpp"
 #include "ragfind/dense/rabitq.hpp"
 
 using namespace ragfind::dense;
@@ -145,6 +146,60 @@ TEST(rabitq_search_with_bound_pruning_finds_the_exact_top_k) {
   }
   CHECK_MSG(hits >= 0.97 * nq * k, "recall " + std::to_string(double(hits) / (nq * k)));
   CHECK_MSG(rescored < n * nq / 2, "re-scored " + std::to_string(rescored) + " of " + std::to_string(n * nq));
+}
+
+TEST(ivf_rabitq_search_finds_the_exact_top_k_and_skips_rows) {
+  // Two lists (the rows split in halves, one centroid each): every list probed, the pool as
+  // deep as the rows, so only the bound's pruning can lose a neighbour.
+  const size_t n = 3000, nq = 20, k = 10;
+  const std::vector<float> X = unit_rows(n, 5), Q = unit_rows(nq, 6);
+  const RabitqRotation rot = make_rabitq_rotation(kD, 9);
+  std::vector<float> C(2 * kD, 0.f), res(n * kD);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < kD; ++j) C[(i < n / 2 ? 0 : 1) * kD + j] += X[i * kD + j] / (n / 2);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < kD; ++j) res[i * kD + j] = X[i * kD + j] - C[(i < n / 2 ? 0 : 1) * kD + j];
+  std::vector<uint64_t> bits(n * rabitq_words(kD));
+  std::vector<float> norm(n), ipq(n);
+  encode_rabitq(rot, res.data(), n, bits.data(), norm.data(), ipq.data());
+  std::vector<uint8_t> allowed(n, 1);
+  for (size_t i = 0; i < n; i += 3) allowed[i] = 0;
+  const int64_t start[2] = {0, int64_t(n / 2)}, len[2] = {int64_t(n / 2), int64_t(n - n / 2)};
+  IvfRabitqView v;
+  v.d = kD;
+  v.centroids = C.data();
+  v.nlist = 2;
+  v.rotation = rot.R.data();
+  v.bits = bits.data();
+  v.norm = norm.data();
+  v.ipq = ipq.data();
+  v.start = start;
+  v.len = len;
+  v.exact = X.data();
+  v.allowed = allowed.data();
+  v.n_rows = n;
+  size_t hits = 0, rescored = 0;
+  for (size_t q = 0; q < nq; ++q) {
+    const float* qv = Q.data() + q * kD;
+    int64_t pos[k];
+    float score[k];
+    RabitqSearchStats st;
+    CHECK_EQ(ivf_rabitq_search_one(v, qv, k, 2, n, pos, score, &st), k);
+    CHECK_EQ(st.scanned, n - (n + 2) / 3);
+    rescored += st.rescored;
+    std::vector<double> exact;
+    for (size_t i = 0; i < n; ++i)
+      if (allowed[i]) exact.push_back(dot(qv, X.data() + i * kD));
+    std::nth_element(exact.begin(), exact.begin() + (k - 1), exact.end(), std::greater<>());
+    for (size_t i = 0; i < k; ++i) {
+      CHECK(allowed[size_t(pos[i])] == 1);
+      CHECK(std::fabs(score[i] - dot(qv, X.data() + size_t(pos[i]) * kD)) < 1e-5);
+      if (i) CHECK(score[i] <= score[i - 1]);
+      hits += score[i] >= exact[k - 1] - 1e-6;
+    }
+  }
+  CHECK_MSG(hits >= 0.99 * nq * k, "recall " + std::to_string(double(hits) / (nq * k)));
+  CHECK_MSG(rescored < n * nq / 4, "re-scored " + std::to_string(rescored) + " of " + std::to_string(n * nq));
 }
 
 RAGFIND_TEST_MAIN

@@ -13,6 +13,7 @@ from numpy import float32 as _f32
 from numpy import int64 as _i64
 from numpy import uint8 as _u8
 from numpy import uint16 as _u16
+from numpy import uint64 as _u64
 from numpy.typing import NDArray as _NDArray
 
 # Every pybind11 class has pybind11's metaclass (pybind11_builtins.pybind11_type, a subclass of
@@ -236,14 +237,36 @@ def ivf_pq_search(
     blocks: _NDArray[_u8],
     row0: _NDArray[_i64],
     lens: _NDArray[_i64],
-    pos: _NDArray[_i64],
+    pos: _NDArray[_i64] | None,
     exact: _NDArray[_f32],
     Q: _NDArray[_f32],
     k: int,
     nprobe: int,
     rerank: int,
     threads: int = 0,
+    start: _NDArray[_i64] | None = None,
+    allowed: _NDArray[_u8] | None = None,
 ) -> tuple[_NDArray[_i64], _NDArray[_f32]]: ...
+def rabitq_rotation(d: int, seed: int = 1234) -> _NDArray[_f32]: ...
+def rabitq_encode(
+    residuals: _NDArray[_f32], rotation: _NDArray[_f32]
+) -> tuple[_NDArray[_u64], _NDArray[_f32], _NDArray[_f32]]: ...
+def ivf_rabitq_search(
+    centroids: _NDArray[_f32],
+    rotation: _NDArray[_f32],
+    bits: _NDArray[_u64],
+    norm: _NDArray[_f32],
+    ipq: _NDArray[_f32],
+    start: _NDArray[_i64],
+    lens: _NDArray[_i64],
+    exact: _NDArray[_f32],
+    Q: _NDArray[_f32],
+    k: int,
+    nprobe: int,
+    rerank: int,
+    threads: int = 0,
+    allowed: _NDArray[_u8] | None = None,
+) -> tuple[_NDArray[_i64], _NDArray[_f32], _NDArray[_i64]]: ...
 def pq4_kernel_name() -> str: ...
 
 # --- dense: HNSW ---

@@ -71,25 +71,42 @@ def test_arguments_are_checked():
         _core.pq4_scan(np.zeros(10, np.uint8), 3, np.zeros((4, 16), np.float32))
 
 
-def test_ivf_pq_lists_find_the_exact_top_k():
-    from ragfind.dense.pq_lists import IvfPqLists
+def test_ivf_pq_search_with_pos_or_start_finds_the_exact_top_k():
+    from ragfind import DenseIndex
 
     X = _rows(3000, 32, seed=3)
     X /= np.linalg.norm(X, axis=1, keepdims=True)
     Q = _rows(40, 32, seed=4)
     Q /= np.linalg.norm(Q, axis=1, keepdims=True)
-    ix = IvfPqLists(X, nlist=16, pq_m=16, threads=1)
-    rows, scores = ix.search(Q, 10, nprobe=16, rerank=30)  # every list: only the codes can miss
-    truth = np.argsort(-(Q @ X.T), axis=1)[:, :10]
+    ix = DenseIndex(32, metric="ip", kind="ivf", dtype="pq", nlist=16, pq_m=16)
+    ix.add(X)
+    s = ix._backend.snapshot
+    # The same lists as a table of code rows -> positions (-1 for the padding of each block).
+    pos = np.full(s.codes[0].shape[0] // (16 * 16) * 32, -1, np.int64)
+    for st, cs, n in zip(s.start, s.code_start, s.lens):
+        pos[cs : cs + n] = np.arange(st, st + n)
+    args = (s.centroids, s.code_params, s.codes[0], s.code_start, s.lens)
+    rows, scores = _core.ivf_pq_search(*args, pos, s.data, Q, 10, 16, 30, 1)  # every list
+    rows2, scores2 = _core.ivf_pq_search(*args, None, s.data, Q, 10, 16, 30, 1, start=s.start)
+    np.testing.assert_array_equal(rows, rows2)
+    np.testing.assert_array_equal(scores, scores2)
+    S = Q @ s.data.T  # positions are rows of s.data
+    truth = np.argsort(-S, axis=1)[:, :10]
     recall = np.mean([len(set(r) & set(t)) / 10 for r, t in zip(rows.tolist(), truth.tolist())])
     assert recall >= 0.95, recall
-    np.testing.assert_allclose(scores, np.take_along_axis(Q @ X.T, rows, 1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(scores, np.take_along_axis(S, rows, 1), rtol=1e-5, atol=1e-6)
     assert np.all(np.diff(scores, axis=1) <= 0)
-    few, _ = ix.search(Q[:1], 5000, nprobe=16, rerank=1)  # more than the rows: padded
+    few, _ = _core.ivf_pq_search(*args, pos, s.data, Q[:1], 5000, 16, 1, 1)  # more than the rows
     assert sorted(few[0][few[0] >= 0].tolist()) == list(range(3000))
-    bad = ix.pos.copy()
+    allowed = np.zeros(3000, np.uint8)
+    allowed[::7] = 1
+    got, _ = _core.ivf_pq_search(*args, pos, s.data, Q[:3], 5000, 1, 1, 1, allowed=allowed)
+    assert sorted(got[0][got[0] >= 0].tolist()) == list(range(0, 3000, 7))  # nprobe 1, widened
+    bad = pos.copy()
     bad[bad >= 0] += 3000  # rows outside exact
     with pytest.raises(ValueError, match="outside exact"):
-        _core.ivf_pq_search(
-            ix.centroids, ix.codewords, ix.blocks, ix.row0, ix.lens, bad, ix.exact, Q, 10, 16, 1, 1
-        )
+        _core.ivf_pq_search(*args, bad, s.data, Q, 10, 16, 1, 1)
+    with pytest.raises(ValueError, match="exactly one of pos and start"):
+        _core.ivf_pq_search(*args, pos, s.data, Q, 10, 16, 1, 1, start=s.start)
+    with pytest.raises(ValueError, match="allowed must have"):
+        _core.ivf_pq_search(*args, pos, s.data, Q, 10, 16, 1, 1, allowed=allowed[:5])

@@ -220,7 +220,8 @@ void scan_list(const IvfPqView& v, const Pq4ScanKernels& K, size_t mpad, size_t 
   K.scan(v.blocks + (r0 / kPqBlock) * mpad * 16, nb, mpad, qs.lut8.data(), sums.data());
   const float base = centroid_score + qs.bias, scale = qs.scale;
   CandidateQueue& queue = qs.queue;
-  const int64_t* pos = v.pos + r0;
+  const int64_t* pos = v.pos == nullptr ? nullptr : v.pos + r0;
+  const int64_t first = v.pos == nullptr ? v.start[l] : 0;
   const int64_t n_exact = static_cast<int64_t>(v.n_exact);
   uint32_t g = queue.full() ? min_passing_sum(base, scale, queue.threshold()) : 0;
   for (size_t b = 0; b < nb; ++b) {
@@ -231,9 +232,11 @@ void scan_list(const IvfPqView& v, const Pq4ScanKernels& K, size_t mpad, size_t 
     while (mask != 0) {
       const unsigned i = static_cast<unsigned>(__builtin_ctz(mask));
       mask &= mask - 1;
-      const int64_t at = pos[b * kPqBlock + i];
+      const size_t r = b * kPqBlock + i;
+      const int64_t at = pos == nullptr ? first + static_cast<int64_t>(r) : pos[r];
       if (at == -1) continue;
       if (at < -1 || at >= n_exact) throw std::invalid_argument("ivf_pq_search: pos holds a row outside exact");
+      if (v.allowed != nullptr && v.allowed[at] == 0) continue;
       if (queue.insert(estimate(base, scale, s[i]), at) && queue.full()) {
         g = min_passing_sum(base, scale, queue.threshold());
         mask &= rows_at_or_above(s, g);
@@ -276,7 +279,7 @@ void search_chunk(const IvfPqView& v, const float* Q, size_t nc, size_t k, size_
                   int64_t* out_pos, float* out_scores) {
   const PqCodebook& pq = *v.pq;
   const size_t d = pq.d, nlist = v.nlist, mpad = pq4_mpad(pq.m);
-  const size_t np = std::min(nprobe, nlist);
+  const size_t np = std::min(std::max<size_t>(nprobe, 1), nlist);
   const SimilarityKernels& S = similarity_kernels();
   const Pq4ScanKernels& K = pq4_scan_kernels();
   SearchScratch& w = scratch();
@@ -294,10 +297,8 @@ void search_chunk(const IvfPqView& v, const float* Q, size_t nc, size_t k, size_
     auto mid = w.cs.begin() + static_cast<std::ptrdiff_t>(np);
     std::nth_element(w.cs.begin(), mid, w.cs.end());
     std::sort(w.cs.begin(), mid);
-    size_t rows = 0;
     for (size_t p = 0; p < np; ++p) {
       const size_t l = static_cast<size_t>(w.cs[p].second);
-      rows += static_cast<size_t>(v.len[l]);
       w.visits.push_back(uint64_t(l) << 32 | (qi * np + p));
       w.visit_base[qi * np + p] = -w.cs[p].first;
     }
@@ -305,13 +306,28 @@ void search_chunk(const IvfPqView& v, const float* Q, size_t nc, size_t k, size_
     pq_lut_ip(pq, q, w.lut.data());
     qs.lut8.resize(mpad * 16);
     quantise_pq4_lut_into(w.lut.data(), pq.m, qs.lut8.data(), &qs.bias, &qs.scale);
-    qs.queue.reset(std::min(rows, std::max(k, k * rerank)));
+    // Not capped by the rows probed: a query left short by a filter or deletes scans more lists.
+    qs.queue.reset(std::max(k, k * rerank));
   }
   // A single query visits its lists best first; a batch list by list.
   if (nc > 1) std::sort(w.visits.begin(), w.visits.end());
   for (const uint64_t vis : w.visits) {
     const size_t l = static_cast<size_t>(vis >> 32), slot = static_cast<size_t>(vis & 0xffffffffu);
     scan_list(v, K, mpad, l, w.visit_base[slot], w.queries[slot / np], w.sums);
+  }
+  // While the queue is short of k it admits every admitted row offered, so its size is the
+  // admitted rows seen: a short query scans the next lists in centroid order (rare: a filter or
+  // deletes); the first np lists of the full order are the ones already scanned.
+  if (np < nlist) {
+    for (size_t qi = 0; qi < nc; ++qi) {
+      QueryState& qs = w.queries[qi];
+      if (qs.queue.entries().size() >= k) continue;
+      S.dot_rows_f32(Q + qi * d, v.centroids, nlist, d, w.cscore.data());
+      for (size_t l = 0; l < nlist; ++l) w.cs[l] = {-w.cscore[l], static_cast<int64_t>(l)};
+      std::sort(w.cs.begin(), w.cs.end());
+      for (size_t p = np; qs.queue.entries().size() < k && p < nlist; ++p)
+        scan_list(v, K, mpad, static_cast<size_t>(w.cs[p].second), -w.cs[p].first, qs, w.sums);
+    }
   }
   for (size_t qi = 0; qi < nc; ++qi)
     rescore(v, Q + qi * d, k, w.queries[qi].queue, w.cand, out_pos + qi * k, out_scores + qi * k);

@@ -76,7 +76,10 @@ void rabitq_estimate(size_t d, const uint64_t* bits, float norm, float ipq, cons
     all += q_rot[j];
     if ((bits[j / 64] >> (j % 64)) & 1) pos += q_rot[j];
   }
-  const double xq = (2 * pos - all) / std::sqrt(double(d));
+  rabitq_estimate_from_dot(d, (2 * pos - all) / std::sqrt(double(d)), norm, ipq, q_norm, est, bound);
+}
+
+void rabitq_estimate_from_dot(size_t d, double xq, float norm, float ipq, float q_norm, float* est, float* bound) {
   const double a = ipq;
   *est = static_cast<float>(norm * xq / a);
   *bound = static_cast<float>(norm * q_norm * std::sqrt(std::max(0.0, 1 - a * a) / (a * a)) * kRabitqEps0 /

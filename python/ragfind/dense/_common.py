@@ -64,20 +64,25 @@ ENCODINGS = {
 }
 
 
+# IVF dtypes that scan compressed codes of the residuals (ivf_codes.py) and re-score in float32.
+CODED_DTYPES = ("pq", "rabitq")
+
+
 @dataclass(frozen=True)
 class DenseConfig:
     """The settings of an index that never change after construction."""
 
     dim: int
     metric: str  # "cosine", "ip" or "l2"
-    dtype: str  # a key of ENCODINGS
+    dtype: str  # a key of ENCODINGS, or one of CODED_DTYPES
     threads: int  # default search workers (0 = one per core)
     encoding: Encoding = field(init=False)
     scan_metric: str = field(init=False)  # the kernels' metric: "l2", or "ip" for cosine too
     has_sqnorms: bool = field(init=False)  # i8 rows with l2 keep their squared norms
 
     def __post_init__(self) -> None:
-        enc = ENCODINGS[self.dtype]
+        # Coded IVF lists (CODED_DTYPES) keep float32 rows beside their codes.
+        enc = ENCODINGS[self.dtype if self.dtype in ENCODINGS else "f32"]
         object.__setattr__(self, "encoding", enc)
         object.__setattr__(self, "scan_metric", "l2" if self.metric == "l2" else "ip")
         object.__setattr__(self, "has_sqnorms", enc.scaled and self.metric == "l2")
@@ -252,3 +257,102 @@ def padded_scores(scores: np.ndarray) -> np.ndarray:
     """Padded batch scores with -inf where the kernels leave NaN (in place)."""
     scores[np.isnan(scores)] = -np.inf
     return scores
+
+
+class LoadedSlots:
+    """The id -> slot map of a loaded index with int ids, as arrays instead of a dict.
+
+    A dict of n int ids costs about 116 bytes a vector (the dict, a key and a value object):
+    more than the codes of a coded IVF index. This map keeps the loaded ids sorted (int64),
+    their slots (int64), their insertion rank (int32) and a deleted flag, 21 bytes a vector;
+    ids added after the load go to a dict behind them. It behaves as the dict it replaces for
+    what the backends do with ``id_to_slot``: ``len``, ``in``, ``[]``, ``[] =``, ``pop`` and
+    iteration in insertion order (an id deleted and added again moves to the end, as in a
+    dict); ``update(ids, slots)`` sets many at once.
+    """
+
+    __slots__ = ("_keys", "_slot", "_rank", "_gone", "_n_gone", "_more")
+
+    def __init__(self, ids: np.ndarray, slots: np.ndarray) -> None:
+        """``ids`` (distinct ints) in insertion order, ``slots`` their slots."""
+        ids = np.asarray(ids, dtype=np.int64)
+        order = np.argsort(ids, kind="stable")
+        self._keys = ids[order]
+        self._slot = np.asarray(slots, dtype=np.int64)[order]
+        self._rank = order.astype(np.int32 if order.shape[0] < 2**31 else np.int64)
+        self._gone = np.zeros(ids.shape[0], bool)
+        self._n_gone = 0
+        self._more: dict = {}
+
+    def _find(self, x: object) -> int:
+        """Sorted index of a live loaded id, or -1."""
+        if type(x) is not int and not isinstance(x, np.integer):
+            return -1
+        if not -(2**63) <= x < 2**63 or self._keys.shape[0] == 0:
+            return -1
+        i = int(np.searchsorted(self._keys, x))
+        if i < self._keys.shape[0] and self._keys[i] == x and not self._gone[i]:
+            return i
+        return -1
+
+    def __len__(self) -> int:
+        return self._keys.shape[0] - self._n_gone + len(self._more)
+
+    def __contains__(self, x: object) -> bool:
+        return x in self._more or self._find(x) >= 0
+
+    def __getitem__(self, x: object) -> int:
+        if x in self._more:
+            return self._more[x]
+        i = self._find(x)
+        if i < 0:
+            raise KeyError(x)
+        return int(self._slot[i])
+
+    def __setitem__(self, x: object, slot: int) -> None:
+        i = -1 if x in self._more else self._find(x)
+        if i >= 0:
+            self._slot[i] = slot
+        else:
+            self._more[x] = slot
+
+    def update(self, ids: list, slots: list) -> None:
+        """``self[ids[i]] = slots[i]`` for every i, the loaded ids in one step."""
+        if not self._more and self._keys.shape[0]:
+            q = np.asarray(ids, dtype=np.int64)
+            i = np.minimum(np.searchsorted(self._keys, q), self._keys.shape[0] - 1)
+            hit = (self._keys[i] == q) & ~self._gone[i]
+            self._slot[i[hit]] = np.asarray(slots, dtype=np.int64)[hit]
+            if hit.all():
+                return
+            ids = q[~hit].tolist()
+            slots = np.asarray(slots, dtype=np.int64)[~hit].tolist()
+        for x, p in zip(ids, slots):
+            self[x] = p
+
+    def pop(self, x: object) -> int:
+        if x in self._more:
+            return self._more.pop(x)
+        i = self._find(x)
+        if i < 0:
+            raise KeyError(x)
+        self._gone[i] = True
+        self._n_gone += 1
+        return int(self._slot[i])
+
+    def __iter__(self) -> Any:
+        by_rank = np.empty_like(self._rank)
+        by_rank[self._rank] = np.arange(self._rank.shape[0], dtype=self._rank.dtype)
+        if self._n_gone:
+            by_rank = by_rank[~self._gone[by_rank]]
+        yield from self._keys[by_rank].tolist()
+        yield from list(self._more)
+
+
+def set_slots(id_to_slot: Any, ids: list, slots: list) -> None:
+    """``id_to_slot[ids[i]] = slots[i]`` for every i (a dict, or LoadedSlots at once)."""
+    if isinstance(id_to_slot, LoadedSlots):
+        id_to_slot.update(ids, slots)
+        return
+    for x, p in zip(ids, slots):
+        id_to_slot[x] = p

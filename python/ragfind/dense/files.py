@@ -5,8 +5,10 @@ Both hold the same header fields and sections; only the container differs, so a 
 either into a header dict and a ``read(name, dtype, shape)`` of checked sections, and builds
 the index from those. Sections: the backend's (``vectors``, ``scales``, ``sqnorms`` for exact;
 ``hnsw``, ``labels`` for HNSW; ``centroids``, ``list_offsets``, ``vectors``, ``scales``,
-``sqnorms``, ``exact``, ``id_order`` for IVF), then ``ids`` (int64) or ``ids_utf8`` +
-``ids_offsets`` (str ids), in the order the backend's rows are saved.
+``sqnorms``, ``exact``, ``id_order`` for IVF, plus ``pq_codewords``, ``pq_codes`` (dtype "pq")
+or ``rabitq_rotation``, ``rabitq_bits``, ``rabitq_norm``, ``rabitq_ipq`` (dtype "rabitq")),
+then ``ids`` (int64) or ``ids_utf8`` + ``ids_offsets`` (str ids), in the order the backend's
+rows are saved.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ragfind.dense._common import ENCODINGS, DenseConfig
+from ragfind.dense._common import CODED_DTYPES, ENCODINGS, DenseConfig
 from ragfind.dense.exact import ExactBackend
 from ragfind.dense.hnsw import HnswBackend
 from ragfind.dense.ivf import IvfBackend
@@ -181,7 +183,11 @@ def _build(cls: Any, h: dict, read: Any, bad: Any) -> Any:
     dim, count = h["dim"], h["count"]
     if not isinstance(dim, int) or dim <= 0 or not isinstance(count, int) or count < 0:
         raise bad(f"invalid dim {dim!r} or count {count!r}")
-    if h["metric"] not in _METRICS or h["dtype"] not in ENCODINGS or h["kind"] not in _KINDS:
+    if (
+        h["metric"] not in _METRICS
+        or h["dtype"] not in (*ENCODINGS, *CODED_DTYPES)
+        or h["kind"] not in _KINDS
+    ):
         raise bad("unknown metric, dtype or kind")
     id_kind = h["id_kind"]
     if id_kind not in (None, "int", "str"):
@@ -190,6 +196,8 @@ def _build(cls: Any, h: dict, read: Any, bad: Any) -> Any:
     ivf_args = {}
     if kind == "ivf":
         ivf_args = {"nlist": h["nlist_arg"], "nprobe": h["nprobe_arg"], "rerank": h["rerank"]}
+        if h["dtype"] == "pq":
+            ivf_args.update(pq_m=h["pq_m"], pq_bits=h["pq_bits"])
     idx = cls(
         dim,
         metric=h["metric"],
@@ -219,7 +227,8 @@ def _build(cls: Any, h: dict, read: Any, bad: Any) -> Any:
     if kind == "exact":
         idx._backend = ExactBackend.load(cfg, h, read, ids, id_kind)
     elif kind == "ivf":
-        idx._backend = IvfBackend.load(cfg, h, read, ids, id_kind, bad)
+        codes = idx._backend._codes  # a fresh codes object of the header's dtype, or None
+        idx._backend = IvfBackend.load(cfg, h, read, ids, id_kind, bad, codes)
     else:
         secs = {"hnsw": read("hnsw", np.uint8, None, True), "labels": read("labels", np.int64, None)}
         b = HnswBackend.load(cfg, idx._M, idx._ef_construction, idx.ef, h, secs, ids, bad)

@@ -32,6 +32,7 @@ from typing import Any, Union
 import numpy as np
 
 from ragfind.dense._common import (
+    CODED_DTYPES,
     ENCODINGS,
     DenseConfig,
     check_query,
@@ -42,6 +43,7 @@ from ragfind.dense._common import (
 from ragfind.dense.exact import ExactBackend
 from ragfind.dense.hnsw import HnswBackend
 from ragfind.dense.ivf import IvfBackend
+from ragfind.dense.ivf_codes import make_codes
 from ragfind.dense.kernels import cosine, dot, l2sq
 from ragfind.errors import (
     check_k,
@@ -102,6 +104,31 @@ def _check_nprobe(value: Any) -> int:
     return int(value)
 
 
+def _check_coded(dim: int, metric: str, dtype: str, rerank: Any, pq_m: Any, pq_bits: Any) -> None:
+    """The arguments of a coded IVF index (dtype "pq" or "rabitq"), or the ValueError."""
+    if metric == "l2":
+        raise ValueError(f"dtype={dtype!r} scores by inner product; use metric 'cosine' or 'ip', got 'l2'")
+    if rerank < 1:
+        raise ValueError(
+            f"dtype={dtype!r} re-scores the k * rerank best estimates; rerank must be >= 1, got 0"
+        )
+    if dtype == "rabitq":
+        if dim < 2:
+            raise ValueError(f"dtype='rabitq' needs dim >= 2, got {dim}")
+        if pq_m is not None or pq_bits != 4:
+            raise ValueError("pq_m and pq_bits apply to dtype='pq', not dtype='rabitq'")
+        return
+    if pq_m is not None and (
+        isinstance(pq_m, bool)
+        or not isinstance(pq_m, (int, np.integer))
+        or not 1 <= pq_m <= 256
+        or dim % pq_m
+    ):
+        raise ValueError(f"pq_m must be an integer in [1, 256] that divides dim={dim}, got {pq_m!r}")
+    if isinstance(pq_bits, bool) or pq_bits != 4:
+        raise ValueError(f"pq_bits must be 4 (the fast-scan kernel's codes), got {pq_bits!r}")
+
+
 def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
 
@@ -117,7 +144,13 @@ class DenseIndex:
             float16) or "i8" (a quarter; symmetric per-vector scale max|x|/127; the query is
             quantised to int16, so scores are approximate to about 1e-2 relative).
             HNSW always stores float32; IVF lists may be any of the three (f16/i8 lists are
-            re-scored in float32, see ``rerank``).
+            re-scored in float32, see ``rerank``), or compressed codes (kind="ivf", metric
+            "cosine" or "ip"): "pq" (product quantisation, ``pq_m`` sub-spaces of 4 bits:
+            pq_m / 2 bytes a vector) or "rabitq" (RaBitQ, 1 bit a dimension + 8 bytes). Coded
+            lists scan the codes and re-score the ``k * rerank`` best in float32 from the
+            vectors, which are stored beside the codes (and in the file: a loaded index maps
+            them, so memory holds the codes, centroids and ids); RaBitQ skips the candidates
+            whose error bound cannot reach the top k.
         kind: "exact" (SIMD brute force; exact for f32), "hnsw" (approximate graph) or "ivf"
             (k-means inverted lists: the ``nprobe`` lists nearest the query are scanned).
         M, ef_construction: HNSW graph parameters (hnswlib's meaning).
@@ -134,14 +167,20 @@ class DenseIndex:
             call through ``search(..., nprobe=)``. nprobe >= nlist is an exact search.
         rerank: IVF with dtype "f16"/"i8": the k * rerank best quantised candidates are
             re-scored exactly from a float32 copy of the vectors (kept beside the lists; a
-            loaded index maps it); 0 keeps no copy and returns quantised scores.
+            loaded index maps it); 0 keeps no copy and returns quantised scores. With dtype
+            "pq"/"rabitq" (rerank >= 1): the k * rerank best estimates are re-scored.
+        pq_m: dtype "pq": sub-spaces (divides dim, at most 256; default the largest divisor of
+            dim up to dim / 4).
+        pq_bits: dtype "pq": bits a sub-space; 4 (the fast-scan kernel's codes) is the one
+            value supported.
         fingerprint: optional name of the embedding model that produced the vectors; stored
             and saved so queries from another model can be refused (``check_fingerprint``).
         threads: default worker threads for searches (0 = automatic).
 
     Raises:
         ValueError: for an unknown metric/dtype/kind, a non-positive dim or an HNSW index
-            with a dtype other than "f32", IVF options out of range.
+            with a dtype other than "f32", IVF options out of range, dtype "pq"/"rabitq"
+            with another kind than "ivf", metric "l2" or rerank 0.
 
     Thread safety: searches may run from many threads at once and concurrently with adds
     and deletes (HNSW serialises writers against readers internally).
@@ -161,15 +200,19 @@ class DenseIndex:
         nlist: int | None = None,
         nprobe: int | None = None,
         rerank: int = 4,
+        pq_m: int | None = None,
+        pq_bits: int = 4,
     ) -> None:
         if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim <= 0:
             raise ValueError(f"dim must be a positive integer, got {dim!r}")
         if metric not in _METRICS:
             raise ValueError(f"metric must be one of {_METRICS}, got {metric!r}")
-        if dtype not in ENCODINGS:
-            raise ValueError(f"dtype must be one of {tuple(ENCODINGS)}, got {dtype!r}")
+        if dtype not in ENCODINGS and dtype not in CODED_DTYPES:
+            raise ValueError(f"dtype must be one of {tuple(ENCODINGS) + CODED_DTYPES}, got {dtype!r}")
         if kind not in _KINDS:
             raise ValueError(f"kind must be one of {_KINDS}, got {kind!r}")
+        if dtype in CODED_DTYPES and kind != "ivf":
+            raise ValueError(f"dtype={dtype!r} codes IVF lists; it needs kind='ivf', got kind={kind!r}")
         if kind == "hnsw" and dtype != "f32":
             raise ValueError(
                 f"kind='hnsw' stores float32 vectors (hnswlib); dtype={dtype!r} needs kind='exact'"
@@ -188,6 +231,10 @@ class DenseIndex:
             nprobe = _check_nprobe(nprobe)
         if isinstance(rerank, bool) or not isinstance(rerank, (int, np.integer)) or not 0 <= rerank <= 1024:
             raise ValueError(f"rerank must be an integer in [0, 1024], got {rerank!r}")
+        if dtype in CODED_DTYPES:
+            _check_coded(int(dim), metric, dtype, rerank, pq_m, pq_bits)
+        elif pq_m is not None or pq_bits != 4:
+            raise ValueError(f"pq_m and pq_bits apply to dtype='pq', not dtype={dtype!r}")
         self._cfg = DenseConfig(int(dim), metric, dtype, threads)
         self._kind = kind
         self._fingerprint = fingerprint
@@ -206,7 +253,14 @@ class DenseIndex:
         elif kind == "hnsw":
             self._backend = HnswBackend(self._cfg, self._M, self._ef_construction, self._ef)
         else:
-            self._backend = IvfBackend(self._cfg, None if nlist is None else int(nlist), nprobe, int(rerank))
+            codes = None
+            if dtype in CODED_DTYPES:
+                codes = make_codes(
+                    dtype, int(dim), None if pq_m is None else int(pq_m), int(pq_bits), threads
+                )
+            self._backend = IvfBackend(
+                self._cfg, None if nlist is None else int(nlist), nprobe, int(rerank), codes
+            )
 
     # --------------------------------------------------------------- properties
 
@@ -222,7 +276,7 @@ class DenseIndex:
 
     @property
     def dtype(self) -> str:
-        """Storage: "f32", "f16" or "i8"."""
+        """Storage: "f32", "f16", "i8", or IVF codes "pq" / "rabitq"."""
         return self._cfg.dtype
 
     @property
@@ -272,6 +326,28 @@ class DenseIndex:
         value = _check_nprobe(value)
         if self._kind == "ivf":
             self._backend.nprobe_arg = value
+
+    @property
+    def rerank(self) -> int | None:
+        """IVF re-scoring depth: the k * rerank best estimates are re-scored in float32 (see the
+        class docstring); settable (dtype "pq"/"rabitq": >= 1; "f16"/"i8" indexes built with
+        0 keep no float32 copy, so stay at 0). None for other kinds."""
+        return self._backend.rerank if self._kind == "ivf" else None
+
+    @rerank.setter
+    def rerank(self, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value <= 1024:
+            raise ValueError(f"rerank must be an integer in [0, 1024], got {value!r}")
+        if self._kind != "ivf":
+            return
+        b = self._backend
+        if b._codes is not None and value < 1:
+            raise ValueError(
+                f"dtype={self.dtype!r} re-scores the k * rerank best estimates; rerank must be >= 1"
+            )
+        if (b.rerank == 0) != (value == 0) and b._codes is None and self.dtype != "f32":
+            raise ValueError("rerank cannot switch between 0 and > 0 after construction (the float32 copy)")
+        b.rerank = int(value)
 
     @property
     def is_trained(self) -> bool:

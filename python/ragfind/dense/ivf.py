@@ -23,6 +23,12 @@ quantised rows, and the ``k * rerank`` best are re-scored exactly from the copy,
 enough lists probed the results equal an exact float32 search. The copy costs 4 bytes per
 value on top of the list (a loaded index maps it: only the re-scored rows are read, so it
 mostly stays on disk); ``rerank=0`` stores no copy and returns the quantised scores.
+
+dtype "pq" and "rabitq" lists store float32 rows as "f32" does, plus a compressed code of each
+row's residual to its centroid (ivf_codes.py): the search scans the codes and re-scores the
+``k * rerank`` best estimates from the rows, so a loaded index keeps only the codes in memory.
+Codes follow their rows through every add, move, repack and file; a retrain trains the PQ
+codebooks again and re-encodes every row against the new centroids.
 """
 
 from __future__ import annotations
@@ -35,7 +41,17 @@ from typing import Any
 import numpy as np
 
 from ragfind import _core
-from ragfind.dense._common import DenseConfig, SortedKeys, divide_rows, pad_ids, padded_scores, query_norm
+from ragfind.dense._common import (
+    DenseConfig,
+    LoadedSlots,
+    SortedKeys,
+    divide_rows,
+    pad_ids,
+    padded_scores,
+    query_norm,
+    set_slots,
+)
+from ragfind.dense.ivf_codes import round_up
 from ragfind.ids import IdFilter, as_id_filter, empty_ids
 
 # Training rows per centroid at most, and Lloyd iterations: faiss's IVF defaults. 64 rows per
@@ -51,6 +67,15 @@ _ASSIGN_BLOCK = 16384
 _GROW_FACTOR = 4
 # ... and auto_nlist(live rows) is at least this multiple of the current nlist.
 _GROW_NLIST = 1.5
+
+
+def _coded_results(pos: np.ndarray, scores: np.ndarray, threshold: Any) -> tuple:
+    """One query's (positions, scores) from a coded search: padding cut, threshold applied
+    (the scores are exact and descending, so the ones kept are a prefix)."""
+    n = int(np.count_nonzero(pos >= 0))
+    if threshold is not None:
+        n = int(np.count_nonzero(scores[:n] >= np.float32(threshold)))
+    return pos[:n], scores[:n]
 
 
 def _ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
@@ -90,6 +115,9 @@ class IvfSnapshot:
     used: int
     generation: int  # bumped on every write: compiled filters are keyed by it
     live_rows: int
+    codes: tuple | None = None  # pq/rabitq: the code state (ivf_codes.py)
+    code_params: np.ndarray | None = None  # pq codewords or rabitq rotation
+    code_start: np.ndarray | None = None  # (nlist,) first code row of each list
 
 
 class IvfBackend:
@@ -97,10 +125,13 @@ class IvfBackend:
 
     kind = "ivf"
 
-    def __init__(self, cfg: DenseConfig, nlist: int | None, nprobe: int | None, rerank: int) -> None:
+    def __init__(
+        self, cfg: DenseConfig, nlist: int | None, nprobe: int | None, rerank: int, codes: Any = None
+    ) -> None:
         self.cfg = cfg
+        self._codes = codes  # PqCodes/RabitqCodes for dtype "pq"/"rabitq", else None
         self.id_kind: str | None = None
-        self.id_to_slot: dict = {}  # id -> list position
+        self.id_to_slot: Any = {}  # id -> list position (a dict, or LoadedSlots after a load)
         self._generation = 0
         self._sorted_keys: tuple | None = None  # (generation, used, SortedKeys)
         self.nlist_arg = nlist  # None: chosen at training
@@ -124,10 +155,14 @@ class IvfBackend:
         self._iv_used = 0
         self._iv_cap = 0
         self._n_deleted = 0
+        if self._codes is not None:
+            self._cd = self._codes.empty(0)
+            self._cd_start = np.zeros(nlist, np.int64)
+            self._cd_used = self._cd_cap = 0
         self._iv_publish(None)
 
     def _keeps_exact(self) -> bool:
-        return self.cfg.dtype != "f32" and self.rerank > 0
+        return self.cfg.encoding.name != "f32" and self.rerank > 0
 
     # ----------------------------------------------------------------- state
 
@@ -146,7 +181,14 @@ class IvfBackend:
             u,
             self._generation,
             int(self._iv_len.sum()) - self._n_deleted,
+            *self._code_snapshot(),
         )
+
+    def _code_snapshot(self) -> tuple:
+        if self._codes is None:
+            return None, None, None
+        c = self._codes
+        return c.published(self._cd, self._cd_used), c.params, self._cd_start.copy()
 
     @property
     def nlist(self) -> int | None:
@@ -202,13 +244,21 @@ class IvfBackend:
         elif norms is not None:
             X = divide_rows(X, norms)
         self._centroids, self._imbalance = self._kmeans(X, nlist)
+        if self._codes is not None:
+            self._codes.params = self._codes.fit(self._residuals(X, self._centroids))
         self.trained_n = n
         self._iv_reset(nlist)
+
+    def _residuals(self, X: np.ndarray, C: np.ndarray, lists: np.ndarray | None = None) -> np.ndarray:
+        """X minus the centroid of each row's list (its nearest in C unless ``lists`` says)."""
+        if lists is None:
+            lists = _core.ivf_assign(np.ascontiguousarray(X), C, "ip", self.cfg.threads)
+        return X - C[lists]
 
     def _iv_float_rows(self, pos: np.ndarray) -> np.ndarray:
         """float32 rows at list positions ``pos``: the rows or their float copy, else the
         dequantised rows (enough to choose lists; the stored rows are never re-quantised)."""
-        if self.cfg.dtype == "f32":
+        if self.cfg.encoding.name == "f32":
             return self._iv_data[pos]
         if self._iv_exact is not None:
             return self._iv_exact[pos]
@@ -234,7 +284,9 @@ class IvfBackend:
         src = self._iv_live_positions()
         n = src.shape[0]
         pick = self._train_sample(n, nlist)
-        C, imbalance = self._kmeans(self._iv_float_rows(src if pick is None else src[pick]), nlist)
+        sample = self._iv_float_rows(src if pick is None else src[pick])
+        C, imbalance = self._kmeans(sample, nlist)
+        params = None if self._codes is None else self._codes.fit(self._residuals(sample, C))
         metric = "l2" if self.cfg.metric == "l2" else "ip"
         owner = np.empty(n, np.int64)
         for b in range(0, n, _ASSIGN_BLOCK):
@@ -243,7 +295,7 @@ class IvfBackend:
                 np.ascontiguousarray(xb), C, metric, self.cfg.threads
             )
         order = np.argsort(owner, kind="stable")
-        self._iv_pack(src[order], owner[order], nlist, C, slack=True)
+        self._iv_pack(src[order], owner[order], nlist, C, slack=True, params=params)
         self._imbalance, self.trained_n = imbalance, n
 
     # ----------------------------------------------------------------- writes
@@ -267,7 +319,7 @@ class IvfBackend:
             return out
 
         self._iv_data = grown(self._iv_data)
-        if self.cfg.dtype == "i8":
+        if self.cfg.encoding.name == "i8":
             self._iv_scales = grown(self._iv_scales)
             if self.cfg.metric == "l2":
                 self._iv_sqnorms = grown(self._iv_sqnorms)
@@ -275,9 +327,19 @@ class IvfBackend:
         self._iv_ids = grown(self._iv_ids, None if self._iv_ids.dtype == object else -1)
         self._iv_cap = cap
 
+    def _cd_reserve(self, need: int) -> None:
+        """Room for ``need`` code rows in writable arrays (new ones: snapshots keep the old)."""
+        c = self._codes
+        if need <= self._cd_cap and c.writeable(self._cd):
+            return
+        cap = max(need, self._cd_cap + self._cd_cap // 2, 1024) if need > self._cd_cap else self._cd_cap
+        cap = int(round_up(cap, c.align))
+        self._cd = c.grown(self._cd, self._cd_used, cap)
+        self._cd_cap = cap
+
     def _iv_copy_rows(self, dst: np.ndarray, src: np.ndarray) -> None:
         self._iv_data[dst] = self._iv_data[src]
-        if self.cfg.dtype == "i8":
+        if self.cfg.encoding.name == "i8":
             self._iv_scales[dst] = self._iv_scales[src]
             if self.cfg.metric == "l2":
                 self._iv_sqnorms[dst] = self._iv_sqnorms[src]
@@ -312,6 +374,7 @@ class IvfBackend:
                 lists[b:e] = _core.ivf_assign(xb, self._centroids, metric, self.cfg.threads)
         counts = np.bincount(lists, minlength=nlist).astype(np.int64)
         start, ln, room = self._iv_start.copy(), self._iv_len.copy(), self._iv_room.copy()
+        cstart = None if self._codes is None else self._cd_start.copy()
         live = self.snapshot.live
         need = ln + counts
         grow = np.flatnonzero(need > room)
@@ -322,13 +385,22 @@ class IvfBackend:
             new_start = self._iv_used + np.cumsum(new_room) - new_room
             self._iv_reserve(self._iv_used + int(new_room.sum()))
             moving = ln[grow] > 0
+            if self._codes is not None:
+                new_croom = round_up(new_room, self._codes.align)
+                new_cstart = self._cd_used + np.cumsum(new_croom) - new_croom
+                self._cd_reserve(self._cd_used + int(new_croom.sum()))
+                if moving.any():
+                    c = self._codes
+                    csrc = _ranges(cstart[grow][moving], ln[grow][moving])
+                    c.put(self._cd, _ranges(new_cstart[moving], ln[grow][moving]), c.take(self._cd, csrc))
+                cstart[grow] = new_cstart
+                self._cd_used += int(new_croom.sum())
             if moving.any():
                 src = _ranges(start[grow][moving], ln[grow][moving])
                 dst = _ranges(new_start[moving], ln[grow][moving])
                 self._iv_copy_rows(dst, src)
                 keep = np.ones(src.shape[0], bool) if live is None else live[src] != 0
-                for x, p in zip(self._iv_ids[dst[keep]].tolist(), dst[keep].tolist()):
-                    self.id_to_slot[x] = p
+                set_slots(self.id_to_slot, self._iv_ids[dst[keep]].tolist(), dst[keep].tolist())
                 if live is not None:
                     live = np.concatenate(
                         [live, np.zeros(self._iv_used + int(new_room.sum()) - live.shape[0], np.uint8)]
@@ -340,6 +412,8 @@ class IvfBackend:
             self._iv_used += int(new_room.sum())
         else:
             self._iv_reserve(self._iv_used)
+            if self._codes is not None:
+                self._cd_reserve(self._cd_used)
         if live is not None:  # a new mask: the published one stays as searches saw it
             live = np.concatenate([live, np.zeros(max(0, self._iv_used - live.shape[0]), np.uint8)])
         order = np.argsort(lists, kind="stable")
@@ -347,6 +421,7 @@ class IvfBackend:
         first = np.cumsum(counts) - counts
         pos = np.empty(n, np.int64)
         pos[order] = start[ls] + ln[ls] + (np.arange(n, dtype=np.int64) - first[ls])
+        crow = None if cstart is None else pos - start[lists] + cstart[lists]
         # Converted and scattered in blocks of rows: the temporaries stay in cache instead of
         # being n x dim arrays written once and read once.
         wbuf = None if norms is None else np.empty((min(n, _WRITE_BLOCK), X.shape[1]), np.float32)
@@ -362,12 +437,16 @@ class IvfBackend:
                 self._iv_sqnorms[pb] = sqnorms
             if self._iv_exact is not None:
                 self._iv_exact[pb] = xb
+            if crow is not None:
+                res = self._residuals(xb, self._centroids, lists[b : b + _WRITE_BLOCK])
+                self._codes.put(self._cd, crow[b : b + _WRITE_BLOCK], self._codes.encode(res))
         self._iv_ids[pos] = np.asarray(id_list, dtype=self._iv_ids.dtype)
         if live is not None:
             live[pos] = 1
-        for x, p in zip(id_list, pos.tolist()):
-            self.id_to_slot[x] = p
+        set_slots(self.id_to_slot, id_list, pos.tolist())
         self._iv_start, self._iv_len, self._iv_room = start, ln + counts, room
+        if cstart is not None:
+            self._cd_start = cstart
         self.id_kind = kind
         self._generation += 1
         self._iv_publish(live)
@@ -419,19 +498,26 @@ class IvfBackend:
         self._iv_pack(src, owner, self._iv_len.shape[0], slack=slack)
 
     def _iv_pack(
-        self, src: np.ndarray, owner: np.ndarray, nlist: int, centroids: Any = None, slack: bool = False
+        self,
+        src: np.ndarray,
+        owner: np.ndarray,
+        nlist: int,
+        centroids: Any = None,
+        slack: bool = False,
+        params: Any = None,
     ) -> None:
         """New arrays holding the rows at ``src`` (``owner``: their lists, non-decreasing), packed
         list after list, published at once (snapshots keep the old arrays); with ``centroids``
         the lists are theirs (set only once every copy has succeeded). ``slack`` (a pack during
         adds) leaves every list half its length of room: packed tight, the next add would move
-        every list it touches and refill the array with holes, i.e. a repack per add."""
+        every list it touches and refill the array with holes, i.e. a repack per add. Codes move
+        with their rows; with new ``centroids`` every row is encoded again (with ``params``)."""
         lens = np.bincount(owner, minlength=nlist).astype(np.int64)
         room = lens + lens // 2 if slack else lens.copy()
         start = np.cumsum(room) - room
         m = int(room.sum())
         dst = _ranges(start, lens)
-        i8, sq = self.cfg.dtype == "i8", self.cfg.dtype == "i8" and self.cfg.metric == "l2"
+        i8, sq = self.cfg.encoding.name == "i8", self.cfg.encoding.name == "i8" and self.cfg.metric == "l2"
 
         def packed(arr: np.ndarray, fill: Any = None) -> np.ndarray:
             if not slack:
@@ -445,8 +531,9 @@ class IvfBackend:
         sqn = packed(self._iv_sqnorms) if sq else np.empty(0, np.float32)
         exact = None if self._iv_exact is None else packed(self._iv_exact)
         ids = packed(self._iv_ids, None if self._iv_ids.dtype == object else -1)
-        for x, p in zip(self._iv_ids[src].tolist(), dst.tolist()):  # existing keys: order kept
-            self.id_to_slot[x] = p
+        if self._codes is not None:
+            codes = self._pack_codes(src, owner, lens, room, data, dst, centroids, params)
+        set_slots(self.id_to_slot, self._iv_ids[src].tolist(), dst.tolist())  # existing keys: order kept
         self._iv_data, self._iv_scales, self._iv_sqnorms, self._iv_exact, self._iv_ids = (
             data,
             scales,
@@ -459,10 +546,43 @@ class IvfBackend:
         self._iv_room = room
         self._iv_used = self._iv_cap = m
         self._n_deleted = 0
+        if self._codes is not None:
+            self._cd, self._cd_start, self._cd_used = codes
+            self._cd_cap = self._cd_used
+            if params is not None:
+                self._codes.params = params
         if centroids is not None:
             self._centroids = centroids
         self._generation += 1
         self._iv_publish(None)
+
+    def _pack_codes(
+        self,
+        src: np.ndarray,
+        owner: np.ndarray,
+        lens: np.ndarray,
+        room: np.ndarray,
+        data: np.ndarray,
+        dst: np.ndarray,
+        centroids: Any,
+        params: Any,
+    ) -> tuple:
+        """(state, list code starts, code rows used) of ``_iv_pack``'s new layout: the codes
+        copied from their old rows, or, with new centroids, encoded from the packed rows."""
+        c = self._codes
+        croom = round_up(room, c.align)
+        cstart = np.cumsum(croom) - croom
+        used = int(croom.sum())
+        state = c.empty(used)
+        cdst = _ranges(cstart, lens)
+        if centroids is None:
+            c.put(state, cdst, c.take(self._cd, self._cd_start[owner] + (src - self._iv_start[owner])))
+            return state, cstart, used
+        for b in range(0, cdst.shape[0], _WRITE_BLOCK):
+            rows = data[dst[b : b + _WRITE_BLOCK]]
+            res = self._residuals(rows, centroids, owner[b : b + _WRITE_BLOCK])
+            c.put(state, cdst[b : b + _WRITE_BLOCK], c.encode(res, params))
+        return state, cstart, used
 
     # ----------------------------------------------------------------- search
 
@@ -511,7 +631,7 @@ class IvfBackend:
         """(data, dtype, scales, sqnorms) a gathered scan reads: the float32 copies when kept."""
         if s.exact is not None:
             return s.exact, "f32", None, None
-        return s.data, self.cfg.dtype, s.scales, s.sqnorms
+        return s.data, self.cfg.encoding.name, s.scales, s.sqnorms
 
     def search(  # noqa: A002
         self, qv: np.ndarray, k: int, threshold: Any, filter: Any, threads: int | None, nprobe: int | None
@@ -537,9 +657,12 @@ class IvfBackend:
         if subset is not None:
             data, dt, sc, sq = self._ivf_rows(s)
             rows, scores = _core.dense_search(data, dt, sc, sq, qv, k, metric, None, threshold, t, subset)
+        elif self._codes is not None:
+            pos, sc = self._codes.search(s, qv[None, :], k, npb, self.rerank, t, allowed)
+            rows, scores = _coded_results(pos[0], sc[0], threshold)
         else:
             rows, scores = _core.ivf_search(
-                C, s.start, s.lens, s.data, self.cfg.dtype, s.scales, s.sqnorms, s.exact,
+                C, s.start, s.lens, s.data, self.cfg.encoding.name, s.scales, s.sqnorms, s.exact,
                 qv, k, npb, self.rerank, metric, allowed, threshold, t,
             )  # fmt: skip
         if qnorm != 1.0:
@@ -566,9 +689,15 @@ class IvfBackend:
             rows, scores, _c = _core.dense_search_batch(
                 data, dt, sc, sq, Qm, k, metric, None, threshold, threads, subset
             )
+        elif self._codes is not None:
+            rows, scores = self._codes.search(s, Qm, k, npb, self.rerank, threads, allowed)
+            if threshold is not None:
+                below = ~(scores >= np.float32(threshold))  # NaN padding included
+                rows[below] = -1
+                scores[below] = np.nan
         else:
             rows, scores, _c = _core.ivf_search_batch(
-                C, s.start, s.lens, s.data, self.cfg.dtype, s.scales, s.sqnorms, s.exact,
+                C, s.start, s.lens, s.data, self.cfg.encoding.name, s.scales, s.sqnorms, s.exact,
                 Qm, k, npb, self.rerank, metric, allowed, threshold, threads,
             )  # fmt: skip
         return pad_ids(s.ids, rows), padded_scores(scores)
@@ -589,6 +718,7 @@ class IvfBackend:
             "rerank": self.rerank,
             "trained": s.centroids is not None,
             "trained_n": self.trained_n,
+            **({} if self._codes is None else self._codes.header()),
         }
         if s.centroids is None:
             return [], [], extra
@@ -612,6 +742,9 @@ class IvfBackend:
             sections.append(("sqnorms", np.ascontiguousarray(s.sqnorms[src])))
         if s.exact is not None:
             sections.append(("exact", np.ascontiguousarray(s.exact[src])))
+        if self._codes is not None:
+            crows = s.code_start[owner] + (src - s.start[owner])
+            sections += self._codes.sections(self._codes.take(s.codes, crows))
         ids = s.ids[src]
         # Insertion order of the saved rows (the order of ``ids`` after a load).
         where = {x: i for i, x in enumerate(ids.tolist())}
@@ -621,10 +754,10 @@ class IvfBackend:
 
     @classmethod
     def load(
-        cls, cfg: DenseConfig, h: dict, read: Any, ids: list, id_kind: str | None, bad: Any
+        cls, cfg: DenseConfig, h: dict, read: Any, ids: list, id_kind: str | None, bad: Any, codes: Any = None
     ) -> IvfBackend:
         """The backend of a saved index; ``read(name, dtype, shape)`` returns a checked section."""
-        b = cls(cfg, h["nlist_arg"], h["nprobe_arg"], h["rerank"])
+        b = cls(cfg, h["nlist_arg"], h["nprobe_arg"], h["rerank"], codes)
         b.id_kind = id_kind
         count, dim = len(ids), cfg.dim
         if not h["trained"]:
@@ -656,7 +789,21 @@ class IvfBackend:
         b._iv_len = lens
         b._iv_room = lens.copy()
         b._iv_used = b._iv_cap = count
-        b.id_to_slot = {ids[i]: i for i in order.tolist()}
+        if codes is not None:
+            saved = codes.load(read, count, bad)
+            if codes.align == 1:  # codes at the list positions: used as read (mapped)
+                b._cd, b._cd_start = saved, b._iv_start.copy()
+                b._cd_used = b._cd_cap = count
+            else:
+                croom = round_up(lens, codes.align)
+                b._cd_start = np.cumsum(croom) - croom
+                b._cd_used = b._cd_cap = int(croom.sum())
+                b._cd = codes.empty(b._cd_used)
+                codes.put(b._cd, _ranges(b._cd_start, lens), saved)
+        if id_kind == "int":  # arrays, not a dict: a loaded index stays small in memory
+            b.id_to_slot = LoadedSlots(b._iv_ids[order], order)
+        else:
+            b.id_to_slot = {ids[i]: i for i in order.tolist()}
         # Files from before the growth policy: treated as trained at their current size.
         trained_n = h.get("trained_n", count)
         if not isinstance(trained_n, int) or isinstance(trained_n, bool) or trained_n < 0:

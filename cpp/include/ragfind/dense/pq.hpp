@@ -80,7 +80,9 @@ const Pq4ScanKernels& pq4_scan_kernels_at(SimdLevel level);
 /// IVF lists of 4-bit PQ codes of the residuals to each list's centroid (inner product). Rows
 /// live in a padded row space: list l is rows [row0[l], row0[l] + len[l]) with row0[l] a multiple
 /// of kPqBlock, its codes the packed blocks from row0[l] / kPqBlock; pos[r] is row r's position
-/// (-1 for padding), exact[pos * d] its float32 vector for re-scoring.
+/// (-1 for padding), exact[pos * d] its float32 vector for re-scoring. With `start` instead of
+/// `pos` (the layout of a growing index), row i of list l is position start[l] + i. `allowed`
+/// (per position, nullptr: all) admits rows, as a filter or the live mask of IVF lists.
 struct IvfPqView {
   const float* centroids = nullptr;  // nlist x d
   size_t nlist = 0;
@@ -90,13 +92,17 @@ struct IvfPqView {
   const int64_t* len = nullptr;
   const int64_t* pos = nullptr;
   const float* exact = nullptr;
-  size_t n_exact = 0;  // rows of exact: a position outside [-1, n_exact) throws
+  size_t n_exact = 0;                // rows of exact: a position outside [-1, n_exact) throws
+  const int64_t* start = nullptr;    // used when pos is nullptr
+  const uint8_t* allowed = nullptr;  // n_exact entries
 };
 
 /// Top-k positions by inner product for one query: the nprobe lists of the best centroids are
 /// fast-scanned (q . x ~ q . centroid + the table sum of the residual's codes; one table serves
 /// every list), the k * rerank best estimates (ties to the lower position) are re-scored
-/// exactly. Scores descending, ties to the lower position. Returns how many were written (at
+/// exactly. While fewer than k admitted rows have been seen, more lists are scanned in centroid
+/// order (a filter or deletes never leave a query short). Scores descending, ties to the lower
+/// position. Returns how many were written (at
 /// most k). Throws std::invalid_argument on a position outside exact (checked for the rows
 /// whose estimate could enter the k * rerank best, so a search costs no O(n)). Allocates
 /// nothing per call once a thread has searched an index of this shape.

@@ -39,4 +39,8 @@ void encode_rabitq(const RabitqRotation& rot, const float* residuals, size_t n, 
 void rabitq_estimate(size_t d, const uint64_t* bits, float norm, float ipq, const float* q_rot, float q_norm,
                      float* est, float* bound);
 
+/// rabitq_estimate given xq = <xbar, Rq> = (2 * sum of q_rot over the set bits - sum of q_rot) /
+/// sqrt(d), for callers that sum the bits their own way (a search's per-byte tables).
+void rabitq_estimate_from_dot(size_t d, double xq, float norm, float ipq, float q_norm, float* est, float* bound);
+
 }  // namespace ragfind::dense

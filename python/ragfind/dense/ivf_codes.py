@@ -1,0 +1,224 @@
+"""Compressed codes of IVF lists: DenseIndex ``kind="ivf"`` with ``dtype="pq"`` or ``"rabitq"``.
+
+The lists keep their float32 rows exactly as ``dtype="f32"`` does (ivf.py moves, packs, saves
+and maps them the same way); a codes object adds, per row, a short code of the row's residual
+to its list's centroid, which the search scans instead of the rows. The ``k * rerank`` best
+estimates are then re-scored exactly against the float32 rows, so only those rows are read:
+after ``load(mmap=True)`` the rows stay in the file and memory holds the codes, centroids, ids
+and the codebooks (PQ) or rotation (RaBitQ).
+
+- ``PqCodes``: product quantisation, ``pq_m`` sub-spaces of 16 codewords (4 bits a sub-space,
+  ``pq_m / 2`` bytes a row), in the 4-bit fast-scan layout: blocks of 32 rows, so each list's
+  codes start at a multiple of 32 "code rows" (its own numbering beside the list positions).
+- ``RabitqCodes``: RaBitQ, one bit a dimension plus two floats a row, at the list positions;
+  its error bound lets the re-scoring skip candidates that cannot reach the top k.
+
+A code state is a tuple of arrays; codes of n rows are a tuple of arrays with n rows each.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ragfind import _core
+
+_SEED = 1234
+_TRAIN_ROWS = 65_536  # residuals the PQ codebooks are trained on at most
+_BLOCK = 32  # rows per fast-scan block
+_STEP = 16_384  # code rows written or read per step
+
+
+def default_pq_m(dim: int) -> int:
+    """Sub-spaces when none are given: the largest divisor of dim up to dim / 4 (4 dimensions
+    a sub-space: dim / 8 bytes a row) and 256."""
+    top = max(1, min(256, dim // 4))
+    return max(m for m in range(1, top + 1) if dim % m == 0)
+
+
+def round_up(n: np.ndarray, align: int) -> np.ndarray:
+    return (n + align - 1) // align * align
+
+
+class PqCodes:
+    """4-bit PQ codes of residuals in fast-scan blocks."""
+
+    name = "pq"
+    align = _BLOCK
+
+    def __init__(self, dim: int, m: int, bits: int, threads: int) -> None:
+        self.dim, self.m, self.bits, self.threads = dim, m, bits, threads
+        self.mpad = (m + 3) // 4 * 4
+        self.params: np.ndarray | None = None  # codewords (m, 16, dim // m); replaced, never changed
+
+    def header(self) -> dict:
+        return {"pq_m": self.m, "pq_bits": self.bits}
+
+    def fit(self, residuals: np.ndarray) -> np.ndarray:
+        """New codewords for these residuals (``params`` is set by the caller once it commits)."""
+        R = _sample(residuals, _TRAIN_ROWS)
+        if R.shape[0] < 16:  # k-means needs a row per codeword: repeat the few there are
+            R = np.resize(R, (16, R.shape[1]))
+        return _core.pq_train(np.ascontiguousarray(R), self.m, self.bits, 10, _SEED, self.threads)
+
+    def encode(self, residuals: np.ndarray, params: np.ndarray | None = None) -> tuple:
+        cw = self.params if params is None else params
+        return (_core.pq_encode(np.ascontiguousarray(residuals), cw, self.threads),)
+
+    def empty(self, rows: int) -> tuple:
+        return (np.zeros(rows // _BLOCK * self.mpad * 16, np.uint8),)
+
+    def grown(self, state: tuple, used: int, rows: int) -> tuple:
+        out = self.empty(rows)
+        nbytes = used // _BLOCK * self.mpad * 16
+        out[0][:nbytes] = state[0][:nbytes]
+        return out
+
+    def writeable(self, state: tuple) -> bool:
+        return bool(state[0].flags.writeable)
+
+    def published(self, state: tuple, used: int) -> tuple:
+        return (state[0][: used // _BLOCK * self.mpad * 16],)
+
+    def _where(self, rows: np.ndarray) -> tuple:
+        """(block, byte, high nibble) of code rows."""
+        r = rows % _BLOCK
+        return rows // _BLOCK, r % 16, r >= 16
+
+    def put(self, state: tuple, rows: np.ndarray, codes: tuple) -> None:
+        """Writes codes at code rows (a nibble each: the other row of each byte is kept)."""
+        B = state[0].reshape(-1, self.mpad, 16)
+        j = np.arange(self.m)[None, :]
+        for a in range(0, rows.shape[0], _STEP):  # bounded (rows, m) index temporaries
+            blk, byte, high = self._where(rows[a : a + _STEP])
+            cc = codes[0][a : a + _STEP]
+            for sel, shift, keep in ((~high, 0, 0xF0), (high, 4, 0x0F)):
+                if sel.any():
+                    bb, yy = blk[sel][:, None], byte[sel][:, None]
+                    B[bb, j, yy] = (B[bb, j, yy] & np.uint8(keep)) | (cc[sel] << np.uint8(shift))
+
+    def take(self, state: tuple, rows: np.ndarray) -> tuple:
+        B = state[0].reshape(-1, self.mpad, 16)
+        j = np.arange(self.m)[None, :]
+        out = np.empty((rows.shape[0], self.m), np.uint8)
+        for a in range(0, rows.shape[0], _STEP):
+            blk, byte, high = self._where(rows[a : a + _STEP])
+            raw = B[blk[:, None], j, byte[:, None]]
+            out[a : a + _STEP] = (raw >> np.where(high, 4, 0).astype(np.uint8)[:, None]) & 15
+        return (out,)
+
+    def search(
+        self, s: Any, Q: np.ndarray, k: int, nprobe: int, rerank: int, threads: int, allowed: Any
+    ) -> tuple:
+        return _core.ivf_pq_search(
+            s.centroids, s.code_params, s.codes[0], s.code_start, s.lens, None, s.data, Q, k, nprobe,
+            rerank, threads, start=s.start, allowed=allowed,
+        )  # fmt: skip
+
+    def sections(self, codes: tuple) -> list:
+        return [("pq_codewords", self.params), ("pq_codes", np.ascontiguousarray(codes[0]))]
+
+    def load(self, read: Any, count: int, bad: Any) -> tuple:
+        cw = read("pq_codewords", np.float32, (self.m, 1 << self.bits, self.dim // self.m))
+        if not np.isfinite(cw).all():
+            raise bad("PQ codewords are not finite")
+        self.params = np.array(cw)
+        codes = read("pq_codes", np.uint8, (count, self.m))
+        if count and int(codes.max()) >= 1 << self.bits:
+            raise bad("PQ codes out of range")
+        return (codes,)
+
+
+class RabitqCodes:
+    """RaBitQ codes at the list positions: sign bits of the rotated residual, its norm and
+    <xbar, o'> (ragfind/dense/rabitq.hpp)."""
+
+    name = "rabitq"
+    align = 1
+
+    def __init__(self, dim: int, threads: int) -> None:
+        self.dim, self.threads = dim, threads
+        self.words = (dim + 63) // 64
+        self.params: np.ndarray | None = None  # the (dim, dim) rotation
+
+    def header(self) -> dict:
+        return {}
+
+    def fit(self, residuals: np.ndarray) -> np.ndarray:
+        """The rotation: data-independent, so kept across retrains."""
+        return _core.rabitq_rotation(self.dim, _SEED) if self.params is None else self.params
+
+    def encode(self, residuals: np.ndarray, params: np.ndarray | None = None) -> tuple:
+        rot = self.params if params is None else params
+        return _core.rabitq_encode(np.ascontiguousarray(residuals), rot)
+
+    def empty(self, rows: int) -> tuple:
+        return (
+            np.zeros((rows, self.words), np.uint64),
+            np.zeros(rows, np.float32),
+            np.ones(rows, np.float32),
+        )
+
+    def grown(self, state: tuple, used: int, rows: int) -> tuple:
+        out = self.empty(rows)
+        for a, b in zip(out, state):
+            a[:used] = b[:used]
+        return out
+
+    def writeable(self, state: tuple) -> bool:
+        return all(a.flags.writeable for a in state)
+
+    def published(self, state: tuple, used: int) -> tuple:
+        return tuple(a[:used] for a in state)
+
+    def put(self, state: tuple, rows: np.ndarray, codes: tuple) -> None:
+        for a, c in zip(state, codes):
+            a[rows] = c
+
+    def take(self, state: tuple, rows: np.ndarray) -> tuple:
+        return tuple(a[rows] for a in state)
+
+    def search(
+        self, s: Any, Q: np.ndarray, k: int, nprobe: int, rerank: int, threads: int, allowed: Any
+    ) -> tuple:
+        bits, norm, ipq = s.codes
+        pos, scores, _stats = _core.ivf_rabitq_search(
+            s.centroids, s.code_params, bits, norm, ipq, s.start, s.lens, s.data, Q, k, nprobe, rerank,
+            threads, allowed,
+        )  # fmt: skip
+        return pos, scores
+
+    def sections(self, codes: tuple) -> list:
+        bits, norm, ipq = (np.ascontiguousarray(a) for a in codes)
+        return [
+            ("rabitq_rotation", self.params),
+            ("rabitq_bits", bits),
+            ("rabitq_norm", norm),
+            ("rabitq_ipq", ipq),
+        ]
+
+    def load(self, read: Any, count: int, bad: Any) -> tuple:
+        rot = read("rabitq_rotation", np.float32, (self.dim, self.dim))
+        if not np.isfinite(rot).all():
+            raise bad("RaBitQ rotation is not finite")
+        self.params = np.array(rot)
+        norm = read("rabitq_norm", np.float32, (count,))
+        ipq = read("rabitq_ipq", np.float32, (count,))
+        # ipq of a code lies in (0, 1]: the estimator divides by it.
+        if count and not (np.isfinite(norm).all() and (ipq > 0).all() and (ipq <= 1.0001).all()):
+            raise bad("RaBitQ norms or inner products are out of range")
+        return (read("rabitq_bits", np.uint64, (count, self.words)), norm, ipq)
+
+
+def _sample(X: np.ndarray, most: int) -> np.ndarray:
+    if X.shape[0] <= most:
+        return X
+    return X[np.sort(np.random.default_rng(_SEED).choice(X.shape[0], most, replace=False))]
+
+
+def make_codes(dtype: str, dim: int, pq_m: int | None, pq_bits: int, threads: int) -> Any:
+    """The codes object of a coded dtype ("pq", "rabitq")."""
+    if dtype == "pq":
+        return PqCodes(dim, default_pq_m(dim) if pq_m is None else pq_m, pq_bits, threads)
+    return RabitqCodes(dim, threads)
