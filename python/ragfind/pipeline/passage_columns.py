@@ -12,6 +12,9 @@ the tables when a folder is opened. The layout holds no per-row Python objects:
 - a document table (int64): the arena spans of the document id, title and metadata JSON;
 - the live chunk ids sorted, with their chunk-table rows (the lookup).
 
+The rows of ``k`` ids are read natively (``_core.passage_rows``, ``cpp/.../passages/``), which
+checks every offset it follows.
+
 Deleted rows stay in the tables and their bytes in the arena until dead rows outnumber live
 ones; then the tables and the arena are rewritten with the live rows only.
 """
@@ -21,6 +24,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
+from ragfind import _core
+from ragfind.pipeline.results import EMPTY_MAPPING, Passage, metadata_and_source, rank_views
 
 __all__ = ["PassageColumns"]
 
@@ -77,7 +83,7 @@ class PassageColumns:
         self._docs = _Growable(np.int64, 6)
         self._keys = _Growable(np.int64)  # live chunk ids, ascending
         self._slots = _Growable(np.int64)  # their chunk-table rows
-        self._text = memoryview(self._arena.buf)
+        self._view: _core.PassageColumnsView | None = None  # the native view of the reads
 
     def __len__(self) -> int:
         return self._keys.n
@@ -97,6 +103,7 @@ class PassageColumns:
         """Adds documents ``(doc_id, title, text, metadata JSON)`` and their chunks ``(id, doc_id,
         index, start, end, n_tokens, text, context)`` (the store's insert rows); a chunk names
         a document of the same call. The ids must not be live already."""
+        self._view = None
         n_docs, n_chunks = len(doc_rows), len(chunk_rows)
         if not n_docs and not n_chunks:
             return
@@ -126,7 +133,6 @@ class PassageColumns:
             if (keys[np.minimum(at, len(keys) - 1)] == new_keys).any():
                 raise ValueError("a chunk id of the insert is already stored")
         self._arena.append(np.frombuffer(b"".join(strings), np.uint8))
-        self._text = memoryview(self._arena.buf)
         self._docs.append(docs)
         self._chunks.append(chunks)
         if in_order:
@@ -141,6 +147,7 @@ class PassageColumns:
 
     def rollback(self, mark: tuple) -> None:
         """Undoes the :meth:`append` calls made since :meth:`mark` returned ``mark``."""
+        self._view = None
         arena_n, chunks_n, docs_n = mark
         added = self._chunks.view()[chunks_n:, _ID]
         self._drop_keys(added)
@@ -156,6 +163,7 @@ class PassageColumns:
             self.compact()
 
     def _drop_keys(self, ids: np.ndarray) -> None:
+        self._view = None
         keys = self._keys.view()
         if not len(ids) or not len(keys):
             return
@@ -172,6 +180,7 @@ class PassageColumns:
 
     def compact(self) -> None:
         """Rewrites the tables and the arena with the live rows only."""
+        self._view = None
         out = PassageColumns()
         slots = self._slots.view()
         chunks = self._chunks.view()[slots]
@@ -200,36 +209,44 @@ class PassageColumns:
         out._slots.append(np.arange(len(slots), dtype=np.int64))
         self._arena, self._chunks, self._docs = out._arena, out._chunks, out._docs
         self._keys, self._slots = out._keys, out._slots
-        self._text = memoryview(self._arena.buf)
 
     # ----- reads
 
-    def rows(self, ids: Sequence[int] | np.ndarray) -> dict:
-        """``{chunk id: (id, doc_id, text, title, start, end, metadata JSON, context)}`` for the
-        ids stored (the store's ``ROW`` columns)."""
-        keys = self._keys.view()
-        if not len(keys):
-            return {}
-        q = np.asarray(ids, np.int64)
-        at = np.searchsorted(keys, q)
-        np.minimum(at, len(keys) - 1, out=at)
-        at = at[keys[at] == q]
-        chunks = self._chunks.buf[self._slots.buf[at]]
-        docs = self._docs.buf[chunks[:, _DOC]].tolist()
-        t = self._text
-        return {
-            c[0]: (
-                c[0],
-                str(t[d[0] : d[1]], "utf-8"),
-                str(t[c[4] : c[5]], "utf-8"),
-                str(t[d[2] : d[3]], "utf-8"),
-                c[2],
-                c[3],
-                str(t[d[4] : d[5]], "utf-8"),
-                str(t[c[6] : c[7]], "utf-8"),
+    def view(self) -> _core.PassageColumnsView:
+        """The native view the reads go through (made again after a write)."""
+        view = self._view
+        if view is None:
+            view = self._view = _core.PassageColumnsView(
+                self._arena.buf,
+                self._chunks.buf,
+                self._docs.buf,
+                self._keys.view(),
+                self._slots.view(),
+                Passage,
+                EMPTY_MAPPING,
+                metadata_and_source,
             )
-            for c, d in zip(chunks.tolist(), docs)
-        }
+        return view
+
+    def rows(self, ids: Sequence[int] | np.ndarray) -> list:
+        """``[(id, doc_id, text, title, start, end, metadata JSON, context)]`` (the store's
+        ``ROW`` columns) of the live chunks among ``ids``, in their order (native: a binary
+        search and the string decodes per id)."""
+        return self.view().rows(np.asarray(ids, np.int64))
+
+    def passages(
+        self,
+        ids: np.ndarray,
+        fused: Sequence[float],
+        stage_scores: np.ndarray,
+        stage: str,
+        highlights: object,
+    ) -> list:
+        """The :class:`~ragfind.pipeline.results.Passage` of each live chunk of ``ids``, one
+        ranked list best first (absent ids skipped): ``score`` = ``fused[i]``, ``ranks`` =
+        ``{stage: i + 1}``, ``scores`` = ``{stage: stage_scores[i], "fused": fused[i]}``,
+        ``highlights`` = ``highlights`` (a pending value), built natively."""
+        return self.view().passages(ids, fused, stage_scores, stage, rank_views(stage), highlights)
 
     def ids(self) -> np.ndarray:
         """The live chunk ids, ascending."""

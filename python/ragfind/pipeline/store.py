@@ -161,7 +161,19 @@ class DocumentStore:
         """``{chunk id: row}`` (columns :data:`ROW`) for the ids stored, from the passage
         columns (no SQL; :meth:`fetch_sql` is the same read from the tables)."""
         with self.lock:
+            rows = self.columns.rows(ids)
+        return {r[0]: r for r in rows}
+
+    def fetch_list(self, ids: Sequence[int]) -> list:
+        """The rows of :meth:`fetch` in the order of ``ids`` (absent ids skipped)."""
+        with self.lock:
             return self.columns.rows(ids)
+
+    def passages(self, ids: Any, fused: Any, stage_scores: Any, stage: str, highlights: Any) -> list:
+        """The passages of one ranked list, built from the columns
+        (:meth:`PassageColumns.passages`)."""
+        with self.lock:
+            return self.columns.passages(ids, fused, stage_scores, stage, highlights)
 
     def fetch_sql(self, ids: Sequence[int]) -> dict:
         """:meth:`fetch` read from the SQLite tables (the reference the columns must equal)."""
