@@ -131,3 +131,47 @@ def test_retriever_writes_keep_columns_equal(tmp_path):
     assert [(p.id, p.text, p.source, p.score) for p in loaded.search("alpha", k=50)] == [
         (p.id, p.text, p.source, p.score) for p in hit
     ]
+
+
+def _fields(p) -> tuple:
+    return (
+        p.id,
+        p.doc_id,
+        p.text,
+        p.title,
+        p.source,
+        p.score,
+        p.start,
+        p.end,
+        dict(p.metadata),
+        p.context,
+        dict(p.ranks),
+        dict(p.scores),
+        p.highlights,
+    )
+
+
+@pytest.mark.parametrize("chunk_size", [None, 16])
+def test_native_passages_equal_the_rows_path(monkeypatch, chunk_size):
+    """A one-list search builds its passages natively from the columns; the same search through
+    the store rows (the path of several lists, and of runners without ``passages``) gives
+    equal passages: metadata with and without source or url, contexts, several chunks per
+    document (chunk_size=16), deleted chunks."""
+    from ragfind.pipeline.runner import LocalStages
+
+    words = ["alpha", "beta", "gamma", "delta", "omega", "kappa", "sigma"]
+    docs = []
+    for i in range(80):
+        md = [{}, {"source": f"src-{i}"}, {"url": f"http://x/{i}"}, {"lang": "en", "n": i}][i % 4]
+        text = " ".join(words[(i * j) % len(words)] for j in range(1, 30 + i % 20)) + " Ünïcode 漢字"
+        docs.append({"id": f"d{i}", "title": f"Title {i}", "text": text, "metadata": md})
+    r = ragfind.Retriever(encoder=None, cache_size=0, chunk_size=chunk_size)
+    r.add_documents(docs)
+    r.delete_documents([f"d{i}" for i in range(0, 80, 9)])
+    queries = ["alpha", "beta gamma", "omega kappa sigma", "Ünïcode", "delta"]
+    fast = {(q, k): [_fields(p) for p in r.search(q, k=k)] for q in queries for k in (1, 5, 40)}
+    monkeypatch.delattr(LocalStages, "passages")
+    slow = {(q, k): [_fields(p) for p in r.search(q, k=k)] for q in queries for k in (1, 5, 40)}
+    assert fast == slow
+    assert any(p[4] != p[1] for ps in fast.values() for p in ps)  # a source from metadata
+    assert chunk_size is None or r.n_chunks > len(docs)
