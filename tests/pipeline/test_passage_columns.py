@@ -175,3 +175,56 @@ def test_native_passages_equal_the_rows_path(monkeypatch, chunk_size):
     assert fast == slow
     assert any(p[4] != p[1] for ps in fast.values() for p in ps)  # a source from metadata
     assert chunk_size is None or r.n_chunks > len(docs)
+
+
+def test_saved_columns_load_mapped_and_old_folders_rebuild(tmp_path):
+    import json
+
+    from ragfind.pipeline.saved import COLUMNS_FILE, MANIFEST, RetrieverFolderError
+
+    r = ragfind.Retriever(encoder=None, chunk_size=None, cache_size=0)
+    r.add_documents([{"id": f"d{i}", "title": "T", "text": f"alpha {i} beta"} for i in range(40)])
+    r.delete_documents(["d39", "d5"])
+    want = [_fields(p) for p in r.search("alpha beta", k=50)]
+    r.save(tmp_path / "new")
+    loaded = ragfind.Retriever.load(tmp_path / "new")
+    assert isinstance(loaded.store.columns._arena.buf, np.memmap)
+    assert [_fields(p) for p in loaded.search("alpha beta", k=50)] == want
+    # Writes after a load copy the mapped arrays (deleting the last id first: a truncation).
+    loaded.delete_documents(["d38"])
+    loaded.add_documents([{"id": "new", "text": "alpha gamma"}])
+    ids = _all_ids(loaded.store)
+    assert loaded.store.fetch(ids) == loaded.store.fetch_sql(ids)
+
+    # A folder saved before the columns existed: no file, no manifest entry; rebuilt.
+    r.save(tmp_path / "old")
+    (tmp_path / "old" / COLUMNS_FILE).unlink()
+    manifest = json.loads((tmp_path / "old" / MANIFEST).read_text())
+    del manifest["files"][COLUMNS_FILE]
+    (tmp_path / "old" / MANIFEST).write_text(json.dumps(manifest))
+    old = ragfind.Retriever.load(tmp_path / "old")
+    assert [_fields(p) for p in old.search("alpha beta", k=50)] == want
+
+    # Columns of another store (unverified load): refused, naming the columns.
+    other = ragfind.Retriever(encoder=None, chunk_size=None, cache_size=0)
+    other.add_documents([{"id": "x", "text": "alpha"}])
+    other.store.columns.save(tmp_path / "new" / COLUMNS_FILE)
+    manifest = json.loads((tmp_path / "new" / MANIFEST).read_text())
+    manifest["files"][COLUMNS_FILE]["size"] = (tmp_path / "new" / COLUMNS_FILE).stat().st_size
+    (tmp_path / "new" / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(RetrieverFolderError, match="passage columns"):
+        ragfind.Retriever.load(tmp_path / "new", verify=False)
+    with pytest.raises(RetrieverFolderError):
+        ragfind.Retriever.load(tmp_path / "new")  # the checksum of the manifest
+
+
+def test_corrupt_columns_raise_instead_of_reading_outside(tmp_path):
+    cols = PassageColumns()
+    cols.append([("d", "t", "x", "{}")], [(1, "d", 0, 0, 1, -1, "abc", "")])
+    cols.save(tmp_path / "c")
+    loaded = PassageColumns.load(tmp_path / "c", mmap=False)
+    assert loaded.rows([1]) == cols.rows([1])
+    loaded._chunks.buf[0, 5] = 1 << 40  # the text span past the arena
+    loaded._view = None
+    with pytest.raises(ValueError, match="outside the arena"):
+        loaded.rows([1])

@@ -17,10 +17,14 @@ checks every offset it follows.
 
 Deleted rows stay in the tables and their bytes in the arena until dead rows outnumber live
 ones; then the tables and the arena are rewritten with the live rows only.
+
+Saved with the retriever folder as one sectioned file (:mod:`ragfind.persist.sectioned`:
+atomic, checksummed) and loaded memory-mapped; the first write after a load copies the arrays.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -34,6 +38,8 @@ __all__ = ["PassageColumns"]
 _ID, _DOC, _START, _END, _TEXT_LO, _TEXT_HI, _CTX_LO, _CTX_HI = range(8)
 # Document table columns.
 _DOC_ID_LO, _DOC_ID_HI, _TITLE_LO, _TITLE_HI, _META_LO, _META_HI = range(6)
+COLUMNS_MAGIC = b"RFPASSGC"
+COLUMNS_VERSION = 1
 #: Dead chunk rows tolerated before a compaction (besides outnumbering the live ones).
 _COMPACT_MIN_DEAD = 4096
 
@@ -53,7 +59,7 @@ class _Growable:
 
     def append(self, rows: np.ndarray) -> None:
         end = self.n + len(rows)
-        if end > len(self.buf):
+        if end > len(self.buf) or not self.buf.flags.writeable:  # a loaded memory map: copied
             grown = np.empty((max(end, 2 * len(self.buf), 16),) + self.buf.shape[1:], self.buf.dtype)
             grown[: self.n] = self.buf[: self.n]
             self.buf = grown
@@ -247,6 +253,61 @@ class PassageColumns:
         ``{stage: i + 1}``, ``scores`` = ``{stage: stage_scores[i], "fused": fused[i]}``,
         ``highlights`` = ``highlights`` (a pending value), built natively."""
         return self.view().passages(ids, fused, stage_scores, stage, rank_views(stage), highlights)
+
+    # ----- files
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes the columns as one sectioned file, atomically."""
+        from ragfind.persist.sectioned import write_sectioned
+
+        write_sectioned(
+            path,
+            COLUMNS_MAGIC,
+            COLUMNS_VERSION,
+            {
+                "n_chunks": self._chunks.n,
+                "n_docs": self._docs.n,
+                "n_live": self._keys.n,
+                "n_bytes": self._arena.n,
+            },
+            {
+                "arena": self._arena.view(),
+                "chunks": self._chunks.view(),
+                "docs": self._docs.view(),
+                "keys": self._keys.view(),
+                "slots": self._slots.view(),
+            },
+            checksum_header=True,
+            fault_prefix="passage_columns.save",
+        )
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, mmap: bool = True, verify: bool = True) -> PassageColumns:
+        """Columns written by :meth:`save` (memory-mapped when ``mmap``; ``verify`` checks every
+        section's CRC32). Raises ``ragfind.errors.IndexFileError`` (a ValueError) for a file of
+        another kind, version or shape, a corrupt one, or keys that are not ascending; the
+        offsets are checked by every native read."""
+        from ragfind.errors import IndexFileError
+        from ragfind.persist.sectioned import SectionedFile
+
+        f = SectionedFile(path, COLUMNS_MAGIC, COLUMNS_VERSION, "passage columns")
+        n_chunks, n_docs = f.field("n_chunks", int), f.field("n_docs", int)
+        n_live, n_bytes = f.field("n_live", int), f.field("n_bytes", int)
+
+        def read(name: str, dtype: type, shape: tuple) -> np.ndarray:
+            a = f.array(name, dtype, shape, mmap=True, verify=verify)
+            return a if mmap else np.array(a)
+
+        out = cls()
+        out._arena = _Growable(np.uint8, data=read("arena", np.uint8, (n_bytes,)))
+        out._chunks = _Growable(np.int64, 8, data=read("chunks", np.int64, (n_chunks, 8)))
+        out._docs = _Growable(np.int64, 6, data=read("docs", np.int64, (n_docs, 6)))
+        out._keys = _Growable(np.int64, data=read("keys", np.int64, (n_live,)))
+        out._slots = _Growable(np.int64, data=read("slots", np.int64, (n_live,)))
+        keys = out._keys.view()
+        if len(keys) > 1 and not bool((keys[1:] > keys[:-1]).all()):
+            raise IndexFileError(f"{path}: the chunk ids of the passage columns are not ascending (corrupt)")
+        return out
 
     def ids(self) -> np.ndarray:
         """The live chunk ids, ascending."""

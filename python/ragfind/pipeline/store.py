@@ -90,13 +90,21 @@ class DocumentStore:
     tables (built from them when ``db`` is given).
     """
 
-    def __init__(self, db: sqlite3.Connection | None = None, next_chunk_id: int = 0, fields: Sequence = ()):
+    def __init__(
+        self,
+        db: sqlite3.Connection | None = None,
+        next_chunk_id: int = 0,
+        fields: Sequence = (),
+        columns: PassageColumns | None = None,
+    ):
         self.db = db if db is not None else _new_db()
         self.lock = threading.Lock()
         self.generation = 0
         self.next_chunk_id = int(next_chunk_id)
         self.fields: set = set(fields)
-        self.columns = PassageColumns() if db is None else _columns_of(self.db)
+        if columns is None:
+            columns = PassageColumns() if db is None else _columns_of(self.db)
+        self.columns = columns
         self._insert_mark: tuple | None = None
 
     # ----- reads
@@ -256,11 +264,18 @@ class DocumentStore:
 
     @classmethod
     def open(
-        cls, path: Path, next_chunk_id: int, fields: Sequence, error: type = ValueError
+        cls,
+        path: Path,
+        next_chunk_id: int,
+        fields: Sequence,
+        error: type = ValueError,
+        columns: PassageColumns | None = None,
     ) -> DocumentStore:
         """Copies a saved SQLite store into memory and checks it: pages and indexes
         (integrity_check; a corrupt index passes quick_check and fails a later join), the exact
         schema, column types, metadata JSON objects, chunk ids below ``next_chunk_id``.
+        ``columns``: the passage columns saved with it (they must hold the same chunk ids),
+        else they are built from the tables (a folder saved before they were).
         Raises ``error`` (a ValueError subclass) naming what is wrong."""
         folder = path.parent
 
@@ -313,4 +328,8 @@ class DocumentStore:
         except BaseException:
             db.close()
             raise
-        return cls(db, next_chunk_id, fields)
+        store = cls(db, next_chunk_id, fields, columns)
+        if columns is not None and not np.array_equal(columns.ids(), store.chunk_ids()):
+            store.close()
+            raise bad("and its passage columns hold other chunk ids")
+        return store
