@@ -52,6 +52,14 @@ void put(PyObject* dict, PyObject* key, PyObject* value) {
   if (rc != 0) throw py::error_already_set();
 }
 
+// obj.name = value as object.__setattr__ does (past a frozen class's __setattr__; into the
+// instance's own attribute storage, no dict made), stealing value.
+void set(PyObject* obj, PyObject* name, PyObject* value) {
+  const int rc = PyObject_GenericSetAttr(obj, name, value);
+  Py_DECREF(value);
+  if (rc != 0) throw py::error_already_set();
+}
+
 constexpr int kFields = 13;
 const char* const kFieldNames[kFields] = {"id",  "doc_id",   "text",    "title", "source", "score",      "start",
                                           "end", "metadata", "context", "ranks", "scores", "_highlights"};
@@ -129,42 +137,41 @@ class ColumnsHandle {
         const int64_t row = passages::find_row(v_, q[i]);
         if (row < 0) continue;
         const passages::PassageRow r = passages::read_row(v_, row);
-        // object.__new__(cls), then its __dict__ filled as passage_from_fields does.
+        // object.__new__(cls), then each field set as the dataclass __init__ sets it.
         py::object p = py::reinterpret_steal<py::object>(own(type->tp_new(type, no_args.ptr(), nullptr)));
-        py::object dict = py::reinterpret_steal<py::object>(own(_PyDict_NewPresized(kFields)));
-        PyObject* dd = dict.ptr();
+        PyObject* o = p.ptr();
         py::object doc_id = py::reinterpret_steal<py::object>(text(r.doc_id));
-        put(dd, names[0], own(PyLong_FromLongLong(r.id)));
-        put(dd, names[1], Py_NewRef(doc_id.ptr()));
-        put(dd, names[2], text(r.text));
-        put(dd, names[3], text(r.title));
+        py::object score = py::reinterpret_steal<py::object>(own(PyFloat_FromDouble(f[i])));
+        set(o, names[0], own(PyLong_FromLongLong(r.id)));
+        set(o, names[1], Py_NewRef(doc_id.ptr()));
+        set(o, names[2], text(r.text));
+        set(o, names[3], text(r.title));
         if (r.metadata == "{}") {
-          put(dd, names[4], Py_NewRef(doc_id.ptr()));
-          put(dd, names[8], Py_NewRef(empty_.ptr()));
+          set(o, names[4], Py_NewRef(doc_id.ptr()));
+          set(o, names[8], Py_NewRef(empty_.ptr()));
         } else {
           py::object got = metadata_of_(py::reinterpret_steal<py::object>(text(r.metadata)), doc_id);
           if (!PyTuple_Check(got.ptr()) || PyTuple_GET_SIZE(got.ptr()) != 2)
             throw py::type_error("metadata_of must return a (metadata, source) tuple");
-          put(dd, names[4], Py_NewRef(PyTuple_GET_ITEM(got.ptr(), 1)));
-          put(dd, names[8], Py_NewRef(PyTuple_GET_ITEM(got.ptr(), 0)));
+          set(o, names[4], Py_NewRef(PyTuple_GET_ITEM(got.ptr(), 1)));
+          set(o, names[8], Py_NewRef(PyTuple_GET_ITEM(got.ptr(), 0)));
         }
-        put(dd, names[5], own(PyFloat_FromDouble(f[i])));
-        put(dd, names[6], own(PyLong_FromLongLong(r.start)));
-        put(dd, names[7], own(PyLong_FromLongLong(r.end)));
-        put(dd, names[9], text(r.context));
+        set(o, names[5], Py_NewRef(score.ptr()));
+        set(o, names[6], own(PyLong_FromLongLong(r.start)));
+        set(o, names[7], own(PyLong_FromLongLong(r.end)));
+        set(o, names[9], text(r.context));
         if (i < PyTuple_GET_SIZE(rank_views.ptr())) {
-          put(dd, names[10], Py_NewRef(PyTuple_GET_ITEM(rank_views.ptr(), i)));
+          set(o, names[10], Py_NewRef(PyTuple_GET_ITEM(rank_views.ptr(), i)));
         } else {
           py::dict ranks;
           ranks[stage] = py::int_(i + 1);
-          put(dd, names[10], own(PyDictProxy_New(ranks.ptr())));
+          set(o, names[10], own(PyDictProxy_New(ranks.ptr())));
         }
         py::object scores = py::reinterpret_steal<py::object>(own(PyDict_New()));
         put(scores.ptr(), stage.ptr(), own(PyFloat_FromDouble(ss[i])));
-        put(scores.ptr(), fused_.ptr(), own(PyFloat_FromDouble(f[i])));
-        put(dd, names[11], own(PyDictProxy_New(scores.ptr())));
-        put(dd, names[12], Py_NewRef(highlights.ptr()));
-        if (PyObject_GenericSetDict(p.ptr(), dd, nullptr) != 0) throw py::error_already_set();
+        put(scores.ptr(), fused_.ptr(), Py_NewRef(score.ptr()));
+        set(o, names[11], own(PyDictProxy_New(scores.ptr())));
+        set(o, names[12], Py_NewRef(highlights.ptr()));
         out.append(std::move(p));
       }
     } catch (const std::out_of_range& e) { throw py::value_error(e.what()); }
