@@ -459,6 +459,10 @@ def load_folder(
             raise RetrieverFolderError(
                 f"{str(folder)!r}: the metadata index holds other chunk ids than the store"
             )
+        if columns is not None and not np.array_equal(columns.ids(), chunk_ids):
+            raise RetrieverFolderError(
+                f"{str(folder)!r}: the passage columns hold other chunk ids than the store"
+            )
     except BaseException:
         store.close()
         raise
