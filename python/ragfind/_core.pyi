@@ -398,3 +398,29 @@ class MetadataIndex(metaclass=_Pybind11Type):
     def dump(self) -> bytes: ...
     @staticmethod
     def load(data: bytes) -> MetadataIndex: ...
+
+# ----- passage columns of the document store (bind_passages.cpp)
+
+class PassageColumnsView(metaclass=_Pybind11Type):
+    """A read-only view of the passage columns (arrays checked once, kept alive)."""
+    def __init__(
+        self,
+        arena: _NDArray[_u8],
+        chunks: _NDArray[_i64],
+        docs: _NDArray[_i64],
+        keys: _NDArray[_i64],
+        slots: _NDArray[_i64],
+        cls: type,
+        empty: _Any,
+        metadata_of: _Callable[[str, str], tuple[_Any, str]],
+    ) -> None: ...
+    def rows(self, ids: _NDArray[_i64]) -> list[tuple[int, str, str, str, int, int, str, str]]: ...
+    def passages(
+        self,
+        ids: _NDArray[_i64],
+        fused: _Sequence[float] | _np.ndarray,
+        stage_scores: _np.ndarray,
+        stage: str,
+        rank_views: tuple[_Any, ...],
+        highlights: object,
+    ) -> list[_Any]: ...

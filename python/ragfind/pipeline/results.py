@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -11,6 +12,8 @@ from typing import Any
 __all__ = ["Passage", "SearchResult"]
 
 _EMPTY: Mapping = MappingProxyType({})
+#: ``Passage.metadata`` of a document without metadata (shared, read-only).
+EMPTY_MAPPING = _EMPTY
 
 
 class _Lazy:
@@ -25,8 +28,12 @@ class _Lazy:
         if obj is None:
             return self
         value = obj.__dict__["_highlights"]
-        if type(value) is _Pending:
+        kind = type(value)
+        if kind is _Pending:
             value = value.compute()
+            obj.__dict__["_highlights"] = value
+        elif kind is _PendingOfText:
+            value = value.fn(obj.text)
             obj.__dict__["_highlights"] = value
         return value
 
@@ -45,9 +52,22 @@ class _Pending:
         return self.fn(self.arg)
 
 
+class _PendingOfText:
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+
 def pending(fn: Any, arg: Any) -> _Pending:
     """A ``highlights`` value computed as ``fn(arg)`` when first read."""
     return _Pending(fn, arg)
+
+
+def pending_of_text(fn: Any) -> _PendingOfText:
+    """A ``highlights`` value computed as ``fn(passage.text)`` when first read: one object
+    shared by every passage of a search (no object per passage)."""
+    return _PendingOfText(fn)
 
 
 @dataclass(frozen=True)
@@ -162,3 +182,43 @@ def passage_from_fields(fields: dict) -> Passage:
     p = object.__new__(Passage)
     p.__dict__.update(fields)
     return p
+
+
+def metadata_and_source(metadata: str, doc_id: str) -> tuple:
+    """``(Passage.metadata, Passage.source)`` of a document's metadata JSON: a read-only view
+    of it, and its ``"source"`` (or ``"url"``) when set, else the document id."""
+    if metadata == "{}":
+        return _EMPTY, doc_id
+    md = MappingProxyType(json.loads(metadata))
+    return md, str(md.get("source") or md.get("url") or doc_id)
+
+
+_RANK_VIEWS: dict = {}
+
+
+def rank_views(stage: str) -> tuple:
+    """``Passage.ranks`` of the first 1,000 ranks in one stage, ``{stage: rank}`` (read-only
+    views shared by every passage ranked by that stage alone)."""
+    views = _RANK_VIEWS.get(stage)
+    if views is None:
+        views = tuple(MappingProxyType({stage: r}) for r in range(1, 1001))
+        if len(_RANK_VIEWS) < 64:
+            _RANK_VIEWS[stage] = views
+    return views
+
+
+def result_from_fields(
+    passages: tuple, timings: Mapping, queries: tuple, concurrent: tuple, missing: tuple
+) -> SearchResult:
+    """A :class:`SearchResult` (not cached) built without the frozen dataclass's ``__init__``
+    (one ``object.__setattr__`` per field), as :func:`passage_from_fields` builds passages."""
+    r = object.__new__(SearchResult)
+    r.__dict__.update(
+        passages=passages,
+        timings=timings,
+        cached=False,
+        queries=queries,
+        concurrent=concurrent,
+        missing=missing,
+    )
+    return r

@@ -38,7 +38,16 @@ from ragfind.pipeline.cache import LRUCache, freeze
 from ragfind.pipeline.chunk_ids import ChunkIdPolicy, sequential_chunk_ids
 from ragfind.pipeline.chunking import Chunk, chunk_documents, default_context, load_tokenizer, whole_documents
 from ragfind.pipeline.filters import BUILTIN_FIELDS, MetadataFilters, check_filters, metadata_of
-from ragfind.pipeline.results import Passage, SearchResult, passage_from_fields, pending
+from ragfind.pipeline.highlights import LazyHighlighter
+from ragfind.pipeline.results import (
+    Passage,
+    SearchResult,
+    metadata_and_source,
+    passage_from_fields,
+    pending_of_text,
+    rank_views,
+    result_from_fields,
+)
 from ragfind.pipeline.runner import LocalStages, StageRunner
 from ragfind.pipeline.saved import FORMAT_VERSION, RetrieverFolderError, load_folder, save_folder
 from ragfind.pipeline.stages import RerankStage, RetrievalStage
@@ -335,6 +344,7 @@ class Retriever:
         self.chunk_id_policy: ChunkIdPolicy = chunk_id_policy or sequential_chunk_ids
         self.show_progress = show_progress
         self._write_lock = threading.RLock()
+        self._rrf_table: tuple | None = None  # (rrf_k, weight), single-list RRF scores, decreasing
 
     # ------------------------------------------------------------------ construction helpers
 
@@ -732,11 +742,30 @@ class Retriever:
         ):
             # One exact ranked list: its fused top `head` is its own top `head`, in its order.
             depth = head
+        build = getattr(runner, "passages", None) if collapse is None and not rerankers else None
         while True:
             found = runner.first_stage(run, queries, depth, flt, timings, partial=partial)
             lists, names, concurrent = found.lists, found.names, found.concurrent
-            missing.update(found.missing)
+            if found.missing:
+                missing.update(found.missing)
             t = _now()
+            one = self._one_list(lists, names, head) if build is not None else None
+            if one is not None:
+                # One ranked list and a runner that builds passages from its own store: the
+                # passages come straight from the stored columns, in the list's order.
+                timings["fusion"] = _now() - t
+                t = _now()
+                highlighter = LazyHighlighter(queries, self._analyzer())
+                passages = build(one[0], one[1], lists[0][1], names[0], pending_of_text(highlighter))
+                highlighter.texts = [p.text for p in passages]
+                timings["store"] = _now() - t
+                timings["total"] = _now() - t0
+                result = result_from_fields(
+                    tuple(passages), timings, queries, concurrent, tuple(sorted(missing)) if missing else ()
+                )
+                if key is not None and not missing and generation == runner.generation:
+                    self.result_cache.put(key, result)
+                return result
             ids, fused = self._fuse(lists, names, None if collapse else head)
             timings["fusion"] = _now() - t
             t = _now()
@@ -763,8 +792,7 @@ class Retriever:
                     continue
             break
         order = order[:head]
-        ranks = self._ranks(lists, names, {i for i, _ in order})
-        passages = [self._passage(rows[i], s, ranks.get(i, {})) for i, s in order]
+        passages = self._passages(order, rows, lists, names)
         if rerankers and passages:
             t = _now()
             passages = self._rerank(queries[0], passages, timings)
@@ -787,6 +815,25 @@ class Retriever:
             raise ValueError(f"stages = {list(names)!r}; expected a non-empty list of {list(by_name)}")
         return [by_name[n] for n in by_name if n in set(names)]
 
+    def _one_list(self, lists: list, names: list, top: int) -> tuple | None:
+        """``(ids, fused scores)`` of the RRF of a single list, its first ``top`` in its order,
+        when that is what the RRF is (a positive weight and strictly decreasing scores; ties
+        are ordered by the core); None otherwise."""
+        if len(lists) != 1:
+            return None
+        w = float(self.weights.get(names[0], 1.0)) if self.weights else 1.0
+        ids = lists[0][0][:top]
+        n = len(ids)
+        table = self._rrf_table
+        if table is None or table[0] != (self.rrf_k, w) or len(table[1]) < n:
+            # w / (k + rank) as the core computes it: w * (1 / (k + r + 1)), r from 0.
+            scores = (w * (1.0 / (self.rrf_k + np.arange(max(n, 1000), dtype=np.float64) + 1.0))).tolist()
+            decreasing = w > 0 and all(b < a for a, b in zip(scores, scores[1:]))
+            table = self._rrf_table = ((self.rrf_k, w), scores, decreasing)
+        if not table[2]:
+            return None
+        return ids, table[1][:n]
+
     def _fuse(self, lists: list, names: list, top: int | None) -> tuple:
         from ragfind import _core
 
@@ -796,6 +843,10 @@ class Retriever:
             return np.zeros(0, np.int64), np.zeros(0, np.float64)
         if top is None:
             top = sum(len(lists[i][0]) for i in keep)
+        if len(keep) == 1:
+            one = self._one_list([lists[keep[0]]], [names[keep[0]]], top)
+            if one is not None:
+                return one[0], np.asarray(one[1], np.float64)
         return _core.rrf(
             [lists[i][0] for i in keep], self.rrf_k, [weights[i] for i in keep] if weights else None, top
         )
@@ -835,32 +886,70 @@ class Retriever:
     def _highlighted(self, passages: list, queries: tuple) -> list:
         """The passages with their highlights, by the BM25 stage's analyzer (default one else),
         computed when first read (:class:`LazyHighlighter`)."""
-        from ragfind.pipeline.highlights import LazyHighlighter
-        from ragfind.sparse.analyzer import Analyzer
-
-        bm25 = self.bm25
-        analyzer = bm25.analyzer if bm25 is not None else getattr(self, "_default_analyzer", None)
-        if analyzer is None:
-            analyzer = self._default_analyzer = Analyzer()
-        highlighter = LazyHighlighter(queries, analyzer, [p.text for p in passages])
+        highlighter = pending_of_text(LazyHighlighter(queries, self._analyzer(), [p.text for p in passages]))
         for p in passages:
             # Passages built by this search, not yet shared: set before anyone reads them.
-            p.__dict__["_highlights"] = pending(highlighter, p.text)
+            p.__dict__["_highlights"] = highlighter
         return passages
+
+    def _analyzer(self) -> Any:
+        """The analyzer highlights match with: the BM25 stage's, else a default one."""
+        bm25 = self._first_of("bm25")
+        if bm25 is not None:
+            return bm25.index.analyzer
+        analyzer = getattr(self, "_default_analyzer", None)
+        if analyzer is None:
+            from ragfind.sparse.analyzer import Analyzer
+
+            analyzer = self._default_analyzer = Analyzer()
+        return analyzer
 
     @staticmethod
     def _indexed_text(p: Passage) -> str:
         return f"{p.context}\n{p.text}" if p.context else p.text
 
+    def _passages(self, order: list, rows: dict, lists: list, names: list) -> list:
+        """The passages of ``order`` (``(chunk id, fused score)``, best first) from their store
+        ``rows``, with each first stage's rank and score."""
+        if len(lists) != 1:
+            ranks = self._ranks(lists, names, {i for i, _ in order})
+            return [self._passage(rows[i], s, ranks.get(i, {})) for i, s in order]
+        # One list: a chunk's rank in it is its position (the list ranks each id once).
+        name = names[0]
+        ids, scores = lists[0]
+        at = {i: n for n, i in enumerate(ids.tolist())}
+        stage_scores = scores.tolist()
+        out = []
+        new, P, proxy, empty = object.__new__, Passage, MappingProxyType, _EMPTY
+        views = rank_views(name)
+        for i, fused in order:
+            cid, doc_id, text, title, start, end, metadata, context = rows[i]
+            n = at[i]
+            md, source = (empty, doc_id) if metadata == "{}" else metadata_and_source(metadata, doc_id)
+            p = new(P)
+            p.__dict__.update(
+                id=cid,
+                doc_id=doc_id,
+                text=text,
+                title=title,
+                source=source,
+                score=fused,
+                start=start,
+                end=end,
+                metadata=md,
+                context=context,
+                ranks=views[n] if n < len(views) else proxy({name: n + 1}),
+                scores=proxy({name: stage_scores[n], "fused": fused}),
+                _highlights=[],
+            )
+            out.append(p)
+        return out
+
     @staticmethod
     def _passage(row: tuple, score: float, ranks: Mapping[str, tuple]) -> Passage:
         cid, doc_id, text, title, start, end, metadata, context = row
         # Read-only: passages are shared with the results cache.
-        if metadata == "{}":
-            md, source = _EMPTY, doc_id
-        else:
-            md = MappingProxyType(json.loads(metadata))
-            source = str(md.get("source") or md.get("url") or doc_id)
+        md, source = metadata_and_source(metadata, doc_id)
         scores = {n: float(s) for n, (_, s) in ranks.items()}
         scores["fused"] = score
         return passage_from_fields(

@@ -137,6 +137,13 @@ class LocalStages:
                 timings[s.name] = 0.0
             timings["first_stage"] = _now() - t0
             return StageLists([], [])
+        if len(stages) == 1 and len(queries) == 1 and not hasattr(stages[0], "embed"):
+            # One list from one stage on this thread: nothing runs concurrently, nothing to embed.
+            stage = stages[0]
+            ids, scores = stage.search(queries[0], depth, flt)
+            t1 = _now()
+            timings[stage.name] = timings["first_stage"] = t1 - t0
+            return StageLists([(np.asarray(ids, np.int64), np.asarray(scores))], [stage.name])
         futures = []
         if len(stages) > 1:
             pool = self._executor()
@@ -166,6 +173,14 @@ class LocalStages:
     def fetch(self, ids: Sequence[int], *, partial: bool = False) -> tuple:
         """``(rows by chunk id, missing)``: the store rows of the chunks still stored."""
         return self.store.fetch(ids), ()
+
+    def passages(
+        self, ids: np.ndarray, fused: Any, stage_scores: np.ndarray, stage: str, highlights: Any
+    ) -> list:
+        """The passages of one ranked list of ``stage`` (ids best first, their fused and stage
+        scores), built from the store's columns: the Retriever asks a runner that has this
+        (optional) method instead of :meth:`fetch` when a search has one list."""
+        return self.store.passages(ids, fused, stage_scores, stage, highlights)
 
     def count_chunks(self) -> int:
         return self.store.count_chunks()

@@ -1,7 +1,9 @@
 """The saved Retriever folder: ``manifest.json`` (format, version, configuration, every file's
 size and SHA-256), ``store.sqlite``, ``metadata.idx`` (the metadata index of filters; a folder
-without it rebuilds it from the store), ``bm25.idx`` / ``dense.idx`` (the built-in stages'
-indexes) and ``stage-<name>/`` (other stages that save themselves). Written atomically.
+without it rebuilds it from the store), ``passages.cols`` (the passage columns searches read,
+memory-mapped; a folder without them builds them from the store), ``bm25.idx`` /
+``dense.idx`` (the built-in stages' indexes) and ``stage-<name>/`` (other stages that save
+themselves). Written atomically.
 
 Format versions: 2 names the BM25 stage ``"bm25"`` (RRF weights); version 1 called it
 ``"sparse"`` and still loads (its weights are renamed).
@@ -26,6 +28,7 @@ from ragfind.errors import IndexFileError
 from ragfind.persist.atomic import fault_point, fsync_dir
 from ragfind.pipeline.chunking import default_context
 from ragfind.pipeline.filters import MetadataFilters
+from ragfind.pipeline.passage_columns import PassageColumns
 from ragfind.pipeline.stages.bm25 import BM25Stage
 from ragfind.pipeline.stages.dense import DenseStage
 from ragfind.pipeline.store import STORE_FILE, DocumentStore
@@ -46,6 +49,8 @@ MANIFEST = "manifest.json"
 BM25_FILE = "bm25.idx"
 DENSE_FILE = "dense.idx"
 METADATA_FILE = "metadata.idx"
+#: The passage columns (a folder without them builds them from the store).
+COLUMNS_FILE = "passages.cols"
 #: Stage names of version 1 folders renamed since (the BM25 stage was "sparse").
 _V1_NAMES = {"sparse": "bm25"}
 
@@ -152,7 +157,8 @@ def save_folder(r: Any, path: str | os.PathLike) -> None:
             tmp.mkdir()
             r.store.save(tmp / STORE_FILE)
             r.metadata.save(tmp / METADATA_FILE)
-            files = [STORE_FILE, METADATA_FILE]
+            r.store.columns.save(tmp / COLUMNS_FILE)
+            files = [STORE_FILE, METADATA_FILE, COLUMNS_FILE]
             stage_names = []
             for stage in r.first_stages + r.rerank_stages:
                 builtin = _builtin_file(stage)
@@ -230,7 +236,7 @@ def check_manifest(m: Any, mpath: Path) -> None:
         raise bad(f"'files' must be an object naming {STORE_FILE} and the index files")
     for name, info in files.items():
         parts = Path(name).parts
-        if name not in (STORE_FILE, METADATA_FILE, BM25_FILE, DENSE_FILE) and not (
+        if name not in (STORE_FILE, METADATA_FILE, COLUMNS_FILE, BM25_FILE, DENSE_FILE) and not (
             len(parts) >= 2 and parts[0].startswith("stage-") and ".." not in parts and "\0" not in name
         ):
             raise bad(f"file {name!r} is not one a retriever folder holds")
@@ -389,8 +395,14 @@ def load_folder(
     if version == 1:
         weights = {_V1_NAMES.get(k, k): v for k, v in weights.items()}
     next_chunk_id = int(manifest["next_chunk_id"])
+    columns = None
+    if COLUMNS_FILE in manifest["files"]:
+        try:
+            columns = PassageColumns.load(folder / COLUMNS_FILE, verify=verify)
+        except (IndexFileError, OSError) as exc:
+            raise RetrieverFolderError(f"{str(folder)!r}: {exc}") from exc
     store = DocumentStore.open(
-        folder / STORE_FILE, next_chunk_id, manifest.get("fields", []), RetrieverFolderError
+        folder / STORE_FILE, next_chunk_id, manifest.get("fields", []), RetrieverFolderError, columns
     )
     try:
         metadata = None
@@ -446,6 +458,10 @@ def load_folder(
         if metadata is not None and not np.array_equal(metadata.live_ids(), chunk_ids):
             raise RetrieverFolderError(
                 f"{str(folder)!r}: the metadata index holds other chunk ids than the store"
+            )
+        if columns is not None and not np.array_equal(columns.ids(), chunk_ids):
+            raise RetrieverFolderError(
+                f"{str(folder)!r}: the passage columns hold other chunk ids than the store"
             )
     except BaseException:
         store.close()

@@ -1,5 +1,6 @@
 """The Retriever's document store: documents, chunk text, offsets and metadata in SQLite
-(stdlib ``sqlite3``, in memory; saved as one file), and the checks a loaded store must pass."""
+(stdlib ``sqlite3``, in memory; saved as one file), the passage columns a search fetches from
+(:mod:`.passage_columns`, kept equal to the tables), and the checks a loaded store must pass."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ragfind.pipeline.passage_columns import PassageColumns
 
 __all__ = ["DocumentStore", "STORE_FILE"]
 
@@ -61,6 +64,17 @@ def _schema_of(db: sqlite3.Connection) -> list:
     return [(t, n, tb, " ".join(sql.split()) if isinstance(sql, str) else sql) for t, n, tb, sql in rows]
 
 
+def _columns_of(db: sqlite3.Connection) -> PassageColumns:
+    """The passage columns of the tables of ``db`` (a store opened from a file)."""
+    columns = PassageColumns()
+    docs = db.execute("SELECT doc_id, title, '', metadata FROM documents ORDER BY rowid").fetchall()
+    chunks = db.execute(
+        'SELECT id, doc_id, idx, start, "end", n_tokens, text, context FROM chunks ORDER BY id'
+    ).fetchall()
+    columns.append(docs, chunks)
+    return columns
+
+
 def _decode_text(b: bytes) -> str:
     # A stored string with invalid UTF-8 reads as U+FFFD instead of failing every later query.
     return str(b, "utf-8", "replace")
@@ -72,14 +86,26 @@ class DocumentStore:
     ``generation`` counts the writes (the Retriever keys its result and filter caches on it);
     ``next_chunk_id`` is the id the next chunk gets; ``fields`` the metadata keys seen. Reads
     take ``lock`` (one connection shared by threads); writes are serialised by the caller.
+    ``columns`` (:class:`PassageColumns`) hold what :meth:`fetch` returns, written with the
+    tables (built from them when ``db`` is given).
     """
 
-    def __init__(self, db: sqlite3.Connection | None = None, next_chunk_id: int = 0, fields: Sequence = ()):
+    def __init__(
+        self,
+        db: sqlite3.Connection | None = None,
+        next_chunk_id: int = 0,
+        fields: Sequence = (),
+        columns: PassageColumns | None = None,
+    ):
         self.db = db if db is not None else _new_db()
         self.lock = threading.Lock()
         self.generation = 0
         self.next_chunk_id = int(next_chunk_id)
         self.fields: set = set(fields)
+        if columns is None:
+            columns = PassageColumns() if db is None else _columns_of(self.db)
+        self.columns = columns
+        self._insert_mark: tuple | None = None
 
     # ----- reads
 
@@ -140,7 +166,25 @@ class DocumentStore:
         return {"id": row[0], "title": row[1], "text": row[2], "metadata": json.loads(row[3])}
 
     def fetch(self, ids: Sequence[int]) -> dict:
-        """``{chunk id: row}`` (columns :data:`ROW`) for the ids stored."""
+        """``{chunk id: row}`` (columns :data:`ROW`) for the ids stored, from the passage
+        columns (no SQL; :meth:`fetch_sql` is the same read from the tables)."""
+        with self.lock:
+            rows = self.columns.rows(ids)
+        return {r[0]: r for r in rows}
+
+    def fetch_list(self, ids: Sequence[int]) -> list:
+        """The rows of :meth:`fetch` in the order of ``ids`` (absent ids skipped)."""
+        with self.lock:
+            return self.columns.rows(ids)
+
+    def passages(self, ids: Any, fused: Any, stage_scores: Any, stage: str, highlights: Any) -> list:
+        """The passages of one ranked list, built from the columns
+        (:meth:`PassageColumns.passages`)."""
+        with self.lock:
+            return self.columns.passages(ids, fused, stage_scores, stage, highlights)
+
+    def fetch_sql(self, ids: Sequence[int]) -> dict:
+        """:meth:`fetch` read from the SQLite tables (the reference the columns must equal)."""
         id_list = [int(i) for i in ids]
         if not id_list:
             return {}
@@ -156,35 +200,48 @@ class DocumentStore:
     # ----- writes (the caller serialises them)
 
     def begin_insert(self, doc_rows: list, chunk_rows: list, new_fields: set) -> None:
-        """Opens a transaction holding the new rows; :meth:`commit` or :meth:`rollback` it."""
+        """Opens a transaction holding the new rows; :meth:`commit` or :meth:`rollback` it.
+        The rows are readable (:meth:`fetch`) from now on, as they are on the connection."""
         with self.lock:
             self.db.execute("BEGIN")
+            mark = self.columns.mark()
             try:
                 self.db.executemany("INSERT INTO documents VALUES (?, ?, ?, ?)", doc_rows)
                 self.db.executemany("INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?)", chunk_rows)
                 self.db.executemany(
                     "INSERT OR IGNORE INTO fields VALUES (?)", [(f,) for f in sorted(new_fields)]
                 )
+                self.columns.append(doc_rows, chunk_rows)
             except BaseException:
+                self.columns.rollback(mark)
                 self.db.execute("ROLLBACK")
                 raise
+            self._insert_mark = mark
 
     def commit(self) -> None:
         with self.lock:
             self.db.execute("COMMIT")
+            self._insert_mark = None
 
     def rollback(self) -> None:
         with self.lock:
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
+            if self._insert_mark is not None:
+                self.columns.rollback(self._insert_mark)
+                self._insert_mark = None
 
     def remove(self, doc_ids: list) -> None:
         """Deletes the documents and their chunks (ids checked by :meth:`chunks_of`)."""
         with self.lock:
+            chunk_ids = [
+                r[0] for d in doc_ids for r in self.db.execute("SELECT id FROM chunks WHERE doc_id = ?", (d,))
+            ]
             self.db.execute("BEGIN")
             self.db.executemany("DELETE FROM chunks WHERE doc_id = ?", [(d,) for d in doc_ids])
             self.db.executemany("DELETE FROM documents WHERE doc_id = ?", [(d,) for d in doc_ids])
             self.db.execute("COMMIT")
+            self.columns.remove(np.asarray(chunk_ids, np.int64))
 
     def changed(self) -> None:
         self.generation += 1
@@ -207,11 +264,18 @@ class DocumentStore:
 
     @classmethod
     def open(
-        cls, path: Path, next_chunk_id: int, fields: Sequence, error: type = ValueError
+        cls,
+        path: Path,
+        next_chunk_id: int,
+        fields: Sequence,
+        error: type = ValueError,
+        columns: PassageColumns | None = None,
     ) -> DocumentStore:
         """Copies a saved SQLite store into memory and checks it: pages and indexes
         (integrity_check; a corrupt index passes quick_check and fails a later join), the exact
         schema, column types, metadata JSON objects, chunk ids below ``next_chunk_id``.
+        ``columns``: the passage columns saved with it (the caller checks that they hold the
+        store's chunk ids), else they are built from the tables (a folder saved before them).
         Raises ``error`` (a ValueError subclass) naming what is wrong."""
         folder = path.parent
 
@@ -264,4 +328,4 @@ class DocumentStore:
         except BaseException:
             db.close()
             raise
-        return cls(db, next_chunk_id, fields)
+        return cls(db, next_chunk_id, fields, columns)

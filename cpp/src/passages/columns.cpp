@@ -1,0 +1,51 @@
+// Lookups in the passage columns; see ragfind/passages/columns.hpp.
+#include "ragfind/passages/columns.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace ragfind::passages {
+namespace {
+
+std::string_view span(const ColumnsView& v, int64_t lo, int64_t hi, const char* what) {
+  if (lo < 0 || hi < lo || hi > v.arena_size)
+    throw std::out_of_range(std::string("passage columns: the ") + what + " span [" + std::to_string(lo) + ", " +
+                            std::to_string(hi) + ") lies outside the arena of " + std::to_string(v.arena_size) +
+                            " bytes (corrupt columns)");
+  return {v.arena + lo, static_cast<size_t>(hi - lo)};
+}
+
+}  // namespace
+
+int64_t find_row(const ColumnsView& v, int64_t id) {
+  const int64_t* end = v.keys + v.n_keys;
+  const int64_t* at = std::lower_bound(v.keys, end, id);
+  if (at == end || *at != id) return -1;
+  const int64_t row = v.slots[at - v.keys];
+  if (row < 0 || row >= v.n_chunks)
+    throw std::out_of_range("passage columns: chunk " + std::to_string(id) + " maps to row " + std::to_string(row) +
+                            " of " + std::to_string(v.n_chunks) + " (corrupt columns)");
+  return row;
+}
+
+PassageRow read_row(const ColumnsView& v, int64_t row) {
+  if (row < 0 || row >= v.n_chunks)
+    throw std::out_of_range("passage columns: row " + std::to_string(row) + " of " + std::to_string(v.n_chunks));
+  const int64_t* c = v.chunks + row * kChunkColumns;
+  const int64_t doc = c[kDoc];
+  if (doc < 0 || doc >= v.n_docs)
+    throw std::out_of_range("passage columns: row " + std::to_string(row) + " names document row " +
+                            std::to_string(doc) + " of " + std::to_string(v.n_docs) + " (corrupt columns)");
+  const int64_t* d = v.docs + doc * kDocColumns;
+  return PassageRow{c[kId],
+                    c[kStart],
+                    c[kEnd],
+                    span(v, d[kDocIdLo], d[kDocIdHi], "document id"),
+                    span(v, c[kTextLo], c[kTextHi], "text"),
+                    span(v, d[kTitleLo], d[kTitleHi], "title"),
+                    span(v, d[kMetaLo], d[kMetaHi], "metadata"),
+                    span(v, c[kContextLo], c[kContextHi], "context")};
+}
+
+}  // namespace ragfind::passages
