@@ -14,5 +14,6 @@ void bind_late_interaction(pybind11::module_& m);  // MaxSim, late-interaction i
 void bind_sparse(pybind11::module_& m);            // learned-sparse (SPLADE) index
 void bind_metadata(pybind11::module_& m);          // metadata (payload) index for filters
 void bind_pq(pybind11::module_& m);                // product quantisation, 4-bit fast scan
+void bind_text(pybind11::module_& m);              // WordPiece token counter for chunking
 
 }  // namespace ragfind::bindings

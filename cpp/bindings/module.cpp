@@ -12,4 +12,5 @@ PYBIND11_MODULE(_core, m) {
   bind_sparse(m);
   bind_metadata(m);
   bind_pq(m);
+  bind_text(m);
 }
