@@ -95,6 +95,54 @@ surrogate) is reported as such (-1 / None) for the caller to tokenize with ``tok
           "Tokens in each text (int64 array), -1 where the text must go to `tokenizers`.\n\n"
           "Raises TypeError for an item that is not a str.")
       .def(
+          "count_with_starts",
+          [](const WordPieceCounter& self, const py::sequence& texts, std::int64_t over) {
+            const auto n = static_cast<std::size_t>(py::len(texts));
+            std::vector<py::object> held;
+            std::vector<std::string_view> views(n);
+            std::vector<char> ok(n, 0);
+            held.reserve(n);
+            for (std::size_t i = 0; i < n; ++i) {
+              py::object t = texts[i];
+              if (!PyUnicode_Check(t.ptr())) {
+                throw py::type_error("texts[" + std::to_string(i) + "] is a " + type_name(t) + "; expected str");
+              }
+              ok[i] = utf8_of(t, views[i]);
+              held.push_back(std::move(t));
+            }
+            py::array_t<std::int64_t> out(static_cast<py::ssize_t>(n));
+            std::int64_t* counts = out.mutable_data();
+            std::vector<std::vector<std::int64_t>> kept(n);
+            {
+              py::gil_scoped_release release;
+              std::vector<std::int64_t> starts;
+              for (std::size_t i = 0; i < n; ++i) {
+                starts.clear();
+                if (!ok[i] || !self.token_starts(views[i], starts)) {
+                  counts[i] = -1;
+                  continue;
+                }
+                counts[i] = static_cast<std::int64_t>(starts.size());
+                if (counts[i] > over) kept[i] = starts;
+              }
+            }
+            py::list starts_of(n);
+            for (std::size_t i = 0; i < n; ++i) {
+              if (counts[i] > over) {
+                py::array_t<std::int64_t> a(static_cast<py::ssize_t>(kept[i].size()));
+                std::copy(kept[i].begin(), kept[i].end(), a.mutable_data());
+                starts_of[i] = std::move(a);
+              } else {
+                starts_of[i] = py::none();
+              }
+            }
+            return py::make_tuple(out, starts_of);
+          },
+          py::arg("texts"), py::arg("over"),
+          "(counts, starts): count() of each text, and token_starts() of each text with more "
+          "than `over` tokens (None for the others, and for the texts count() gives -1).\n\n"
+          "Raises TypeError for an item that is not a str.")
+      .def(
           "token_starts",
           [](const WordPieceCounter& self, const py::str& text) -> py::object {
             std::string_view view;

@@ -8,6 +8,7 @@ starts of ``tokenizers``' ``Encoding.offsets`` (no special tokens); a text it de
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 
 import pytest
@@ -92,6 +93,12 @@ def test_counter_checks_its_inputs():
     assert counter.count(["ab", "ab ab", "", "b", "\ud800"]).tolist() == [2, 4, 0, 1, -1]
     # "ab" is a + ##b; "xa" has no first piece, so it is one [UNK].
     assert counter.token_starts("ab xa").tolist() == [0, 1, 3]
+    counts, starts = counter.count_with_starts(["ab", "ab ab", "\ud800", "b"], 2)
+    assert counts.tolist() == [2, 4, -1, 1]
+    assert starts[0] is None and starts[2] is None and starts[3] is None
+    assert starts[1].tolist() == [0, 1, 3, 4]
+    with pytest.raises(TypeError, match=r"texts\[0\] is a bytes"):
+        counter.count_with_starts([b"ab"], 0)
 
 
 ADVERSARIAL = [
@@ -211,3 +218,20 @@ def test_corpus_chunks_equal_with_and_without_native(data_dir, monkeypatch, size
     got = ragfind.chunk_documents(docs, size=size)
     assert got == want
     assert [c.n_tokens for c in got] == [c.n_tokens for c in want]
+
+
+_LOOKBEHIND_SENTENCE = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+|\n\s*")
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.sampled_from(list("ab .!?\"')]\n\t\u00a0\u2028x") + [". ", ".) ", "\n\n"]), max_size=40).map(
+        "".join
+    )
+)
+def test_sentence_split_equals_the_lookbehind_pattern(text):
+    """chunking's sentence pattern consumes the punctuation; the ends must be those of the
+    plain look-behind form (the whitespace after . ! ? and an optional closer, or a line break)."""
+    for ps, pe in chunking._spans(chunking._PARAGRAPH, text, 0, len(text)):
+        want = chunking._spans(_LOOKBEHIND_SENTENCE, text, ps, pe)
+        assert chunking._spans(chunking._SENTENCE, text, ps, pe) == want

@@ -22,6 +22,8 @@ constexpr std::uint8_t kDrift = 64;
 constexpr std::uint8_t kChinese = 128;
 
 constexpr std::uint32_t kNumCodepoints = 0x110000;
+// Trie nodes with more children than this get a dense row (see dense_ in wordpiece.hpp).
+constexpr std::size_t kDenseChildren = 8;
 
 // One byte per code point (1.1 MB), expanded once from the generated runs.
 const std::vector<std::uint8_t>& codepoint_flags() {
@@ -126,18 +128,58 @@ WordPieceCounter::WordPieceCounter(const WordPieceConfig& config) : config_(conf
     }
   }
   terminal_ = std::move(terminal);
-  codepoint_flags();
+  dense_row_.assign(children.size(), -1);
+  for (std::size_t n = 0; n < children.size(); ++n) {
+    if (children[n].size() <= kDenseChildren) continue;
+    dense_row_[n] = static_cast<std::int32_t>(dense_.size() / 256);
+    dense_.resize(dense_.size() + 256, 0);
+    for (const auto& [label, target] : children[n]) dense_[dense_.size() - 256 + label] = target;
+  }
+  const std::uint8_t* flags = codepoint_flags().data();
+  for (std::uint32_t c = 0; c < 128; ++c) {
+    const std::uint8_t f = flags[c];
+    ascii_byte_[c] = static_cast<unsigned char>(c);
+    if (config_.clean_text && (f & kCleanRemove)) {
+      ascii_kind_[c] = kAsciiDrop;
+      continue;
+    }
+    if (config_.clean_text && (f & kWhitespace)) {
+      ascii_kind_[c] = kAsciiSpace;
+      continue;
+    }
+    std::uint32_t y = c;
+    bool general =
+        (config_.handle_chinese_chars && (f & kChinese)) || (config_.strip_accents && (f & (kStripMapped | kReorder)));
+    if (config_.lowercase && (f & kLowerMapped)) {
+      const auto* m = find_mapping(wordpiece_tables::kLowerMap, wordpiece_tables::kNumLowerMap, c);
+      general = general || m->n != 1 || m->to[0] >= 0x80;
+      y = m->to[0];
+    }
+    if (general || (f & kDrift)) {
+      ascii_kind_[c] = kAsciiGeneral;
+      continue;
+    }
+    ascii_byte_[c] = static_cast<unsigned char>(y);
+    const std::uint8_t g = flags[y];
+    ascii_kind_[c] = (g & kWhitespace) ? kAsciiSpace : (g & kPunct) ? kAsciiPunct : kAsciiWord;
+  }
 }
 
 std::size_t WordPieceCounter::longest_match(std::uint32_t node, const unsigned char* s, std::size_t pos,
                                             std::size_t end) const {
   std::size_t best = 0;
   for (std::size_t i = pos; i < end; ++i) {
-    const unsigned char* first = labels_.data() + child_begin_[node];
-    const unsigned char* last = labels_.data() + child_begin_[node + 1];
-    const unsigned char* it = std::lower_bound(first, last, s[i]);
-    if (it == last || *it != s[i]) break;
-    node = targets_[child_begin_[node] + static_cast<std::size_t>(it - first)];
+    const std::int32_t row = dense_row_[node];
+    if (row >= 0) {
+      node = dense_[static_cast<std::size_t>(row) * 256 + s[i]];
+      if (node == 0) break;
+    } else {
+      const std::uint32_t b = child_begin_[node], e = child_begin_[node + 1];
+      std::uint32_t k = b;
+      while (k < e && labels_[k] != s[i]) ++k;
+      if (k == e) break;
+      node = targets_[k];
+    }
     if (terminal_[node]) best = i + 1 - pos;
   }
   return best;
@@ -179,8 +221,7 @@ bool WordPieceCounter::run(std::string_view utf8, Sink& sink) const {
     if (!added.empty() && utf8.find(added) != std::string_view::npos) return false;
   }
   const std::uint8_t* flags = codepoint_flags().data();
-  thread_local Word word;
-  word.clear();
+  Word word;
   auto flush = [&] {
     if (!word.empty()) {
       emit_word(word, sink);
@@ -191,6 +232,27 @@ bool WordPieceCounter::run(std::string_view utf8, Sink& sink) const {
   const auto* end = p + utf8.size();
   std::uint32_t seq[12];
   for (std::int64_t at = 0; p < end; ++at) {
+    if (*p < 0x80) {
+      const unsigned char b = *p;
+      switch (ascii_kind_[b]) {
+        case kAsciiDrop: ++p; continue;
+        case kAsciiSpace:
+          ++p;
+          flush();
+          continue;
+        case kAsciiPunct:
+          ++p;
+          flush();
+          word.add(ascii_byte_[b], at);
+          flush();
+          continue;
+        case kAsciiWord:
+          ++p;
+          word.add(ascii_byte_[b], at);
+          continue;
+        case kAsciiGeneral: break;
+      }
+    }
     const unsigned char* before = p;
     const std::uint32_t cp = decode_utf8(p, end);
     if (cp == kReplacementChar && !(p - before == 3 && before[0] == 0xEF)) return false;  // invalid UTF-8

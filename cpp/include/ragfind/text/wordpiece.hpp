@@ -83,6 +83,14 @@ class WordPieceCounter {
   std::vector<unsigned char> labels_;
   std::vector<std::uint32_t> targets_;
   std::vector<std::uint8_t> terminal_;
+  // Nodes with many children (the root, "##", short prefixes) also get a 256-entry row of
+  // dense_ (0: no child; the root is nobody's child): one load per byte instead of a search.
+  std::vector<std::int32_t> dense_row_;  // per node, -1 when it has no row
+  std::vector<std::uint32_t> dense_;
+  // ASCII after normalisation under this config: what each byte becomes (kind, byte).
+  enum AsciiKind : std::uint8_t { kAsciiDrop, kAsciiSpace, kAsciiPunct, kAsciiWord, kAsciiGeneral };
+  AsciiKind ascii_kind_[128];
+  unsigned char ascii_byte_[128];
   std::uint32_t continuation_node_ = 0;
   bool has_continuation_node_ = false;
   std::vector<std::uint8_t> flags_;  // per code point, expanded from the runs
