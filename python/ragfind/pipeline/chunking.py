@@ -425,6 +425,7 @@ def chunk_documents(
         non-str.
     """
     docs = _checked_documents(documents)
+    size, overlap_tokens = _check_size(size, overlap)
     if contextualize is True:
         contextualize = default_context
     tok = load_tokenizer(tokenizer)
@@ -432,7 +433,6 @@ def chunk_documents(
     # `size` tokens is one chunk: the text without its outer whitespace, every token in it.
     whole_if_fits = _splits_on_whitespace(tok)
     native = _native_counter(tok)
-    size, overlap_tokens = _check_size(size, overlap)
     out: list[Chunk] = []
     with _progress(len(docs), show_progress, "chunking") as bar:
         for first in range(0, len(docs), _BATCH):
