@@ -14,6 +14,8 @@ per-round ratios and their range):
   per round, p50 of each;
 - ingestion: ``Retriever.add_documents`` (BM25 only, ``chunk_size=None`` and the default
   chunking) against ``BM25Index().add`` of the texts the Retriever indexes (title + text), docs/s;
+  ``--with-tokenizers`` adds default chunking with token counts from ``tokenizers`` instead of
+  the native WordPiece counter (the path before it), in the same rounds;
 - with ``--synthetic``: the same on the first ``--synthetic-docs`` lines of a corpus written by
   ``bench/make_synthetic.py``;
 - with ``--encoder-docs N``: ``Retriever(encoder=MiniLM f32, chunk_size=None).add_documents``
@@ -102,7 +104,21 @@ def bench_search(docs: list, queries: list, rounds: int) -> str:
     )
 
 
-def bench_ingest(label: str, docs: list, rounds: int, chunked: bool = True) -> list:
+def without_native_wordpiece(f):
+    """Runs f with chunking's token counts from `tokenizers` (the path before the native counter)."""
+    from ragfind.pipeline import chunking
+
+    native = chunking._native_counter
+    chunking._native_counter = lambda tok: None
+    try:
+        return f()
+    finally:
+        chunking._native_counter = native
+
+
+def bench_ingest(
+    label: str, docs: list, rounds: int, chunked: bool = True, with_tokenizers: bool = False
+) -> list:
     texts = indexed(docs)
     cases = {
         "index": lambda: ragfind.BM25Index().add(texts),
@@ -110,6 +126,10 @@ def bench_ingest(label: str, docs: list, rounds: int, chunked: bool = True) -> l
     }
     if chunked:
         cases["auto"] = lambda: ragfind.Retriever(encoder=None, cache_size=0).add_documents(docs)
+    if chunked and with_tokenizers:
+        cases["auto_tokenizers"] = lambda: without_native_wordpiece(
+            lambda: ragfind.Retriever(encoder=None, cache_size=0).add_documents(docs)
+        )
     rate: dict = {n: [] for n in cases}
     names = list(cases)
     for rnd in range(rounds):
@@ -132,6 +152,17 @@ def bench_ingest(label: str, docs: list, rounds: int, chunked: bool = True) -> l
                 "Retriever",
                 "BM25Index.add",
                 rate["auto"],
+                rate["index"],
+                "docs/s",
+            )
+        )
+    if "auto_tokenizers" in rate:
+        rows.append(
+            row(
+                f"ingest, BM25 only, {label}, default chunking, token counts from `tokenizers`",
+                "Retriever",
+                "BM25Index.add",
+                rate["auto_tokenizers"],
                 rate["index"],
                 "docs/s",
             )
@@ -184,6 +215,11 @@ def main() -> None:
     ap.add_argument(
         "--synthetic-unchunked-only", action="store_true", help="synthetic rows: chunk_size=None only"
     )
+    ap.add_argument(
+        "--with-tokenizers",
+        action="store_true",
+        help="also default chunking with token counts from `tokenizers` (no native WordPiece counter)",
+    )
     ap.add_argument("--encoder-docs", type=int, default=0, help="SciFact docs for the encoder row (0: skip)")
     ap.add_argument("--encoder-rounds", type=int, default=3)
     ap.add_argument("--encoder-threads", type=int, default=2)
@@ -194,11 +230,13 @@ def main() -> None:
     if not args.skip_search:
         rows.append(bench_search(docs, queries, args.rounds))
     if not args.skip_scifact_ingest:
-        rows += bench_ingest(f"SciFact ({len(docs):,} docs)", docs, args.rounds)
+        rows += bench_ingest(f"SciFact ({len(docs):,} docs)", docs, args.rounds, True, args.with_tokenizers)
     if args.synthetic:
         syn = synthetic(args.synthetic, args.synthetic_docs)
         label = f"synthetic ({len(syn):,} docs)"
-        rows += bench_ingest(label, syn, args.synthetic_rounds, not args.synthetic_unchunked_only)
+        rows += bench_ingest(
+            label, syn, args.synthetic_rounds, not args.synthetic_unchunked_only, args.with_tokenizers
+        )
     if args.encoder_docs:
         rows.append(
             bench_encoder_ingest(docs[: args.encoder_docs], args.encoder_rounds, args.encoder_threads)

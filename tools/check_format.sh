@@ -6,7 +6,7 @@
 #   tools/check_format.sh --fix        # reformat those files in place
 #   tools/check_format.sh -v           # also print each file's diff
 #
-# Generated files are skipped (cpp/src/text/unicode_tables.cpp: cpp/tools/gen_unicode_tables.py).
+# Generated files are skipped (cpp/src/text/unicode_tables.cpp and wordpiece_tables.cpp: cpp/tools/gen_*.py).
 # Needs clang-format (Debian: apt-get install clang-format); CLANG_FORMAT overrides the binary.
 # Exit status: 0 clean (or --warn-only), 1 files need formatting, 2 setup error.
 set -euo pipefail
@@ -30,7 +30,7 @@ if ! command -v "$CLANG_FORMAT" >/dev/null 2>&1; then
   exit 2
 fi
 
-generated='^cpp/src/text/unicode_tables\.cpp$'
+generated='^cpp/src/text/(unicode|wordpiece)_tables\.cpp$'
 mapfile -t files < <(git ls-files --cached --others --exclude-standard -- cpp tools |
   grep -E '\.(c|cc|cpp|cxx|h|hh|hpp)$' | grep -Ev "$generated" | sort -u)
 if ((${#files[@]} == 0)); then

@@ -15,5 +15,6 @@ void bind_sparse(pybind11::module_& m);            // learned-sparse (SPLADE) in
 void bind_metadata(pybind11::module_& m);          // metadata (payload) index for filters
 void bind_pq(pybind11::module_& m);                // product quantisation, 4-bit fast scan
 void bind_passages(pybind11::module_& m);          // passage columns of the document store
+void bind_text(pybind11::module_& m);              // WordPiece token counter for chunking
 
 }  // namespace ragfind::bindings

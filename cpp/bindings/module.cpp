@@ -13,4 +13,5 @@ PYBIND11_MODULE(_core, m) {
   bind_metadata(m);
   bind_pq(m);
   bind_passages(m);
+  bind_text(m);
 }

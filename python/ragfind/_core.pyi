@@ -424,3 +424,25 @@ class PassageColumnsView(metaclass=_Pybind11Type):
         rank_views: tuple[_Any, ...],
         highlights: object,
     ) -> list[_Any]: ...
+
+# ----- WordPiece token counter for chunking (bind_text.cpp)
+
+class WordPieceCounter(metaclass=_Pybind11Type):
+    """BERT WordPiece token counter with the token offsets of HuggingFace ``tokenizers``."""
+    def __init__(
+        self,
+        vocab: list[str],
+        unk_token: str = "[UNK]",
+        continuing_subword_prefix: str = "##",
+        max_input_chars_per_word: int = 100,
+        clean_text: bool = True,
+        handle_chinese_chars: bool = True,
+        strip_accents: bool = True,
+        lowercase: bool = True,
+        added_tokens: list[str] = [],
+    ) -> None: ...
+    def count(self, texts: _Sequence[str]) -> _NDArray[_i64]: ...
+    def count_with_starts(
+        self, texts: _Sequence[str], over: int
+    ) -> tuple[_NDArray[_i64], list[_NDArray[_i64] | None]]: ...
+    def token_starts(self, text: str) -> _NDArray[_i64] | None: ...

@@ -180,3 +180,15 @@ def test_parity_with_sentence_transformers_live(minilm):
     ref = model.encode(texts, normalize_embeddings=True)
     got = minilm.encode(texts)
     assert (ref * got).sum(1).min() >= 0.9999
+
+
+def test_pool_threads_sleep_by_default_and_spinning_changes_no_vector(minilm):
+    key = "session.intra_op.allow_spinning"
+    assert minilm.session.get_session_options().get_session_config_entry(key) == "0"
+    spinning = ragfind.Encoder(minilm.path, threads=2, allow_spinning=True)
+    assert spinning.session.get_session_options().get_session_config_entry(key) == "1"
+    for q in ["does vitamin d improve bone density in adults with osteoporosis", "a", "x " * 300]:
+        a, b = minilm.encode_query(q), spinning.encode_query(q)
+        assert float(a @ b) >= 0.9999
+    docs = ["first passage about bones", "second, longer passage about vitamin d and calcium intake"]
+    np.testing.assert_allclose(minilm.encode(docs), spinning.encode(docs), atol=1e-5)

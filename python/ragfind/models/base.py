@@ -58,7 +58,7 @@ class _ModelBase:
         *,
         max_text_chars: int | None = DEFAULT_MAX_TEXT_CHARS,
         verify: bool = True,
-        allow_spinning: bool = True,
+        allow_spinning: bool = False,
     ):
         from ragfind.models.registry import resolve_model_path
 

@@ -20,7 +20,7 @@ def default_threads() -> int:
 
 
 def make_session(
-    model_path: Path, threads: int | None, graph_optimization: str, providers, allow_spinning: bool = True
+    model_path: Path, threads: int | None, graph_optimization: str, providers, allow_spinning: bool = False
 ):
     """One InferenceSession (thread-safe for concurrent ``run`` calls), with clear errors."""
     import onnxruntime as ort
@@ -42,8 +42,11 @@ def make_session(
         "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
     }[graph_optimization]
     so.log_severity_level = 3
-    if not allow_spinning:  # idle pool threads sleep at once: better on oversubscribed/shared CPUs
-        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # Pool threads sleep as soon as their work is done unless allow_spinning: ONNX Runtime's
+    # spin-waiting default saves a wake-up per operator on dedicated idle cores, but on a shared
+    # or oversubscribed CPU it made a short query 2-5x slower (bench/pipeline.md) and it burns
+    # CPU after every call.
+    so.add_session_config_entry("session.intra_op.allow_spinning", "1" if allow_spinning else "0")
     try:
         return ort.InferenceSession(
             str(model_path),

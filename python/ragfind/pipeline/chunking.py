@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -140,7 +141,9 @@ def load_tokenizer(tokenizer: TokenizerLike = None):
 # Boundaries, strongest first. A paragraph ends at a blank line; a sentence at . ! ? (optionally
 # followed by one closing quote/bracket) before whitespace, or at a line break (lists, headings).
 _PARAGRAPH = re.compile(r"\n[ \t]*\n\s*")
-_SENTENCE = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+|\n\s*")
+# The sentence end is the whitespace (group 1 or 2), not the punctuation before it; a pattern
+# that consumes the punctuation instead of looking behind for it scans ~2.5x faster.
+_SENTENCE = re.compile(r"[.!?][\"')\]]?(\s+)|(\n\s*)")
 _WORD = re.compile(r"\S+")
 
 
@@ -153,11 +156,12 @@ class _Piece:
 
 
 def _spans(pattern: re.Pattern, text: str, start: int, end: int) -> list[tuple[int, int]]:
-    """Non-blank spans of text[start:end] between matches of `pattern`, whitespace trimmed."""
+    """Non-blank spans of text[start:end] between matches of `pattern` (of the group that
+    matched, if it has groups), whitespace trimmed."""
     out = []
     pos = start
     for m in pattern.finditer(text, start, end):
-        out.append((pos, m.start()))
+        out.append((pos, m.start(m.lastindex) if m.lastindex else m.start()))
         pos = m.end()
     out.append((pos, end))
     trimmed = []
@@ -308,16 +312,89 @@ def chunk(
     size, overlap_tokens = _check_size(size, overlap)
     if not text.strip():
         return []
-    if encoding is None:
-        encoding = load_tokenizer(tokenizer).encode(text, add_special_tokens=False)
-    counter = _TokenCounter([s for s, _ in encoding.offsets])
-    pieces = _pieces(text, counter, size)
-    meta = metadata if metadata is not None else {}
+    if encoding is not None:
+        starts = [s for s, _ in encoding.offsets]
+    else:
+        starts = _token_starts(load_tokenizer(tokenizer), text)
+    return _chunks(
+        text, starts, str(doc_id), title or "", size, overlap_tokens, metadata if metadata is not None else {}
+    )
+
+
+def _chunks(
+    text: str,
+    starts: list[int],
+    doc_id: str,
+    title: str,
+    size: int,
+    overlap_tokens: int,
+    meta: Mapping[str, Any],
+) -> list[Chunk]:
+    """The chunks of a non-blank text whose tokens start at `starts` (checked size and overlap)."""
+    pieces = _pieces(text, _TokenCounter(starts), size)
     out = []
     for index, (i, j, tokens) in enumerate(_pack(pieces, size, overlap_tokens)):
         start, end = pieces[i].start, pieces[j - 1].end
-        out.append(Chunk(str(doc_id), title or "", text[start:end], start, end, tokens, index, "", meta))
+        out.append(Chunk(doc_id, title, text[start:end], start, end, tokens, index, "", meta))
     return out
+
+
+def _token_starts(tok: Any, text: str) -> list[int]:
+    """Character offset of each token's first character (no special tokens)."""
+    native = _native_counter(tok)
+    starts = native.token_starts(text) if native is not None else None
+    if starts is not None:
+        return starts.tolist()
+    return [s for s, _ in tok.encode(text, add_special_tokens=False).offsets]
+
+
+@functools.lru_cache(maxsize=8)
+def _native_counter(tok: Any) -> Any:
+    """``ragfind._core.WordPieceCounter`` with the settings of `tok`, or None where `tok` is not
+    a BERT WordPiece tokenizer (BertNormalizer, BertPreTokenizer, WordPiece model) it can mirror.
+
+    The native counter gives the token offsets ``tokenizers`` gives (tests/pipeline/
+    test_wordpiece_parity.py) ~10-20x faster; it declines texts it cannot promise that for, and
+    those go to ``tokenizers``.
+    """
+    try:
+        from ragfind._core import WordPieceCounter
+    except ImportError:  # a _core built before the counter existed
+        return None
+    try:
+        config = json.loads(tok.to_str())
+    except Exception:  # not a tokenizers.Tokenizer we can read: use it as it is
+        return None
+    normalizer, pre, model = config.get("normalizer"), config.get("pre_tokenizer"), config.get("model")
+    if not (
+        isinstance(normalizer, dict)
+        and normalizer.get("type") == "BertNormalizer"
+        and isinstance(pre, dict)
+        and pre.get("type") == "BertPreTokenizer"
+        and isinstance(model, dict)
+        and model.get("type") == "WordPiece"
+        and isinstance(model.get("vocab"), dict)
+    ):
+        return None
+    added = config.get("added_tokens") or []
+    if any(a.get("normalized") for a in added):  # matched in the normalised text: not mirrored
+        return None
+    lowercase = bool(normalizer.get("lowercase", True))
+    strip_accents = normalizer.get("strip_accents")
+    try:
+        return WordPieceCounter(
+            list(model["vocab"]),
+            unk_token=model.get("unk_token", "[UNK]"),
+            continuing_subword_prefix=model.get("continuing_subword_prefix", "##"),
+            max_input_chars_per_word=int(model.get("max_input_chars_per_word", 100)),
+            clean_text=bool(normalizer.get("clean_text", True)),
+            handle_chinese_chars=bool(normalizer.get("handle_chinese_chars", True)),
+            strip_accents=lowercase if strip_accents is None else bool(strip_accents),
+            lowercase=lowercase,
+            added_tokens=[a["content"] for a in added],
+        )
+    except ValueError:  # e.g. an unk_token missing from the vocabulary: tokenizers decides
+        return None
 
 
 def chunk_documents(
@@ -348,31 +425,52 @@ def chunk_documents(
         non-str.
     """
     docs = _checked_documents(documents)
-    _check_size(size, overlap)
+    size, overlap_tokens = _check_size(size, overlap)
     if contextualize is True:
         contextualize = default_context
     tok = load_tokenizer(tokenizer)
     # Tokens never start inside whitespace under BERT pre-tokenization, so a text of at most
     # `size` tokens is one chunk: the text without its outer whitespace, every token in it.
     whole_if_fits = _splits_on_whitespace(tok)
+    native = _native_counter(tok)
     out: list[Chunk] = []
     with _progress(len(docs), show_progress, "chunking") as bar:
         for first in range(0, len(docs), _BATCH):
             part = docs[first : first + _BATCH]
-            encodings = tok.encode_batch([d["text"] for d in part], add_special_tokens=False)
-            for d, enc in zip(part, encodings):
-                text = d["text"]
-                if whole_if_fits and len(enc) <= size:
-                    chunks = _whole(d, len(enc))
+            texts = [d["text"] for d in part]
+            encodings: list = [None] * len(part)
+            native_starts: list = [None] * len(part)
+            if native is not None:
+                # One pass: every count, and the token starts of the texts over `size` tokens.
+                counts_array, native_starts = native.count_with_starts(texts, size if whole_if_fits else -1)
+                counts = counts_array.tolist()
+                # Texts the native counter declines go to tokenizers.
+                declined = [k for k, n in enumerate(counts) if n < 0]
+                redone = (
+                    tok.encode_batch([texts[k] for k in declined], add_special_tokens=False)
+                    if declined
+                    else []
+                )
+                for k, enc in zip(declined, redone):
+                    encodings[k], counts[k] = enc, len(enc)
+            else:
+                encodings = tok.encode_batch(texts, add_special_tokens=False)
+                counts = [len(enc) for enc in encodings]
+            for d, text, n, enc, found in zip(part, texts, counts, encodings, native_starts):
+                if whole_if_fits and n <= size:
+                    chunks = _whole(d, n)
+                elif not text.strip():
+                    chunks = []
                 else:
-                    chunks = chunk(
-                        text,
-                        doc_id=str(d["id"]),
-                        title=d.get("title") or "",
-                        size=size,
-                        overlap=overlap,
-                        metadata=d.get("metadata") or {},
-                        encoding=enc,
+                    if found is not None:
+                        starts = found.tolist()
+                    elif enc is not None:
+                        starts = [s for s, _ in enc.offsets]
+                    else:
+                        starts = _token_starts(tok, text)
+                    meta = d.get("metadata") or {}
+                    chunks = _chunks(
+                        text, starts, str(d["id"]), d.get("title") or "", size, overlap_tokens, meta
                     )
                 out.extend(_contextualized(d, chunks, contextualize) if contextualize else chunks)
             bar.update(len(part))
