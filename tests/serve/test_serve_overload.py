@@ -155,6 +155,49 @@ def test_a_slow_run_sends_its_kind_back_to_the_threads(bm25_folder):
     gate.close()
 
 
+def test_time_spent_preempted_is_not_charged_to_the_run(monkeypatch):
+    """A run's cost is its wall time less what its thread waited for a CPU: a preempted fast
+    search stays on the loop, one that blocks (a lock, I/O: here a sleep) leaves it."""
+    from ragfind.serve import admission
+
+    gate = admission.Gate(threads=1, queue_depth=4, queue_wait_s=1, inline_s=0.005)
+    gate._learn("kind", 0.0001)
+    clock = iter([1.0, 1.0 + 0.048])  # the schedstat counter: 48 ms runnable but not running
+    monkeypatch.setattr(admission, "run_delay", lambda: next(clock))
+    gate._timed("kind", time.sleep, (0.05,))
+    assert gate.cost["kind"] < gate.inline_s  # ~2 ms of its own
+    monkeypatch.setattr(admission, "run_delay", lambda: 1.0)  # never preempted: it blocked
+    gate._timed("kind", time.sleep, (0.05,))
+    assert gate.cost["kind"] >= 0.05
+    gate.close()
+
+
+def test_run_delay_reads_the_threads_schedstat():
+    from ragfind.serve.admission import run_delay
+
+    a = run_delay()
+    sum(range(200_000))
+    b = run_delay()
+    assert 0.0 <= a <= b
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            now = int(f.read().split()[1]) * 1e-9
+    except OSError:
+        assert a == b == 0.0  # no such statistics here: no correction
+    else:
+        assert b <= now <= run_delay()
+
+        def own() -> float:
+            with open("/proc/thread-self/schedstat") as f:
+                return int(f.read().split()[1]) * 1e-9
+
+        seen = []
+        t = threading.Thread(target=lambda: seen.extend([own(), run_delay(), own()]))
+        t.start()
+        t.join()
+        assert seen[0] <= seen[1] <= seen[2]  # another thread reads its own counter
+
+
 @pytest.mark.parametrize(
     "config, words",
     [
