@@ -24,7 +24,7 @@ from starlette.staticfiles import StaticFiles
 
 from ragfind.serve.admission import Gate, Overloaded
 from ragfind.serve.config import ServeConfig
-from ragfind.serve.service import ApiError, Service, load_retriever
+from ragfind.serve.service import ApiError, Service, load_retriever, settle_heap
 
 try:  # the JSON codec of the serve extra: encoding ten passages took a fifth of a request
     import orjson
@@ -342,6 +342,8 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app):
+        if config.freeze_gc:
+            settle_heap()  # the server starts: what is loaded now stays
         yield
         if follower is not None:
             await follower.aclose()
