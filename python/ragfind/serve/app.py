@@ -3,7 +3,8 @@ page at ``/`` and its static files.
 
 Endpoints: ``POST /search``, ``POST /explain``, ``POST /documents``, ``GET|DELETE
 /documents/{id}``, ``GET /info``, ``GET /health``, ``GET /metrics``. Errors are JSON
-``{"error": message, "status": code, "field"?: name}``.
+``{"error": message, "status": code, "field"?: name}``. ``/search`` adds each result's
+``highlights`` only when the body asks (``"highlight": true``), as Elasticsearch and Solr do.
 """
 
 from __future__ import annotations
