@@ -70,11 +70,13 @@ def test_retriever_search(benchmark, setup):
     benchmark(lambda: r.search(q(), k=10))
 
 
-def test_service_search(benchmark, setup):
-    """Validation, the search and the result dicts: what the endpoint calls."""
+@pytest.mark.parametrize("highlight", [False, True], ids=["plain", "highlight"])
+def test_service_search(benchmark, setup, highlight):
+    """Validation, the search and the result dicts: what the endpoint calls (``highlight``:
+    the request asks for the highlights, which re-analyze the ten passages)."""
     r, queries = setup
     s, q = Service(r, None), Cycle(queries)
-    benchmark(lambda: s.search({"query": q(), "k": 10}))
+    benchmark(lambda: s.search({"query": q(), "k": 10, "highlight": highlight}))
 
 
 @pytest.fixture(scope="module")
@@ -169,9 +171,13 @@ def test_asgi_health(benchmark, setup, loop):
 
 
 @pytest.mark.parametrize("inline_ms", [0.0, 1000.0], ids=["thread", "loop"])
-def test_asgi_search(benchmark, setup, loop, inline_ms):
-    """The whole ``POST /search`` without sockets, on a thread or on the event loop."""
+@pytest.mark.parametrize("route", ["direct", "routed"])
+def test_asgi_search(benchmark, setup, loop, inline_ms, route):
+    """The whole ``POST /search`` without sockets, on a thread or on the event loop; answered
+    before Starlette's middleware and router (``direct``, as served) or through them."""
     app = _app(setup, inline_ms)
+    if route == "routed":
+        app.direct = {}
     q = Cycle(setup[1])
 
     def one():

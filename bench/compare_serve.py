@@ -85,8 +85,9 @@ def build(tmp: Path, docs: list, modes: list) -> dict:
     return out
 
 
-def inproc(folder: str, queries_file: str) -> None:
-    """Child mode: per-query seconds of Retriever.search (no cache), one JSON list on stdout."""
+def inproc(folder: str, queries_file: str, highlight: bool = False) -> None:
+    """Child mode: per-query seconds of Retriever.search (no cache; ``highlight``: reading every
+    passage's highlights too), one JSON list on stdout."""
     import ragfind
 
     r = ragfind.Retriever.load(folder)
@@ -96,7 +97,9 @@ def inproc(folder: str, queries_file: str) -> None:
     out = []
     for q in queries:
         t = time.perf_counter()
-        r.search(q, k=10, use_cache=False)
+        res = r.search(q, k=10, use_cache=False)
+        if highlight:
+            [p.highlights for p in res]
         out.append(time.perf_counter() - t)
     print(json.dumps(out))
 
@@ -113,7 +116,7 @@ end
 function init(args) ok = 0; shed = 0; shed_no_retry = 0; other = 0 end
 request = function()
   n = n + 1
-  local b = '{"query": "' .. qs[(n % #qs) + 1] .. ' rROUND ' .. salt .. 'x' .. n .. '", "k": 10}'
+  local b = '{"query": "' .. qs[(n % #qs) + 1] .. ' rROUND ' .. salt .. 'x' .. n .. '", "k": 10EXTRA}'
   return wrk.format("POST", "/search", {["Content-Type"] = "application/json"}, b)
 end
 response = function(status, headers, body)
@@ -136,12 +139,17 @@ end
 """
 
 
+#: More fields of every /search body (--highlight sets ', "highlight": true').
+EXTRA_FIELDS = ""
+
+
 def lua_search(path: Path, queries: list, rnd: int, think_ms: float = 0) -> None:
     """A wrk script posting a new query each time; ``think_ms``: each connection's pause after
     each answer, which sets the offered load (clients / (pause + latency))."""
     qs = "qs = {\n" + "".join("  " + json.dumps(json.dumps(q)[1:-1]) + ",\n" for q in queries) + "}\n"
     think = f"function delay() return {think_ms:.3f} end\n" if think_ms else ""
-    path.write_text(qs + LUA_SEARCH.replace("ROUND", str(rnd)) + think)
+    script = LUA_SEARCH.replace("ROUND", str(rnd)).replace("EXTRA", EXTRA_FIELDS.replace("'", "\\'"))
+    path.write_text(qs + script + think)
 
 
 UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 6e4}
@@ -213,9 +221,11 @@ def paired_c1(url: str, folder: Path, queries: list, n: int) -> dict:
         t0 = time.perf_counter()
         get("GET", "/health")
         t1 = time.perf_counter()
-        get("POST", "/search", json.dumps({"query": q, "k": 10}).encode())
+        get("POST", "/search", json.dumps({"query": q, "k": 10, **HIGHLIGHT}).encode())
         t2 = time.perf_counter()
-        r.search(q + " local", k=10, use_cache=False)
+        res = r.search(q + " local", k=10, use_cache=False)
+        if HIGHLIGHT:
+            [p.highlights for p in res]  # what the server computes when asked
         t3 = time.perf_counter()
         if i >= 20:  # warm-up
             health.append(t1 - t0)
@@ -237,6 +247,8 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
+
+HIGHLIGHT: dict = {}  # --highlight: {"highlight": True}
 
 SERVER_PYTHON = ROOT / "python"  # --server-python: serve another tree (e.g. the code before a change)
 
@@ -280,12 +292,20 @@ def main() -> None:
     ap.add_argument("--overload-clients", type=int, default=128, help="0: no overload run")
     ap.add_argument("--queue-depth", type=int, default=32, help="the overload server's --queue-depth")
     ap.add_argument("--queue-wait-ms", type=float, default=250, help="the overload server's --queue-wait-ms")
-    ap.add_argument("--inproc", nargs=2, metavar=("FOLDER", "QUERIES"), help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--highlight",
+        action="store_true",
+        help='searches ask for highlights ("highlight": true); in process, every passage\'s are read',
+    )
+    ap.add_argument("--inproc", nargs="+", metavar="ARG", help=argparse.SUPPRESS)
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = ap.parse_args()
     if args.inproc:
-        inproc(*args.inproc)
+        inproc(args.inproc[0], args.inproc[1], args.inproc[2:] == ["highlight"])
         return
+    if args.highlight:
+        global EXTRA_FIELDS, HIGHLIGHT
+        EXTRA_FIELDS, HIGHLIGHT = ', "highlight": true', {"highlight": True}
     if args.server_python is not None:
         global SERVER_PYTHON
         SERVER_PYTHON = args.server_python.resolve()
@@ -310,6 +330,7 @@ def main() -> None:
                     qfile = tmp / "queries.json"
                     qfile.write_text(json.dumps([f"{q} local{rnd}" for q in queries[:300]]))
                     child = [sys.executable, __file__, "--inproc", str(folder), str(qfile)]
+                    child += ["highlight"] if args.highlight else []
                     out = subprocess.run(child, env=env, capture_output=True, text=True, check=True).stdout
                     local.append(statistics.median(json.loads(out)) * 1e3)
                     script = tmp / f"search{rnd}.lua"
@@ -369,7 +390,8 @@ def main() -> None:
 def report(corpus_name: str, n_docs: int, mode: str, res: dict, args) -> None:
     inproc_ms = statistics.median(res["inproc_p50_ms"])
     print(
-        f"\n## {corpus_name} ({n_docs} docs), {mode}, --workers {args.workers} {args.serve_flags}, "
+        f"\n## {corpus_name} ({n_docs} docs), {mode}, --workers {args.workers} {args.serve_flags}"
+        f"{' --highlight' if args.highlight else ''}, "
         f"medians of {args.rounds} rounds\n"
     )
     print(f"in-process Retriever.search p50: {inproc_ms:.3f} ms\n")

@@ -273,9 +273,55 @@ def test_static_page_ships_in_the_package_and_loads_nothing_remote(client):
     assert page.headers["content-type"].startswith("text/html") and 'id="search-form"' in page.text
 
 
-def test_search_results_carry_the_highlights(client):
-    res = client.post("/search", json={"query": "cats hunting mice", "k": 3}).json()["results"]
+def test_search_results_carry_the_highlights_when_asked(client):
+    body = {"query": "cats hunting mice", "k": 3, "highlight": True}
+    res = client.post("/search", json=body).json()["results"]
     top = res[0]
     assert top["doc_id"] == "mice"
     marked = [top["text"][a:b].lower() for a, b in top["highlights"]]
     assert "cats" in marked and "mice" in marked and "hunt" in marked  # surface forms of the stems
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "cats hunting mice",
+        ["rust memory", "python readability"],  # phrasings: the words of every one are marked
+        '"hunt mice" cats',  # a phrase: its span where it matches, not its words elsewhere
+        '"mice cats"~3',
+        "zebra",  # nothing matches: an empty list, not an absent key
+    ],
+)
+def test_highlights_on_equal_the_in_process_passage_highlights(served, query):
+    c, r = served()
+    with c:
+        on = c.post("/search", json={"query": query, "k": 6, "highlight": True}).json()["results"]
+        off = c.post("/search", json={"query": query, "k": 6, "highlight": False}).json()["results"]
+        default = c.post("/search", json={"query": query, "k": 6}).json()["results"]
+    ref = r.search(query, k=6, use_cache=False)
+    assert [x["chunk_id"] for x in on] == [p.id for p in ref] == [x["chunk_id"] for x in off]
+    assert [x["highlights"] for x in on] == [[list(h) for h in p.highlights] for p in ref]
+    if query != "zebra":
+        assert any(x["highlights"] for x in on)
+    # Off (the default): the key is absent, everything else is the same answer.
+    for a, b, d in zip(on, off, default):
+        assert "highlights" not in b and "highlights" not in d
+        assert {k: v for k, v in a.items() if k != "highlights"} == b == d
+
+
+def test_highlights_of_a_cached_answer_are_the_same(client):
+    body = {"query": "python programming", "k": 3}
+    first = client.post("/search", json={**body, "highlight": True}).json()
+    again = client.post("/search", json={**body, "highlight": True}).json()
+    plain = client.post("/search", json=body).json()
+    assert again["cached"] and plain["cached"]
+    assert again["results"] == first["results"]
+    assert all("highlights" not in x for x in plain["results"])
+
+
+@pytest.mark.parametrize("value, words", [(1, "number"), ("yes", "string"), ({"fields": ["text"]}, "object")])
+def test_highlight_must_be_a_boolean(client, value, words):
+    resp = client.post("/search", json={"query": "cats", "highlight": value})
+    assert resp.status_code == 400, resp.text
+    body = resp.json()
+    assert body["field"] == "highlight" and words in body["error"] and "boolean" in body["error"]

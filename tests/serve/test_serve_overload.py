@@ -155,6 +155,54 @@ def test_a_slow_run_sends_its_kind_back_to_the_threads(bm25_folder):
     gate.close()
 
 
+def test_time_spent_preempted_is_not_charged_to_the_run(monkeypatch):
+    """A run's cost is its wall time less what its thread waited for a CPU: a preempted fast
+    search stays on the loop, one that blocks (a lock, I/O) leaves it."""
+    import types
+
+    from ragfind.serve import admission
+
+    gate = admission.Gate(threads=1, queue_depth=4, queue_wait_s=1, inline_s=0.005)
+    gate._learn("kind", 0.0001)
+    # A run of 50 ms wall time, 48 of them runnable but not running (the schedstat counter).
+    wall = iter([10.0, 10.05, 20.0, 20.05])
+    monkeypatch.setattr(admission, "time", types.SimpleNamespace(perf_counter=lambda: next(wall)))
+    delay = iter([1.0, 1.048])
+    monkeypatch.setattr(admission, "run_delay", lambda: next(delay))
+    gate._timed("kind", int, ())
+    assert gate.cost["kind"] == pytest.approx(0.8 * 0.0001 + 0.2 * 0.002)  # 2 ms of its own
+    monkeypatch.setattr(admission, "run_delay", lambda: 1.0)  # never preempted: it blocked
+    gate._timed("kind", int, ())
+    assert gate.cost["kind"] == pytest.approx(0.05)  # far over the line: back to the threads
+    gate.close()
+
+
+def test_run_delay_reads_the_threads_schedstat():
+    from ragfind.serve.admission import run_delay
+
+    a = run_delay()
+    sum(range(200_000))
+    b = run_delay()
+    assert 0.0 <= a <= b
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            now = int(f.read().split()[1]) * 1e-9
+    except OSError:
+        assert a == b == 0.0  # no such statistics here: no correction
+    else:
+        assert b <= now <= run_delay()
+
+        def own() -> float:
+            with open("/proc/thread-self/schedstat") as f:
+                return int(f.read().split()[1]) * 1e-9
+
+        seen = []
+        t = threading.Thread(target=lambda: seen.extend([own(), run_delay(), own()]))
+        t.start()
+        t.join()
+        assert seen[0] <= seen[1] <= seen[2]  # another thread reads its own counter
+
+
 @pytest.mark.parametrize(
     "config, words",
     [
@@ -168,3 +216,34 @@ def test_a_slow_run_sends_its_kind_back_to_the_threads(bm25_folder):
 def test_queue_settings_are_checked(config, words):
     with pytest.raises(ValueError, match=words):
         ServeConfig(**config)
+
+
+def test_the_loaded_heap_is_frozen_and_a_replaced_one_still_collected(bm25_folder):
+    """What is loaded when the server starts leaves the cycle collector's sight (a full
+    collection would walk it every few hundred searches); settling again lets an object frozen
+    before and dropped since be collected (a worker's old retriever after a reload)."""
+    import gc
+    import weakref
+
+    from ragfind.serve.service import settle_heap
+
+    class Node:
+        pass
+
+    old = Node()
+    old.self = old  # a cycle: only the collector frees it
+    gone = weakref.ref(old)
+    with TestClient(create_app(ragfind.Retriever.load(bm25_folder))):
+        assert gc.get_freeze_count() == 0  # off by default: it changes the whole process
+    app = create_app(ragfind.Retriever.load(bm25_folder), config=ServeConfig(read_only=True, freeze_gc=True))
+    try:
+        with TestClient(app) as c:
+            assert gc.get_freeze_count() > 0
+            assert c.post("/search", json={"query": "cats"}).status_code == 200
+            del old
+            gc.collect()
+            assert gone() is not None  # frozen: no collection sees it
+            settle_heap()
+            assert gone() is None
+    finally:
+        gc.unfreeze()

@@ -123,7 +123,7 @@ def test_page_results_explanation_and_sliders(server, browser, tmp_path):
     wait = WebDriverWait(browser, 30)
     browser.get(server + "/?q=" + query.replace(" ", "+"))
     wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results .result")) > 0)
-    ref = httpx.post(server + "/search", json={"query": query, "k": 10}).json()["results"]
+    ref = httpx.post(server + "/search", json={"query": query, "k": 10, "highlight": True}).json()["results"]
     items = browser.find_elements(By.CSS_SELECTOR, "#results .result")
     assert [int(e.get_attribute("data-chunk-id")) for e in items] == [r["chunk_id"] for r in ref]
     chips = [c.text for c in items[0].find_elements(By.CSS_SELECTOR, ".chip")]

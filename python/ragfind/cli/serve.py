@@ -128,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
             queue_depth=args.queue_depth,
             queue_wait_ms=args.queue_wait_ms,
             inline_ms=args.inline_ms,
+            freeze_gc=True,  # this process is the server: no full collection walks the retriever
         )
         if args.worker_of:
             return _worker(args, config)

@@ -10,13 +10,17 @@ request waits without bound. ``/health`` and ``/metrics`` never pass through her
 A search whose recent average wall time (per kind: route, stages, rerank) is under
 ``inline_ms`` runs on the event loop: the hop costs a thread wake-up on each side, more than
 such a search. Any slow run moves its kind back to the threads at once, so a slow search blocks
-the loop at most once per kind before it is pushed off it.
+the loop at most once per kind before it is pushed off it. A run's time leaves out what its
+thread spent runnable but waiting for a CPU (Linux's schedstat): on a busy machine a 0.2 ms
+search is often preempted for milliseconds, which says nothing of its cost, and counting it sent
+fast searches to the threads in bursts (half the throughput at 32 clients, bench/serve.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +29,37 @@ from typing import Any, Callable
 from ragfind.serve.service import ApiError
 
 __all__ = ["Gate", "Overloaded"]
+
+
+class _Schedstat:
+    """This thread's ``/proc/thread-self/schedstat``, kept open (one read: a few µs)."""
+
+    def __init__(self) -> None:
+        try:
+            self.fd: int | None = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        except OSError:  # not Linux, or no scheduler statistics: no correction
+            self.fd = None
+
+    def __del__(self) -> None:  # the thread ended
+        if self.fd is not None:
+            os.close(self.fd)
+
+
+_sched = threading.local()
+
+
+def run_delay() -> float:
+    """Seconds the calling thread has waited, runnable, for a CPU (preempted) since it started;
+    0.0 where the system does not say."""
+    st = getattr(_sched, "st", None)
+    if st is None:
+        st = _sched.st = _Schedstat()
+    if st.fd is None:
+        return 0.0
+    try:
+        return int(os.pread(st.fd, 64, 0).split()[1]) * 1e-9
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 class Overloaded(ApiError):
@@ -89,12 +124,14 @@ class Gate:
         self.cost[kind] = seconds if old is None or slow else 0.8 * old + 0.2 * seconds
 
     def _timed(self, kind: Any, fn: Callable, args: tuple) -> Any:
-        t = time.perf_counter()
+        if kind is None:
+            return fn(*args)
+        t, waited = time.perf_counter(), run_delay()
         try:
             return fn(*args)
         finally:
-            if kind is not None:
-                self._learn(kind, time.perf_counter() - t)
+            # The wall time less the preemption: what the run itself took (work, locks, I/O).
+            self._learn(kind, max(0.0, time.perf_counter() - t - (run_delay() - waited)))
 
     def _wake(self, fut: asyncio.Future) -> None:
         if fut.done():  # expired or cancelled meanwhile: pass the thread on

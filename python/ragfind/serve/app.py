@@ -3,7 +3,8 @@ page at ``/`` and its static files.
 
 Endpoints: ``POST /search``, ``POST /explain``, ``POST /documents``, ``GET|DELETE
 /documents/{id}``, ``GET /info``, ``GET /health``, ``GET /metrics``. Errors are JSON
-``{"error": message, "status": code, "field"?: name}``.
+``{"error": message, "status": code, "field"?: name}``. ``/search`` adds each result's
+``highlights`` only when the body asks (``"highlight": true``), as Elasticsearch and Solr do.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from starlette.staticfiles import StaticFiles
 
 from ragfind.serve.admission import Gate, Overloaded
 from ragfind.serve.config import ServeConfig
-from ragfind.serve.service import ApiError, Service, load_retriever
+from ragfind.serve.service import ApiError, Service, load_retriever, settle_heap
 
 try:  # the JSON codec of the serve extra: encoding ten passages took a fifth of a request
     import orjson
@@ -36,16 +37,57 @@ __all__ = ["create_app", "load_retriever", "STATIC"]
 STATIC = Path(__file__).parent / "static"
 
 
+#: The headers of every JSON answer (content-length is added per answer).
+JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+def render_json(content: Any) -> bytes:
+    """``content`` as compact UTF-8 JSON: orjson when installed, else the stdlib codec (which
+    also names a type orjson does not know)."""
+    if orjson is not None:
+        try:
+            return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
+        except TypeError:
+            pass
+    return json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+
+
 class FastJSONResponse(JSONResponse):
-    """JSONResponse through orjson when installed (NaN and infinities become null either way)."""
+    """JSONResponse through :func:`render_json`."""
 
     def render(self, content: Any) -> bytes:
-        if orjson is not None:
-            try:
-                return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
-            except TypeError:
-                pass  # a type orjson does not know: the stdlib codec names it
-        return super().render(content)
+        return render_json(content)
+
+
+class AsgiEndpoint:
+    """A plain ASGI app as a route's endpoint (Starlette takes a function for a request ->
+    response handler)."""
+
+    __slots__ = ("app",)
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
+
+
+class ServeApp(Starlette):
+    """Starlette, with the routes in :attr:`direct` (``POST /search``) answered before its
+    middleware and router: the endpoint catches every error itself, so they add nothing to the
+    request that carries the load but their cost. Any other path (or a ``root_path``) is routed
+    as usual."""
+
+    direct: dict
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and not scope.get("root_path"):
+            app = self.direct.get((scope["method"], scope["path"]))
+            if app is not None:
+                scope["app"] = self
+                await app(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
 
 
 def _reject_constant(name: str) -> Any:
@@ -54,7 +96,11 @@ def _reject_constant(name: str) -> Any:
 
 async def read_json(request: Request, limit: int) -> Any:
     """The JSON body, refused with 413 as soon as it is longer than ``limit`` bytes."""
-    length = request.headers.get("content-length")
+    return await read_body_json(request.headers.get("content-length"), request.receive, limit)
+
+
+async def read_body_json(length: str | None, receive: Any, limit: int) -> Any:
+    """:func:`read_json` over the ASGI ``receive`` and the ``Content-Length`` header value."""
     if length is not None:
         try:
             n = int(length)
@@ -62,14 +108,23 @@ async def read_json(request: Request, limit: int) -> Any:
             raise ApiError(400, f"Content-Length {length!r} is not an integer") from None
         if n > limit:
             raise ApiError(413, f"the body is {n} bytes; the limit is {limit}")
-    buf = bytearray()
-    async for chunk in request.stream():
-        buf += chunk
-        if len(buf) > limit:
-            raise ApiError(413, f"the body is over the limit of {limit} bytes")
-    if not buf:
+    parts: list = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # http.disconnect: nobody is left to answer
+            raise ApiError(400, "the client disconnected before the body was complete")
+        chunk = message.get("body", b"")
+        if chunk:
+            parts.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise ApiError(413, f"the body is over the limit of {limit} bytes")
+        if not message.get("more_body", False):
+            break
+    if not size:
         raise ApiError(400, "the body is empty; expected a JSON object")
-    return parse_json(bytes(buf))
+    return parse_json(parts[0] if len(parts) == 1 else b"".join(parts))
 
 
 def parse_json(data: bytes) -> Any:
@@ -129,66 +184,89 @@ def create_app(
         on_shed=metrics.shed,
     )
 
-    def authorized(request: Request) -> bool:
+    def authorized(header: str) -> bool:
         if key is None:
             return True
-        header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), key)
 
     def search_kind(body: Any) -> Any:
-        # Searches that cost alike: the same stages and rerank choice.
+        # Searches that cost alike: the same stages, rerank and highlight choices.
         if not isinstance(body, dict):
             return None
         stages = body.get("stages")
-        return ("/search", tuple(stages) if isinstance(stages, list) else stages, body.get("rerank"))
+        stages = tuple(stages) if isinstance(stages, list) else stages
+        return ("/search", stages, body.get("rerank"), body.get("highlight") is True)
 
     def endpoint(
         route: str, handler, *, auth: bool = True, body: bool = False, queued: bool = True, kind=None
     ):
+        """A JSON endpoint as a plain ASGI app: the request's few headers read from the scope and
+        its body from ``receive``, no Request or Response object (a fifth of a short search's
+        cost under Starlette's routing and responses)."""
         created = 201 if route == "/documents" else 200
 
-        async def run(request: Request) -> Response:
-            t0 = time.perf_counter()
-            try:
-                if auth and not authorized(request):
-                    raise ApiError(401, "missing or wrong API key; send 'Authorization: Bearer <key>'")
-                if queued:
-                    gate.check(route)
-                args: list = []
-                if body:
-                    args.append(await read_json(request, config.max_body_bytes))
-                if "doc_id" in request.path_params:
-                    args.append(request.path_params["doc_id"])
-                if not queued:
-                    out = handler(*args)
-                else:
-                    if follower is not None:
-                        await follower.sync()  # every acknowledged write is seen, whoever took it
-                    out = await gate.call(route, kind(*args) if kind else None, handler, *args)
-                if isinstance(out, Response):
-                    response = out
-                else:
-                    response = FastJSONResponse(out, status_code=created if request.method == "POST" else 200)
-            except Overloaded as exc:
-                response = FastJSONResponse(exc.body(), status_code=exc.status)
-                response.headers["Retry-After"] = str(exc.retry_after)
-            except ApiError as exc:
-                response = FastJSONResponse(exc.body(), status_code=exc.status)
-                if exc.status == 401:
-                    response.headers["WWW-Authenticate"] = "Bearer"
-            except OSError as exc:
-                response = FastJSONResponse(
-                    {"error": f"the write could not be made durable: {exc}", "status": 503}, status_code=503
-                )
-            except Exception as exc:  # a bug: name it, never a bare 500 page
-                response = FastJSONResponse(
-                    {"error": f"internal error: {type(exc).__name__}: {exc}", "status": 500}, status_code=500
-                )
-            metrics.request(route, request.method, response.status_code, time.perf_counter() - t0)
-            return response
+        async def answer(scope, receive) -> tuple:
+            length = None
+            authorization = ""
+            for name, value in scope["headers"]:
+                if name == b"content-length":
+                    length = value.decode("latin-1")
+                elif name == b"authorization":
+                    authorization = value.decode("latin-1")
+            if auth and not authorized(authorization):
+                raise ApiError(401, "missing or wrong API key; send 'Authorization: Bearer <key>'")
+            if queued:
+                gate.check(route)
+            args: list = []
+            if body:
+                args.append(await read_body_json(length, receive, config.max_body_bytes))
+            params = scope.get("path_params")
+            if params and "doc_id" in params:
+                args.append(params["doc_id"])
+            if not queued:
+                return handler(*args)
+            if follower is not None:
+                await follower.sync()  # every acknowledged write is seen, whoever took it
+            return await gate.call(route, kind(*args) if kind else None, handler, *args)
 
-        return run
+        async def run(scope, receive, send) -> None:
+            t0 = time.perf_counter()
+            headers = JSON_HEADERS
+            try:
+                out = await answer(scope, receive)
+                if isinstance(out, Response):
+                    await out(scope, receive, send)
+                    metrics.request(route, scope["method"], out.status_code, time.perf_counter() - t0)
+                    return
+                status = created if scope["method"] == "POST" else 200
+            except Overloaded as exc:
+                out, status = exc.body(), exc.status
+                headers = [*JSON_HEADERS, (b"retry-after", str(exc.retry_after).encode())]
+            except ApiError as exc:
+                out, status = exc.body(), exc.status
+                if status == 401:
+                    headers = [*JSON_HEADERS, (b"www-authenticate", b"Bearer")]
+            except OSError as exc:
+                out, status = {"error": f"the write could not be made durable: {exc}", "status": 503}, 503
+            except Exception as exc:  # a bug: name it, never a bare 500 page
+                out = {"error": f"internal error: {type(exc).__name__}: {exc}", "status": 500}
+                status = 500
+            try:
+                data = render_json(out)
+            except Exception as exc:  # an answer JSON cannot hold: a bug, named
+                data, status = render_json({"error": f"internal error: {exc}", "status": 500}), 500
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": status,
+                    "headers": [*headers, (b"content-length", str(len(data)).encode())],
+                }
+            )
+            await send({"type": "http.response.body", "body": data})
+            metrics.request(route, scope["method"], status, time.perf_counter() - t0)
+
+        return AsgiEndpoint(run)
 
     def page(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", media_type="text/html")
@@ -222,7 +300,7 @@ def create_app(
         async def forward(request: Request) -> Response:
             t0 = time.perf_counter()
             try:
-                if not authorized(request):
+                if not authorized(request.headers.get("authorization", "")):
                     raise ApiError(401, "missing or wrong API key; send 'Authorization: Bearer <key>'")
                 data = b""
                 if method == "POST":
@@ -238,12 +316,13 @@ def create_app(
 
         return forward
 
+    search = endpoint("/search", service.search, body=True, kind=search_kind)
     routes = [
         Route("/", page, methods=["GET"]),
         Route("/health", endpoint("/health", service.health, auth=False, queued=False), methods=["GET"]),
         Route("/metrics", endpoint("/metrics", metrics_page, queued=False), methods=["GET"]),
         Route("/info", endpoint("/info", info, queued=False), methods=["GET"]),
-        Route("/search", endpoint("/search", service.search, body=True, kind=search_kind), methods=["POST"]),
+        Route("/search", search, methods=["POST"]),
         Route("/explain", endpoint("/explain", service.explain, body=True), methods=["POST"]),
         Route("/documents", write("/documents", "POST", service.add), methods=["POST"]),
         Route("/documents/{doc_id:path}", endpoint("/documents/{id}", service.get), methods=["GET"]),
@@ -264,13 +343,16 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app):
+        if config.freeze_gc:
+            settle_heap()  # the server starts: what is loaded now stays
         yield
         if follower is not None:
             await follower.aclose()
         await run_in_threadpool(service.close)
         gate.close()
 
-    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found}, lifespan=lifespan)
+    app = ServeApp(routes=routes, exception_handlers={404: not_found, 405: not_found}, lifespan=lifespan)
+    app.direct = {("POST", "/search"): search}
     app.state.service = service
     app.state.gate = gate
     return app

@@ -30,6 +30,10 @@ class ServeConfig:
             ``Retry-After``. ``/health`` and ``/metrics`` never queue.
         inline_ms: searches of a kind (stages, rerank) whose average wall time is under this
             run on the event loop, skipping the hop to a thread (0: always a thread).
+        freeze_gc: at startup (and after a worker reloads the folder) move what is loaded out
+            of the cycle collector's sight (:func:`gc.freeze`), so that no full collection
+            walks the retriever again. It changes the whole process (``gc.get_referrers`` no
+            longer sees frozen objects), so ``ragfind serve`` sets it and the default is off.
     """
 
     api_key: str | None = None
@@ -42,6 +46,7 @@ class ServeConfig:
     queue_depth: int = 256
     queue_wait_ms: float = 2000.0
     inline_ms: float = 1.0
+    freeze_gc: bool = False
 
     def __post_init__(self) -> None:
         for name in (

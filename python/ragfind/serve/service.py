@@ -15,6 +15,7 @@ state of the last record that touched it, whatever state replay started from.
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import os
@@ -28,14 +29,14 @@ from ragfind.persist.wal import WriteLog, WriteLogError
 from ragfind.serve.config import ServeConfig
 from ragfind.serve.metrics import Metrics
 
-__all__ = ["Service", "ApiError", "load_retriever", "LOG_FILE", "replay"]
+__all__ = ["Service", "ApiError", "load_retriever", "LOG_FILE", "replay", "settle_heap"]
 
 #: The write log's file in the folder (named when it held JSON lines; those still replay).
 LOG_FILE = "serve-log.jsonl"
 
 log = logging.getLogger("ragfind.serve")
 
-SEARCH_KEYS = ("query", "k", "filters", "stages", "rerank", "collapse")
+SEARCH_KEYS = ("query", "k", "filters", "stages", "rerank", "collapse", "highlight")
 EXPLAIN_KEYS = ("query", "chunk_id", "filters", "k1", "b")
 DOC_KEYS = ("id", "title", "text", "metadata")
 
@@ -76,6 +77,17 @@ def replay(retriever: Any, records: list) -> int:
             if gone:
                 retriever.delete_documents(gone)
     return len(records)
+
+
+def settle_heap() -> None:
+    """Takes every object alive now out of the cycle collector's sight (:func:`gc.freeze`; with
+    ``ServeConfig.freeze_gc``), once the retriever is loaded: its objects live as long as the
+    server, and each full collection otherwise walks them all (50-60 ms with SciFact loaded: a
+    stall of every request in flight). Unfreezing and collecting first lets a retriever
+    replaced since (a worker's reload) be collected."""
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
 
 
 class ApiError(Exception):
@@ -153,8 +165,11 @@ def _finite(v: Any) -> Any:
     return v if not isinstance(v, float) or math.isfinite(v) else None
 
 
-def passage_json(p: Any) -> dict:
-    return {
+def passage_json(p: Any, highlight: bool = False) -> dict:
+    """One result as JSON; ``highlight``: add ``highlights``, the character (code point) offsets
+    into ``text`` where an analyzed query term or phrase matched (computed here: it re-analyzes
+    the passage, most of a BM25 search's cost, so only when the request asks)."""
+    out = {
         "doc_id": p.doc_id,
         "chunk_id": int(p.id),
         "title": p.title,
@@ -166,9 +181,10 @@ def passage_json(p: Any) -> dict:
         "source": p.source,
         "start": p.start,
         "end": p.end,
-        # character (code point) offsets into text where an analyzed query term or phrase matched
-        "highlights": [[int(a), int(b)] for a, b in getattr(p, "highlights", ())],
     }
+    if highlight:
+        out["highlights"] = [[int(a), int(b)] for a, b in getattr(p, "highlights", ())]
+    return out
 
 
 class Service:
@@ -355,7 +371,13 @@ class Service:
         return q
 
     def search(self, body: Any) -> dict:
-        """``POST /search``."""
+        """``POST /search``: ``{"query", "k"?, "filters"?, "stages"?, "rerank"?, "collapse"?,
+        "highlight"?}``.
+
+        ``highlight`` (default false), as in Elasticsearch and Solr, asks for highlights: each
+        result then carries ``"highlights": [[start, end], ...]``, equal to
+        :attr:`ragfind.Passage.highlights`; without it the key is absent (not computed).
+        """
         if not isinstance(body, dict):
             raise ApiError(400, f"the body is a JSON {_json_type(body)}; expected an object with 'query'")
         _only(body, SEARCH_KEYS, "the body")
@@ -367,6 +389,7 @@ class Service:
             raise ApiError(400, "'stages' must be a list of stage names (strings)", "stages")
         rerank = _typed(body, "rerank", (bool,), "a boolean", True)
         collapse = _typed(body, "collapse", (str,), "'document' or null")
+        highlight = _typed(body, "highlight", (bool,), "a boolean", False)
         kwargs: dict = {"filters": filters or None, "stages": stages}
         if rerank is not True:
             kwargs["rerank"] = rerank
@@ -380,7 +403,7 @@ class Service:
         timings = dict(res.timings)
         self.metrics.search(timings, bool(res.cached))
         return {
-            "results": [passage_json(p) for p in res],
+            "results": [passage_json(p, highlight) for p in res],
             "timings": {k_: v * 1e3 for k_, v in timings.items()},
             "timings_unit": "ms",
             "cached": bool(res.cached),

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ragfind.persist.wal import read_records
-from ragfind.serve.service import LOG_FILE, Service, load_retriever, replay
+from ragfind.serve.service import LOG_FILE, Service, load_retriever, replay, settle_heap
 
 __all__ = ["Follower", "Workers", "watch_parent"]
 
@@ -95,9 +95,10 @@ class Follower:
             if state[0] is None:  # the folder is being swapped: retry shortly
                 time.sleep(0.01)
                 continue
+            retriever, reloaded = self.service.retriever, False
             if state[0] != self.seen[0]:
                 try:
-                    self.service.retriever = load_retriever(self.folder, self.encoder)
+                    retriever, reloaded = load_retriever(self.folder, self.encoder), True
                 except Exception as exc:  # mid-swap or mid-save: the next request retries
                     log.warning("worker %d: reloading %s failed, retrying: %s", os.getpid(), self.folder, exc)
                     time.sleep(0.01)
@@ -107,8 +108,13 @@ class Follower:
             if len(records) < self.applied:  # the writer cut back a record it could not make durable
                 self.seen = (None, None)
                 continue
-            replay(self.service.retriever, records[self.applied :])
+            replay(retriever, records[self.applied :])
             self.applied = len(records)
+            if reloaded:
+                # Published once it holds the logged writes too (/health reads it unsynced).
+                self.service.retriever = retriever
+                if self.service.config.freeze_gc:
+                    settle_heap()  # the old retriever can go, the new one stays
             if self._state()[0] == state[0]:
                 self.seen = state
                 return

@@ -167,7 +167,8 @@ async function search(query) {
   state.query = query;
   state.chosen = null;
   $("explain-pane").hidden = true;
-  const body = { query, k: Math.max(1, Math.min(100, parseInt($("k").value, 10) || 10)) };
+  // highlight: the server marks the matched words only when asked (they cost it most of a search)
+  const body = { query, k: Math.max(1, Math.min(100, parseInt($("k").value, 10) || 10)), highlight: true };
   const stages = chosenStages();
   if (stages) body.stages = stages;
   setStatus("searching…");
