@@ -17,6 +17,7 @@ take no lock and read in-sync copies only, and every call on a copy has a deadli
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 import tempfile
 import threading
@@ -542,10 +543,12 @@ class ShardedRetriever:
                         missing |= self._refresh_stats(stale, partial)
                         shards = [s for s in shards if s not in missing]
                     stats, versions = self._stats.read(terms, shards, override)
-                calls = {
-                    s: ("first_stage", plan, stats, depth, flt, rows_top, versions.get(s)) for s in shards
+                # Pickled once for every shard: Ray then handles one bytes argument per call.
+                request = pickle.dumps((plan, stats, depth, flt, rows_top, versions), pickle.HIGHEST_PROTOCOL)
+                got = {
+                    s: pickle.loads(r)
+                    for s, r in self._scatter({s: ("first_stage", request) for s in shards}, partial).items()
                 }
-                got = self._scatter(calls, partial)
                 missing |= set(shards) - set(got)
                 shards = sorted(got)
                 racing = {s: r for s, r in got.items() if "stale" in r}

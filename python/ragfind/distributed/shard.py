@@ -19,6 +19,7 @@ import base64
 import functools
 import json
 import os
+import pickle
 import signal
 import uuid
 from pathlib import Path
@@ -448,8 +449,16 @@ class ShardActor:
         what the router starts from, and refreshes from when its version differs."""
         return self.bm25_stats.report(self.r, self.last, full=True)
 
+    def first_stage(self, request: bytes) -> Any:
+        """:meth:`search_stages` of a request the router pickled once for every shard: ``(plan,
+        stats, depth, filters, rows_top, {shard: version})``. The answer comes back pickled
+        too (bytes), so Ray handles one argument and one result per call, not each array."""
+        plan, stats, depth, filters, rows_top, versions = pickle.loads(request)
+        out = self.search_stages(plan, stats, depth, filters, rows_top, versions.get(self.shard))
+        return out if isinstance(out, _Err) else pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+
     @_guard
-    def first_stage(
+    def search_stages(
         self,
         plan: list,
         stats: dict | None,
