@@ -580,20 +580,13 @@ class ShardedRetriever:
 
     def _note_acks(self, out: Mapping[int, Any]) -> None:
         """The statistics follow the acknowledged writes (the write lock held); a shard whose
-        acknowledgement does not apply to the version held is read whole."""
+        acknowledgement does not apply to the version held is read whole by the next search
+        (never here: a write waits on no other call)."""
         if not self._bm25_names:
             return
-        behind = [
-            s
-            for s, r in out.items()
-            if not isinstance(r, BaseException)
-            and not self._stats.apply(s, r.get("stats") if isinstance(r, dict) else None)
-        ]
-        if behind:
-            try:
-                self._refresh_stats(behind)
-            except Exception:  # noqa: BLE001 - marked stale: the next search reads them
-                pass
+        for s, r in out.items():
+            if not isinstance(r, BaseException):
+                self._stats.apply(s, r.get("stats") if isinstance(r, dict) else None)
 
     def _read_primaries(self, calls: Mapping[int, tuple], timeout: float | None = None) -> dict:
         """``calls`` on each shard's primary (the write lock held)."""

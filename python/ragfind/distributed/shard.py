@@ -318,7 +318,10 @@ class ShardActor:
         self.applied.append(int(seq))
         # The acknowledgement carries what the write did to the BM25 statistics, so the
         # router's copy of them stays current without asking per search.
-        return {"n": n, "stats": self.bm25_stats.report(self.r, self.last)}
+        # Whole tables when this copy's last report was not at ``prev`` (it caught up through
+        # the log since, or it was never asked): the router holds the statistics at ``prev``.
+        full = self.bm25_stats.version != int(prev)
+        return {"n": n, "stats": self.bm25_stats.report(self.r, self.last, full=full)}
 
     @_guard
     def add(self, term: int, seq: int, prev: int, docs: list, seqs: list, embeddings: Any = None) -> Any:
