@@ -1,10 +1,10 @@
 """``ShardedRetriever``: the router over the shard actors.
 
-Searches take two phases: the BM25 stages' query terms go to every shard for their document
-frequencies, document count and total length, which are summed; then every shard runs every
-stage (BM25 scored with the summed statistics, dense with the query vector embedded once
-here), and each stage's per-shard top lists are merged by (score, collection-wide chunk id)
-into the global top list. Fusion, passage assembly and re-ranking run here with the
+A search is one call per shard: every shard runs every stage (BM25 scored with the
+collection's statistics, which the router keeps current through the writes it routes:
+:class:`_CollectionStats`; dense with the query vector embedded once here) and sends its lists
+with the stored rows of their heads; each stage's per-shard top lists are merged by (score,
+collection-wide chunk id) into the global top list. Fusion, passage assembly and re-ranking run here with the
 Retriever's own code (the head is a Retriever without documents built with
 :class:`_ShardStages`, a stage runner whose filters, first stages, re-rank stages and passage
 fetches go to the shards), so the results equal one Retriever's over the same documents.
@@ -774,8 +774,8 @@ class ShardedRetriever:
         Each shard's phases go to one in-sync copy; a copy that fails or misses ``deadline`` is
         replaced by another in-sync copy. ``partial=True``: a shard no copy answers is left out and
         the result is marked ``partial`` (its ``missing_shards``); otherwise that is a
-        :class:`ShardUnavailableError` naming the shard. Timings add ``stats`` (the BM25
-        statistics phase).
+        :class:`ShardUnavailableError` naming the shard. One call per shard in the steady state
+        (the router holds the BM25 statistics; see ``RELIABILITY.md``).
         """
         self._check_open()
         local = self._copies.pin()  # one copy per shard for all of this search's phases
