@@ -430,6 +430,7 @@ class ShardActor:
             "applied": self.last,
             "replayed": self.replayed,
             "pid": os.getpid(),
+            "node": _node_id(),
         }
 
     def existing(self, doc_ids: list) -> list:
@@ -516,6 +517,16 @@ class ShardActor:
     @_guard
     def rerank(self, name: str, query: str, ids: np.ndarray, texts: list) -> tuple:
         return self.r.stage(name).rerank(query, ids, texts)
+
+
+def _node_id() -> str | None:
+    """The Ray node this copy runs on (None outside Ray)."""
+    try:
+        import ray
+
+        return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+    except Exception:  # noqa: BLE001 - informational only
+        return None
 
 
 def _max_seq(r: Retriever) -> int:
