@@ -121,16 +121,20 @@ class BM25Stats:
     def reset(self) -> None:
         self.version, self._seen = None, {}
 
+    def _same_terms(self, stage: Any) -> bool:
+        """The index seen last, its terms still numbered as then (checked on the last one)."""
+        seen = self._seen.get(stage.name)
+        if seen is None or seen[0] is not stage.index:
+            return False
+        vocab = seen[1]
+        return not vocab or int(stage.index._core.term_ids([vocab[-1]])[0]) == len(vocab) - 1
+
     def report(self, r: Retriever, version: int, full: bool = False) -> dict:
         """``{"base": the version the changes apply to (None: whole tables), "version",
         "stages": {name: (N, total, terms, their df)}}``; this copy's statistics are then
         known to the router at ``version``."""
         stages = bm25_stages(r)
-        full = (
-            full
-            or self.version is None
-            or any(self._seen.get(st.name, (None,))[0] is not st.index for st in stages)
-        )
+        full = full or self.version is None or any(not self._same_terms(st) for st in stages)
         out = {}
         for st in stages:
             core = st.index._core  # the whole df table in one native call
