@@ -140,3 +140,44 @@ def test_one_round_trip_in_the_steady_state_and_equal_after_writes(ray_session) 
             sharded.delete_documents(gone)
     finally:
         sharded.close()
+
+
+def test_a_shard_ahead_of_the_routers_statistics_is_scored_again(ray_session) -> None:
+    # A write whose acknowledgement the router does not take in (as when another router
+    # wrote): the shard holds another version than the router's statistics, answers with its
+    # own numbers, the search is scored again (equal results), and the next search reads the
+    # shard's whole table once before the steady state (one round) comes back.
+    c = load_collection("cranfield")
+    docs, queries = c["docs"][:400], [q for _, q in c["queries"][:8]]
+    opts = dict(encoder=None, chunk_size=None, cache_size=0)
+    single = ragfind.Retriever(**opts)
+    single.add_documents(docs[:300])
+    sharded = ShardedRetriever(2, **opts)
+    try:
+        sharded.add_documents(docs[:300])
+        rounds = []
+        read = sharded._copies.read
+
+        def counted(calls, *a, **kw):
+            rounds.append(sorted({call[0] for call in calls.values()}))
+            return read(calls, *a, **kw)
+
+        sharded._copies.read = counted
+        sharded._note_acks = lambda out: None  # the acknowledgements are lost
+        single.add_documents(docs[300:])
+        sharded.add_documents(docs[300:])
+        single.delete_documents([d["id"] for d in docs[:300:7]])
+        sharded.delete_documents([d["id"] for d in docs[:300:7]])
+        del sharded._note_acks
+        rounds.clear()
+        assert_same(single, sharded, queries[0], k=10, stages=["bm25"])
+        assert rounds == [["first_stage"], ["first_stage"]], rounds
+        rounds.clear()
+        assert_same(single, sharded, queries[1], k=10, stages=["bm25"])
+        assert rounds == [["bm25_table"], ["first_stage"]], rounds
+        for q in queries[2:]:
+            rounds.clear()
+            assert_same(single, sharded, q, k=10, stages=["bm25"])
+            assert rounds == [["first_stage"]], rounds
+    finally:
+        sharded.close()

@@ -108,6 +108,22 @@ def test_kill_mid_stream_loses_nothing_acknowledged(ray_session, tmp_path) -> No
         sharded.close()
 
 
+def _kill(ray, actor, no_restart: bool) -> None:
+    """``ray.kill`` and wait until it took effect (it is asynchronous: a one-round search can
+    still reach the old process right after the call)."""
+    pid = ray.get(actor.info.remote(), timeout=30)["pid"]
+    ray.kill(actor, no_restart=no_restart)
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        try:
+            if ray.get(actor.info.remote(), timeout=5)["pid"] != pid:
+                return
+        except Exception:  # noqa: BLE001 - dead or restarting: the kill landed
+            return
+        time.sleep(0.05)
+    raise AssertionError("the actor outlived ray.kill for a minute")
+
+
 def test_dead_shard_without_replicas(ray_session) -> None:
     ray = ray_session
     c = load_collection("cranfield")
@@ -117,7 +133,7 @@ def test_dead_shard_without_replicas(ray_session) -> None:
         sharded.add_documents(docs)
         q = c["queries"][0][1]
         full = sharded.search(q, k=10)
-        ray.kill(sharded._actors[1][0], no_restart=True)
+        _kill(ray, sharded._actors[1][0], no_restart=True)
         with pytest.raises(ShardUnavailableError, match="shard 1 is unavailable") as err:
             sharded.search(q, k=10)
         assert err.value.shard == 1
@@ -140,7 +156,7 @@ def test_restart_without_a_save_replays_the_whole_log(ray_session, tmp_path) -> 
         sharded.add_documents(c["docs"][:50])
         sharded.delete_documents([c["docs"][0]["id"]])
         before = sharded.search(c["queries"][1][1], k=10)
-        ray.kill(sharded._actors[0][0], no_restart=False)
+        _kill(ray, sharded._actors[0][0], no_restart=False)
         # Its only copy is unavailable until Ray has restarted it and it has replayed the log.
         after = None
         for _ in range(60):
@@ -201,7 +217,7 @@ def test_log_replays_binary_vectors(tmp_path) -> None:
     emb = c["encoder"].encode([d["text"] for d in docs]) + 1.0  # not what the encoder says
     a = ShardActor(0, str(tmp_path), opts)
     assert isinstance(a.promote(1, []), dict)
-    assert a.add(1, 1, 0, docs, list(range(len(docs))), emb) == len(docs)
+    assert a.add(1, 1, 0, docs, list(range(len(docs))), emb)["n"] == len(docs)
     a.wal.close()
     b = ShardActor(0, str(tmp_path), opts)
     assert b.last == 1 and b.replayed == 1

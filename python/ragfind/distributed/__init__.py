@@ -3,7 +3,7 @@
 :class:`ShardedRetriever` partitions documents over ``num_shards`` shard actors (each an
 ordinary :class:`ragfind.Retriever` over its part) by a stable hash of the document id, and
 answers with exactly the results of one Retriever over all documents: BM25 scores with the
-statistics of the whole collection (gathered from the shards per query), every stage's
+statistics of the whole collection (kept by the router, versioned per shard), every stage's
 per-shard top lists are merged by score before fusion and re-ranking, which run at the router
 with the Retriever's own code. :func:`build` indexes a corpus as a Ray Data pipeline.
 

@@ -97,6 +97,12 @@ class Copies:
         if refs:
             done, _ = ray.wait(refs, num_returns=len(refs), timeout=max(timeout, 0.0))
             ready = set(done)
+        if ready and len(ready) == len(refs):
+            try:
+                # All answered (the usual case): one get for all of them.
+                return dict(zip(futures, ray.get(refs)))
+            except Exception:  # noqa: BLE001 - a copy failed: sorted out one by one below
+                pass
         for key, ref in futures.items():
             if ref not in ready:
                 out[key] = _TIMEOUT

@@ -1,10 +1,10 @@
 """``ShardedRetriever``: the router over the shard actors.
 
-Searches take two phases: the BM25 stages' query terms go to every shard for their document
-frequencies, document count and total length, which are summed; then every shard runs every
-stage (BM25 scored with the summed statistics, dense with the query vector embedded once
-here), and each stage's per-shard top lists are merged by (score, collection-wide chunk id)
-into the global top list. Fusion, passage assembly and re-ranking run here with the
+A search is one call per shard: every shard runs every stage (BM25 scored with the
+collection's statistics, which the router keeps current through the writes it routes:
+:class:`_CollectionStats`; dense with the query vector embedded once here) and sends its lists
+with the stored rows of their heads; each stage's per-shard top lists are merged by (score,
+collection-wide chunk id) into the global top list. Fusion, passage assembly and re-ranking run here with the
 Retriever's own code (the head is a Retriever without documents built with
 :class:`_ShardStages`, a stage runner whose filters, first stages, re-rank stages and passage
 fetches go to the shards), so the results equal one Retriever's over the same documents.
@@ -17,6 +17,7 @@ take no lock and read in-sync copies only, and every call on a copy has a deadli
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 import tempfile
 import threading
@@ -33,7 +34,7 @@ from ragfind.distributed import folder as fmt
 from ragfind.distributed._ray import actor_errors, require_ray
 from ragfind.distributed.partition import MAX_SHARDS, shard_of, shard_of_chunk
 from ragfind.distributed.replication import Copies, ShardUnavailableError, StalePrimaryError, idle_healer
-from ragfind.distributed.shard import STATE, ShardActor, _Err, bm25_spec
+from ragfind.distributed.shard import STATE, ShardActor, _Err, bm25_spec, bm25_stages
 from ragfind.persist.atomic import fsync_dir
 from ragfind.pipeline.results import SearchResult
 from ragfind.pipeline.retriever import Retriever
@@ -57,6 +58,14 @@ def _positive(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} = {value!r}; expected a positive int")
     return int(value)
+
+
+_STATS_ATTEMPTS = 6  # rounds a search retries while writes race it
+
+
+def _written(ack: Any) -> int:
+    """The chunks a shard's write acknowledgement counts (None: a retry it already held)."""
+    return int(ack["n"] or 0) if isinstance(ack, dict) else int(ack or 0)
 
 
 def _raise_err(res: Any) -> Any:
@@ -89,7 +98,7 @@ class _ShardStages:
         t_embed = 0.0
         terms: dict = {}
         for s in stages:
-            if getattr(s, "kind", None) == "bm25":
+            if getattr(s, "kind", None) == "bm25" and s.name in router._bm25_names:
                 plan.append((s.name, "bm25", list(queries)))
                 terms[s.name] = [list(dict.fromkeys(s.index.analyze_query(q))) for q in queries]
             elif hasattr(s, "embed"):
@@ -98,45 +107,25 @@ class _ShardStages:
                 t_embed += time.perf_counter() - t
             else:
                 plan.append((s.name, "text", list(queries)))
-        everyone = range(router.num_shards)
-        missing: set = set()
-        stats = None
-        if terms:
-            t = time.perf_counter()
-            views, left_out = router._term_stats.gather(router, terms, partial)
-            missing.update(left_out)
-            stats = {}
-            for name, term_lists in terms.items():
-                rows = []
-                for ts in term_lists:
-                    n = total = 0
-                    df = [0] * len(ts)
-                    for v in views.values():
-                        sn, stotal, sdf = v[name]
-                        n += sn
-                        total += stotal
-                        df = [a + sdf[w] for a, w in zip(df, ts)]
-                    rows.append((n, total, dict(zip(ts, df))))
-                stats[name] = rows
-            timings["stats"] = time.perf_counter() - t
+        everyone = list(range(router.num_shards))
         t = time.perf_counter()
-        rows_top = getattr(router._copies._local, "rows_top", 0)
-        got = router._scatter(
-            {s: ("first_stage", plan, stats, depth, flt, rows_top) for s in everyone}, partial
-        )
-        cache = getattr(router._copies._local, "rows", None)
-        for s in list(got):
-            if cache is not None:
-                cache.update(got[s]["rows"])
-            got[s] = got[s]["lists"]
-        missing.update(set(everyone) - set(got))
+        got, missing = router._search_shards(plan, terms, depth, flt, everyone, partial)
         t_search = time.perf_counter() - t
+        cache = getattr(router._copies._local, "rows", None)
+        if cache is not None:
+            for part in got.values():
+                cache.update(part["rows"])
+        shards = sorted(got)
         lists, names = [], []
         for name, _, inputs in plan:
             for qi in range(len(inputs)):
-                parts = [got[s][name][qi] for s in sorted(got)]
-                ids = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
-                scores = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.float32)
+                parts = [got[s]["lists"][name][qi] for s in shards]
+                if not parts:
+                    lists.append((np.zeros(0, np.int64), np.zeros(0, np.float32)))
+                    names.append(name)
+                    continue
+                ids = np.concatenate([p[0] for p in parts])
+                scores = np.concatenate([p[1] for p in parts])
                 # Score descending, ties by chunk id (= insertion order, as in one Retriever).
                 order = np.lexsort((ids, -scores.astype(np.float64)))[:depth]
                 lists.append((ids[order], scores[order]))
@@ -190,62 +179,91 @@ class _ShardStages:
         pass
 
 
-class _TermStats:
-    """Per shard, the BM25 statistics (live chunks, their length, df of the terms queries used)
-    read at the shard's last acknowledged write: valid until the next write there, so in the
-    steady state a search needs no statistics call (one round trip)."""
+class _CollectionStats:
+    """The BM25 statistics of the whole collection, kept at the router so that a search needs
+    no statistics call: per shard, the version (its last write) they hold for it, its live
+    chunks, their total length and the df of every term, and the sums over the shards.
 
-    LIMIT = 1 << 20  # terms kept per shard
+    They follow the writes this router routes (each acknowledgement carries what the write
+    changed, :class:`.shard.BM25Stats`) and are refreshed from a shard's whole table when a
+    change does not apply (another version than the one held). Every search sends each shard
+    the version its part was read at; a copy holding another answers with its own numbers
+    instead, and the search is scored again: results stay exactly one Retriever's.
+    """
 
     def __init__(self, num_shards: int) -> None:
-        self._version: list = [None] * num_shards
-        self._totals: list = [{} for _ in range(num_shards)]  # stage -> (N, total length)
-        self._df: list = [{} for _ in range(num_shards)]  # stage -> {term: df}
         self._lock = threading.Lock()
+        self.version: list = [None] * num_shards  # None: a whole table is needed
+        self._shard: list = [{} for _ in range(num_shards)]  # stage -> [N, total, {term: df}]
+        self._sum: dict = {}  # stage -> [N, total, {term: df}]
 
-    def gather(self, router: ShardedRetriever, terms: dict, partial: bool) -> tuple:
-        """``({shard: {stage: (N, total, {term: df})}}, shards left out)`` for the query terms
-        ``terms`` (``{stage: [[term, ...] per query]}``), asking only for what is not cached."""
-        copies = router._copies
-        n = router.num_shards
-        versions = [(copies.term[s], copies.last[s]) for s in range(n)]
-        quiet = not copies.write_lock.locked()
-        need: dict = {}
-        views: dict = {}
+    def stale(self) -> list:
+        return [s for s, v in enumerate(self.version) if v is None]
+
+    def forget(self, s: int, unless: int | None = None) -> None:
+        """Shard ``s``'s numbers are behind (a write this router did not route): refresh them."""
         with self._lock:
-            for s in range(n):
-                if self._version[s] != versions[s] or len(self._df[s]) > self.LIMIT:
-                    # A write changed this shard: what was read before no longer holds.
-                    self._version[s], self._totals[s], self._df[s] = versions[s], {}, {}
-                views[s] = (dict(self._totals[s]), {k: self._df[s].get(k, {}) for k in terms})
-        for s in range(n):
-            totals, dfs = views[s]
-            for name, term_lists in terms.items():
-                miss = [w for w in dict.fromkeys(w for ts in term_lists for w in ts) if w not in dfs[name]]
-                if miss or name not in totals:
-                    need.setdefault(s, {})[name] = [miss]
-        got = router._scatter({s: ("term_stats", q) for s, q in need.items()}, partial) if need else {}
-        keep = quiet and not copies.write_lock.locked()
-        out: dict = {}
+            if unless is None or self.version[s] != unless:
+                self.version[s] = None
+
+    def apply(self, s: int, report: Any) -> bool:
+        """Takes a shard's report (an acknowledgement's changes or a whole table); False when
+        it does not apply to the version held (the shard then needs a whole table)."""
+        if not isinstance(report, dict) or "stages" not in report:
+            self.forget(s)
+            return False
+        base = report["base"]
         with self._lock:
-            for s in range(n):
-                if s in need and s not in got:
-                    continue
-                totals, dfs = views[s]
-                fresh = keep and self._version[s] == versions[s] == (copies.term[s], copies.last[s])
-                out[s] = {}
-                for name in terms:
-                    df = dict(dfs[name])
-                    tot = totals.get(name)
-                    if s in got and name in got[s]:
-                        sn, stotal, sdf = got[s][name][0]
-                        df.update(zip(need[s][name][0], (int(x) for x in sdf)))
-                        tot = (int(sn), int(stotal))
-                        if fresh:
-                            self._totals[s][name] = tot
-                            self._df[s].setdefault(name, {}).update(df)
-                    out[s][name] = (tot[0], tot[1], df)
-        return out, tuple(sorted(set(need) - set(got)))
+            if base is not None and base != self.version[s]:
+                self.version[s] = None
+                return False
+            for name, (n, total, terms, df) in report["stages"].items():
+                whole = self._sum.setdefault(name, [0, 0, {}])
+                mine = self._shard[s].get(name)
+                if base is None or mine is None:
+                    if mine is not None:  # a whole table replaces the shard's part
+                        gdf = whole[2]
+                        for w, d in mine[2].items():
+                            gdf[w] -= d
+                        whole[0] -= mine[0]
+                        whole[1] -= mine[1]
+                    mine = self._shard[s][name] = [0, 0, {}]
+                whole[0] += int(n) - mine[0]
+                whole[1] += int(total) - mine[1]
+                mine[0], mine[1] = int(n), int(total)
+                sdf, gdf = mine[2], whole[2]
+                for w, d in zip(terms, np.asarray(df).tolist()):
+                    gdf[w] = gdf.get(w, 0) + d - sdf.get(w, 0)
+                    sdf[w] = d
+            self.version[s] = int(report["version"])
+            return True
+
+    def read(self, terms: dict, shards: Sequence[int], override: Mapping[int, tuple]) -> tuple:
+        """``(stats, versions)``: ``stats[stage][query] = (N, total, {term: df})`` summed over the
+        shards, ``versions[shard]`` the version each shard's part was read at. ``override``:
+        ``{shard: (version, {stage: [(N, total, df per term) per query]})}`` replaces shards'
+        parts with the numbers they answered with."""
+        with self._lock:
+            versions = {s: self.version[s] for s in shards}
+            stats: dict = {}
+            for name, per_query in terms.items():
+                whole = self._sum.get(name, [0, 0, {}])
+                gdf = whole[2]
+                rows = []
+                for qi, ts in enumerate(per_query):
+                    n, total = whole[0], whole[1]
+                    df = [gdf.get(w, 0) for w in ts]
+                    for s, (_, theirs) in override.items():
+                        mine = self._shard[s].get(name, [0, 0, {}])
+                        sn, stotal, sdf = theirs[name][qi]
+                        n += int(sn) - mine[0]
+                        total += int(stotal) - mine[1]
+                        df = [a + int(b) - mine[2].get(w, 0) for a, b, w in zip(df, sdf, ts)]
+                    rows.append((n, total, dict(zip(ts, df))))
+                stats[name] = rows
+        for s, (v, _) in override.items():
+            versions[s] = v
+        return stats, versions
 
 
 class ShardedRetriever:
@@ -424,7 +442,7 @@ class ShardedRetriever:
             self.close()
             raise
         self._healer = idle_healer(self._copies, self._stop)
-        self._term_stats = _TermStats(self.num_shards)
+        self._stats = _CollectionStats(self.num_shards)
         first = infos[0]
         for s, info in infos.items():
             if (
@@ -442,6 +460,12 @@ class ShardedRetriever:
                 f"the options' {head_names} + {rerank_names}"
             )
         self._head = head
+        self._bm25_names = {st.name for st in bm25_stages(head)}
+        try:
+            self._refresh_stats(range(self.num_shards))
+        except BaseException:
+            self.close()
+            raise
         self._next_seq = max([i["max_seq"] for i in infos.values()] + [-1]) + 1
         if manifest is not None:
             self._next_seq = max(self._next_seq, int(manifest["next_doc_seq"]))
@@ -496,6 +520,73 @@ class ShardedRetriever:
         here). With ``partial``, a shard no copy answers is left out instead of raising."""
         return {s: _raise_err(r) for s, r in self._copies.read(calls, partial).items()}
 
+    def _search_shards(
+        self, plan: list, terms: dict, depth: int, flt: Any, shards: list, partial: bool
+    ) -> tuple:
+        """``({shard: {"lists", "rows"}}, shards left out)``: every stage on every shard in one
+        call per shard, BM25 scored with the router's collection statistics. A shard whose copy
+        holds another version than its statistics were read at answers with its own numbers
+        and the shards are asked again with them (a write raced the search); after a few such
+        rounds the search waits for the writes in progress (their lock)."""
+        missing: set = set()
+        override: dict = {}
+        rows_top = getattr(self._copies._local, "rows_top", 0)
+        lock = self._copies.write_lock
+        held = False
+        try:
+            for attempt in range(_STATS_ATTEMPTS):
+                stats, versions = None, {}
+                if terms:
+                    stale = [s for s in self._stats.stale() if s in shards and s not in override]
+                    if stale:
+                        missing |= self._refresh_stats(stale, partial)
+                        shards = [s for s in shards if s not in missing]
+                    stats, versions = self._stats.read(terms, shards, override)
+                # Pickled once for every shard: Ray then handles one bytes argument per call.
+                request = pickle.dumps((plan, stats, depth, flt, rows_top, versions), pickle.HIGHEST_PROTOCOL)
+                got = {
+                    s: pickle.loads(r)
+                    for s, r in self._scatter({s: ("first_stage", request) for s in shards}, partial).items()
+                }
+                missing |= set(shards) - set(got)
+                shards = sorted(got)
+                racing = {s: r for s, r in got.items() if "stale" in r}
+                if not racing:
+                    return got, missing
+                for s, r in racing.items():
+                    override[s] = (int(r["stale"]), r["stats"])
+                    if not lock.locked():
+                        # Not a write of this router in flight: its numbers are behind.
+                        self._stats.forget(s, unless=int(r["stale"]))
+                if attempt >= 2 and not held:
+                    held = lock.acquire(timeout=self.deadline)
+        finally:
+            if held:
+                lock.release()
+        raise ShardUnavailableError(
+            min(racing), "first_stage", self.deadline, "its statistics changed on every try (racing writes)"
+        )
+
+    def _refresh_stats(self, shards: Iterable[int], partial: bool = False) -> set:
+        """Reads the whole BM25 statistics of ``shards``; returns the shards left out."""
+        shards = list(shards)
+        if not self._bm25_names or not shards:
+            return set()
+        got = self._scatter({s: ("bm25_table",) for s in shards}, partial)
+        for s, report in got.items():
+            self._stats.apply(s, report)
+        return set(shards) - set(got)
+
+    def _note_acks(self, out: Mapping[int, Any]) -> None:
+        """The statistics follow the acknowledged writes (the write lock held); a shard whose
+        acknowledgement does not apply to the version held is read whole by the next search
+        (never here: a write waits on no other call)."""
+        if not self._bm25_names:
+            return
+        for s, r in out.items():
+            if not isinstance(r, BaseException):
+                self._stats.apply(s, r.get("stats") if isinstance(r, dict) else None)
+
     def _read_primaries(self, calls: Mapping[int, tuple], timeout: float | None = None) -> dict:
         """``calls`` on each shard's primary (the write lock held)."""
         for s in calls:
@@ -507,6 +598,7 @@ class ShardedRetriever:
     def _write_shards(self, calls: Mapping[int, tuple], n_docs: int) -> dict:
         """One write per shard (the write lock held); raises the first failure."""
         out = self._copies.write(calls, self.deadline + n_docs * self.write_deadline_per_doc)
+        self._note_acks(out)
         for s in sorted(out):
             if isinstance(out[s], BaseException):
                 self._failed = {t: r for t, r in out.items() if not isinstance(r, BaseException)}
@@ -621,13 +713,15 @@ class ShardedRetriever:
                 undo = {s: ("delete", [docs[n]["id"] for n in by_shard[s]]) for s in self._failed}
                 if undo:
                     try:
-                        self._copies.write(undo, self.deadline + len(docs) * self.write_deadline_per_doc)
+                        self._note_acks(
+                            self._copies.write(undo, self.deadline + len(docs) * self.write_deadline_per_doc)
+                        )
                     except Exception:  # noqa: BLE001 - the original failure is the one to report
                         pass
                 raise
             finally:
                 self._generation += 1
-            return sum(int(r or 0) for r in out.values())
+            return sum(_written(r) for r in out.values())
 
     def delete_documents(self, doc_ids: Iterable[Any]) -> int:
         """Removes documents and their chunks from their shards; returns the chunks removed.
@@ -652,7 +746,7 @@ class ShardedRetriever:
                 out = self._write_shards({s: ("delete", ds) for s, ds in by_shard.items()}, len(ids))
             finally:
                 self._generation += 1
-            return sum(int(r or 0) for r in out.values())
+            return sum(_written(r) for r in out.values())
 
     def get_document(self, doc_id: Any) -> dict:
         """The stored document ``{"id", "title", "text", "metadata"}``; KeyError when absent."""
@@ -679,8 +773,8 @@ class ShardedRetriever:
         Each shard's phases go to one in-sync copy; a copy that fails or misses ``deadline`` is
         replaced by another in-sync copy. ``partial=True``: a shard no copy answers is left out and
         the result is marked ``partial`` (its ``missing_shards``); otherwise that is a
-        :class:`ShardUnavailableError` naming the shard. Timings add ``stats`` (the BM25
-        statistics phase).
+        :class:`ShardUnavailableError` naming the shard. One call per shard in the steady state
+        (the router holds the BM25 statistics; see ``RELIABILITY.md``).
         """
         self._check_open()
         local = self._copies.pin()  # one copy per shard for all of this search's phases

@@ -4,8 +4,9 @@ A shard is a :class:`ragfind.Retriever` whose chunk ids are collection-wide (its
 policy is :class:`.partition.ShardChunkIds`), so a shard folder is an ordinary Retriever
 folder. :class:`ShardActor` holds one, applies the router's writes (the primary fsyncs each
 to the shard's write-ahead log before it is acknowledged; see :mod:`.replication`), and
-answers the router's two search phases: the BM25 statistics of the query terms, then every
-stage's top list scored with the global statistics.
+answers the router's search in one call: every stage's top list, BM25 scored with the
+collection statistics the router keeps (:class:`BM25Stats` here tells it what each write
+changed), and the stored rows of the lists' heads.
 
 On (re)start the actor loads the shard's last saved folder, if any, and replays the writes of
 the log that count (:func:`plan_records`). Copies of a shard share its folder and log; the
@@ -18,6 +19,7 @@ import base64
 import functools
 import json
 import os
+import pickle
 import signal
 import uuid
 from pathlib import Path
@@ -94,6 +96,66 @@ def _guard(fn):
     return wrapper
 
 
+def bm25_stages(r: Retriever) -> list:
+    """The first stages whose scores take the collection's statistics: BM25 over a plain
+    :class:`ragfind.BM25Index` (a BM25F index scores with its own)."""
+    from ragfind.pipeline.stages.bm25 import BM25Stage
+    from ragfind.sparse.bm25 import BM25Index
+
+    return [s for s in r.first_stages if isinstance(s, BM25Stage) and isinstance(s.index, BM25Index)]
+
+
+class BM25Stats:
+    """What this copy's BM25 statistics were when the router last heard of them, so that a
+    write's acknowledgement carries only what the write changed: per stage ``(N, total
+    length, terms, their df)`` for the terms whose df changed, against version ``base``.
+
+    Term ids of an index only grow (its vocabulary is append-only), so the df arrays of two
+    versions compare position by position; after a reload nothing is assumed (a full table).
+    """
+
+    def __init__(self) -> None:
+        self.version: int | None = None
+        self._seen: dict = {}  # stage -> (index object, vocabulary list, df array)
+
+    def reset(self) -> None:
+        self.version, self._seen = None, {}
+
+    def _same_terms(self, stage: Any) -> bool:
+        """The index seen last, its terms still numbered as then (checked on the last one)."""
+        seen = self._seen.get(stage.name)
+        if seen is None or seen[0] is not stage.index:
+            return False
+        vocab = seen[1]
+        return not vocab or int(stage.index._core.term_ids([vocab[-1]])[0]) == len(vocab) - 1
+
+    def report(self, r: Retriever, version: int, full: bool = False) -> dict:
+        """``{"base": the version the changes apply to (None: whole tables), "version",
+        "stages": {name: (N, total, terms, their df)}}``; this copy's statistics are then
+        known to the router at ``version``."""
+        stages = bm25_stages(r)
+        full = full or self.version is None or any(not self._same_terms(st) for st in stages)
+        out = {}
+        for st in stages:
+            core = st.index._core  # the whole df table in one native call
+            n, total, _ = core.term_stats([])
+            df = np.asarray(core.document_frequencies(), np.int64)
+            if full:
+                vocab = list(core.vocabulary())
+                changed = np.arange(len(df))
+            else:
+                _, vocab, old = self._seen[st.name]
+                if len(df) > len(vocab):
+                    vocab = vocab + list(core.vocabulary()[len(vocab) :])
+                changed = np.nonzero(df[: len(old)] != old)[0]
+                changed = np.concatenate([changed, np.arange(len(old), len(df))])
+            self._seen[st.name] = (st.index, vocab, df)
+            out[st.name] = (int(n), int(total), [vocab[i] for i in changed.tolist()], df[changed])
+        base = None if full else self.version
+        self.version = int(version)
+        return {"base": base, "version": int(version), "stages": out}
+
+
 class _Refused:
     """A write a copy refused without applying it: ``why`` is ``"stale"`` (the router's
     primary term is older than the copy's: another router took over) or ``"gap"`` (the copy
@@ -139,6 +201,7 @@ class ShardActor:
         self._raw_options = options
         self.wal = WriteLog(self.home / WAL)
         self.chunk_ids = ShardChunkIds(self.shard)
+        self.bm25_stats = BM25Stats()
         # A copy (re)starts as a follower: the router promotes one copy per term.
         self.primary = False
         self.term = 0
@@ -164,6 +227,7 @@ class ShardActor:
         else:
             self.r = Retriever(**self.options, chunk_id_policy=self.chunk_ids)
         self.last = self.base
+        self.bm25_stats.reset()  # a new index: the next acknowledgement sends full tables
         self.applied: list = []  # the seqs applied since the snapshot, in order
         self.replayed = 0
         self.log_term = 0
@@ -256,7 +320,12 @@ class ShardActor:
             os._exit(1)
         self.last = int(seq)
         self.applied.append(int(seq))
-        return n
+        # The acknowledgement carries what the write did to the BM25 statistics, so the
+        # router's copy of them stays current without asking per search.
+        # Whole tables when this copy's last report was not at ``prev`` (it caught up through
+        # the log since, or it was never asked): the router holds the statistics at ``prev``.
+        full = self.bm25_stats.version != int(prev)
+        return {"n": n, "stats": self.bm25_stats.report(self.r, self.last, full=full)}
 
     @_guard
     def add(self, term: int, seq: int, prev: int, docs: list, seqs: list, embeddings: Any = None) -> Any:
@@ -365,6 +434,7 @@ class ShardActor:
             "applied": self.last,
             "replayed": self.replayed,
             "pid": os.getpid(),
+            "node": _node_id(),
         }
 
     def existing(self, doc_ids: list) -> list:
@@ -382,14 +452,47 @@ class ShardActor:
             out[name] = [index.term_stats(t) for t in per_query]
         return out
 
+    def bm25_table(self) -> dict:
+        """This copy's whole BM25 statistics (as a write's acknowledgement, with ``base`` None):
+        what the router starts from, and refreshes from when its version differs."""
+        return self.bm25_stats.report(self.r, self.last, full=True)
+
+    def first_stage(self, request: bytes) -> Any:
+        """:meth:`search_stages` of a request the router pickled once for every shard: ``(plan,
+        stats, depth, filters, rows_top, {shard: version})``. The answer comes back pickled
+        too (bytes), so Ray handles one argument and one result per call, not each array."""
+        plan, stats, depth, filters, rows_top, versions = pickle.loads(request)
+        out = self.search_stages(plan, stats, depth, filters, rows_top, versions.get(self.shard))
+        return out if isinstance(out, _Err) else pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+
     @_guard
-    def first_stage(
-        self, plan: list, stats: dict | None, depth: int, filters: Any, rows_top: int = 0
+    def search_stages(
+        self,
+        plan: list,
+        stats: dict | None,
+        depth: int,
+        filters: Any,
+        rows_top: int = 0,
+        version: int | None = None,
     ) -> dict:
         """``{"lists": {stage: [(ids, scores) per query]}, "rows": {id: stored row}}`` over this
         shard: BM25 scored with the given global statistics, dense/other stages with the given
         query vectors; the rows of the first ``rows_top`` of every list come along, so the
-        router's passages need no other call."""
+        router's passages need no other call.
+
+        ``version``: the write this shard's part of ``stats`` was read at. When this copy holds
+        another, nothing is searched: ``{"stale": last write held, "stats": {stage: [(N, total,
+        df of the query's terms) per query]}}`` lets the router score again with the right ones.
+        """
+        if version is not None and int(version) != self.last:
+            out_stats = {}
+            for name, kind, inputs in plan:
+                if kind == "bm25":
+                    index = self.r.stage(name).index
+                    out_stats[name] = [
+                        index.term_stats(list(dict.fromkeys(index.analyze_query(q)))) for q in inputs
+                    ]
+            return {"stale": self.last, "stats": out_stats}
         flt = self.r.stage_runner.compile_filters(filters)
         out: dict = {}
         empty = (np.zeros(0, np.int64), np.zeros(0, np.float32))
@@ -418,6 +521,16 @@ class ShardActor:
     @_guard
     def rerank(self, name: str, query: str, ids: np.ndarray, texts: list) -> tuple:
         return self.r.stage(name).rerank(query, ids, texts)
+
+
+def _node_id() -> str | None:
+    """The Ray node this copy runs on (None outside Ray)."""
+    try:
+        import ray
+
+        return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+    except Exception:  # noqa: BLE001 - informational only
+        return None
 
 
 def _max_seq(r: Retriever) -> int:
