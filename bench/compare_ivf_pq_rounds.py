@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare_ivf import TARGETS, make_data, recall  # noqa: E402
-from ragfind.dense.pq_lists import IvfPqLists  # noqa: E402
+from ragfind import DenseIndex  # noqa: E402
 
 
 def main() -> None:
@@ -44,8 +44,14 @@ def main() -> None:
 
     import faiss
 
-    ix = IvfPqLists(X, a.nlist, a.pq_m, threads=0)
-    engines = {"ragfind pq4 + rerank": lambda q, p, r: ix.search(q, k, p, r, threads=1)[0][0]}
+    ix = DenseIndex(a.dim, metric="cosine", kind="ivf", dtype="pq", nlist=a.nlist, pq_m=a.pq_m)
+    ix.add(X)
+
+    def ragfind_search(q, p, r):
+        ix.rerank = r
+        return ix.search(q[0] if q.ndim == 2 else q, k, nprobe=p, threads=1)[0]
+
+    engines = {"ragfind pq4 + rerank": ragfind_search}
     faiss.omp_set_num_threads(2)
     for name, base in (
         (

@@ -333,7 +333,7 @@ void bind_pq(py::module_& m) {
           py::gil_scoped_release release;
           std::fill(op, op + nq * k, int64_t(-1));
           std::fill(os, os + nq * k, std::numeric_limits<float>::quiet_NaN());
-          parallel_for(nq, resolve_threads(threads, nq), [&](size_t i, int) {
+          common::parallel_for(nq, common::resolve_threads(threads, nq), [&](size_t i, int) {
             dense::RabitqSearchStats st;
             dense::ivf_rabitq_search_one(v, pq_ + i * d, k, nprobe, rerank, op + i * k, os + i * k, &st);
             ost[i * 3] = static_cast<int64_t>(st.scanned);

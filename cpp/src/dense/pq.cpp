@@ -359,12 +359,12 @@ void ivf_pq_search_batch(const IvfPqView& v, const float* Q, size_t nq, size_t k
     std::fill(out_scores, out_scores + nq * k, std::numeric_limits<float>::quiet_NaN());
     return;
   }
-  const int nt = resolve_threads(threads, nq);
+  const int nt = common::resolve_threads(threads, nq);
   // Chunks small enough that every query's queue and table stay in cache, and at least one
   // per worker.
   const size_t chunk = std::max<size_t>(1, std::min<size_t>(kSearchChunk, (nq + nt - 1) / nt));
   const size_t nchunks = (nq + chunk - 1) / chunk;
-  parallel_for(nchunks, nt, [&](size_t c, int) {
+  common::parallel_for(nchunks, nt, [&](size_t c, int) {
     const size_t q0 = c * chunk, nc = std::min(chunk, nq - q0);
     search_chunk(v, Q + q0 * v.pq->d, nc, k, nprobe, rerank, out_pos + q0 * k, out_scores + q0 * k);
   });
