@@ -259,7 +259,8 @@ def serve(folder: Path, *flags: str) -> tuple:
     port = free_port()
     env = dict(os.environ, PYTHONPATH=str(SERVER_PYTHON))
     cmd = [sys.executable, "-m", "ragfind", "serve", str(folder), "--port", str(port), "--read-only"]
-    proc = subprocess.Popen([*cmd, "--log-level", "error", *flags], env=env)
+    # As an operator benchmarks: no access log (uvicorn formats its line even below info).
+    proc = subprocess.Popen([*cmd, "--log-level", "error", "--no-access-log", *flags], env=env)
     for _ in range(1200):
         try:
             c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)

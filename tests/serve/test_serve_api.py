@@ -325,3 +325,23 @@ def test_highlight_must_be_a_boolean(client, value, words):
     assert resp.status_code == 400, resp.text
     body = resp.json()
     assert body["field"] == "highlight" and words in body["error"] and "boolean" in body["error"]
+
+
+def test_histogram_buckets_match_a_linear_scan():
+    from ragfind.serve.metrics import BUCKETS, _Histogram
+
+    def reference(values: list) -> list:
+        counts = [0] * len(BUCKETS)
+        for v in values:
+            for i, ub in enumerate(BUCKETS):
+                if v <= ub:
+                    counts[i] += 1
+                    break
+        return counts
+
+    values = [*BUCKETS, *(b * 0.999 for b in BUCKETS), *(b * 1.001 for b in BUCKETS)]
+    values += [0.0, -1.0, 1e-9, 7.5, 1e9, float("inf"), float("nan")]
+    h = _Histogram()
+    for v in values:
+        h.observe(v)
+    assert h.counts == reference(values) and h.n == len(values)

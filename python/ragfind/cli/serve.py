@@ -82,6 +82,13 @@ def register(sub) -> None:
         choices=["critical", "error", "warning", "info", "debug"],
         help="uvicorn log level (default info)",
     )
+    p.add_argument(
+        "--access-log",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="one uvicorn log line per request at info level, as uvicorn's --access-log (default on); "
+        "--no-access-log skips even the line's formatting, which uvicorn does below info too",
+    )
     # Internal: FD,FD (listening socket, the writer's pipe) of a worker started by the writer.
     p.add_argument("--worker-of", default=None, help=argparse.SUPPRESS)
     p.add_argument("--writer-socket", default=None, help=argparse.SUPPRESS)
@@ -136,13 +143,14 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, RuntimeError, OSError) as exc:
         raise SystemExit(f"ragfind serve: {exc}") from exc
     if args.workers == 1:
-        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log)
         return 0
     return _writer(args, config, app)
 
 
 def _worker_args(args: argparse.Namespace) -> list:
     out = [str(args.folder), "--log-level", args.log_level, "--max-body", str(args.max_body)]
+    out.append("--access-log" if args.access_log else "--no-access-log")
     out += [
         "--max-k",
         str(args.max_k),
@@ -197,7 +205,7 @@ def _writer(args: argparse.Namespace, config, app) -> int:
         await inner(scope, lifespan_receive, send)
 
     try:
-        uvicorn.run(writer_app, uds=uds, log_level=args.log_level)
+        uvicorn.run(writer_app, uds=uds, log_level=args.log_level, access_log=args.access_log)
     finally:
         if not workers.stopping.is_set():
             workers.stop()
@@ -224,6 +232,6 @@ def _worker(args: argparse.Namespace, config) -> int:
     follower.writable = not config.read_only  # the writer refuses them with 405 then
     app = create_app(service=service, config=config, follower=follower)
     sock = socket.socket(fileno=listen_fd)
-    server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level))
+    server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level, access_log=args.access_log))
     server.run(sockets=[sock])
     return 0

@@ -6,6 +6,7 @@ Kept dependency-free: a few counters and fixed-bucket histograms under one lock.
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
 from collections import defaultdict
 
 __all__ = ["Metrics", "BUCKETS"]
@@ -34,10 +35,9 @@ class _Histogram:
         self.n = 0
 
     def observe(self, value: float) -> None:
-        for i, ub in enumerate(BUCKETS):
-            if value <= ub:
-                self.counts[i] += 1
-                break
+        i = bisect_left(BUCKETS, value)  # the first bound >= value; past the last: +Inf only
+        if i < len(BUCKETS) and value == value:  # NaN: in no bucket, as no bound is >= it
+            self.counts[i] += 1
         self.total += value
         self.n += 1
 
