@@ -217,7 +217,7 @@ IvfPqFixture make_ivf_pq() {
 // k * rerank best by (estimate, position), re-scored, the k best by (score, position).
 std::vector<std::pair<float, int64_t>> reference_search(const IvfPqFixture& f, const float* q, size_t k, size_t nprobe,
                                                         size_t rerank) {
-  const ragfind::SimilarityKernels& S = ragfind::similarity_kernels();
+  const ragfind::dense::SimilarityKernels& S = ragfind::dense::similarity_kernels();
   std::vector<float> cscore(f.nlist);
   S.dot_rows_f32(q, f.centroids.data(), f.nlist, f.d, cscore.data());
   std::vector<std::pair<float, int64_t>> cs;
@@ -261,11 +261,11 @@ TEST(ivf_pq_search_equals_the_plain_loop_at_every_level) {
     std::copy_n(f.X.begin(), f.d, q.begin());  // a query equal to the duplicated row
     return q;
   }();
-  const ragfind::SimdLevel before = ragfind::active_simd_level();
+  const ragfind::common::SimdLevel before = ragfind::common::active_simd_level();
   std::vector<int64_t> scalar_ids;
-  for (ragfind::SimdLevel level : ragfind::supported_simd_levels()) {
-    ragfind::set_simd_level(level);
-    const std::string lv = ragfind::simd_level_name(level);
+  for (ragfind::common::SimdLevel level : ragfind::common::supported_simd_levels()) {
+    ragfind::common::set_simd_level(level);
+    const std::string lv = ragfind::common::simd_level_name(level);
     std::vector<int64_t> ids;
     for (auto [k, nprobe, rerank] : {std::tuple<size_t, size_t, size_t>{10, 3, 4},
                                      {10, 8, 1},
@@ -300,13 +300,13 @@ TEST(ivf_pq_search_equals_the_plain_loop_at_every_level) {
     }
     // The byte sums agree at every level, but the centroid scores and exact re-scores are float
     // sums in another order, so a near tie can fall the other way: nearly the same rows.
-    if (level == ragfind::SimdLevel::Scalar) scalar_ids = ids;
+    if (level == ragfind::common::SimdLevel::Scalar) scalar_ids = ids;
     size_t same = 0;
     for (size_t i = 0; i < std::min(ids.size(), scalar_ids.size()); ++i) same += ids[i] == scalar_ids[i];
     CHECK_MSG(ids.size() == scalar_ids.size() && same >= ids.size() * 99 / 100,
               lv + ": " + std::to_string(same) + " of " + std::to_string(ids.size()) + " as scalar");
   }
-  ragfind::set_simd_level(before);
+  ragfind::common::set_simd_level(before);
 }
 
 TEST(ivf_pq_search_rejects_positions_outside_exact) {
