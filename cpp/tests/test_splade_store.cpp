@@ -122,13 +122,17 @@ TEST(search_batch_matches_score_all_and_refuses_stale_masks) {
 
 TEST(adds_deletes_and_searches_race) {
   Store s(kDim, 100.0f, false);
-  constexpr std::int64_t kBatches = 60, kBatch = 50;
+  constexpr std::int64_t kBatches = 200, kBatch = 50;
   std::atomic<bool> done{false};
   std::atomic<long> searches{0}, bad{0};
   std::atomic<std::int64_t> deleted_below{0};  // every 4th document below it is deleted
   std::vector<std::thread> threads;
-  threads.emplace_back([&] {  // writer: adds batches
-    for (std::int64_t b = 0; b < kBatches; ++b) add_docs(s, b * kBatch, kBatch);
+  threads.emplace_back([&] {  // writer: adds batches, a search finishing between two of them
+    for (std::int64_t b = 0; b < kBatches; ++b) {
+      const long seen = searches.load();
+      add_docs(s, b * kBatch, kBatch);
+      while (searches.load() == seen) std::this_thread::yield();
+    }
   });
   threads.emplace_back([&] {  // deleter: deletes every 4th document once it exists
     std::int64_t next = 0;
