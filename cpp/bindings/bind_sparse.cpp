@@ -80,12 +80,13 @@ void check_csr(const I64& indptr, const py::array& indices_raw, const U32& indic
   }
 }
 
-// A 1-D numpy array that takes over v's buffer (no copy).
+// A numpy array that takes over v's buffer (no copy): 1-D, or of `shape` (v.size() entries).
 template <class T>
-py::array_t<T> to_numpy(std::vector<T>&& v) {
+py::array_t<T> to_numpy(std::vector<T>&& v, std::vector<py::ssize_t> shape = {}) {
   auto* owner = new std::vector<T>(std::move(v));
   py::capsule free_owner(owner, [](void* p) { delete static_cast<std::vector<T>*>(p); });
-  return py::array_t<T>(static_cast<py::ssize_t>(owner->size()), owner->data(), free_owner);
+  if (shape.empty()) shape.push_back(static_cast<py::ssize_t>(owner->size()));
+  return py::array_t<T>(std::move(shape), owner->data(), free_owner);
 }
 
 // The store's sizes, read with the GIL released.
@@ -181,12 +182,8 @@ void bind_sparse(py::module_& m) {
                                      static_cast<std::uint32_t>(query_cut), hits);
             }
             if (!fresh) return py::none();  // compiled for an earlier state: the caller compiles it again
-            const auto kk = static_cast<py::ssize_t>(hits.k);
-            py::array_t<std::int64_t> ids({static_cast<py::ssize_t>(nq), kk});
-            py::array_t<float> scores({static_cast<py::ssize_t>(nq), kk});
-            std::copy(hits.docs.begin(), hits.docs.end(), ids.mutable_data());
-            std::copy(hits.scores.begin(), hits.scores.end(), scores.mutable_data());
-            return py::make_tuple(ids, scores);
+            const std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(nq), static_cast<py::ssize_t>(hits.k)};
+            return py::make_tuple(to_numpy(std::move(hits.docs), shape), to_numpy(std::move(hits.scores), shape));
           },
           py::arg("indptr"), py::arg("indices"), py::arg("values"), py::arg("k"), py::arg("n_threads") = 0,
           py::arg("algorithm") = "auto", py::arg("allowed") = py::none(), py::arg("generation") = -1,
