@@ -1,6 +1,7 @@
-// Bindings for the learned-sparse (SPLADE) impact index.
-// Inputs are validated with the GIL held; queries run with it released under a shared lock
-// (add/remove/install take it exclusively), so searches from many Python threads run in parallel.
+// Bindings for the learned-sparse (SPLADE) impact index (splade::Store, which holds the lock).
+// Inputs are validated with the GIL held; every call into the store releases the GIL first (the
+// store may wait for its lock, and a lock holder may wait for the GIL), and numpy arrays are made
+// from the store's buffers after it returns. Searches from many Python threads run in parallel.
 // The Python class keeps the ids; here documents are internal numbers 0 .. num_docs - 1.
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
@@ -8,15 +9,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
-#include <mutex>
-#include <shared_mutex>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bindings.hpp"
-#include "ragfind/common/parallel.hpp"
-#include "ragfind/splade/impact_index.hpp"
+#include "ragfind/splade/store.hpp"
 
 namespace py = pybind11;
 
@@ -24,7 +23,7 @@ namespace ragfind::bindings {
 namespace {
 
 using splade::Algorithm;
-using splade::ImpactIndex;
+using splade::Store;
 using inverted::WeightedTerm;
 
 Algorithm parse_algorithm(const std::string& name) {
@@ -81,130 +80,87 @@ void check_csr(const I64& indptr, const py::array& indices_raw, const U32& indic
   }
 }
 
-struct PyImpactIndex {
-  ImpactIndex index;
-  mutable std::shared_mutex mu;
-  PyImpactIndex(std::uint32_t dim, float scale, bool exact) : index(dim, scale, exact) {}
-};
+// A numpy array that takes over v's buffer (no copy): 1-D, or of `shape` (v.size() entries).
+template <class T>
+py::array_t<T> to_numpy(std::vector<T>&& v, std::vector<py::ssize_t> shape = {}) {
+  auto* owner = new std::vector<T>(std::move(v));
+  py::capsule free_owner(owner, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+  if (shape.empty()) shape.push_back(static_cast<py::ssize_t>(owner->size()));
+  return py::array_t<T>(std::move(shape), owner->data(), free_owner);
+}
 
-std::vector<WeightedTerm> to_query(const std::uint32_t* ix, const float* v, std::int64_t a, std::int64_t b) {
-  std::vector<WeightedTerm> q;
-  q.reserve(static_cast<std::size_t>(b - a));
-  for (std::int64_t j = a; j < b; ++j)
-    if (v[j] > 0.0f) q.push_back({ix[j], v[j]});
-  return q;
+// The store's sizes, read with the GIL released.
+splade::StoreStats stats_of(const Store& s) {
+  py::gil_scoped_release release;
+  return s.stats();
+}
+
+// Owner of borrowed numpy arrays for the store; dropping it takes the GIL.
+std::shared_ptr<const void> keep_alive(py::object arrays) {
+  auto* holder = new py::object(std::move(arrays));
+  return std::shared_ptr<const void>(holder, [](const void* p) {
+    py::gil_scoped_acquire gil;
+    delete static_cast<const py::object*>(p);
+  });
 }
 
 }  // namespace
 
 void bind_sparse(py::module_& m) {
-  py::class_<PyImpactIndex>(m, "SparseImpactIndex",
-                            "Inverted index of quantised SPLADE impacts (see ragfind.SparseVectorIndex).")
+  py::class_<Store>(m, "SparseImpactIndex",
+                    "Inverted index of quantised SPLADE impacts (see ragfind.SparseVectorIndex).")
       .def(py::init([](std::int64_t dim, float scale, bool exact) {
              if (dim <= 0 || dim > 0xFFFFFFF0ll)
                throw py::value_error("dim must be in [1, 2^32), got " + std::to_string(dim));
              if (!(scale >= 0.0f) || !std::isfinite(scale))
                throw py::value_error("scale must be finite and >= 0 (0: exact float32), got " + std::to_string(scale));
-             return new PyImpactIndex(static_cast<std::uint32_t>(dim), scale, exact);
+             return new Store(static_cast<std::uint32_t>(dim), scale, exact);
            }),
            py::arg("dim"), py::arg("scale"), py::arg("exact") = false)
       .def_property_readonly(
-          "exact", [](const PyImpactIndex& s) { return s.index.exact(); },
+          "exact", [](const Store& s) { return stats_of(s).exact; },
           "True when searches re-score with the stored float vectors (exact float top-k).")
       .def_property_readonly(
-          "forward_bytes",
-          [](const PyImpactIndex& s) {
-            std::shared_lock lk(s.mu);
-            return s.index.forward_bytes();
-          },
+          "forward_bytes", [](const Store& s) { return stats_of(s).forward_bytes; },
           "Bytes of the float vector store used for exact re-scoring.")
-      .def_property_readonly("dim", [](const PyImpactIndex& s) { return s.index.dim(); })
-      .def_property_readonly("scale", [](const PyImpactIndex& s) { return s.index.scale(); })
+      .def_property_readonly("dim", [](const Store& s) { return s.dim(); })
+      .def_property_readonly("scale", [](const Store& s) { return s.scale(); })
       .def_property_readonly(
-          "num_docs",
-          [](const PyImpactIndex& s) {
-            std::shared_lock lk(s.mu);
-            return s.index.num_docs();
-          },
+          "num_docs", [](const Store& s) { return stats_of(s).num_docs; },
           "Internal document numbers handed out (deleted documents included).")
-      .def_property_readonly("num_live",
-                             [](const PyImpactIndex& s) {
-                               std::shared_lock lk(s.mu);
-                               return s.index.num_live();
-                             })
+      .def_property_readonly("num_live", [](const Store& s) { return stats_of(s).num_live; })
       .def_property_readonly(
-          "generation",
-          [](const PyImpactIndex& s) {
-            std::shared_lock lk(s.mu);
-            return s.index.generation();
-          },
+          "generation", [](const Store& s) { return stats_of(s).generation; },
           "Write counter: an allowed-set is valid for the generation it was compiled at.")
-      .def_property_readonly("dense_column_bytes",
-                             [](const PyImpactIndex& s) {
-                               std::shared_lock lk(s.mu);
-                               return s.index.dense_column_bytes();
-                             })
-      .def_property_readonly("num_dense_columns",
-                             [](const PyImpactIndex& s) {
-                               std::shared_lock lk(s.mu);
-                               return s.index.num_dense_columns();
-                             })
-      .def_property_readonly("num_postings",
-                             [](const PyImpactIndex& s) {
-                               std::shared_lock lk(s.mu);
-                               return s.index.num_postings();
-                             })
-      .def_property_readonly("num_segments",
-                             [](const PyImpactIndex& s) {
-                               std::shared_lock lk(s.mu);
-                               return s.index.num_segments();
-                             })
+      .def_property_readonly("dense_column_bytes", [](const Store& s) { return stats_of(s).dense_column_bytes; })
+      .def_property_readonly("num_dense_columns", [](const Store& s) { return stats_of(s).num_dense_columns; })
+      .def_property_readonly("num_postings", [](const Store& s) { return stats_of(s).num_postings; })
+      .def_property_readonly("num_segments", [](const Store& s) { return stats_of(s).num_segments; })
       .def(
           "add",
-          [](PyImpactIndex& s, const I64& indptr, const py::array& indices_raw, const F32& values) {
+          [](Store& s, const I64& indptr, const py::array& indices_raw, const F32& values) {
             U32 indices(indices_raw);
-            check_csr(indptr, indices_raw, indices, values, s.index.dim(), "documents");
+            check_csr(indptr, indices_raw, indices, values, s.dim(), "documents");
             py::gil_scoped_release release;
-            std::unique_lock lk(s.mu);
-            s.index.add(indptr.data(), indices.data(), values.data(), static_cast<std::size_t>(indptr.shape(0) - 1));
+            s.add(indptr.data(), indices.data(), values.data(), static_cast<std::size_t>(indptr.shape(0) - 1));
           },
           py::arg("indptr"), py::arg("indices"), py::arg("values"))
       .def(
           "remove",
-          [](PyImpactIndex& s, const py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>& docs) {
+          [](Store& s, const py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>& docs) {
             if (docs.ndim() != 1) throw py::value_error("docs must be a 1-D array of internal document numbers");
             std::vector<std::int64_t> d(docs.data(), docs.data() + docs.shape(0));
-            std::int64_t bad = -1;
-            bool found_bad = false;
-            {
-              py::gil_scoped_release release;
-              std::sort(d.begin(), d.end());
-              std::unique_lock lk(s.mu);
-              for (std::size_t i = 0; i < d.size() && !found_bad; ++i) {
-                const std::int64_t x = d[i];
-                if (x < 0 || x >= s.index.num_docs() || !s.index.is_live(static_cast<std::uint32_t>(x)) ||
-                    (i > 0 && d[i - 1] == x)) {
-                  found_bad = true;
-                  bad = x;
-                }
-              }
-              if (!found_bad) {
-                std::vector<std::uint32_t> u(d.begin(), d.end());
-                s.index.remove(u.data(), u.size());
-              }
-            }
-            if (found_bad)
-              throw py::value_error("remove: document " + std::to_string(bad) +
-                                    " is not a live document (or repeated)");
+            py::gil_scoped_release release;
+            s.remove(std::move(d));  // std::invalid_argument (ValueError) names a bad document
           },
           py::arg("docs"), "Deletes documents by internal number (tombstones); all or nothing.")
       .def(
           "search_batch",
-          [](const PyImpactIndex& s, const I64& indptr, const py::array& indices_raw, const F32& values, std::int64_t k,
+          [](const Store& s, const I64& indptr, const py::array& indices_raw, const F32& values, std::int64_t k,
              int n_threads, const std::string& algorithm, const py::object& allowed_obj, std::int64_t generation,
              std::int64_t query_cut) -> py::object {
             U32 indices(indices_raw);
-            check_csr(indptr, indices_raw, indices, values, s.index.dim(), "queries");
+            check_csr(indptr, indices_raw, indices, values, s.dim(), "queries");
             if (k <= 0) throw py::value_error("k must be positive, got " + std::to_string(k));
             if (query_cut < 0 || query_cut > 0xFFFFFFFFll)
               throw py::value_error("query_cut must be >= 0 (0: exact), got " + std::to_string(query_cut));
@@ -216,41 +172,18 @@ void bind_sparse(py::module_& m) {
               if (!allowed || allowed.ndim() != 1) throw py::value_error("allowed must be a 1-D uint8 mask");
             }
             const std::int64_t nq = indptr.shape(0) - 1;
-            std::shared_lock lk(s.mu, std::defer_lock);
+            splade::BatchHits hits;
+            bool fresh;
             {
-              py::gil_scoped_release release;  // never wait for the lock holding the GIL
-              lk.lock();
-            }
-            if (masked && (generation != static_cast<std::int64_t>(s.index.generation()) ||
-                           allowed.shape(0) != static_cast<py::ssize_t>(s.index.num_docs())))
-              return py::none();  // compiled for an earlier state: the caller compiles it again
-            // k clamped to the live documents: a huge k never allocates k entries per query.
-            const std::int64_t kk = std::min<std::int64_t>(k, s.index.num_live());
-            py::array_t<std::int64_t> ids({nq, kk});
-            py::array_t<float> scores({nq, kk});
-            std::int64_t* io = ids.mutable_data();
-            float* so = scores.mutable_data();
-            const std::int64_t* p = indptr.data();
-            const std::uint32_t* ix = indices.data();
-            const float* v = values.data();
-            const std::uint8_t* mask = masked ? allowed.data() : nullptr;
-            if (kk > 0) {
               py::gil_scoped_release release;
-              const int threads = static_cast<int>(std::max<std::int64_t>(
-                  1, std::min<std::int64_t>(n_threads > 0 ? n_threads : common::hardware_threads(), nq / 4)));
-              std::vector<std::vector<common::ScoredDoc>> outs(static_cast<std::size_t>(threads));
-              common::parallel_for(static_cast<std::size_t>(nq), threads, [&](std::size_t qi, int worker) {
-                std::vector<common::ScoredDoc>& out = outs[static_cast<std::size_t>(worker)];
-                s.index.search(to_query(ix, v, p[qi], p[qi + 1]), static_cast<std::size_t>(kk), out, alg, mask,
-                               static_cast<std::uint32_t>(query_cut));
-                for (std::int64_t r = 0; r < kk; ++r) {
-                  const bool have = r < static_cast<std::int64_t>(out.size());
-                  io[qi * kk + r] = have ? static_cast<std::int64_t>(out[r].doc) : -1;
-                  so[qi * kk + r] = have ? out[r].score : -std::numeric_limits<float>::infinity();
-                }
-              });
+              fresh = s.search_batch(indptr.data(), indices.data(), values.data(), static_cast<std::size_t>(nq),
+                                     static_cast<std::size_t>(k), n_threads, alg, masked ? allowed.data() : nullptr,
+                                     masked ? static_cast<std::size_t>(allowed.shape(0)) : 0, generation,
+                                     static_cast<std::uint32_t>(query_cut), hits);
             }
-            return py::make_tuple(ids, scores);
+            if (!fresh) return py::none();  // compiled for an earlier state: the caller compiles it again
+            const std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(nq), static_cast<py::ssize_t>(hits.k)};
+            return py::make_tuple(to_numpy(std::move(hits.docs), shape), to_numpy(std::move(hits.scores), shape));
           },
           py::arg("indptr"), py::arg("indices"), py::arg("values"), py::arg("k"), py::arg("n_threads") = 0,
           py::arg("algorithm") = "auto", py::arg("allowed") = py::none(), py::arg("generation") = -1,
@@ -261,55 +194,52 @@ void bind_sparse(py::module_& m) {
           "query's query_cut largest weights.")
       .def(
           "score_all",
-          [](const PyImpactIndex& s, const py::array& indices_raw, const F32& values) {
+          [](const Store& s, const py::array& indices_raw, const F32& values) {
             U32 indices(indices_raw);
             I64 indptr(py::array_t<std::int64_t>(std::vector<py::ssize_t>{2}));
             indptr.mutable_data()[0] = 0;
             indptr.mutable_data()[1] = indices.ndim() == 1 ? indices.shape(0) : 0;
-            check_csr(indptr, indices_raw, indices, values, s.index.dim(), "query");
-            std::shared_lock lk(s.mu);
-            py::array_t<float> out(static_cast<py::ssize_t>(s.index.num_docs()));
-            float* o = out.mutable_data();
-            auto q = to_query(indices.data(), values.data(), 0, indices.shape(0));
-            py::gil_scoped_release release;
-            s.index.score_all(q, o);
-            return out;
+            check_csr(indptr, indices_raw, indices, values, s.dim(), "query");
+            std::vector<WeightedTerm> q;
+            for (py::ssize_t j = 0; j < indices.shape(0); ++j)
+              if (values.data()[j] > 0.0f) q.push_back({indices.data()[j], values.data()[j]});
+            std::vector<float> out;
+            {
+              py::gil_scoped_release release;
+              out = s.score_all(q);
+            }
+            return to_numpy(std::move(out));
           },
           py::arg("indices"), py::arg("values"), "Dot product with every document (decoded impacts), float32.")
       .def(
           "weights",
-          [](const PyImpactIndex& s, const U32& terms, std::int64_t doc) {
-            std::shared_lock lk(s.mu);
-            if (doc < 0 || doc >= s.index.num_docs())
-              throw py::index_error("doc " + std::to_string(doc) + " out of range for " +
-                                    std::to_string(s.index.num_docs()) + " documents");
-            py::array_t<float> out(terms.shape(0));
-            for (py::ssize_t i = 0; i < terms.shape(0); ++i)
-              out.mutable_data()[i] = s.index.weight(terms.data()[i], static_cast<std::uint32_t>(doc));
-            return out;
+          [](const Store& s, const U32& terms, std::int64_t doc) {
+            std::vector<float> out;
+            {
+              py::gil_scoped_release release;  // std::out_of_range (IndexError) for a bad doc
+              out = s.weights(terms.data(), static_cast<std::size_t>(terms.shape(0)), doc);
+            }
+            return to_numpy(std::move(out));
           },
           py::arg("terms"), py::arg("doc"), "Decoded weights of `terms` in document `doc` (0 where absent).")
       .def(
           "export_arrays",
-          [](const PyImpactIndex& s) {
+          [](const Store& s) {
             std::vector<std::uint64_t> off;
             std::vector<std::uint32_t> docs, stored;
             {
-              std::shared_lock lk(s.mu);
               py::gil_scoped_release release;
-              s.index.export_arrays(off, docs, stored);
+              s.export_arrays(off, docs, stored);
             }
-            return py::make_tuple(py::array_t<std::uint64_t>(off.size(), off.data()),
-                                  py::array_t<std::uint32_t>(docs.size(), docs.data()),
-                                  py::array_t<std::uint32_t>(stored.size(), stored.data()));
+            return py::make_tuple(to_numpy(std::move(off)), to_numpy(std::move(docs)), to_numpy(std::move(stored)));
           },
           "(term offsets uint64 (dim + 1), doc ids uint32, stored impacts uint32) of the whole index.")
       .def(
           "install",
-          [](PyImpactIndex& s, std::int64_t num_docs, const py::array_t<std::uint64_t, py::array::c_style>& offsets,
+          [](Store& s, std::int64_t num_docs, const py::array_t<std::uint64_t, py::array::c_style>& offsets,
              const py::array_t<std::uint32_t, py::array::c_style>& docs,
              const py::array_t<std::uint32_t, py::array::c_style>& stored) {
-            const std::uint32_t dim = s.index.dim();
+            const std::uint32_t dim = s.dim();
             if (num_docs < 0 || num_docs > 0xFFFFFFF0ll) throw py::value_error("num_docs out of range");
             if (offsets.ndim() != 1 || offsets.shape(0) != static_cast<py::ssize_t>(dim) + 1)
               throw py::value_error("offsets must have dim + 1 = " + std::to_string(dim + 1) + " entries");
@@ -320,7 +250,7 @@ void bind_sparse(py::module_& m) {
             const std::uint32_t* st = stored.data();
             const std::uint64_t n = static_cast<std::uint64_t>(docs.shape(0));
             if (o[0] != 0 || o[dim] != n) throw py::value_error("corrupt postings: offsets do not span the postings");
-            const bool quantised = s.index.scale() > 0.0f;
+            const bool quantised = s.scale() > 0.0f;
             for (std::uint32_t t = 0; t < dim; ++t) {
               if (o[t + 1] < o[t] || o[t + 1] > n)
                 throw py::value_error("corrupt postings: offsets decrease at term " + std::to_string(t));
@@ -334,40 +264,34 @@ void bind_sparse(py::module_& m) {
                   throw py::value_error("corrupt postings: invalid stored weight for term " + std::to_string(t));
               }
             }
-            auto* holder = new py::object(py::make_tuple(offsets, docs, stored));
-            std::shared_ptr<const void> keep(holder, [](const void* p) {
-              py::gil_scoped_acquire gil;
-              delete static_cast<const py::object*>(p);
-            });
-            std::unique_lock lk(s.mu);
-            s.index.install(static_cast<std::uint32_t>(num_docs), o, d, st, n, std::move(keep));
+            std::shared_ptr<const void> keep = keep_alive(py::make_tuple(offsets, docs, stored));
+            py::gil_scoped_release release;
+            s.install(static_cast<std::uint32_t>(num_docs), o, d, st, n, std::move(keep));
           },
           py::arg("num_docs"), py::arg("offsets"), py::arg("docs"), py::arg("stored"),
           "Replace the contents with one segment borrowing these (validated) arrays.")
       .def(
           "export_forward",
-          [](const PyImpactIndex& s) {
+          [](const Store& s) {
             std::vector<std::uint64_t> indptr;
             std::vector<std::uint32_t> terms;
             std::vector<float> values;
             {
-              std::shared_lock lk(s.mu);
               py::gil_scoped_release release;
-              s.index.export_forward(indptr, terms, values);
+              s.export_forward(indptr, terms, values);
             }
-            return py::make_tuple(py::array_t<std::uint64_t>(indptr.size(), indptr.data()),
-                                  py::array_t<std::uint32_t>(terms.size(), terms.data()),
-                                  py::array_t<float>(values.size(), values.data()));
+            return py::make_tuple(to_numpy(std::move(indptr)), to_numpy(std::move(terms)), to_numpy(std::move(values)));
           },
           "(row offsets uint64 (live docs + 1), terms uint32, float32 weights) of the live documents' float vectors.")
       .def(
           "install_forward",
-          [](PyImpactIndex& s, const py::array_t<std::uint64_t, py::array::c_style>& indptr,
+          [](Store& s, const py::array_t<std::uint64_t, py::array::c_style>& indptr,
              const py::array_t<std::uint32_t, py::array::c_style>& terms,
              const py::array_t<float, py::array::c_style>& values) {
-            if (!(s.index.scale() > 0.0f)) throw py::value_error("install_forward: the index stores float weights");
-            const std::uint32_t dim = s.index.dim();
-            const std::uint64_t nd = s.index.num_docs();
+            if (!(s.scale() > 0.0f)) throw py::value_error("install_forward: the index stores float weights");
+            const std::uint32_t dim = s.dim();
+            // The store checks the length again under its lock (a write may come in between).
+            const std::uint64_t nd = stats_of(s).num_docs;
             if (indptr.ndim() != 1 || static_cast<std::uint64_t>(indptr.shape(0)) != nd + 1)
               throw py::value_error("forward offsets must have num_docs + 1 = " + std::to_string(nd + 1) + " entries");
             if (terms.ndim() != 1 || values.ndim() != 1 || terms.shape(0) != values.shape(0))
@@ -385,13 +309,9 @@ void bind_sparse(py::module_& m) {
                   throw py::value_error("corrupt vectors: document " + std::to_string(d) +
                                         " has a term out of range, unsorted, or an invalid weight");
             }
-            auto* holder = new py::object(py::make_tuple(indptr, terms, values));
-            std::shared_ptr<const void> keep(holder, [](const void* p) {
-              py::gil_scoped_acquire gil;
-              delete static_cast<const py::object*>(p);
-            });
-            std::unique_lock lk(s.mu);
-            s.index.install_forward(o, t, v, n, std::move(keep));
+            std::shared_ptr<const void> keep = keep_alive(py::make_tuple(indptr, terms, values));
+            py::gil_scoped_release release;
+            s.install_forward(o, static_cast<std::size_t>(indptr.shape(0)), t, v, n, std::move(keep));
           },
           py::arg("indptr"), py::arg("terms"), py::arg("values"),
           "After install: borrow the documents' float vectors (validated) and re-score exactly.");

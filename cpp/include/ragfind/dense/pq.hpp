@@ -14,7 +14,6 @@
 
 namespace ragfind::dense {
 
-using common::KernelTable;
 using common::SimdLevel;
 
 /// Codes of one 4-bit fast-scan block: kPqBlock rows.

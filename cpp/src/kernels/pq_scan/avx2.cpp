@@ -10,7 +10,7 @@
 
 #include "kernels.hpp"
 
-namespace ragfind::kernels {
+namespace ragfind::dense::kernels {
 namespace {
 
 void scan(const uint8_t* blocks, size_t nblocks, size_t mpad, const uint8_t* lut8, uint16_t* out) {
@@ -29,7 +29,7 @@ void scan(const uint8_t* blocks, size_t nblocks, size_t mpad, const uint8_t* lut
       a2 = _mm256_add_epi16(a2, _mm256_unpacklo_epi8(hi, zero));
       a3 = _mm256_add_epi16(a3, _mm256_unpackhi_epi8(hi, zero));
     }
-    __m128i* o = reinterpret_cast<__m128i*>(out + b * dense::kPqBlock);
+    __m128i* o = reinterpret_cast<__m128i*>(out + b * kPqBlock);
     _mm_storeu_si128(o + 0, _mm_add_epi16(_mm256_castsi256_si128(a0), _mm256_extracti128_si256(a0, 1)));
     _mm_storeu_si128(o + 1, _mm_add_epi16(_mm256_castsi256_si128(a1), _mm256_extracti128_si256(a1, 1)));
     _mm_storeu_si128(o + 2, _mm_add_epi16(_mm256_castsi256_si128(a2), _mm256_extracti128_si256(a2, 1)));
@@ -39,6 +39,6 @@ void scan(const uint8_t* blocks, size_t nblocks, size_t mpad, const uint8_t* lut
 
 }  // namespace
 
-const dense::Pq4ScanKernels pq4_scan_avx2 = {"avx2", scan};
+const Pq4ScanKernels pq4_scan_avx2 = {"avx2", scan};
 
-}  // namespace ragfind::kernels
+}  // namespace ragfind::dense::kernels

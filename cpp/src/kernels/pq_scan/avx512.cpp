@@ -8,7 +8,7 @@
 
 #include "kernels.hpp"
 
-namespace ragfind::kernels {
+namespace ragfind::dense::kernels {
 namespace {
 
 inline __m128i lanes_sum(__m512i a) {
@@ -32,7 +32,7 @@ void scan(const uint8_t* blocks, size_t nblocks, size_t mpad, const uint8_t* lut
       a2 = _mm512_add_epi16(a2, _mm512_unpacklo_epi8(hi, zero));
       a3 = _mm512_add_epi16(a3, _mm512_unpackhi_epi8(hi, zero));
     }
-    __m128i* o = reinterpret_cast<__m128i*>(out + b * dense::kPqBlock);
+    __m128i* o = reinterpret_cast<__m128i*>(out + b * kPqBlock);
     _mm_storeu_si128(o + 0, lanes_sum(a0));
     _mm_storeu_si128(o + 1, lanes_sum(a1));
     _mm_storeu_si128(o + 2, lanes_sum(a2));
@@ -42,6 +42,6 @@ void scan(const uint8_t* blocks, size_t nblocks, size_t mpad, const uint8_t* lut
 
 }  // namespace
 
-const dense::Pq4ScanKernels pq4_scan_avx512 = {"avx512", scan};
+const Pq4ScanKernels pq4_scan_avx512 = {"avx512", scan};
 
-}  // namespace ragfind::kernels
+}  // namespace ragfind::dense::kernels

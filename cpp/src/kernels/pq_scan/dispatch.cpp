@@ -4,9 +4,9 @@
 namespace ragfind::dense {
 namespace {
 
-const KernelTable<const Pq4ScanKernels*>& table() {
-  static const KernelTable<const Pq4ScanKernels*> t = [] {
-    KernelTable<const Pq4ScanKernels*> k;
+const common::KernelTable<const Pq4ScanKernels*>& table() {
+  static const common::KernelTable<const Pq4ScanKernels*> t = [] {
+    common::KernelTable<const Pq4ScanKernels*> k;
     k.by_level[static_cast<int>(SimdLevel::Scalar)] = &kernels::pq4_scan_scalar;
 #ifdef RAGFIND_HAVE_NEON
     k.by_level[static_cast<int>(SimdLevel::NEON)] = &kernels::pq4_scan_neon;

@@ -4,17 +4,17 @@
 
 #include "ragfind/dense/pq.hpp"
 
-namespace ragfind::kernels {
+namespace ragfind::dense::kernels {
 
-extern const dense::Pq4ScanKernels pq4_scan_scalar;
+extern const Pq4ScanKernels pq4_scan_scalar;
 #ifdef RAGFIND_HAVE_AVX2
-extern const dense::Pq4ScanKernels pq4_scan_avx2;
+extern const Pq4ScanKernels pq4_scan_avx2;
 #endif
 #ifdef RAGFIND_HAVE_AVX512
-extern const dense::Pq4ScanKernels pq4_scan_avx512;
+extern const Pq4ScanKernels pq4_scan_avx512;
 #endif
 #ifdef RAGFIND_HAVE_NEON
-extern const dense::Pq4ScanKernels pq4_scan_neon;
+extern const Pq4ScanKernels pq4_scan_neon;
 #endif
 
-}  // namespace ragfind::kernels
+}  // namespace ragfind::dense::kernels

@@ -7,7 +7,7 @@
 
 #include "kernels.hpp"
 
-namespace ragfind::kernels {
+namespace ragfind::dense::kernels {
 namespace {
 
 void scan(const uint8_t* blocks, size_t nblocks, size_t mpad, const uint8_t* lut8, uint16_t* out) {
@@ -25,7 +25,7 @@ void scan(const uint8_t* blocks, size_t nblocks, size_t mpad, const uint8_t* lut
       a2 = vaddw_u8(a2, vget_low_u8(hi));
       a3 = vaddw_high_u8(a3, hi);
     }
-    uint16_t* o = out + b * dense::kPqBlock;
+    uint16_t* o = out + b * kPqBlock;
     vst1q_u16(o, a0);
     vst1q_u16(o + 8, a1);
     vst1q_u16(o + 16, a2);
@@ -35,6 +35,6 @@ void scan(const uint8_t* blocks, size_t nblocks, size_t mpad, const uint8_t* lut
 
 }  // namespace
 
-const dense::Pq4ScanKernels pq4_scan_neon = {"neon", scan};
+const Pq4ScanKernels pq4_scan_neon = {"neon", scan};
 
-}  // namespace ragfind::kernels
+}  // namespace ragfind::dense::kernels

@@ -3,13 +3,13 @@
 // the sums agree exactly).
 #include "kernels.hpp"
 
-namespace ragfind::kernels {
+namespace ragfind::dense::kernels {
 namespace {
 
 void scan(const uint8_t* blocks, size_t nblocks, size_t mpad, const uint8_t* lut8, uint16_t* out) {
   for (size_t b = 0; b < nblocks; ++b) {
     const uint8_t* blk = blocks + b * mpad * 16;
-    uint32_t acc[dense::kPqBlock] = {};
+    uint32_t acc[kPqBlock] = {};
     for (size_t j = 0; j < mpad; ++j) {
       const uint8_t* c = blk + j * 16;
       const uint8_t* t = lut8 + j * 16;
@@ -18,12 +18,12 @@ void scan(const uint8_t* blocks, size_t nblocks, size_t mpad, const uint8_t* lut
         acc[i + 16] += t[c[i] >> 4];
       }
     }
-    for (size_t i = 0; i < dense::kPqBlock; ++i) out[b * dense::kPqBlock + i] = static_cast<uint16_t>(acc[i]);
+    for (size_t i = 0; i < kPqBlock; ++i) out[b * kPqBlock + i] = static_cast<uint16_t>(acc[i]);
   }
 }
 
 }  // namespace
 
-const dense::Pq4ScanKernels pq4_scan_scalar = {"scalar", scan};
+const Pq4ScanKernels pq4_scan_scalar = {"scalar", scan};
 
-}  // namespace ragfind::kernels
+}  // namespace ragfind::dense::kernels
