@@ -68,7 +68,11 @@ def test_worker_node_killed_loses_nothing_acknowledged() -> None:
     ray_cli = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
     root = Path(tempfile.mkdtemp(prefix="rfc-"))  # short: Ray's socket paths have a length limit
     port = _free_port()
-    python = str(HERE.parent.parent / "python")
+    # The folder holding the ragfind this test imports: the source tree with a built module, or
+    # site-packages when installed (the bare source tree has no _core).
+    import ragfind
+
+    python = str(Path(ragfind.__file__).resolve().parent.parent)
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([python, os.environ.get("PYTHONPATH", "")]),
