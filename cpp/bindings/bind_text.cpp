@@ -34,6 +34,29 @@ bool utf8_of(py::handle h, std::string_view& out) {
 
 std::string type_name(py::handle h) { return py::str(py::type::handle_of(h).attr("__name__")); }
 
+// The UTF-8 of each str of a sequence (ok[i] false: hand text i to `tokenizers`), read with the
+// GIL; the texts are held so the views stay valid once it is released. TypeError for a non-str.
+struct Utf8Texts {
+  std::vector<py::object> held;
+  std::vector<std::string_view> views;
+  std::vector<char> ok;
+
+  explicit Utf8Texts(const py::sequence& texts) {
+    const auto n = static_cast<std::size_t>(py::len(texts));
+    views.resize(n);
+    ok.assign(n, 0);
+    held.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      py::object t = texts[i];
+      if (!PyUnicode_Check(t.ptr())) {
+        throw py::type_error("texts[" + std::to_string(i) + "] is a " + type_name(t) + "; expected str");
+      }
+      ok[i] = utf8_of(t, views[i]);
+      held.push_back(std::move(t));
+    }
+  }
+};
+
 }  // namespace
 
 void bind_text(py::module_& m) {
@@ -70,19 +93,10 @@ surrogate) is reported as such (-1 / None) for the caller to tokenize with ``tok
       .def(
           "count",
           [](const WordPieceCounter& self, const py::sequence& texts) {
-            const auto n = static_cast<std::size_t>(py::len(texts));
-            std::vector<py::object> held;  // keeps each text (and its UTF-8) alive without the GIL
-            std::vector<std::string_view> views(n);
-            std::vector<char> ok(n, 0);
-            held.reserve(n);
-            for (std::size_t i = 0; i < n; ++i) {
-              py::object t = texts[i];
-              if (!PyUnicode_Check(t.ptr())) {
-                throw py::type_error("texts[" + std::to_string(i) + "] is a " + type_name(t) + "; expected str");
-              }
-              ok[i] = utf8_of(t, views[i]);
-              held.push_back(std::move(t));
-            }
+            const Utf8Texts in(texts);
+            const std::size_t n = in.views.size();
+            const auto& views = in.views;
+            const auto& ok = in.ok;
             py::array_t<std::int64_t> out(static_cast<py::ssize_t>(n));
             std::int64_t* counts = out.mutable_data();
             {
@@ -97,19 +111,10 @@ surrogate) is reported as such (-1 / None) for the caller to tokenize with ``tok
       .def(
           "count_with_starts",
           [](const WordPieceCounter& self, const py::sequence& texts, std::int64_t over) {
-            const auto n = static_cast<std::size_t>(py::len(texts));
-            std::vector<py::object> held;
-            std::vector<std::string_view> views(n);
-            std::vector<char> ok(n, 0);
-            held.reserve(n);
-            for (std::size_t i = 0; i < n; ++i) {
-              py::object t = texts[i];
-              if (!PyUnicode_Check(t.ptr())) {
-                throw py::type_error("texts[" + std::to_string(i) + "] is a " + type_name(t) + "; expected str");
-              }
-              ok[i] = utf8_of(t, views[i]);
-              held.push_back(std::move(t));
-            }
+            const Utf8Texts in(texts);
+            const std::size_t n = in.views.size();
+            const auto& views = in.views;
+            const auto& ok = in.ok;
             py::array_t<std::int64_t> out(static_cast<py::ssize_t>(n));
             std::int64_t* counts = out.mutable_data();
             std::vector<std::vector<std::int64_t>> kept(n);
