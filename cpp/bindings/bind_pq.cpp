@@ -48,6 +48,16 @@ dense::PqCodebook codebook(const py::array& cw) {
   return pq;
 }
 
+// The optional `allowed` argument of the IVF searches: nullptr for None, else a uint8 array of
+// one entry per row of exact, kept alive in `keep`.
+const uint8_t* allowed_mask(const py::object& allowed, size_t n_exact, py::array& keep) {
+  if (allowed.is_none()) return nullptr;
+  keep = allowed.cast<py::array>();
+  check_array(keep, "allowed", 'u', 1, 1, "uint8");
+  if (static_cast<size_t>(keep.shape(0)) != n_exact) fail_value("allowed must have one entry per row of exact");
+  return static_cast<const uint8_t*>(keep.data());
+}
+
 }  // namespace
 
 void bind_pq(py::module_& m) {
@@ -192,14 +202,7 @@ void bind_pq(py::module_& m) {
           if (st != nullptr && (st[l] < 0 || static_cast<size_t>(st[l] + ln[l]) > n_exact))
             fail_value("list " + std::to_string(l) + " lies outside exact");
         }
-        const uint8_t* al = nullptr;
-        if (!allowed.is_none()) {
-          allowed_a = allowed.cast<py::array>();
-          check_array(allowed_a, "allowed", 'u', 1, 1, "uint8");
-          if (static_cast<size_t>(allowed_a.shape(0)) != n_exact)
-            fail_value("allowed must have one entry per row of exact");
-          al = static_cast<const uint8_t*>(allowed_a.data());
-        }
+        const uint8_t* al = allowed_mask(allowed, n_exact, allowed_a);
         dense::IvfPqView v;
         v.centroids = static_cast<const float*>(centroids.data());
         v.nlist = nlist;
@@ -300,14 +303,8 @@ void bind_pq(py::module_& m) {
         if (static_cast<size_t>(start.shape(0)) != nlist || static_cast<size_t>(lens.shape(0)) != nlist)
           fail_value("start and lens must have one entry per centroid");
         if (threads < 0) fail_value("threads must be >= 0 (0 = automatic)");
-        const uint8_t* al = nullptr;
         py::array allowed_a;
-        if (!allowed.is_none()) {
-          allowed_a = allowed.cast<py::array>();
-          check_array(allowed_a, "allowed", 'u', 1, 1, "uint8");
-          if (static_cast<size_t>(allowed_a.shape(0)) != n) fail_value("allowed must have one entry per row of exact");
-          al = static_cast<const uint8_t*>(allowed_a.data());
-        }
+        const uint8_t* al = allowed_mask(allowed, n, allowed_a);
         dense::IvfRabitqView v;
         v.d = d;
         v.centroids = static_cast<const float*>(centroids.data());
