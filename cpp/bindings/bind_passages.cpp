@@ -4,7 +4,9 @@
 // The GIL stays held: the work is a few binary searches and the Python objects it creates.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <structmember.h>
 
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -40,9 +42,29 @@ PyObject* own(PyObject* o) {
   return o;
 }
 
+bool is_ascii(std::string_view s) {
+  // One OR over 8-byte words (vectorised by the compiler), then one test.
+  uint64_t any = 0;
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    any |= w;
+  }
+  for (; i < s.size(); ++i) any |= static_cast<unsigned char>(s[i]);
+  return (any & 0x8080808080808080ULL) == 0;
+}
+
 PyObject* text(std::string_view s) {
+  const auto n = static_cast<py::ssize_t>(s.size());
+  if (is_ascii(s)) {
+    // Most passages: a copy into a new 1-byte str, without the UTF-8 decoder's scan.
+    PyObject* o = own(PyUnicode_New(n, 127));
+    std::memcpy(PyUnicode_1BYTE_DATA(o), s.data(), s.size());
+    return o;
+  }
   // "replace": the arena of a memory-mapped file is checked for bounds, not for UTF-8.
-  return own(PyUnicode_DecodeUTF8(s.data(), static_cast<py::ssize_t>(s.size()), "replace"));
+  return own(PyUnicode_DecodeUTF8(s.data(), n, "replace"));
 }
 
 // dict[key] = value, stealing value.
@@ -52,22 +74,24 @@ void put(PyObject* dict, PyObject* key, PyObject* value) {
   if (rc != 0) throw py::error_already_set();
 }
 
-// obj.name = value as object.__setattr__ does (past a frozen class's __setattr__; into the
-// instance's own attribute storage, no dict made), stealing value.
-void set(PyObject* obj, PyObject* name, PyObject* value) {
-  const int rc = PyObject_GenericSetAttr(obj, name, value);
-  Py_DECREF(value);
-  if (rc != 0) throw py::error_already_set();
-}
-
 constexpr int kFields = 13;
-const char* const kFieldNames[kFields] = {"id",  "doc_id",   "text",    "title", "source", "score",      "start",
-                                          "end", "metadata", "context", "ranks", "scores", "_highlights"};
+
+// The byte offset of a slot from its member descriptor (what the descriptor itself writes to).
+py::ssize_t slot_offset(const py::handle& d, int i) {
+  if (Py_TYPE(d.ptr()) != &PyMemberDescr_Type)
+    throw py::type_error("fields[" + std::to_string(i) + "]: expected a slot's member descriptor, got " +
+                         std::string(Py_TYPE(d.ptr())->tp_name));
+  const PyMemberDef* m = reinterpret_cast<PyMemberDescrObject*>(d.ptr())->d_member;
+  if (m->type != T_OBJECT_EX || (m->flags & READONLY) != 0)
+    throw py::type_error("fields[" + std::to_string(i) + "]: expected a writable object slot");
+  return m->offset;
+}
 
 class ColumnsHandle {
  public:
   ColumnsHandle(const py::handle& arena, const py::handle& chunks, const py::handle& docs, const py::handle& keys,
-                const py::handle& slots, py::type cls, py::object empty, py::function metadata_of)
+                const py::handle& slots, py::type cls, const py::tuple& fields, py::object empty,
+                py::function metadata_of)
       : arena_(exact<U8>(arena, "arena", 1, 0)),
         chunks_(exact<I64>(chunks, "chunks", 2, passages::kChunkColumns)),
         docs_(exact<I64>(docs, "docs", 2, passages::kDocColumns)),
@@ -88,8 +112,15 @@ class ColumnsHandle {
                                keys_.data(),
                                slots_.data(),
                                keys_.shape(0)};
+    if (fields.size() != kFields)
+      throw py::value_error("fields: expected " + std::to_string(kFields) + " slot descriptors, got " +
+                            std::to_string(fields.size()));
+    for (int i = 0; i < kFields; ++i) offsets_[i] = slot_offset(fields[i], i);
+    const auto* type = reinterpret_cast<PyTypeObject*>(cls_.ptr());
     for (int i = 0; i < kFields; ++i)
-      names_[i] = py::reinterpret_steal<py::object>(own(PyUnicode_InternFromString(kFieldNames[i])));
+      if (offsets_[i] < static_cast<py::ssize_t>(sizeof(PyObject)) ||
+          offsets_[i] + static_cast<py::ssize_t>(sizeof(PyObject*)) > type->tp_basicsize)
+        throw py::value_error("fields[" + std::to_string(i) + "]: not a slot of " + std::string(type->tp_name));
     fused_ = py::reinterpret_steal<py::object>(own(PyUnicode_InternFromString("fused")));
   }
 
@@ -98,10 +129,8 @@ class ColumnsHandle {
     py::list out;
     const int64_t* q = ids.data();
     try {
-      for (py::ssize_t i = 0; i < ids.shape(0); ++i) {
-        const int64_t row = passages::find_row(v_, q[i]);
-        if (row < 0) continue;
-        const passages::PassageRow r = passages::read_row(v_, row);
+      for (const passages::FoundRow& found : passages::read_rows(v_, q, ids.shape(0))) {
+        const passages::PassageRow& r = found.row;
         py::tuple t(8);
         PyObject* o = t.ptr();
         PyTuple_SET_ITEM(o, 0, own(PyLong_FromLongLong(r.id)));
@@ -118,60 +147,83 @@ class ColumnsHandle {
     return out;
   }
 
-  py::list passages(const I64& ids, const F64& fused, const F64& stage_scores, const py::str& stage,
-                    const py::tuple& rank_views, const py::object& highlights) const {
+  py::list passages(const I64& ids, const py::object& fused, const py::array& stage_scores, const py::str& stage,
+                    const py::tuple& rank_views, const py::object& highlights, const py::object& texts) const {
+    if (!texts.is_none() && !PyList_CheckExact(texts.ptr())) throw py::type_error("texts: expected a list or None");
+    // fused: a list of floats (the RRF table's own objects, shared, not copied) or an array.
+    const bool fused_list = PyList_CheckExact(fused.ptr());
+    F64 fused_array = fused_list ? F64() : F64::ensure(fused);
+    if (!fused_list && !fused_array) throw py::error_already_set();
+    // stage_scores: float32 (BM25, dense) read as is; any other dtype as float64.
+    const bool f32 = py::array_t<float, py::array::c_style>::check_(stage_scores) && stage_scores.ndim() == 1;
+    F64 ss64 = f32 ? F64() : F64::ensure(stage_scores);
+    if (!f32 && !ss64) throw py::error_already_set();
     const py::ssize_t n = ids.ndim() == 1 ? ids.shape(0) : -1;
-    if (n < 0 || fused.ndim() != 1 || fused.shape(0) != n || stage_scores.ndim() != 1 || stage_scores.shape(0) < n)
+    const py::ssize_t n_fused = fused_list                ? PyList_GET_SIZE(fused.ptr())
+                                : fused_array.ndim() == 1 ? fused_array.shape(0)
+                                                          : -1;
+    if (n < 0 || n_fused != n || stage_scores.ndim() != 1 || stage_scores.shape(0) < n)
       throw py::value_error("ids and fused must be 1-D of one length, stage_scores 1-D at least as long; got " +
-                            std::to_string(n) + ", " + std::to_string(fused.size()) + ", " +
+                            std::to_string(n) + ", " + std::to_string(n_fused) + ", " +
                             std::to_string(stage_scores.size()));
-    PyObject* const* names = reinterpret_cast<PyObject* const*>(names_);
     PyTypeObject* type = reinterpret_cast<PyTypeObject*>(cls_.ptr());
     py::tuple no_args(0);
     py::list out;
     const int64_t* q = ids.data();
-    const double* f = fused.data();
-    const double* ss = stage_scores.data();
+    const float* ss32 = f32 ? static_cast<const float*>(stage_scores.data()) : nullptr;
+    const double* ss = f32 ? nullptr : ss64.data();
     try {
-      for (py::ssize_t i = 0; i < n; ++i) {
-        const int64_t row = passages::find_row(v_, q[i]);
-        if (row < 0) continue;
-        const passages::PassageRow r = passages::read_row(v_, row);
-        // object.__new__(cls), then each field set as the dataclass __init__ sets it.
+      for (const passages::FoundRow& found : passages::read_rows(v_, q, n)) {
+        const py::ssize_t i = found.at;
+        const passages::PassageRow& r = found.row;
+        py::object score;
+        if (fused_list) {
+          PyObject* item = PyList_GET_ITEM(fused.ptr(), i);
+          score =
+              py::reinterpret_steal<py::object>(own(PyFloat_CheckExact(item) ? Py_NewRef(item) : PyNumber_Float(item)));
+        } else {
+          score = py::reinterpret_steal<py::object>(own(PyFloat_FromDouble(fused_array.data()[i])));
+        }
+        const double stage_score = f32 ? static_cast<double>(ss32[i]) : ss[i];
+        // object.__new__(cls), then each field written to its slot.
         py::object p = py::reinterpret_steal<py::object>(own(type->tp_new(type, no_args.ptr(), nullptr)));
         PyObject* o = p.ptr();
         py::object doc_id = py::reinterpret_steal<py::object>(text(r.doc_id));
-        py::object score = py::reinterpret_steal<py::object>(own(PyFloat_FromDouble(f[i])));
-        set(o, names[0], own(PyLong_FromLongLong(r.id)));
-        set(o, names[1], Py_NewRef(doc_id.ptr()));
-        set(o, names[2], text(r.text));
-        set(o, names[3], text(r.title));
+        slot(o, 0, own(PyLong_FromLongLong(r.id)));
+        slot(o, 1, Py_NewRef(doc_id.ptr()));
+        PyObject* body = text(r.text);
+        if (!texts.is_none() && PyList_Append(texts.ptr(), body) != 0) {
+          Py_DECREF(body);
+          throw py::error_already_set();
+        }
+        slot(o, 2, body);
+        slot(o, 3, text(r.title));
         if (r.metadata == "{}") {
-          set(o, names[4], Py_NewRef(doc_id.ptr()));
-          set(o, names[8], Py_NewRef(empty_.ptr()));
+          slot(o, 4, Py_NewRef(doc_id.ptr()));
+          slot(o, 8, Py_NewRef(empty_.ptr()));
         } else {
           py::object got = metadata_of_(py::reinterpret_steal<py::object>(text(r.metadata)), doc_id);
           if (!PyTuple_Check(got.ptr()) || PyTuple_GET_SIZE(got.ptr()) != 2)
             throw py::type_error("metadata_of must return a (metadata, source) tuple");
-          set(o, names[4], Py_NewRef(PyTuple_GET_ITEM(got.ptr(), 1)));
-          set(o, names[8], Py_NewRef(PyTuple_GET_ITEM(got.ptr(), 0)));
+          slot(o, 4, Py_NewRef(PyTuple_GET_ITEM(got.ptr(), 1)));
+          slot(o, 8, Py_NewRef(PyTuple_GET_ITEM(got.ptr(), 0)));
         }
-        set(o, names[5], Py_NewRef(score.ptr()));
-        set(o, names[6], own(PyLong_FromLongLong(r.start)));
-        set(o, names[7], own(PyLong_FromLongLong(r.end)));
-        set(o, names[9], text(r.context));
+        slot(o, 5, Py_NewRef(score.ptr()));
+        slot(o, 6, own(PyLong_FromLongLong(r.start)));
+        slot(o, 7, own(PyLong_FromLongLong(r.end)));
+        slot(o, 9, text(r.context));
         if (i < PyTuple_GET_SIZE(rank_views.ptr())) {
-          set(o, names[10], Py_NewRef(PyTuple_GET_ITEM(rank_views.ptr(), i)));
+          slot(o, 10, Py_NewRef(PyTuple_GET_ITEM(rank_views.ptr(), i)));
         } else {
           py::dict ranks;
           ranks[stage] = py::int_(i + 1);
-          set(o, names[10], own(PyDictProxy_New(ranks.ptr())));
+          slot(o, 10, own(PyDictProxy_New(ranks.ptr())));
         }
         py::object scores = py::reinterpret_steal<py::object>(own(PyDict_New()));
-        put(scores.ptr(), stage.ptr(), own(PyFloat_FromDouble(ss[i])));
+        put(scores.ptr(), stage.ptr(), own(PyFloat_FromDouble(stage_score)));
         put(scores.ptr(), fused_.ptr(), Py_NewRef(score.ptr()));
-        set(o, names[11], own(PyDictProxy_New(scores.ptr())));
-        set(o, names[12], Py_NewRef(highlights.ptr()));
+        slot(o, 11, own(PyDictProxy_New(scores.ptr())));
+        slot(o, 12, Py_NewRef(highlights.ptr()));
         out.append(std::move(p));
       }
     } catch (const std::out_of_range& e) { throw py::value_error(e.what()); }
@@ -185,7 +237,16 @@ class ColumnsHandle {
   py::object empty_;
   py::function metadata_of_;
   passages::ColumnsView v_;
-  py::object names_[kFields];
+  py::ssize_t offsets_[kFields];
+
+  // Field i of a new passage = value (stolen), written to its slot as its member descriptor
+  // would (past the frozen __setattr__ and the lazy highlights).
+  void slot(PyObject* obj, int i, PyObject* value) const {
+    PyObject** at = reinterpret_cast<PyObject**>(reinterpret_cast<char*>(obj) + offsets_[i]);
+    PyObject* old = *at;
+    *at = value;
+    Py_XDECREF(old);
+  }
   py::object fused_;
 };
 
@@ -196,25 +257,28 @@ void bind_passages(py::module_& m) {
                             "A read-only view of the passage columns (arrays checked once, kept alive):\n"
                             "``arena`` (uint8), ``chunks`` (int64, n x 8), ``docs`` (int64, n x 6), ``keys``\n"
                             "(live chunk ids ascending, int64) and ``slots`` (their chunk rows, int64);\n"
-                            "``cls``, ``empty`` and ``metadata_of`` are what :meth:`passages` builds with.\n"
+                            "``cls`` (a slotted class), ``fields`` (its 13 slot descriptors in field order),\n"
+                            "``empty`` and ``metadata_of`` are what :meth:`passages` builds with.\n"
                             "TypeError for another dtype; ValueError for another shape.")
       .def(py::init<const py::handle&, const py::handle&, const py::handle&, const py::handle&, const py::handle&,
-                    py::type, py::object, py::function>(),
+                    py::type, const py::tuple&, py::object, py::function>(),
            py::arg("arena"), py::arg("chunks"), py::arg("docs"), py::arg("keys"), py::arg("slots"), py::arg("cls"),
-           py::arg("empty"), py::arg("metadata_of"))
+           py::arg("fields"), py::arg("empty"), py::arg("metadata_of"))
       .def("rows", &ColumnsHandle::rows, py::arg("ids"),
            "The rows ``(id, doc_id, text, title, start, end, metadata, context)`` of the live chunks\n"
            "``ids`` (int64 1-D), in the order given, absent ids skipped. ValueError for corrupt\n"
            "columns (an offset outside them).")
       .def("passages", &ColumnsHandle::passages, py::arg("ids"), py::arg("fused"), py::arg("stage_scores"),
-           py::arg("stage"), py::arg("rank_views"), py::arg("highlights"),
+           py::arg("stage"), py::arg("rank_views"), py::arg("highlights"), py::arg("texts") = py::none(),
            "The passages of one ranked list: for each live chunk of ``ids`` (best first, absent ids\n"
-           "skipped) an instance of ``cls`` (``object.__new__(cls)``) whose ``__dict__`` holds the\n"
-           "row's fields, ``score`` = ``fused[i]``, ``ranks`` = ``rank_views[i]`` (a read-only\n"
-           "``{stage: i + 1}`` past their end), ``scores`` = read-only ``{stage: stage_scores[i],\n"
-           "'fused': fused[i]}``, ``_highlights`` = ``highlights``, and ``metadata``/``source``:\n"
+           "skipped) an instance of ``cls`` (``object.__new__(cls)``) whose slots hold the row's\n"
+           "fields, ``score`` = ``fused[i]`` (a list of floats, shared, or an array), ``ranks`` =\n"
+           "``rank_views[i]`` (a read-only ``{stage: i + 1}`` past their end), ``scores`` = read-only\n"
+           "``{stage: stage_scores[i], 'fused': fused[i]}``, ``highlights`` = ``highlights``, and\n"
+           "``metadata``/``source``:\n"
            "``empty`` and the document id for the JSON ``{}``, else ``metadata_of(json, doc_id)``\n"
-           "-> ``(metadata, source)``. ValueError for corrupt columns.");
+           "-> ``(metadata, source)``. ``texts``: a list each passage's text is appended to, or None.\n"
+           "ValueError for corrupt columns.");
 }
 
 }  // namespace ragfind::bindings

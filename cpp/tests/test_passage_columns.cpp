@@ -41,8 +41,9 @@ struct Tables {
   }
 };
 
-// n documents of 1-3 chunks, ids ascending with gaps, chunk rows appended in a shuffled order.
-Tables make(int n, std::mt19937& rng) {
+// n documents of 1-3 chunks, ids ascending with gaps of 1 to max_gap (1: dense, as before any
+// delete), chunk rows appended in a shuffled order.
+Tables make(int n, std::mt19937& rng, int max_gap = 4) {
   Tables t;
   std::vector<std::vector<int64_t>> rows;  // chunk rows before shuffling
   int64_t id = 0;
@@ -52,7 +53,7 @@ Tables make(int n, std::mt19937& rng) {
     const auto meta = t.put(d % 2 ? "{\"source\": \"s\"}" : "{}");
     t.docs.insert(t.docs.end(), {did.first, did.second, title.first, title.second, meta.first, meta.second});
     for (int c = 0, m = 1 + static_cast<int>(rng() % 3); c < m; ++c) {
-      id += 1 + static_cast<int64_t>(rng() % 4);
+      id += 1 + static_cast<int64_t>(rng() % static_cast<unsigned>(max_gap));
       const std::string text = "chunk " + std::to_string(id) + std::string(rng() % 50, 'x');
       const auto tx = t.put(text);
       const auto cx = t.put(c ? "ctx" : "");
@@ -101,6 +102,50 @@ TEST(lookups_match_a_scan_of_the_tables) {
   }
 }
 
+TEST(dense_and_sparse_ids_are_found_alike) {
+  for (int max_gap : {1, 4}) {
+    std::mt19937 rng(11);
+    Tables t = make(100, rng, max_gap);
+    if (max_gap == 1) {
+      // A deleted chunk in the middle: ids past it are no longer at their dense place.
+      const size_t gone = t.keys.size() / 2;
+      t.expect.erase(t.keys[gone]);
+      t.keys.erase(t.keys.begin() + static_cast<std::ptrdiff_t>(gone));
+      t.slots.erase(t.slots.begin() + static_cast<std::ptrdiff_t>(gone));
+    }
+    const ColumnsView v = t.view();
+    for (int64_t id = -2; id <= t.keys.back() + 2; ++id) {
+      const int64_t row = find_row(v, id);
+      CHECK_EQ(row >= 0, t.expect.count(id) == 1);
+      if (row >= 0) CHECK_EQ(read_row(v, row).id, id);
+    }
+  }
+}
+
+TEST(read_rows_equals_one_lookup_per_id) {
+  std::mt19937 rng(5);
+  const Tables t = make(80, rng);
+  const ColumnsView v = t.view();
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 300; ++i)
+    ids.push_back(static_cast<int64_t>(rng() % static_cast<unsigned>(t.keys.back() + 5)) - 2);
+  const std::vector<FoundRow> got = read_rows(v, ids.data(), static_cast<int64_t>(ids.size()));
+  size_t at = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int64_t row = find_row(v, ids[i]);
+    if (row < 0) continue;
+    CHECK(at < got.size());
+    CHECK_EQ(got[at].at, static_cast<int64_t>(i));
+    const PassageRow want = read_row(v, row);
+    CHECK_EQ(got[at].row.id, want.id);
+    CHECK_EQ(std::string(got[at].row.text), std::string(want.text));
+    CHECK_EQ(std::string(got[at].row.title), std::string(want.title));
+    ++at;
+  }
+  CHECK_EQ(at, got.size());
+  CHECK(read_rows(v, ids.data(), 0).empty());
+}
+
 TEST(empty_columns_find_nothing) {
   Tables t;
   CHECK_EQ(find_row(t.view(), 0), int64_t{-1});
@@ -128,6 +173,7 @@ TEST(corrupt_offsets_throw) {
   Tables t = good;
   t.slots[0] = 1 << 20;
   CHECK_THROWS(std::out_of_range, find_row(t.view(), id));
+  CHECK_THROWS(std::out_of_range, read_rows(t.view(), &id, 1));
 }
 
 RAGFIND_TEST_MAIN

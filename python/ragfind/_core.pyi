@@ -411,6 +411,7 @@ class PassageColumnsView(metaclass=_Pybind11Type):
         keys: _NDArray[_i64],
         slots: _NDArray[_i64],
         cls: type,
+        fields: tuple[_Any, ...],
         empty: _Any,
         metadata_of: _Callable[[str, str], tuple[_Any, str]],
     ) -> None: ...
@@ -418,11 +419,12 @@ class PassageColumnsView(metaclass=_Pybind11Type):
     def passages(
         self,
         ids: _NDArray[_i64],
-        fused: _Sequence[float] | _np.ndarray,
+        fused: list[float] | _np.ndarray,
         stage_scores: _np.ndarray,
         stage: str,
         rank_views: tuple[_Any, ...],
         highlights: object,
+        texts: list[str] | None = None,
     ) -> list[_Any]: ...
 
 # ----- WordPiece token counter for chunking (bind_text.cpp)

@@ -112,3 +112,42 @@ def test_lazy_highlights_survive_the_results_cache_and_copies():
     assert dataclasses.replace(fresh, score=0.0).highlights == want
     assert "highlights=[(0, 14)" in repr(r.search("defibrillator", k=1, use_cache=False)[0])
     r.close()
+
+
+def test_passages_and_results_are_frozen_slotted_and_pickle():
+    import dataclasses
+    import pickle
+
+    r = ragfind.Retriever(encoder=None, chunk_size=None, cache_size=0)
+    r.add_documents(
+        [
+            {"id": "a", "text": "Défibrillateurs: defibrillators save lives.", "metadata": {"lang": "fr"}},
+            {"id": "b", "text": "A defibrillator is simple.", "title": "t"},
+        ]
+    )
+    res = r.search("defibrillator", k=2)
+    assert [p.doc_id for p in res] == ["b", "a"]
+    for p in res:
+        assert not hasattr(p, "__dict__")
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            p.score = 1.0  # type: ignore[misc]
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            p.anything = 1  # type: ignore[attr-defined]
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            del p.text
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        res.cached = True  # type: ignore[misc]
+    # A mappingproxy does not pickle: passages pickle their views as dicts and get views back.
+    back = pickle.loads(pickle.dumps(res))
+    assert back == res and list(back) == list(res) and back.timings == res.timings
+    for got, want in zip(back, res):
+        assert (got.metadata, got.ranks, got.scores, got.highlights) == (
+            want.metadata,
+            want.ranks,
+            want.scores,
+            want.highlights,
+        )
+        assert type(got.scores).__name__ == "mappingproxy"
+    assert res[1].metadata == {"lang": "fr"} and res[1].text.startswith("Défibrillateurs")
+    assert [f.name for f in dataclasses.fields(Passage)][-1] == "highlights"
+    r.close()

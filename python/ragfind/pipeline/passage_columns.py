@@ -30,7 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ragfind import _core
-from ragfind.pipeline.results import EMPTY_MAPPING, Passage, metadata_and_source, rank_views
+from ragfind.pipeline.results import EMPTY_MAPPING, SLOTS, Passage, metadata_and_source, rank_views
 
 __all__ = ["PassageColumns"]
 
@@ -229,6 +229,7 @@ class PassageColumns:
                 self._keys.view(),
                 self._slots.view(),
                 Passage,
+                SLOTS,
                 EMPTY_MAPPING,
                 metadata_and_source,
             )
@@ -247,12 +248,14 @@ class PassageColumns:
         stage_scores: np.ndarray,
         stage: str,
         highlights: object,
+        texts: list | None = None,
     ) -> list:
         """The :class:`~ragfind.pipeline.results.Passage` of each live chunk of ``ids``, one
         ranked list best first (absent ids skipped): ``score`` = ``fused[i]``, ``ranks`` =
         ``{stage: i + 1}``, ``scores`` = ``{stage: stage_scores[i], "fused": fused[i]}``,
-        ``highlights`` = ``highlights`` (a pending value), built natively."""
-        return self.view().passages(ids, fused, stage_scores, stage, rank_views(stage), highlights)
+        ``highlights`` = ``highlights`` (a pending value), built natively; each text is also
+        appended to ``texts`` when given."""
+        return self.view().passages(ids, fused, stage_scores, stage, rank_views(stage), highlights, texts)
 
     # ----- files
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import FrozenInstanceError, dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
@@ -16,30 +16,32 @@ _EMPTY: Mapping = MappingProxyType({})
 EMPTY_MAPPING = _EMPTY
 
 
-class _Lazy:
-    """The ``highlights`` field: holds a list, or a computation (:func:`pending`) run on first
-    read and replaced by its result.
+class _LazySlot:
+    """The ``highlights`` field: its slot holds a list, or a computation (:func:`pending`) run
+    on first read and replaced by its result.
 
     Highlighting analyzes the whole passage text, which costs more than the search itself, so a
     search leaves it to the first reader; the result is the same as computing it eagerly.
     """
 
+    def __init__(self, member: Any) -> None:
+        self.member = member  # the slot's own descriptor
+
     def __get__(self, obj: Any, owner: Any = None) -> Any:
         if obj is None:
             return self
-        value = obj.__dict__["_highlights"]
+        value = self.member.__get__(obj, owner)
         kind = type(value)
         if kind is _Pending:
             value = value.compute()
-            obj.__dict__["_highlights"] = value
+            self.member.__set__(obj, value)
         elif kind is _PendingOfText:
             value = value.fn(obj.text)
-            obj.__dict__["_highlights"] = value
+            self.member.__set__(obj, value)
         return value
 
     def __set__(self, obj: Any, value: Any) -> None:
-        # The default (this descriptor, as the dataclass sees it) is a new empty list.
-        obj.__dict__["_highlights"] = [] if value is self else value
+        self.member.__set__(obj, value)
 
 
 class _Pending:
@@ -96,6 +98,8 @@ class Passage:
             "Defibrillators" for the query "defibrillator"); see
             :func:`ragfind.pipeline.highlights.snippet`. Computed on first read (a search does
             not pay for highlights nobody reads).
+
+    The fields live in slots (no per-instance ``__dict__``): a search builds one per result.
     """
 
     id: int
@@ -110,7 +114,58 @@ class Passage:
     context: str = ""
     ranks: Mapping[str, int] = field(default_factory=lambda: _EMPTY, compare=False)
     scores: Mapping[str, float] = field(default_factory=lambda: _EMPTY, compare=False)
-    highlights: list = field(default=_Lazy(), compare=False)  # type: ignore[assignment]
+    highlights: list = field(default_factory=list, compare=False)
+
+    # Pickled with its read-only views as dicts (a mappingproxy does not pickle), and
+    # highlights computed.
+    def __getstate__(self) -> tuple:
+        values = (getattr(self, f) for f in _FIELD_NAMES)
+        return tuple(dict(v) if type(v) is MappingProxyType else v for v in values)
+
+    def __setstate__(self, state: tuple) -> None:
+        for slot, value in zip(SLOTS, state):
+            slot.__set__(self, MappingProxyType(value) if type(value) is dict else value)
+
+
+def _frozen_setattr(self: Any, name: str, value: Any) -> None:
+    raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+
+def _frozen_delattr(self: Any, name: str) -> None:
+    raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+
+def _slotted(cls: type) -> type:
+    """The dataclass ``cls`` made again with a slot per field, as ``dataclass(slots=True)``
+    does (Python 3.10+; this runs on 3.9 too)."""
+    names = tuple(f.name for f in fields(cls))
+    body = {k: v for k, v in cls.__dict__.items() if k not in names + ("__dict__", "__weakref__")}
+    body["__slots__"] = names
+    # The frozen methods dataclass made name the old class; with no __dict__, every name is frozen.
+    body["__setattr__"] = _frozen_setattr
+    body["__delattr__"] = _frozen_delattr
+    new = type(cls)(cls.__name__, cls.__bases__, body)
+    new.__qualname__ = cls.__qualname__
+    if "__setstate__" not in body:  # pickle writes slots through setattr, which is frozen
+        members = tuple(new.__dict__[n] for n in names)
+
+        def __getstate__(self: Any) -> tuple:
+            return tuple(m.__get__(self) for m in members)
+
+        def __setstate__(self: Any, state: tuple) -> None:
+            for m, value in zip(members, state):
+                m.__set__(self, value)
+
+        new.__getstate__, new.__setstate__ = __getstate__, __setstate__
+    return new
+
+
+_FIELD_NAMES = tuple(f.name for f in fields(Passage))
+Passage = _slotted(Passage)  # type: ignore[misc]
+#: The slot descriptors of Passage's fields, in field order: what builders write through (past
+#: the frozen ``__setattr__`` and the lazy ``highlights``).
+SLOTS = tuple(Passage.__dict__[f] for f in _FIELD_NAMES)
+Passage.highlights = _LazySlot(Passage.__dict__["highlights"])  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -175,13 +230,23 @@ class SearchResult(Sequence):
         return list(seen)
 
 
-def passage_from_fields(fields: dict) -> Passage:
-    """A :class:`Passage` from ``{field: value}`` holding every field (``highlights`` under
-    ``"_highlights"``), built without the frozen dataclass's ``__init__`` (one
-    ``object.__setattr__`` per field): a search builds one per result."""
+SearchResult = _slotted(SearchResult)  # type: ignore[misc]
+_RESULT_SLOTS = tuple(SearchResult.__dict__[f.name] for f in fields(SearchResult))
+
+
+def passage_from_fields(*values: Any) -> Passage:
+    """A :class:`Passage` of every field's value in field order, written straight into its slots
+    (no frozen ``__setattr__``, no ``highlights`` computation): a search builds one per result."""
     p = object.__new__(Passage)
-    p.__dict__.update(fields)
+    for slot, value in zip(SLOTS, values):
+        slot.__set__(p, value)
     return p
+
+
+def set_highlights(p: Passage, value: Any) -> None:
+    """Sets a passage's ``highlights`` (a list, or a :func:`pending` value) in place: only for
+    a passage its builder has not shared yet."""
+    SLOTS[-1].__set__(p, value)
 
 
 def metadata_and_source(metadata: str, doc_id: str) -> tuple:
@@ -210,15 +275,9 @@ def rank_views(stage: str) -> tuple:
 def result_from_fields(
     passages: tuple, timings: Mapping, queries: tuple, concurrent: tuple, missing: tuple
 ) -> SearchResult:
-    """A :class:`SearchResult` (not cached) built without the frozen dataclass's ``__init__``
-    (one ``object.__setattr__`` per field), as :func:`passage_from_fields` builds passages."""
+    """A :class:`SearchResult` (not cached) written straight into its slots, as
+    :func:`passage_from_fields` builds passages."""
     r = object.__new__(SearchResult)
-    r.__dict__.update(
-        passages=passages,
-        timings=timings,
-        cached=False,
-        queries=queries,
-        concurrent=concurrent,
-        missing=missing,
-    )
+    for slot, value in zip(_RESULT_SLOTS, (passages, timings, False, queries, concurrent, missing)):
+        slot.__set__(r, value)
     return r

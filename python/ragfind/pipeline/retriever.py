@@ -47,6 +47,7 @@ from ragfind.pipeline.results import (
     pending_of_text,
     rank_views,
     result_from_fields,
+    set_highlights,
 )
 from ragfind.pipeline.runner import LocalStages, StageRunner
 from ragfind.pipeline.saved import FORMAT_VERSION, RetrieverFolderError, load_folder, save_folder
@@ -406,7 +407,10 @@ class Retriever:
         )
 
     def _first_of(self, kind: str) -> Any:
-        return next((s for s in self.first_stages if getattr(s, "kind", None) == kind), None)
+        for s in self.first_stages:
+            if getattr(s, "kind", None) == kind:
+                return s
+        return None
 
     @property
     def bm25(self) -> Any:
@@ -700,12 +704,15 @@ class Retriever:
                 that is not str / list of str, a filter value of another type than the field's.
         """
         t0 = _now()
-        queries = _check_queries(query)
-        k = _positive_int(k, "k")
-        check_filters(filters)
-        if collapse not in COLLAPSE:
+        # The common case (one non-blank str, an int k, no filter, all stages) checked inline.
+        queries = (query,) if type(query) is str and not query.isspace() and query else _check_queries(query)
+        if type(k) is not int or k < 1:
+            k = _positive_int(k, "k")
+        if filters is not None:
+            check_filters(filters)
+        if collapse is not None and collapse not in COLLAPSE:
             raise ValueError(f"collapse = {collapse!r}; expected None or 'document'")
-        run = self._select_stages(stages)
+        run = self.first_stages if stages is None else self._select_stages(stages)
         key = None
         if use_cache and self.result_cache.max_entries:
             try:
@@ -727,9 +734,12 @@ class Retriever:
                     return SearchResult(hit.passages, {"cache": dt, "total": dt}, True, queries)
         runner = self.stage_runner
         generation = runner.generation
-        t_filter = _now()
-        flt = runner.compile_filters(filters)
-        timings: dict = {"filter": _now() - t_filter} if filters else {}
+        if filters:
+            t_filter = _now()
+            flt = runner.compile_filters(filters)
+            timings: dict = {"filter": _now() - t_filter}
+        else:  # every runner compiles no filter (None or {}) to None
+            flt, timings = None, {}
         rerankers = bool(rerank) and (self.reranker is not None or bool(self.rerank_stages))
         head = max(k, self.rerank_candidates) if rerankers else k
         depth = max(self.candidates, head)
@@ -753,13 +763,15 @@ class Retriever:
             if one is not None:
                 # One ranked list and a runner that builds passages from its own store: the
                 # passages come straight from the stored columns, in the list's order.
-                timings["fusion"] = _now() - t
-                t = _now()
+                t1 = _now()
                 highlighter = LazyHighlighter(queries, self._analyzer())
-                passages = build(one[0], one[1], lists[0][1], names[0], pending_of_text(highlighter))
-                highlighter.texts = [p.text for p in passages]
-                timings["store"] = _now() - t
-                timings["total"] = _now() - t0
+                passages = build(
+                    one[0], one[1], lists[0][1], names[0], pending_of_text(highlighter), highlighter.texts
+                )
+                t2 = _now()
+                timings["fusion"] = t1 - t
+                timings["store"] = t2 - t1
+                timings["total"] = t2 - t0
                 result = result_from_fields(
                     tuple(passages), timings, queries, concurrent, tuple(sorted(missing)) if missing else ()
                 )
@@ -889,7 +901,7 @@ class Retriever:
         highlighter = pending_of_text(LazyHighlighter(queries, self._analyzer(), [p.text for p in passages]))
         for p in passages:
             # Passages built by this search, not yet shared: set before anyone reads them.
-            p.__dict__["_highlights"] = highlighter
+            set_highlights(p, highlighter)
         return passages
 
     def _analyzer(self) -> Any:
@@ -920,29 +932,17 @@ class Retriever:
         at = {i: n for n, i in enumerate(ids.tolist())}
         stage_scores = scores.tolist()
         out = []
-        new, P, proxy, empty = object.__new__, Passage, MappingProxyType, _EMPTY
+        build, proxy, empty = passage_from_fields, MappingProxyType, _EMPTY
         views = rank_views(name)
         for i, fused in order:
             cid, doc_id, text, title, start, end, metadata, context = rows[i]
             n = at[i]
             md, source = (empty, doc_id) if metadata == "{}" else metadata_and_source(metadata, doc_id)
-            p = new(P)
-            p.__dict__.update(
-                id=cid,
-                doc_id=doc_id,
-                text=text,
-                title=title,
-                source=source,
-                score=fused,
-                start=start,
-                end=end,
-                metadata=md,
-                context=context,
-                ranks=views[n] if n < len(views) else proxy({name: n + 1}),
-                scores=proxy({name: stage_scores[n], "fused": fused}),
-                _highlights=[],
+            ranks = views[n] if n < len(views) else proxy({name: n + 1})
+            scored = proxy({name: stage_scores[n], "fused": fused})
+            out.append(
+                build(cid, doc_id, text, title, source, fused, start, end, md, context, ranks, scored, [])
             )
-            out.append(p)
         return out
 
     @staticmethod
@@ -953,21 +953,19 @@ class Retriever:
         scores = {n: float(s) for n, (_, s) in ranks.items()}
         scores["fused"] = score
         return passage_from_fields(
-            {
-                "id": cid,
-                "doc_id": doc_id,
-                "text": text,
-                "title": title,
-                "source": source,
-                "score": score,
-                "start": start,
-                "end": end,
-                "metadata": md,
-                "context": context,
-                "ranks": MappingProxyType({n: r for n, (r, _) in ranks.items()}),
-                "scores": MappingProxyType(scores),
-                "_highlights": [],
-            }
+            cid,
+            doc_id,
+            text,
+            title,
+            source,
+            score,
+            start,
+            end,
+            md,
+            context,
+            MappingProxyType({n: r for n, (r, _) in ranks.items()}),
+            MappingProxyType(scores),
+            [],
         )
 
     # ------------------------------------------------------------------ caches

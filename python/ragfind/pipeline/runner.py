@@ -175,12 +175,19 @@ class LocalStages:
         return self.store.fetch(ids), ()
 
     def passages(
-        self, ids: np.ndarray, fused: Any, stage_scores: np.ndarray, stage: str, highlights: Any
+        self,
+        ids: np.ndarray,
+        fused: Any,
+        stage_scores: np.ndarray,
+        stage: str,
+        highlights: Any,
+        texts: list | None = None,
     ) -> list:
         """The passages of one ranked list of ``stage`` (ids best first, their fused and stage
-        scores), built from the store's columns: the Retriever asks a runner that has this
-        (optional) method instead of :meth:`fetch` when a search has one list."""
-        return self.store.passages(ids, fused, stage_scores, stage, highlights)
+        scores), built from the store's columns, each text also appended to ``texts`` when
+        given: the Retriever asks a runner that has this (optional) method instead of
+        :meth:`fetch` when a search has one list."""
+        return self.store.passages(ids, fused, stage_scores, stage, highlights, texts)
 
     def count_chunks(self) -> int:
         return self.store.count_chunks()

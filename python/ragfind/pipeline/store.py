@@ -177,11 +177,13 @@ class DocumentStore:
         with self.lock:
             return self.columns.rows(ids)
 
-    def passages(self, ids: Any, fused: Any, stage_scores: Any, stage: str, highlights: Any) -> list:
+    def passages(
+        self, ids: Any, fused: Any, stage_scores: Any, stage: str, highlights: Any, texts: Any = None
+    ) -> list:
         """The passages of one ranked list, built from the columns
         (:meth:`PassageColumns.passages`)."""
         with self.lock:
-            return self.columns.passages(ids, fused, stage_scores, stage, highlights)
+            return self.columns.passages(ids, fused, stage_scores, stage, highlights, texts)
 
     def fetch_sql(self, ids: Sequence[int]) -> dict:
         """:meth:`fetch` read from the SQLite tables (the reference the columns must equal)."""

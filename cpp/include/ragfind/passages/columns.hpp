@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 namespace ragfind::passages {
 
@@ -42,5 +43,17 @@ int64_t find_row(const ColumnsView& v, int64_t id);
 /// The strings and offsets of chunk-table row `row`. Throws std::out_of_range when the row,
 /// its document row or a string span lies outside the tables or the arena.
 PassageRow read_row(const ColumnsView& v, int64_t row);
+
+/// One live chunk found by read_rows: its position among the ids asked for, and its row.
+struct FoundRow {
+  int64_t at;
+  PassageRow row;
+};
+
+/// The rows of the live chunks among ids[0..n), in their order (absent ids skipped). Every id is
+/// looked up before any row is read, and each level (chunk row, document row, text) is
+/// prefetched for all of them first, so the cache misses of different ids overlap. Throws as
+/// find_row and read_row do.
+std::vector<FoundRow> read_rows(const ColumnsView& v, const int64_t* ids, int64_t n);
 
 }  // namespace ragfind::passages

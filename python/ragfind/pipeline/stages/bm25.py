@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from ragfind.index import Explanation
+from ragfind.sparse.bm25 import BM25Index
 
 __all__ = ["BM25Stage"]
 
@@ -23,7 +24,6 @@ class BM25Stage:
     kind = "bm25"
 
     def __init__(self, index: Any = None, name: str = "bm25") -> None:
-        from ragfind.sparse.bm25 import BM25Index
         from ragfind.sparse.fields import BM25FIndex
 
         if index is None:
@@ -64,6 +64,9 @@ class BM25Stage:
     def search(self, query: str, k: int, filter: Any = None, stats: Any = None) -> tuple:  # noqa: A002
         """``(chunk ids, BM25 scores)`` best first; ``filter`` goes to the index (native);
         ``stats``: the collection statistics to score with (:meth:`BM25Index.search`)."""
+        if stats is None and type(self.index) is BM25Index:
+            # It takes any k and an empty index itself (the clamp below is for the others).
+            return self.index.search(query, k, filter=filter)
         n = len(self.index)
         if n == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
