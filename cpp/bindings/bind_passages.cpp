@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "bindings.hpp"
 #include "ragfind/passages/columns.hpp"
@@ -147,8 +148,8 @@ class ColumnsHandle {
     return out;
   }
 
-  py::list passages(const I64& ids, const py::object& fused, const py::array& stage_scores, const py::str& stage,
-                    const py::tuple& rank_views, const py::object& highlights, const py::object& texts) const {
+  py::tuple passages(const I64& ids, const py::object& fused, const py::array& stage_scores, const py::str& stage,
+                     const py::tuple& rank_views, const py::object& highlights, const py::object& texts) const {
     if (!texts.is_none() && !PyList_CheckExact(texts.ptr())) throw py::type_error("texts: expected a list or None");
     // fused: a list of floats (the RRF table's own objects, shared, not copied) or an array.
     const bool fused_list = PyList_CheckExact(fused.ptr());
@@ -168,12 +169,14 @@ class ColumnsHandle {
                             std::to_string(stage_scores.size()));
     PyTypeObject* type = reinterpret_cast<PyTypeObject*>(cls_.ptr());
     py::tuple no_args(0);
-    py::list out;
     const int64_t* q = ids.data();
     const float* ss32 = f32 ? static_cast<const float*>(stage_scores.data()) : nullptr;
     const double* ss = f32 ? nullptr : ss64.data();
     try {
-      for (const passages::FoundRow& found : passages::read_rows(v_, q, n)) {
+      const std::vector<passages::FoundRow> rows = passages::read_rows(v_, q, n);
+      py::tuple out(rows.size());
+      py::ssize_t j = 0;
+      for (const passages::FoundRow& found : rows) {
         const py::ssize_t i = found.at;
         const passages::PassageRow& r = found.row;
         py::object score;
@@ -224,10 +227,10 @@ class ColumnsHandle {
         put(scores.ptr(), fused_.ptr(), Py_NewRef(score.ptr()));
         slot(o, 11, own(PyDictProxy_New(scores.ptr())));
         slot(o, 12, Py_NewRef(highlights.ptr()));
-        out.append(std::move(p));
+        PyTuple_SET_ITEM(out.ptr(), j++, p.release().ptr());
       }
+      return out;
     } catch (const std::out_of_range& e) { throw py::value_error(e.what()); }
-    return out;
   }
 
  private:
@@ -270,7 +273,7 @@ void bind_passages(py::module_& m) {
            "columns (an offset outside them).")
       .def("passages", &ColumnsHandle::passages, py::arg("ids"), py::arg("fused"), py::arg("stage_scores"),
            py::arg("stage"), py::arg("rank_views"), py::arg("highlights"), py::arg("texts") = py::none(),
-           "The passages of one ranked list: for each live chunk of ``ids`` (best first, absent ids\n"
+           "The passages of one ranked list, a tuple: for each live chunk of ``ids`` (best first, absent ids\n"
            "skipped) an instance of ``cls`` (``object.__new__(cls)``) whose slots hold the row's\n"
            "fields, ``score`` = ``fused[i]`` (a list of floats, shared, or an array), ``ranks`` =\n"
            "``rank_views[i]`` (a read-only ``{stage: i + 1}`` past their end), ``scores`` = read-only\n"

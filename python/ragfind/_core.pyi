@@ -425,7 +425,7 @@ class PassageColumnsView(metaclass=_Pybind11Type):
         rank_views: tuple[_Any, ...],
         highlights: object,
         texts: list[str] | None = None,
-    ) -> list[_Any]: ...
+    ) -> tuple[_Any, ...]: ...
 
 # ----- WordPiece token counter for chunking (bind_text.cpp)
 

@@ -249,7 +249,7 @@ class PassageColumns:
         stage: str,
         highlights: object,
         texts: list | None = None,
-    ) -> list:
+    ) -> tuple:
         """The :class:`~ragfind.pipeline.results.Passage` of each live chunk of ``ids``, one
         ranked list best first (absent ids skipped): ``score`` = ``fused[i]``, ``ranks`` =
         ``{stage: i + 1}``, ``scores`` = ``{stage: stage_scores[i], "fused": fused[i]}``,

@@ -182,7 +182,7 @@ class LocalStages:
         stage: str,
         highlights: Any,
         texts: list | None = None,
-    ) -> list:
+    ) -> tuple:
         """The passages of one ranked list of ``stage`` (ids best first, their fused and stage
         scores), built from the store's columns, each text also appended to ``texts`` when
         given: the Retriever asks a runner that has this (optional) method instead of

@@ -179,7 +179,7 @@ class DocumentStore:
 
     def passages(
         self, ids: Any, fused: Any, stage_scores: Any, stage: str, highlights: Any, texts: Any = None
-    ) -> list:
+    ) -> tuple:
         """The passages of one ranked list, built from the columns
         (:meth:`PassageColumns.passages`)."""
         with self.lock:
