@@ -834,8 +834,10 @@ class Retriever:
         if len(lists) != 1:
             return None
         w = float(self.weights.get(names[0], 1.0)) if self.weights else 1.0
-        ids = lists[0][0][:top]
+        ids = lists[0][0]
         n = len(ids)
+        if n > top:
+            ids, n = ids[:top], top
         table = self._rrf_table
         if table is None or table[0] != (self.rrf_k, w) or len(table[1]) < n:
             # w / (k + rank) as the core computes it: w * (1 / (k + r + 1)), r from 0.

@@ -26,13 +26,16 @@ from ragfind.pipeline.store import DocumentStore
 __all__ = ["StageLists", "StageRunner", "LocalStages"]
 
 
+_INT64 = np.dtype(np.int64)
+
+
 def _now() -> float:
     return time.perf_counter()
 
 
-@dataclass(frozen=True)
+@dataclass  # not frozen: a frozen __init__ costs an object.__setattr__ per field, every search
 class StageLists:
-    """What the first stages found for one search.
+    """What the first stages found for one search (treat as read-only).
 
     Attributes:
         lists: ``(ids, scores)`` best first, per stage and phrasing, in fusion order.
@@ -143,7 +146,11 @@ class LocalStages:
             ids, scores = stage.search(queries[0], depth, flt)
             t1 = _now()
             timings[stage.name] = timings["first_stage"] = t1 - t0
-            return StageLists([(np.asarray(ids, np.int64), np.asarray(scores))], [stage.name])
+            if type(ids) is not np.ndarray or ids.dtype is not _INT64:  # the index's own arrays pass
+                ids = np.asarray(ids, np.int64)
+            if type(scores) is not np.ndarray:
+                scores = np.asarray(scores)
+            return StageLists([(ids, scores)], [stage.name])
         futures = []
         if len(stages) > 1:
             pool = self._executor()
