@@ -274,16 +274,16 @@ def serve(folder: Path, *flags: str) -> tuple:
     raise SystemExit("the server did not start")
 
 
-def tree_cpu(pid: int) -> float:
-    """CPU seconds (user + system) of ``pid`` and its descendants (the workers of --workers N)
-    so far, from /proc; NaN where there is no /proc."""
+def tree_cpu(pid: int, system_only: bool = False) -> float:
+    """CPU seconds (user + system; ``system_only``: system) of ``pid`` and its descendants (the
+    workers of --workers N) so far, from /proc; NaN where there is no /proc."""
     tick = os.sysconf("SC_CLK_TCK")
     total, todo = 0.0, [pid]
     try:
         while todo:
             p = todo.pop()
             fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tick
+            total += (int(fields[12]) + (0 if system_only else int(fields[11]))) / tick
             for task in Path(f"/proc/{p}/task").iterdir():
                 todo += [int(x) for x in (task / "children").read_text().split()]
     except (OSError, ValueError):
@@ -293,9 +293,11 @@ def tree_cpu(pid: int) -> float:
 
 def wrk_cpu(pid: int, url: str, clients: int, seconds: float, script: Path | None) -> dict:
     """:func:`wrk`, plus ``cpu_us``: the server's CPU per answered request over the run."""
-    c0 = tree_cpu(pid)
+    c0, s0 = tree_cpu(pid), tree_cpu(pid, True)
     out = wrk(url, clients, seconds, script)
-    out["cpu_us"] = (tree_cpu(pid) - c0) / max(1, out["requests"]) * 1e6
+    n = max(1, out["requests"])
+    out["cpu_us"] = (tree_cpu(pid) - c0) / n * 1e6
+    out["sys_us"] = (tree_cpu(pid, True) - s0) / n * 1e6  # the kernel's part: sockets, epoll
     return out
 
 
@@ -324,14 +326,21 @@ def cpu_ab(folder: Path, queries: list, trees: list, rounds: int, seconds: float
                 f"{q['rps']:.0f} req/s {q['cpu_us']:.1f} us CPU, errors {h['non200'] + q['non200']}",
                 flush=True,
             )
-    print("\n| server tree | CPU per /health | CPU per /search | CPU ratio | req/s ratio | errors |")
+    print(
+        "\n| server tree | CPU per /health (system) | CPU per /search (system) | CPU ratio "
+        "| req/s ratio | errors |"
+    )
     print("|---|---|---|---|---|---|")
     for t, rs in rows.items():
         ch = statistics.median(h["cpu_us"] for h, _ in rs)
         cq = statistics.median(q["cpu_us"] for _, q in rs)
+        sh = statistics.median(h["sys_us"] for h, _ in rs)
+        sq = statistics.median(q["sys_us"] for _, q in rs)
         rr = statistics.median(q["rps"] / h["rps"] for h, q in rs)
         errs = sum(h["non200"] + h["socket_errors"] + q["non200"] + q["socket_errors"] for h, q in rs)
-        print(f"| {t} | {ch:.1f} us | {cq:.1f} us | {ch / cq:.2f} | {rr:.2f}x | {errs} |")
+        print(
+            f"| {t} | {ch:.1f} us ({sh:.1f}) | {cq:.1f} us ({sq:.1f}) | {ch / cq:.2f} | {rr:.2f}x | {errs} |"
+        )
 
 
 def median_of(runs: list, key: str) -> float:
