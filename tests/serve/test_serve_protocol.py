@@ -89,6 +89,14 @@ def test_held_head_goes_out_with_the_body():
         t2.closed = True
         h2.flush()
         assert t2.writes == []
+        # A body of another buffer type passes through (and joins a held head).
+        t3 = Recording()
+        h3 = HeldHeadTransport(t3, loop)
+        h3.write(memoryview(b"HTTP/1.1 looks like a head"))
+        assert t3.writes == [b"HTTP/1.1 looks like a head"]
+        h3.write(b"HTTP/1.1 200 OK\r\n\r\n")
+        h3.write(bytearray(b"xy"))
+        assert t3.writes[-1] == b"HTTP/1.1 200 OK\r\n\r\nxy"
         # Everything else passes through.
         assert h.get_extra_info("peername") == ("127.0.0.1", 5000)
     finally:

@@ -45,7 +45,8 @@ class HeldHeadTransport:
         if held is not None:
             self._held = None
             self._transport.write(held + data)
-        elif data.startswith(_HEAD) and not data.startswith(_CONTINUE):
+        elif type(data) is bytes and data.startswith(_HEAD) and not data.startswith(_CONTINUE):
+            # (uvicorn joins every head into bytes; a body may be any buffer, never held)
             self._held = data
             if not self._scheduled:
                 self._scheduled = True
