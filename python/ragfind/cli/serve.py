@@ -241,7 +241,7 @@ def _worker(args: argparse.Namespace, config) -> int:
     follower.writable = not config.read_only  # the writer refuses them with 405 then
     app = create_app(service=service, config=config, follower=follower)
     sock = socket.socket(fileno=listen_fd)
-    config = uvicorn.Config(app, log_level=args.log_level, access_log=args.access_log, http=http_protocol())
-    server = uvicorn.Server(config)
+    options = uvicorn.Config(app, log_level=args.log_level, access_log=args.access_log, http=http_protocol())
+    server = uvicorn.Server(options)
     server.run(sockets=[sock])
     return 0
