@@ -57,7 +57,7 @@ def corpus() -> tuple:
         {"id": d["id"], "title": d.get("title", ""), "text": d["text"]}
         for d in lines(base / "demo_corpus.jsonl")
     ]
-    return "demo", docs, [q["text"] for q in lines(base / "demo_queries.jsonl")]
+    return "demo", docs, [q["query"] for q in lines(base / "demo_queries.jsonl")]
 
 
 def build(tmp: Path, docs: list, modes: list) -> dict:
@@ -274,6 +274,75 @@ def serve(folder: Path, *flags: str) -> tuple:
     raise SystemExit("the server did not start")
 
 
+def tree_cpu(pid: int, system_only: bool = False) -> float:
+    """CPU seconds (user + system; ``system_only``: system) of ``pid`` and its descendants (the
+    workers of --workers N) so far, from /proc; NaN where there is no /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total, todo = 0.0, [pid]
+    try:
+        while todo:
+            p = todo.pop()
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[12]) + (0 if system_only else int(fields[11]))) / tick
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(x) for x in (task / "children").read_text().split()]
+    except (OSError, ValueError):
+        return math.nan
+    return total
+
+
+def wrk_cpu(pid: int, url: str, clients: int, seconds: float, script: Path | None) -> dict:
+    """:func:`wrk`, plus ``cpu_us``: the server's CPU per answered request over the run."""
+    c0, s0 = tree_cpu(pid), tree_cpu(pid, True)
+    out = wrk(url, clients, seconds, script)
+    n = max(1, out["requests"])
+    out["cpu_us"] = (tree_cpu(pid) - c0) / n * 1e6
+    out["sys_us"] = (tree_cpu(pid, True) - s0) / n * 1e6  # the kernel's part: sockets, epoll
+    return out
+
+
+def cpu_ab(folder: Path, queries: list, trees: list, rounds: int, seconds: float, tmp: Path) -> None:
+    """The server's CPU per ``GET /health`` and per ``POST /search`` at 32 clients, serving each
+    of ``trees`` (PYTHONPATHs) in turn, alternated over ``rounds``; medians printed."""
+    global SERVER_PYTHON
+    rows: dict = {t: [] for t in trees}
+    for rnd in range(rounds):
+        script = tmp / f"cpu{rnd}.lua"
+        lua_search(script, queries, 50 + rnd)
+        for t in trees:
+            SERVER_PYTHON = Path(t).resolve()
+            proc, url = serve(folder)
+            try:
+                wrk(url + "/health", 8, 1, None)
+                wrk(url + "/search", 4, 1, script)
+                h = wrk_cpu(proc.pid, url + "/health", 32, seconds, None)
+                q = wrk_cpu(proc.pid, url + "/search", 32, seconds, script)
+            finally:
+                proc.terminate()
+                proc.wait(60)
+            rows[t].append((h, q))
+            print(
+                f"round {rnd} {t}: /health {h['rps']:.0f} req/s {h['cpu_us']:.1f} us CPU, /search "
+                f"{q['rps']:.0f} req/s {q['cpu_us']:.1f} us CPU, errors {h['non200'] + q['non200']}",
+                flush=True,
+            )
+    print(
+        "\n| server tree | CPU per /health (system) | CPU per /search (system) | CPU ratio "
+        "| req/s ratio | errors |"
+    )
+    print("|---|---|---|---|---|---|")
+    for t, rs in rows.items():
+        ch = statistics.median(h["cpu_us"] for h, _ in rs)
+        cq = statistics.median(q["cpu_us"] for _, q in rs)
+        sh = statistics.median(h["sys_us"] for h, _ in rs)
+        sq = statistics.median(q["sys_us"] for _, q in rs)
+        rr = statistics.median(q["rps"] / h["rps"] for h, q in rs)
+        errs = sum(h["non200"] + h["socket_errors"] + q["non200"] + q["socket_errors"] for h, q in rs)
+        print(
+            f"| {t} | {ch:.1f} us ({sh:.1f}) | {cq:.1f} us ({sq:.1f}) | {ch / cq:.2f} | {rr:.2f}x | {errs} |"
+        )
+
+
 def median_of(runs: list, key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
@@ -300,6 +369,16 @@ def main() -> None:
     )
     ap.add_argument("--inproc", nargs="+", metavar="ARG", help=argparse.SUPPRESS)
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    ap.add_argument(
+        "--cpu-ab",
+        nargs="+",
+        type=Path,
+        metavar="PYTHONPATH",
+        default=None,
+        help="only measure the server's CPU per request at 32 clients (BM25), serving each of these "
+        "source trees in turn, alternated over --rounds (e.g. a checkout of the code before a change "
+        "and python)",
+    )
     args = ap.parse_args()
     if args.inproc:
         inproc(args.inproc[0], args.inproc[1], args.inproc[2:] == ["highlight"])
@@ -316,6 +395,12 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="ragfind-serve-bench-"))
     levels = [int(x) for x in args.concurrency.split(",")]
     results: dict = {}
+    if args.cpu_ab:
+        try:
+            cpu_ab(build(tmp, docs, ["bm25"])["bm25"], queries, args.cpu_ab, args.rounds, 5, tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return
     try:
         folders = build(tmp, docs, args.modes.split(","))
         env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
@@ -338,8 +423,8 @@ def main() -> None:
                     lua_search(script, queries, rnd)
                     wrk(url + "/search", 4, 1, script)
                     for c in levels:
-                        runs[c]["health"].append(wrk(url + "/health", c, args.duration, None))
-                        runs[c]["search"].append(wrk(url + "/search", c, args.duration, script))
+                        runs[c]["health"].append(wrk_cpu(proc.pid, url + "/health", c, args.duration, None))
+                        runs[c]["search"].append(wrk_cpu(proc.pid, url + "/search", c, args.duration, script))
             finally:
                 proc.terminate()
                 proc.wait(60)
@@ -398,9 +483,9 @@ def report(corpus_name: str, n_docs: int, mode: str, res: dict, args) -> None:
     print(f"in-process Retriever.search p50: {inproc_ms:.3f} ms\n")
     print(
         "| clients | /health req/s | /search req/s | ratio "
-        "| /health p50 | /search p50 | /search p99 | 503 | errors |"
+        "| /health p50 | /search p50 | /search p99 | CPU per /health | CPU per /search | 503 | errors |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     runs = res["runs"]
     for c, r in runs.items():
         h, s = r["health"], r["search"]
@@ -411,7 +496,8 @@ def report(corpus_name: str, n_docs: int, mode: str, res: dict, args) -> None:
         print(
             f"| {c} | {median_of(h, 'rps'):.0f} | {median_of(s, 'rps'):.0f} | {ratio:.2f}x | "
             f"{median_of(h, 'p50'):.3f} ms | {median_of(s, 'p50'):.3f} ms | "
-            f"{median_of(s, 'p99'):.2f} ms | {shed} | {errs} |"
+            f"{median_of(s, 'p99'):.2f} ms | {median_of(h, 'cpu_us'):.0f} us | "
+            f"{median_of(s, 'cpu_us'):.0f} us | {shed} | {errs} |"
         )
     if 1 in runs:
         h1, s1 = median_of(runs[1]["health"], "p50"), median_of(runs[1]["search"], "p50")

@@ -104,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
         import uvicorn
 
         from ragfind.serve.app import create_app
+        from ragfind.serve.protocol import http_protocol
     except ImportError as exc:
         raise SystemExit(
             f"ragfind serve: needs the serve extra: pip install 'ragfind[serve]' ({exc})"
@@ -143,7 +144,14 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, RuntimeError, OSError) as exc:
         raise SystemExit(f"ragfind serve: {exc}") from exc
     if args.workers == 1:
-        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log)
+        uvicorn.run(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level,
+            access_log=args.access_log,
+            http=http_protocol(),
+        )
         return 0
     return _writer(args, config, app)
 
@@ -222,6 +230,7 @@ def _worker(args: argparse.Namespace, config) -> int:
     import uvicorn
 
     from ragfind.serve.app import create_app
+    from ragfind.serve.protocol import http_protocol
     from ragfind.serve.service import Service
     from ragfind.serve.workers import Follower, watch_parent
 
@@ -232,6 +241,7 @@ def _worker(args: argparse.Namespace, config) -> int:
     follower.writable = not config.read_only  # the writer refuses them with 405 then
     app = create_app(service=service, config=config, follower=follower)
     sock = socket.socket(fileno=listen_fd)
-    server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level, access_log=args.access_log))
+    options = uvicorn.Config(app, log_level=args.log_level, access_log=args.access_log, http=http_protocol())
+    server = uvicorn.Server(options)
     server.run(sockets=[sock])
     return 0

@@ -130,8 +130,12 @@ class Gate:
         try:
             return fn(*args)
         finally:
-            # The wall time less the preemption: what the run itself took (work, locks, I/O).
-            self._learn(kind, max(0.0, time.perf_counter() - t - (run_delay() - waited)))
+            took = time.perf_counter() - t
+            if took > self.inline_s:
+                # The wall time less the preemption: what the run itself took (work, locks, I/O).
+                # Under the line the correction could only lower it: the second read is skipped.
+                took = max(0.0, took - (run_delay() - waited))
+            self._learn(kind, took)
 
     def _wake(self, fut: asyncio.Future) -> None:
         if fut.done():  # expired or cancelled meanwhile: pass the thread on
