@@ -531,6 +531,10 @@ class ShardedRetriever:
         missing: set = set()
         override: dict = {}
         rows_top = getattr(self._copies._local, "rows_top", 0)
+        if sum(len(inputs) for _, _, inputs in plan) > 1:
+            # Several lists: a fused head may rank deeper in each of them than in one list
+            # (which the shards' heads always cover: its global head is in their union).
+            rows_top *= 2
         lock = self._copies.write_lock
         held = False
         try:
@@ -778,11 +782,14 @@ class ShardedRetriever:
         """
         self._check_open()
         local = self._copies.pin()  # one copy per shard for all of this search's phases
-        # The shards send the rows of their lists' heads along (twice the passages the
-        # fusion keeps: a fused head deeper than that in every list is fetched after).
+        # The shards send the rows of their lists' heads along (the passages kept, twice
+        # that when lists are fused; a fused head deeper than that in every list, or rows
+        # beyond what fits in one inline Ray reply, are fetched after).
         want = k if isinstance(k, int) else 10
-        want = max(want, self._head.rerank_candidates) if rerank else want
-        local.rows_top, local.rows = 2 * int(want), {}
+        head = self._head
+        if rerank and (head.reranker is not None or head.rerank_stages):
+            want = max(want, head.rerank_candidates)  # the passages the re-rankers see
+        local.rows_top, local.rows = int(want), {}
         try:
             res = self._head.search(
                 query,
