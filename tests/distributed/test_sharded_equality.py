@@ -217,7 +217,7 @@ def test_rows_beyond_one_inline_reply_are_fetched_after(ray_session) -> None:
         sharded.close()
 
 
-def test_head_rows_go_rank_by_rank_within_the_budget() -> None:
+def test_head_rows_go_by_reciprocal_rank_within_the_budget() -> None:
     from ragfind.distributed.shard import _row_bytes, head_rows
 
     class Store:
@@ -225,9 +225,13 @@ def test_head_rows_go_rank_by_rank_within_the_budget() -> None:
             return [(i, f"d{i}", "x" * 100, None, 0, 100, "{}", None) for i in ids]
 
     a, b = np.array([5, 1, 7]), np.array([1, 9, 3, 4])
-    assert list(head_rows(Store(), [a, b], 3, 10**6)) == [5, 1, 9, 7, 3]
-    assert list(head_rows(Store(), [a, b], 1, 10**6)) == [5, 1]
+    # 1 is in both lists; 5 and 9 tie on their rank (sorted is stable: first seen first).
+    assert list(head_rows(Store(), [a, b], 10, 10**6)) == [1, 5, 9, 7, 3, 4]
+    assert list(head_rows(Store(), [a, b], 2, 10**6)) == [1, 5]
+    assert list(head_rows(Store(), [b], 3, 10**6)) == [1, 9, 3]
+    # Ranked 3rd in both beats 1st in one (RRF with k = 60).
+    assert list(head_rows(Store(), [np.array([8, 2, 3]), np.array([9, 6, 3])], 1, 10**6)) == [3]
     one = _row_bytes(Store().fetch_list([0])[0])
-    assert list(head_rows(Store(), [a, b], 3, 3 * one + 1)) == [5, 1, 9]
-    assert head_rows(Store(), [a, b], 3, one - 1) == {}
+    assert list(head_rows(Store(), [a, b], 10, 3 * one + 1)) == [1, 5, 9]
+    assert head_rows(Store(), [a, b], 10, one - 1) == {}
     assert head_rows(Store(), [], 3, 10**6) == {}

@@ -168,17 +168,19 @@ def _row_bytes(row: tuple) -> int:
     return 48 + sum(len(x) + 5 if isinstance(x, str) else 9 for x in row)
 
 
-def head_rows(store: Any, lists: list, top: int, budget: int) -> dict:
-    """``{chunk id: row}`` of the first ``top`` ids of every list, taken rank by rank across
-    the lists (every list's first, then every list's second, ...) while their size fits in
-    ``budget`` bytes: the router fetches the rest, should the fused head need them."""
-    order: dict = {}
-    for rank in range(top):
-        for ids in lists:
-            if rank < len(ids):
-                order.setdefault(int(ids[rank]), None)
+def head_rows(store: Any, lists: list, top: int, budget: int, rrf_k: float = 60.0) -> dict:
+    """``{chunk id: row}`` of the ``top`` chunks of ``lists`` most likely in the fused head,
+    best first while their size fits in ``budget`` bytes: the router fetches any other the
+    fused head needs. "Most likely": the highest reciprocal-rank sum over the lists (this
+    shard's RRF; one list: its order), as a chunk ranked 30th in two lists outranks one
+    ranked 1st in one."""
+    prio: dict = {}
+    for ids in lists:
+        for rank, i in enumerate(ids.tolist()):
+            prio[i] = prio.get(i, 0.0) + 1.0 / (rrf_k + rank + 1)
+    order = sorted(prio, key=prio.__getitem__, reverse=True)[:top]
     rows: dict = {}
-    for row in store.fetch_list(list(order)):
+    for row in store.fetch_list(order):
         budget -= _row_bytes(row)
         if budget < 0:
             break
@@ -543,7 +545,7 @@ class ShardActor:
         if rows_top:
             lists = [ids for per_query in out.values() for ids, _ in per_query]
             budget = REPLY_BYTES - sum(16 * len(ids) for ids in lists) - 1024
-            rows = head_rows(self.r.store, lists, rows_top, budget)
+            rows = head_rows(self.r.store, lists, rows_top, budget, getattr(self.r, "rrf_k", 60.0))
         return {"lists": out, "rows": rows}
 
     def fetch(self, ids: list) -> dict:
