@@ -6,8 +6,10 @@ result):
   worker node) while worker node A (``ray start`` process ``PID`` and every process under it)
   is SIGSTOPped for 4 deadlines, then SIGCONTed; then waits for its copies to rejoin and
   compares the copies.
-- ``writer WORK_DIR NAME``: creates the named collection ``NAME`` and adds batches until it
-  is killed, printing each acknowledged batch once ``add_documents`` has returned.
+- ``writer WORK_DIR NAME MODE``: creates the named collection ``NAME`` and adds batches until
+  it is killed, printing each acknowledged batch once ``add_documents`` has returned; with
+  MODE ``torn``, the 7th batch reaches shard 0 only and the process exits (a router dying
+  between its shards' parts of one add).
 - ``attach NAME KILLED_AT``: attaches to ``NAME`` (its router killed at wall time
   ``KILLED_AT``), searches, waits for every copy to be in sync, reports what is stored and
   destroys the collection."""
@@ -144,15 +146,22 @@ def stop_node(work_dir: str, node_pid: int, address: str) -> None:
     ray.shutdown()
 
 
-def writer(work_dir: str, name: str, address: str) -> None:
+def writer(work_dir: str, name: str, mode: str, address: str) -> None:
     from ragfind.distributed import ShardedRetriever
 
     _connect(address)
     docs, _ = _docs()
     sharded = ShardedRetriever(SHARDS, replicas=2, work_dir=work_dir, deadline=DEADLINE, name=name, **OPTS)
     _emit({"ready": True})
-    for i in range(0, len(docs), 25):
+    for n, i in enumerate(range(0, len(docs), 25)):
         batch = [d["id"] for d in docs[i : i + 25]]
+        if mode == "torn" and n == 6:
+
+            def dies_after_shard_0(calls, timeout=None, write=sharded._copies.write):
+                write({0: calls[0]}, timeout)  # shard 0 holds its part ...
+                os._exit(9)  # ... and the router dies before shard 1 gets its own
+
+            sharded._copies.write = dies_after_shard_0
         sharded.add_documents(docs[i : i + 25])
         _emit({"acked": batch})
     _emit({"done": True})
@@ -194,7 +203,7 @@ if __name__ == "__main__":
     if mode == "stop_node":
         stop_node(args[0], int(args[1]), args[2])
     elif mode == "writer":
-        writer(args[0], args[1], args[2])
+        writer(args[0], args[1], args[2], args[3])
     elif mode == "attach":
         attach(args[0], float(args[1]), args[2])
     else:

@@ -60,10 +60,13 @@ def test_worker_node_stopped_searches_go_on_and_copies_rejoin_equal(cluster) -> 
     assert got["in_sync"] == [[0, 1], [0, 1]] and got["diverged"] == [], info
 
 
-def test_router_killed_mid_write_a_new_router_attaches_with_every_acknowledged_write(cluster) -> None:
-    name = f"crash-{os.getpid()}"
-    args = [sys.executable, DRIVER, "writer", str(cluster.root / "crash"), name, cluster.address]
-    log = open(cluster.root / "writer.out", "w+", encoding="utf-8")  # noqa: SIM115 - closed below
+@pytest.mark.parametrize("how", ["kill", "torn"])
+def test_router_killed_mid_write_a_new_router_attaches_with_every_acknowledged_write(cluster, how) -> None:
+    # "kill": SIGKILL while it writes (batches follow each other without a pause); "torn": it
+    # dies between sending an add's part to shard 0 and to shard 1.
+    name = f"crash-{how}-{os.getpid()}"
+    args = [sys.executable, DRIVER, "writer", str(cluster.root / name), name, how, cluster.address]
+    log = open(cluster.root / f"{name}.out", "w+", encoding="utf-8")  # noqa: SIM115 - closed below
     writer = subprocess.Popen(
         args, env=cluster.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
     )
@@ -80,11 +83,13 @@ def test_router_killed_mid_write_a_new_router_attaches_with_every_acknowledged_w
             time.sleep(0.05)
             acked = read_acked()
         assert len(acked) >= 6 * 25, log.read()[-3000:] + cluster.logs()
-        # Killed while it writes (batches follow each other without a pause).
-        os.killpg(writer.pid, signal.SIGKILL)
+        if how == "kill":
+            os.killpg(writer.pid, signal.SIGKILL)
+        writer.wait(timeout=60)
         killed_at = time.time()
-        writer.wait(timeout=30)
         acked = read_acked()
+        if how == "torn":
+            assert writer.returncode == 9 and len(acked) == 6 * 25, log.read()[-3000:]
     finally:
         if writer.poll() is None:
             os.killpg(writer.pid, signal.SIGKILL)

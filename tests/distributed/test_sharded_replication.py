@@ -319,3 +319,48 @@ def test_driver_killed_a_new_router_attaches_and_loses_nothing(ray_session, docs
         proc.stdout.close()
         if router is not None:
             router.destroy()
+
+
+def test_a_batch_left_half_written_by_a_dead_router_is_taken_back(ray_session, docs, tmp_path) -> None:
+    # A router dies after one shard took its part of an add and before the other did (the
+    # add was never acknowledged): the router that takes over gives that part back, so adds
+    # stay all or nothing. A whole batch later deleted from on one shard only stays.
+    from ragfind.distributed.partition import shard_of
+
+    ray = ray_session
+    name = f"torn-{os.getpid()}"
+    first = ShardedRetriever(2, replicas=2, placement="any", name=name, work_dir=tmp_path, **OPTS)
+    routers = [first]
+    try:
+        first.add_documents(docs[:100])
+        first.add_documents(docs[100:140])
+        gone = [d["id"] for d in docs[100:140] if shard_of(d["id"], 2) == 1][:3]
+        first.delete_documents(gone)  # shard 0's last write is the batch, shard 1's a delete
+        acked = {d["id"] for d in docs[:140]} - set(gone)
+        second = ShardedRetriever.attach(name, 2, replicas=2, **OPTS)
+        routers.append(second)
+        assert len(second) == len(acked)  # nothing taken back: that batch was whole
+        batch = docs[140:180]
+        write = second._copies.write
+
+        def dies_after_shard_0(calls, timeout=None):
+            write({0: calls[0]}, timeout)  # shard 0 holds its part ...
+            raise SystemExit("the router died")  # ... shard 1 never gets its own
+
+        second._copies.write = dies_after_shard_0
+        with pytest.raises(SystemExit):
+            second.add_documents(batch)
+        on_0 = [d["id"] for d in batch if shard_of(d["id"], 2) == 0]
+        assert len(second._scatter({0: ("existing", on_0)})[0]) == len(on_0) > 0
+        third = ShardedRetriever.attach(name, 2, replicas=2, **OPTS)
+        routers.append(third)
+        _settle(third)
+        _assert_converged(ray, third, acked, {d["id"] for d in batch})
+        assert len(third) == len(acked)
+        third.add_documents(batch)  # the batch can be sent again, whole
+        _settle(third)
+        _assert_converged(ray, third, acked | {d["id"] for d in batch}, set())
+    finally:
+        for r in routers[:-1]:
+            r.close()
+        routers[-1].destroy()

@@ -467,6 +467,14 @@ class ShardedRetriever:
             self.close()
             raise
         self._next_seq = max([i["max_seq"] for i in infos.values()] + [-1]) + 1
+        # Only a router taking over a running collection can find a batch half written.
+        self._batches_checked = not attach
+        if attach:
+            try:
+                with self._copies.write_lock:
+                    self._check_batches()
+            except ShardUnavailableError:
+                pass  # done before this router's first write instead
         if manifest is not None:
             self._next_seq = max(self._next_seq, int(manifest["next_doc_seq"]))
 
@@ -599,6 +607,37 @@ class ShardedRetriever:
         out = self._copies.read(calls, primary=True, timeout=timeout)
         return {s: _raise_err(r) for s, r in out.items()}
 
+    def _check_batches(self) -> None:
+        """Once, before this router's first write (the write lock held): a router that died
+        while an add was on its way may have left the batch on some of its shards only; it was
+        never acknowledged, so the shards holding it give it back (adds stay all or nothing).
+        A shard's last write is the only one a dead router can have left half done."""
+        if self._batches_checked:
+            return
+        lasts = self._read_primaries({s: ("last_add",) for s in range(self.num_shards)})
+        ask: dict = {}
+        for s, last in lasts.items():
+            if last is not None:
+                for t in last[1]:
+                    if t != s:
+                        ask.setdefault(t, []).append(last[0])
+        known: dict = {}
+        if ask:
+            got = self._read_primaries({t: ("knows_batches", bids) for t, bids in ask.items()})
+            for t, bids in ask.items():
+                known.update({(t, b): k for b, k in zip(bids, got[t])})
+        undo = {
+            s: ("delete", last[2])
+            for s, last in lasts.items()
+            if last is not None and not all(known.get((t, last[0]), True) for t in last[1] if t != s)
+        }
+        if undo:
+            try:
+                self._write_shards(undo, sum(len(c[1]) for c in undo.values()))
+            finally:
+                self._generation += 1
+        self._batches_checked = True
+
     def _write_shards(self, calls: Mapping[int, tuple], n_docs: int) -> dict:
         """One write per shard (the write lock held); raises the first failure."""
         out = self._copies.write(calls, self.deadline + n_docs * self.write_deadline_per_doc)
@@ -691,6 +730,7 @@ class ShardedRetriever:
             ends = np.cumsum([counts.get(d["id"], 0) for d in docs])
             rows = [emb[e - counts.get(d["id"], 0) : e] for d, e in zip(docs, ends)]
         with self._copies.write_lock:
+            self._check_batches()
             by_shard: dict = {}
             for n, d in enumerate(docs):
                 by_shard.setdefault(shard_of(d["id"], self.num_shards), []).append(n)
@@ -706,9 +746,12 @@ class ShardedRetriever:
             seqs = list(range(self._next_seq, self._next_seq + len(docs)))
             self._next_seq += len(docs)  # never reused, also when this add fails
             calls = {}
+            # Every part names the batch and its shards: a router taking over after this one
+            # died mid-add finds a batch some of its shards lack (:meth:`_check_batches`).
+            batch = [uuid.uuid4().hex, sorted(by_shard)]
             for s, ns in by_shard.items():
                 emb_part = np.concatenate([rows[n] for n in ns]) if rows is not None else None
-                calls[s] = ("add", [docs[n] for n in ns], [seqs[n] for n in ns], emb_part)
+                calls[s] = ("add", [docs[n] for n in ns], [seqs[n] for n in ns], emb_part, batch)
             self._failed = {}
             try:
                 out = self._write_shards(calls, len(docs))
@@ -738,6 +781,7 @@ class ShardedRetriever:
         if not ids:
             return 0
         with self._copies.write_lock:
+            self._check_batches()
             by_shard: dict = {}
             for d in dict.fromkeys(ids):
                 by_shard.setdefault(shard_of(d, self.num_shards), []).append(d)

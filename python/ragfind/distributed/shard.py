@@ -34,6 +34,7 @@ from ragfind.pipeline.retriever import Retriever
 
 STATE = "state.json"
 WAL = "wal.log"
+KEEP_BATCHES = 4096  # batch ids a copy remembers (a crashed router's last one is recent)
 
 
 def decode_array(d: dict | None, blob: bytes | None = None) -> np.ndarray | None:
@@ -264,7 +265,15 @@ class ShardActor:
         self.replayed = 0
         self.log_term = 0
         self.log_max_seq = self.base
-        self._catch_up(self.wal.records(), self.base)
+        records = self.wal.records()
+        # The batches of adds this copy holds: those a snapshot holds were carried over in
+        # the term record that starts the log after it, the others are the log's adds.
+        self.batch_ids: dict = {}
+        self.last_batch: list | None = None
+        for r in records:
+            if r.get("op") == "term":
+                self.batch_ids.update(dict.fromkeys(r.get("batches", ())))
+        self._catch_up(records, self.base)
 
     def _catch_up(self, records: list, floor: int) -> bool:
         """Applies the log's writes after ``last``; False when this copy holds a write the log
@@ -315,10 +324,21 @@ class ShardActor:
             docs = rec["docs"]
             with self.chunk_ids.numbering({str(d["id"]): s for d, s in zip(docs, rec["seqs"])}):
                 emb = rec.get("emb")
-                if isinstance(emb, np.ndarray):
-                    return self.r.add_documents(docs, embeddings=emb)
-                return self.r.add_documents(docs, embeddings=decode_array(emb, rec.get("_blob")))
-        return self.r.delete_documents(rec["ids"])
+                if not isinstance(emb, np.ndarray):
+                    emb = decode_array(emb, rec.get("_blob"))
+                n = self.r.add_documents(docs, embeddings=emb)
+        else:
+            n = self.r.delete_documents(rec["ids"])
+        # The last write, when it is an add of a batch: what a router taking over after a
+        # crash checks the batch's other shards against (:meth:`last_add`).
+        self.last_batch = None
+        if rec.get("batch"):
+            bid, shards = rec["batch"]
+            self.batch_ids[bid] = None
+            if len(self.batch_ids) > KEEP_BATCHES:
+                del self.batch_ids[next(iter(self.batch_ids))]
+            self.last_batch = [bid, [int(x) for x in shards], [str(d["id"]) for d in rec["docs"]]]
+        return n
 
     def _write(self, term: int, seq: int, prev: int, rec: dict) -> Any:
         if term < self.term:
@@ -360,9 +380,21 @@ class ShardActor:
         return {"n": n, "stats": self.bm25_stats.report(self.r, self.last, full=full)}
 
     @_guard
-    def add(self, term: int, seq: int, prev: int, docs: list, seqs: list, embeddings: Any = None) -> Any:
-        """Adds documents; returns their chunk count once applied (and, on the primary, durable)."""
+    def add(
+        self,
+        term: int,
+        seq: int,
+        prev: int,
+        docs: list,
+        seqs: list,
+        embeddings: Any = None,
+        batch: list | None = None,
+    ) -> Any:
+        """Adds documents; returns their chunk count once applied (and, on the primary, durable).
+        ``batch``: ``[batch id, the shards holding a part of it]`` (logged with the write)."""
         rec = {"op": "add", "docs": docs, "seqs": [int(s) for s in seqs]}
+        if batch is not None:
+            rec["batch"] = [str(batch[0]), [int(x) for x in batch[1]]]
         if embeddings is not None:
             rec["emb"] = np.asarray(embeddings, np.float32)
         return self._write(term, seq, prev, rec)
@@ -447,7 +479,7 @@ class ShardActor:
         self.wal.reset()
         # The term fences off an older primary, the aborts keep a stale copy from keeping a
         # failed write: both outlive the truncation.
-        self.wal.append({"op": "term", "term": self.term})
+        self.wal.append({"op": "term", "term": self.term, "batches": list(self.batch_ids)})
         if aborted:
             self.wal.append({"op": "abort", "term": self.term, "seqs": aborted})
         self.base = self.last
@@ -468,6 +500,16 @@ class ShardActor:
             "pid": os.getpid(),
             "node": _node_id(),
         }
+
+    def last_add(self) -> list | None:
+        """``[batch id, its shards, this shard's document ids]`` when this copy's last write is
+        an add of a batch (else None): a router that died while the batch was on its way may
+        have left it on some of its shards only."""
+        return self.last_batch
+
+    def knows_batches(self, bids: list) -> list:
+        """Per batch id: whether this copy applied its part (the last KEEP_BATCHES batches)."""
+        return [b in self.batch_ids for b in bids]
 
     def existing(self, doc_ids: list) -> list:
         return self.r.store.existing([str(d) for d in doc_ids])
