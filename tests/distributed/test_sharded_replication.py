@@ -364,3 +364,38 @@ def test_a_batch_left_half_written_by_a_dead_router_is_taken_back(ray_session, d
         for r in routers[:-1]:
             r.close()
         routers[-1].destroy()
+
+
+def test_wait_for_active_shards(ray_session, docs, tmp_path) -> None:
+    # "all": a write to a shard with a copy out of the in-sync set fails before anything is
+    # written (on any shard); 1 (default): it goes on with the primary alone.
+    ray = ray_session
+    for bad in (0, 3, "most", True, 1.5):
+        with pytest.raises(ValueError, match="wait_for_active_shards"):
+            ShardedRetriever(1, replicas=2, placement="any", wait_for_active_shards=bad, **OPTS)
+    strict = ShardedRetriever(
+        2, replicas=2, placement="any", work_dir=tmp_path / "a", wait_for_active_shards="all", **OPTS
+    )
+    lenient = ShardedRetriever(2, replicas=2, placement="any", work_dir=tmp_path / "b", **OPTS)
+    try:
+        for sr in (strict, lenient):
+            sr.add_documents(docs[:50])
+            ray.kill(sr._actors[1][1], no_restart=True)  # shard 1 keeps one copy
+        failed = []
+        for i in range(50, 110, 20):  # the first write after the death may find it out
+            try:
+                strict.add_documents(docs[i : i + 20])
+            except ShardUnavailableError as exc:
+                assert "wait_for_active_shards = 'all' asks for 2" in str(exc)
+                failed += [d["id"] for d in docs[i : i + 20]]
+        assert len(failed) >= 40
+        held = strict._scatter({s: ("existing", failed) for s in range(2)})
+        assert held == {0: [], 1: []}  # shard 0 had all its copies: it took nothing either
+        for i in range(50, 110, 20):
+            lenient.add_documents(docs[i : i + 20])
+        assert len(lenient) == 110
+        strict.wait_for_active_shards = 1
+        strict.add_documents(docs[110:120])
+    finally:
+        strict.close()
+        lenient.close()

@@ -286,6 +286,12 @@ class ShardedRetriever:
             another in-sync copy, a write fails (and is never committed later).
         write_deadline_per_doc: what a write of ``n`` documents adds to its deadline
             (``deadline + n * write_deadline_per_doc``): indexing takes time.
+        wait_for_active_shards: copies of a shard that must be in sync before a write to it
+            starts (Elasticsearch's setting of that name): 1 (default) the primary alone,
+            ``"all"`` every copy, or a number up to ``replicas``. Checked on every shard of the
+            write before any is written (after letting recovered copies back in); too few is a
+            :class:`ShardUnavailableError` and nothing is applied. A write that starts still
+            goes to every in-sync copy and is acknowledged once all of them hold it.
         placement: ``"spread"`` (default): the copies of a shard go to distinct nodes (a
             STRICT_SPREAD placement group per shard; a ValueError when the cluster has fewer
             nodes than ``replicas``); ``"any"``: where Ray puts them.
@@ -316,6 +322,7 @@ class ShardedRetriever:
         restart_wait: float = 60.0,
         deadline: float = 2.0,
         write_deadline_per_doc: float = 0.01,
+        wait_for_active_shards: int | str = 1,
         placement: str = "spread",
         name: str | None = None,
         actor_options: Mapping[str, Any] | None = None,
@@ -328,7 +335,7 @@ class ShardedRetriever:
             work_dir,
             max_restarts,
             restart_wait,
-            (deadline, write_deadline_per_doc, placement),
+            (deadline, write_deadline_per_doc, placement, wait_for_active_shards),
             actor_options,
             retriever_options,
             snapshot=None,
@@ -363,11 +370,22 @@ class ShardedRetriever:
         if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < -1:
             raise ValueError(f"max_restarts = {max_restarts!r}; expected an int >= -1")
         self.restart_wait = float(restart_wait)
-        deadline, write_deadline_per_doc, placement = deadlines
+        deadline, write_deadline_per_doc, placement, active = deadlines
         if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or not deadline > 0:
             raise ValueError(f"deadline = {deadline!r}; expected seconds > 0")
         self.deadline = float(deadline)
         self.write_deadline_per_doc = float(write_deadline_per_doc)
+        ok = active == "all" or (
+            isinstance(active, (int, np.integer))
+            and not isinstance(active, bool)
+            and 1 <= active <= self.replicas
+        )
+        if not ok:
+            raise ValueError(
+                f"wait_for_active_shards = {active!r}; expected 'all' or an int from 1 to replicas "
+                f"({self.replicas})"
+            )
+        self.wait_for_active_shards = active if active == "all" else int(active)
         ray = require_ray()
         self._ray = ray
         self._dead = actor_errors()
@@ -633,13 +651,32 @@ class ShardedRetriever:
         }
         if undo:
             try:
-                self._write_shards(undo, sum(len(c[1]) for c in undo.values()))
+                self._write_shards(undo, sum(len(c[1]) for c in undo.values()), check=False)
             finally:
                 self._generation += 1
         self._batches_checked = True
 
-    def _write_shards(self, calls: Mapping[int, tuple], n_docs: int) -> dict:
+    def _check_active(self, calls: Mapping[int, tuple]) -> None:
+        """``wait_for_active_shards`` on every shard of a write, before any is written."""
+        copies = self._copies
+        for s in sorted(calls):
+            need = self.replicas if self.wait_for_active_shards == "all" else self.wait_for_active_shards
+            if len(copies.in_sync[s]) < need and not copies.fenced[s]:
+                copies.heal(s)
+            have = len(copies.in_sync[s])
+            if have < need:
+                raise ShardUnavailableError(
+                    s,
+                    calls[s][0],
+                    self.deadline,
+                    f"{have} of its {self.replicas} copies are in sync; wait_for_active_shards = "
+                    f"{self.wait_for_active_shards!r} asks for {need}",
+                )
+
+    def _write_shards(self, calls: Mapping[int, tuple], n_docs: int, check: bool = True) -> dict:
         """One write per shard (the write lock held); raises the first failure."""
+        if check:
+            self._check_active(calls)
         out = self._copies.write(calls, self.deadline + n_docs * self.write_deadline_per_doc)
         self._note_acks(out)
         for s in sorted(out):
@@ -934,6 +971,7 @@ class ShardedRetriever:
         restart_wait: float = 60.0,
         deadline: float = 2.0,
         write_deadline_per_doc: float = 0.01,
+        wait_for_active_shards: int | str = 1,
         placement: str = "spread",
         actor_options: Mapping[str, Any] | None = None,
         **retriever_options: Any,
@@ -965,7 +1003,7 @@ class ShardedRetriever:
             work_dir,
             max_restarts,
             restart_wait,
-            (deadline, write_deadline_per_doc, placement),
+            (deadline, write_deadline_per_doc, placement, wait_for_active_shards),
             actor_options,
             opts,
             snapshot=folder,
@@ -983,6 +1021,7 @@ class ShardedRetriever:
         address: str | None = None,
         deadline: float = 2.0,
         write_deadline_per_doc: float = 0.01,
+        wait_for_active_shards: int | str = 1,
         **retriever_options: Any,
     ) -> ShardedRetriever:
         """A router over the running collection ``name`` (created with ``name=``), e.g. after
@@ -1001,7 +1040,7 @@ class ShardedRetriever:
             None,
             -1,
             60.0,
-            (deadline, write_deadline_per_doc, "any"),
+            (deadline, write_deadline_per_doc, "any", wait_for_active_shards),
             None,
             dict(retriever_options),
             snapshot=None,
