@@ -728,7 +728,8 @@ class ShardedRetriever:
     ) -> int:
         """:meth:`ragfind.Retriever.add_documents`: each document goes to its shard; returns
         the number of chunks added once every shard has made its part durable. All or nothing:
-        a shard that refuses its part takes the others' back out.
+        a shard that refuses its part takes the others' back out, and a part left by a router
+        that died midway is taken back by the next router (:meth:`attach`).
 
         ``embeddings`` (one row per chunk, in order) are split by the router, which chunks the
         documents to count their chunks (as the shards will)."""
@@ -1027,7 +1028,10 @@ class ShardedRetriever:
         """A router over the running collection ``name`` (created with ``name=``), e.g. after
         the router that created it died. It takes the writes over under a new primary term:
         the routers before it may still search, and their writes raise
-        :class:`StalePrimaryError`. ``retriever_options`` as given to the constructor.
+        :class:`StalePrimaryError`. An add its predecessor left on some of its shards only
+        (it died midway; that add was never acknowledged) is taken back first.
+        ``retriever_options`` as given to the constructor; ``deadline``,
+        ``write_deadline_per_doc`` and ``wait_for_active_shards`` as there.
 
         Raises:
             ValueError: no such collection with ``num_shards`` x ``replicas`` copies.
