@@ -86,7 +86,8 @@ def stop_node(work_dir: str, node_pid: int, address: str) -> None:
     node_a = descendants(node_pid)
     acked, failed, searches, writes, slow = [], [], [], [], []
     stopped_at = resumed_at = None
-    for n, i in enumerate(range(0, len(docs), 10)):
+    after_resume = 0
+    for n, i in enumerate(range(0, len(docs), 5)):
         if n == 3:
             # Worker node A stops (as in a partition): every process of the node, the shard
             # copies on it included; searches come first, then a write.
@@ -95,15 +96,17 @@ def stop_node(work_dir: str, node_pid: int, address: str) -> None:
         if stopped_at is not None and resumed_at is None and time.monotonic() - stopped_at > 4 * DEADLINE:
             signal_all(node_a + on_a, signal.SIGCONT)
             resumed_at = time.monotonic()
-        if resumed_at is not None and time.monotonic() - resumed_at > 3 * DEADLINE:
-            break
+        if resumed_at is not None:
+            if time.monotonic() - resumed_at > 2 * DEADLINE:
+                break
+            after_resume += 1
         for q in queries[:3]:
             t = time.monotonic()
             sharded.search(q, k=10)
             searches.append(time.monotonic() - t)
             if searches[-1] > DEADLINE / 2:
                 slow.append(("search", n, round(t - (stopped_at or t), 2), round(searches[-1], 2)))
-        batch = docs[i : i + 10]
+        batch = docs[i : i + 5]
         t = time.monotonic()
         try:
             sharded.add_documents(batch)
@@ -114,8 +117,10 @@ def stop_node(work_dir: str, node_pid: int, address: str) -> None:
         if writes[-1] > DEADLINE / 2:
             slow.append(("write", n, round(t - (stopped_at or t), 2), round(writes[-1], 2)))
         time.sleep(0.05)
+    resumed_in_stream = resumed_at is not None
     if resumed_at is None:
         signal_all(node_a + on_a, signal.SIGCONT)
+        resumed_at = time.monotonic()
     report = _copies_report(sharded, ray, 60.0)
     single = ragfind.Retriever(**OPTS)
     single.add_documents([d for d in docs if d["id"] in set(acked)])
@@ -137,7 +142,9 @@ def stop_node(work_dir: str, node_pid: int, address: str) -> None:
             "max_write_s": max(writes),
             "slow": slow,
             "deadline": DEADLINE,
-            "stopped_s": (resumed_at or time.monotonic()) - stopped_at,
+            "stopped_s": resumed_at - stopped_at,
+            "resumed_in_stream": resumed_in_stream,
+            "steps_after_resume": after_resume,
             "copies_on_a_stopped": sorted(set(on_a) & set(node_a)) == sorted(on_a) and len(on_a) == SHARDS,
             **report,
         }
