@@ -4,12 +4,12 @@ throughput and query latency for 1..N shards on a local Ray, in one process run.
     PYTHONPATH=python python bench/compare_distributed.py --shards 1 2 4 --queries 100
 
 Prints a table: documents/s indexed, median and p90 search latency (BM25 only and hybrid),
-each as a ratio to the single Retriever measured in the same run, the median of a bare actor
-round trip (a no-op method) and of a fan-out of N no-op calls to N actors gathered with one
-ray.get (the floor of one round over N shards, with the router CPU it takes) in the same run,
-the router's CPU per BM25 query (this process's CPU time over the query loop) and the rounds
-of shard calls per query; then the latency of a query's first search and the throughput with
-8 client threads. The
+each as a ratio to the single Retriever measured in the same run, the router's CPU per BM25
+query (this process's CPU time over the query loop) and the rounds of shard calls per query
+(BM25, hybrid: above 1.0 when passages were fetched after the lists); the median of a bare
+actor round trip (a no-op method) and of a fan-out of N no-op calls to N actors gathered with
+one ray.get (the floor of one round over N shards, with the router CPU it takes) in the same
+run; then the latency of a query's first search and the throughput with 8 client threads. The
 router keeps the collection statistics, so a query's first search is one round too. The
 sharded results are checked equal to the single Retriever's (scores, 1e-6 relative) on every
 query measured.
@@ -74,7 +74,7 @@ def main() -> None:
     t_single = time.perf_counter() - t
     lat_b = _lat(lambda q: single.search(q, 10, stages=["bm25"]), queries)
     lat_h = _lat(lambda q: single.search(q, 10), queries)
-    rows.append(("Retriever", len(docs) / t_single, lat_b, lat_h, 0.0, 0.0))
+    rows.append(("Retriever", len(docs) / t_single, lat_b, lat_h, 0.0, None))
     extra = []
     with ThreadPoolExecutor(8) as pool:
         t = time.perf_counter()
@@ -114,7 +114,9 @@ def main() -> None:
         lb = _lat(lambda q, sr=sr: sr.search(q, 10, stages=["bm25"]), queries)
         cpu = (time.process_time() - cpu) / len(queries)
         per_query = rounds[0] / len(queries)
+        rounds[0] = 0
         lh = _lat(lambda q, sr=sr: sr.search(q, 10), queries)
+        per_query_h = rounds[0] / len(queries)
         for q in queries:
             a = [p.score for p in single.search(q, 10)]
             b = [p.score for p in sr.search(q, 10)]
@@ -128,23 +130,25 @@ def main() -> None:
             f"({cold_rounds:.1f} rounds); 8 client threads: {qps:.0f} q/s; fan-out of {n} no-op calls "
             f"median {statistics.median(fanout[n]) * 1e3:.2f} ms, router CPU {fanout_cpu[n] * 1e3:.2f} ms"
         )
-        rows.append((f"ShardedRetriever({n})", len(docs) / t_add, lb, lh, cpu, per_query))
+        rows.append((f"ShardedRetriever({n})", len(docs) / t_add, lb, lh, cpu, (per_query, per_query_h)))
         sr.close()
     base = rows[0]
     print(f"SciFact {len(docs)} docs, {len(queries)} queries, local Ray num_cpus={args.cpus}")
     print(f"bare actor round trip: median {statistics.median(rtt) * 1e3:.2f} ms")
     print(
         "| retriever | docs/s indexed | BM25 median ms (ratio) | BM25 p90 ms | hybrid median ms (ratio) "
-        "| router CPU ms/query | call rounds/query |"
+        "| hybrid p90 ms | router CPU ms/BM25 query | call rounds/query (BM25, hybrid) |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for name, dps, lb, lh, cpu, per_query in rows:
         mb, mh = statistics.median(lb) * 1e3, statistics.median(lh) * 1e3
         rb, rh = mb / (statistics.median(base[2]) * 1e3), mh / (statistics.median(base[3]) * 1e3)
-        p90 = float(np.percentile(lb, 90)) * 1e3
+        p90, p90h = float(np.percentile(lb, 90)) * 1e3, float(np.percentile(lh, 90)) * 1e3
+        rounds_txt = "-" if per_query is None else f"{per_query[0]:.2f}, {per_query[1]:.2f}"
+        cpu_txt = "-" if per_query is None else f"{cpu * 1e3:.2f}"
         print(
             f"| {name} | {dps:,.0f} | {mb:.2f} ({rb:.1f}x) | {p90:.2f} | {mh:.2f} ({rh:.1f}x) "
-            f"| {cpu * 1e3:.2f} | {per_query:.1f} |"
+            f"| {p90h:.2f} | {cpu_txt} | {rounds_txt} |"
         )
     for line in extra:
         print(line)

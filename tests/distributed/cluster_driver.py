@@ -1,7 +1,8 @@
 """The driver of test_sharded_cluster.py, run in its own process (the test session holds a
-local Ray of its own): joins the cluster at ``argv[1]``, writes a stream of documents to a
-ShardedRetriever whose copies sit on the two worker nodes, kills worker node A (its process
-group, ``argv[3]``) mid-stream, and prints what it saw as one JSON line."""
+local Ray of its own): joins the cluster at ``argv[3]``, writes a stream of documents to a
+ShardedRetriever (log and state under ``argv[1]``) whose copies sit on the two worker nodes,
+kills worker node A (its process group, ``argv[2]``) mid-stream, and prints what it saw as one
+JSON line."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def main() -> None:
-    address, work_dir, node_a_group = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    work_dir, node_a_group, address = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     import ray
     from sharded_helpers import load_collection
 

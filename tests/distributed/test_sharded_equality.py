@@ -4,6 +4,7 @@ with chunked documents (collection-wide chunk ids map back to the same passages)
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import sharded_helpers
 from sharded_helpers import assert_same, load_collection
@@ -181,3 +182,56 @@ def test_a_shard_ahead_of_the_routers_statistics_is_scored_again(ray_session) ->
             assert rounds == [["first_stage"]], rounds
     finally:
         sharded.close()
+
+
+def test_rows_beyond_one_inline_reply_are_fetched_after(ray_session) -> None:
+    # Documents of about 12 KB: a shard's reply carries only the rows that fit in one inline
+    # Ray reply (a few), the router fetches the rest of the passages in a second round, and
+    # the results stay one Retriever's (one list, fused lists, re-ranked heads).
+    from ragfind.distributed.shard import REPLY_BYTES
+
+    c = load_collection("cranfield")
+    docs = [{**d, "text": " ".join([d["text"]] * 12)} for d in c["docs"][:300]]
+    assert sum(len(d["text"]) for d in docs[:40]) > 2 * REPLY_BYTES
+    queries = [q for _, q in c["queries"][:6]]
+    opts = dict(encoder=None, chunk_size=None, cache_size=0)
+    single = ragfind.Retriever(**opts)
+    single.add_documents(docs)
+    sharded = ShardedRetriever(2, **opts)
+    try:
+        sharded.add_documents(docs)
+        rounds = []
+        read = sharded._copies.read
+
+        def counted(calls, *a, **kw):
+            rounds.append(sorted({call[0] for call in calls.values()}))
+            return read(calls, *a, **kw)
+
+        sharded._copies.read = counted
+        for q in queries:
+            rounds.clear()
+            assert_same(single, sharded, q, k=20, stages=["bm25"])
+            assert_same(single, sharded, [q, q + " flow"], k=20)
+        assert ["fetch"] in rounds, rounds
+    finally:
+        sharded.close()
+
+
+def test_head_rows_go_by_reciprocal_rank_within_the_budget() -> None:
+    from ragfind.distributed.shard import _row_bytes, head_rows
+
+    class Store:
+        def fetch_list(self, ids):
+            return [(i, f"d{i}", "x" * 100, None, 0, 100, "{}", None) for i in ids]
+
+    a, b = np.array([5, 1, 7]), np.array([1, 9, 3, 4])
+    # 1 is in both lists; 5 and 9 tie on their rank (sorted is stable: first seen first).
+    assert list(head_rows(Store(), [a, b], 10, 10**6)) == [1, 5, 9, 7, 3, 4]
+    assert list(head_rows(Store(), [a, b], 2, 10**6)) == [1, 5]
+    assert list(head_rows(Store(), [b], 3, 10**6)) == [1, 9, 3]
+    # Ranked 3rd in both beats 1st in one (RRF with k = 60).
+    assert list(head_rows(Store(), [np.array([8, 2, 3]), np.array([9, 6, 3])], 1, 10**6)) == [3]
+    one = _row_bytes(Store().fetch_list([0])[0])
+    assert list(head_rows(Store(), [a, b], 10, 3 * one + 1)) == [1, 5, 9]
+    assert head_rows(Store(), [a, b], 10, one - 1) == {}
+    assert head_rows(Store(), [], 3, 10**6) == {}

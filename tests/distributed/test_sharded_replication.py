@@ -319,3 +319,83 @@ def test_driver_killed_a_new_router_attaches_and_loses_nothing(ray_session, docs
         proc.stdout.close()
         if router is not None:
             router.destroy()
+
+
+def test_a_batch_left_half_written_by_a_dead_router_is_taken_back(ray_session, docs, tmp_path) -> None:
+    # A router dies after one shard took its part of an add and before the other did (the
+    # add was never acknowledged): the router that takes over gives that part back, so adds
+    # stay all or nothing. A whole batch later deleted from on one shard only stays.
+    from ragfind.distributed.partition import shard_of
+
+    ray = ray_session
+    name = f"torn-{os.getpid()}"
+    first = ShardedRetriever(2, replicas=2, placement="any", name=name, work_dir=tmp_path, **OPTS)
+    routers = [first]
+    try:
+        first.add_documents(docs[:100])
+        first.add_documents(docs[100:140])
+        gone = [d["id"] for d in docs[100:140] if shard_of(d["id"], 2) == 1][:3]
+        first.delete_documents(gone)  # shard 0's last write is the batch, shard 1's a delete
+        acked = {d["id"] for d in docs[:140]} - set(gone)
+        second = ShardedRetriever.attach(name, 2, replicas=2, **OPTS)
+        routers.append(second)
+        assert len(second) == len(acked)  # nothing taken back: that batch was whole
+        batch = docs[140:180]
+        write = second._copies.write
+
+        def dies_after_shard_0(calls, timeout=None):
+            write({0: calls[0]}, timeout)  # shard 0 holds its part ...
+            raise SystemExit("the router died")  # ... shard 1 never gets its own
+
+        second._copies.write = dies_after_shard_0
+        with pytest.raises(SystemExit):
+            second.add_documents(batch)
+        on_0 = [d["id"] for d in batch if shard_of(d["id"], 2) == 0]
+        assert len(second._scatter({0: ("existing", on_0)})[0]) == len(on_0) > 0
+        third = ShardedRetriever.attach(name, 2, replicas=2, **OPTS)
+        routers.append(third)
+        _settle(third)
+        _assert_converged(ray, third, acked, {d["id"] for d in batch})
+        assert len(third) == len(acked)
+        third.add_documents(batch)  # the batch can be sent again, whole
+        _settle(third)
+        _assert_converged(ray, third, acked | {d["id"] for d in batch}, set())
+    finally:
+        for r in routers[:-1]:
+            r.close()
+        routers[-1].destroy()
+
+
+def test_wait_for_active_shards(ray_session, docs, tmp_path) -> None:
+    # "all": a write to a shard with a copy out of the in-sync set fails before anything is
+    # written (on any shard); 1 (default): it goes on with the primary alone.
+    ray = ray_session
+    for bad in (0, 3, "most", True, 1.5):
+        with pytest.raises(ValueError, match="wait_for_active_shards"):
+            ShardedRetriever(1, replicas=2, placement="any", wait_for_active_shards=bad, **OPTS)
+    strict = ShardedRetriever(
+        2, replicas=2, placement="any", work_dir=tmp_path / "a", wait_for_active_shards="all", **OPTS
+    )
+    lenient = ShardedRetriever(2, replicas=2, placement="any", work_dir=tmp_path / "b", **OPTS)
+    try:
+        for sr in (strict, lenient):
+            sr.add_documents(docs[:50])
+            ray.kill(sr._actors[1][1], no_restart=True)  # shard 1 keeps one copy
+        failed = []
+        for i in range(50, 110, 20):  # the first write after the death may find it out
+            try:
+                strict.add_documents(docs[i : i + 20])
+            except ShardUnavailableError as exc:
+                assert "wait_for_active_shards = 'all' asks for 2" in str(exc)
+                failed += [d["id"] for d in docs[i : i + 20]]
+        assert len(failed) >= 40
+        held = strict._scatter({s: ("existing", failed) for s in range(2)})
+        assert held == {0: [], 1: []}  # shard 0 had all its copies: it took nothing either
+        for i in range(50, 110, 20):
+            lenient.add_documents(docs[i : i + 20])
+        assert len(lenient) == 110
+        strict.wait_for_active_shards = 1
+        strict.add_documents(docs[110:120])
+    finally:
+        strict.close()
+        lenient.close()

@@ -286,6 +286,12 @@ class ShardedRetriever:
             another in-sync copy, a write fails (and is never committed later).
         write_deadline_per_doc: what a write of ``n`` documents adds to its deadline
             (``deadline + n * write_deadline_per_doc``): indexing takes time.
+        wait_for_active_shards: copies of a shard that must be in sync before a write to it
+            starts (Elasticsearch's setting of that name): 1 (default) the primary alone,
+            ``"all"`` every copy, or a number up to ``replicas``. Checked on every shard of the
+            write before any is written (after letting recovered copies back in); too few is a
+            :class:`ShardUnavailableError` and nothing is applied. A write that starts still
+            goes to every in-sync copy and is acknowledged once all of them hold it.
         placement: ``"spread"`` (default): the copies of a shard go to distinct nodes (a
             STRICT_SPREAD placement group per shard; a ValueError when the cluster has fewer
             nodes than ``replicas``); ``"any"``: where Ray puts them.
@@ -316,6 +322,7 @@ class ShardedRetriever:
         restart_wait: float = 60.0,
         deadline: float = 2.0,
         write_deadline_per_doc: float = 0.01,
+        wait_for_active_shards: int | str = 1,
         placement: str = "spread",
         name: str | None = None,
         actor_options: Mapping[str, Any] | None = None,
@@ -328,7 +335,7 @@ class ShardedRetriever:
             work_dir,
             max_restarts,
             restart_wait,
-            (deadline, write_deadline_per_doc, placement),
+            (deadline, write_deadline_per_doc, placement, wait_for_active_shards),
             actor_options,
             retriever_options,
             snapshot=None,
@@ -363,11 +370,22 @@ class ShardedRetriever:
         if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < -1:
             raise ValueError(f"max_restarts = {max_restarts!r}; expected an int >= -1")
         self.restart_wait = float(restart_wait)
-        deadline, write_deadline_per_doc, placement = deadlines
+        deadline, write_deadline_per_doc, placement, active = deadlines
         if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or not deadline > 0:
             raise ValueError(f"deadline = {deadline!r}; expected seconds > 0")
         self.deadline = float(deadline)
         self.write_deadline_per_doc = float(write_deadline_per_doc)
+        ok = active == "all" or (
+            isinstance(active, (int, np.integer))
+            and not isinstance(active, bool)
+            and 1 <= active <= self.replicas
+        )
+        if not ok:
+            raise ValueError(
+                f"wait_for_active_shards = {active!r}; expected 'all' or an int from 1 to replicas "
+                f"({self.replicas})"
+            )
+        self.wait_for_active_shards = active if active == "all" else int(active)
         ray = require_ray()
         self._ray = ray
         self._dead = actor_errors()
@@ -467,6 +485,14 @@ class ShardedRetriever:
             self.close()
             raise
         self._next_seq = max([i["max_seq"] for i in infos.values()] + [-1]) + 1
+        # Only a router taking over a running collection can find a batch half written.
+        self._batches_checked = not attach
+        if attach:
+            try:
+                with self._copies.write_lock:
+                    self._check_batches()
+            except ShardUnavailableError:
+                pass  # done before this router's first write instead
         if manifest is not None:
             self._next_seq = max(self._next_seq, int(manifest["next_doc_seq"]))
 
@@ -531,6 +557,10 @@ class ShardedRetriever:
         missing: set = set()
         override: dict = {}
         rows_top = getattr(self._copies._local, "rows_top", 0)
+        if sum(len(inputs) for _, _, inputs in plan) > 1:
+            # Several lists: a fused head may rank deeper in each of them than in one list
+            # (which the shards' heads always cover: its global head is in their union).
+            rows_top *= 2
         lock = self._copies.write_lock
         held = False
         try:
@@ -595,8 +625,58 @@ class ShardedRetriever:
         out = self._copies.read(calls, primary=True, timeout=timeout)
         return {s: _raise_err(r) for s, r in out.items()}
 
-    def _write_shards(self, calls: Mapping[int, tuple], n_docs: int) -> dict:
+    def _check_batches(self) -> None:
+        """Once, before this router's first write (the write lock held): a router that died
+        while an add was on its way may have left the batch on some of its shards only; it was
+        never acknowledged, so the shards holding it give it back (adds stay all or nothing).
+        A shard's last write is the only one a dead router can have left half done."""
+        if self._batches_checked:
+            return
+        lasts = self._read_primaries({s: ("last_add",) for s in range(self.num_shards)})
+        ask: dict = {}
+        for s, last in lasts.items():
+            if last is not None:
+                for t in last[1]:
+                    if t != s:
+                        ask.setdefault(t, []).append(last[0])
+        known: dict = {}
+        if ask:
+            got = self._read_primaries({t: ("knows_batches", bids) for t, bids in ask.items()})
+            for t, bids in ask.items():
+                known.update({(t, b): k for b, k in zip(bids, got[t])})
+        undo = {
+            s: ("delete", last[2])
+            for s, last in lasts.items()
+            if last is not None and not all(known.get((t, last[0]), True) for t in last[1] if t != s)
+        }
+        if undo:
+            try:
+                self._write_shards(undo, sum(len(c[1]) for c in undo.values()), check=False)
+            finally:
+                self._generation += 1
+        self._batches_checked = True
+
+    def _check_active(self, calls: Mapping[int, tuple]) -> None:
+        """``wait_for_active_shards`` on every shard of a write, before any is written."""
+        copies = self._copies
+        for s in sorted(calls):
+            need = self.replicas if self.wait_for_active_shards == "all" else self.wait_for_active_shards
+            if len(copies.in_sync[s]) < need and not copies.fenced[s]:
+                copies.heal(s)
+            have = len(copies.in_sync[s])
+            if have < need:
+                raise ShardUnavailableError(
+                    s,
+                    calls[s][0],
+                    self.deadline,
+                    f"{have} of its {self.replicas} copies are in sync; wait_for_active_shards = "
+                    f"{self.wait_for_active_shards!r} asks for {need}",
+                )
+
+    def _write_shards(self, calls: Mapping[int, tuple], n_docs: int, check: bool = True) -> dict:
         """One write per shard (the write lock held); raises the first failure."""
+        if check:
+            self._check_active(calls)
         out = self._copies.write(calls, self.deadline + n_docs * self.write_deadline_per_doc)
         self._note_acks(out)
         for s in sorted(out):
@@ -648,7 +728,8 @@ class ShardedRetriever:
     ) -> int:
         """:meth:`ragfind.Retriever.add_documents`: each document goes to its shard; returns
         the number of chunks added once every shard has made its part durable. All or nothing:
-        a shard that refuses its part takes the others' back out.
+        a shard that refuses its part takes the others' back out, and a part left by a router
+        that died midway is taken back by the next router (:meth:`attach`).
 
         ``embeddings`` (one row per chunk, in order) are split by the router, which chunks the
         documents to count their chunks (as the shards will)."""
@@ -687,6 +768,7 @@ class ShardedRetriever:
             ends = np.cumsum([counts.get(d["id"], 0) for d in docs])
             rows = [emb[e - counts.get(d["id"], 0) : e] for d, e in zip(docs, ends)]
         with self._copies.write_lock:
+            self._check_batches()
             by_shard: dict = {}
             for n, d in enumerate(docs):
                 by_shard.setdefault(shard_of(d["id"], self.num_shards), []).append(n)
@@ -702,9 +784,12 @@ class ShardedRetriever:
             seqs = list(range(self._next_seq, self._next_seq + len(docs)))
             self._next_seq += len(docs)  # never reused, also when this add fails
             calls = {}
+            # Every part names the batch and its shards: a router taking over after this one
+            # died mid-add finds a batch some of its shards lack (:meth:`_check_batches`).
+            batch = [uuid.uuid4().hex, sorted(by_shard)]
             for s, ns in by_shard.items():
                 emb_part = np.concatenate([rows[n] for n in ns]) if rows is not None else None
-                calls[s] = ("add", [docs[n] for n in ns], [seqs[n] for n in ns], emb_part)
+                calls[s] = ("add", [docs[n] for n in ns], [seqs[n] for n in ns], emb_part, batch)
             self._failed = {}
             try:
                 out = self._write_shards(calls, len(docs))
@@ -734,6 +819,7 @@ class ShardedRetriever:
         if not ids:
             return 0
         with self._copies.write_lock:
+            self._check_batches()
             by_shard: dict = {}
             for d in dict.fromkeys(ids):
                 by_shard.setdefault(shard_of(d, self.num_shards), []).append(d)
@@ -778,11 +864,14 @@ class ShardedRetriever:
         """
         self._check_open()
         local = self._copies.pin()  # one copy per shard for all of this search's phases
-        # The shards send the rows of their lists' heads along (twice the passages the
-        # fusion keeps: a fused head deeper than that in every list is fetched after).
+        # The shards send the rows of their lists' heads along (the passages kept, twice
+        # that when lists are fused; a fused head deeper than that in every list, or rows
+        # beyond what fits in one inline Ray reply, are fetched after).
         want = k if isinstance(k, int) else 10
-        want = max(want, self._head.rerank_candidates) if rerank else want
-        local.rows_top, local.rows = 2 * int(want), {}
+        head = self._head
+        if rerank and (head.reranker is not None or head.rerank_stages):
+            want = max(want, head.rerank_candidates)  # the passages the re-rankers see
+        local.rows_top, local.rows = int(want), {}
         try:
             res = self._head.search(
                 query,
@@ -883,6 +972,7 @@ class ShardedRetriever:
         restart_wait: float = 60.0,
         deadline: float = 2.0,
         write_deadline_per_doc: float = 0.01,
+        wait_for_active_shards: int | str = 1,
         placement: str = "spread",
         actor_options: Mapping[str, Any] | None = None,
         **retriever_options: Any,
@@ -914,7 +1004,7 @@ class ShardedRetriever:
             work_dir,
             max_restarts,
             restart_wait,
-            (deadline, write_deadline_per_doc, placement),
+            (deadline, write_deadline_per_doc, placement, wait_for_active_shards),
             actor_options,
             opts,
             snapshot=folder,
@@ -932,12 +1022,16 @@ class ShardedRetriever:
         address: str | None = None,
         deadline: float = 2.0,
         write_deadline_per_doc: float = 0.01,
+        wait_for_active_shards: int | str = 1,
         **retriever_options: Any,
     ) -> ShardedRetriever:
         """A router over the running collection ``name`` (created with ``name=``), e.g. after
         the router that created it died. It takes the writes over under a new primary term:
         the routers before it may still search, and their writes raise
-        :class:`StalePrimaryError`. ``retriever_options`` as given to the constructor.
+        :class:`StalePrimaryError`. An add its predecessor left on some of its shards only
+        (it died midway; that add was never acknowledged) is taken back first.
+        ``retriever_options`` as given to the constructor; ``deadline``,
+        ``write_deadline_per_doc`` and ``wait_for_active_shards`` as there.
 
         Raises:
             ValueError: no such collection with ``num_shards`` x ``replicas`` copies.
@@ -950,7 +1044,7 @@ class ShardedRetriever:
             None,
             -1,
             60.0,
-            (deadline, write_deadline_per_doc, "any"),
+            (deadline, write_deadline_per_doc, "any", wait_for_active_shards),
             None,
             dict(retriever_options),
             snapshot=None,

@@ -34,6 +34,7 @@ from ragfind.pipeline.retriever import Retriever
 
 STATE = "state.json"
 WAL = "wal.log"
+KEEP_BATCHES = 4096  # batch ids a copy remembers (a crashed router's last one is recent)
 
 
 def decode_array(d: dict | None, blob: bytes | None = None) -> np.ndarray | None:
@@ -156,6 +157,38 @@ class BM25Stats:
         return {"base": base, "version": int(version), "stages": out}
 
 
+# Ray hands a call's result back inline up to 100 KiB (its max_direct_call_object_size); a
+# bigger one goes through the object store, several more round trips: a 4-shard hybrid
+# search's answers of 150 KB took 11.9 ms against 5.6 ms at 48 KB (bench/distributed.md).
+INLINE_REPLY_BYTES = int(os.environ.get("RAY_max_direct_call_object_size", 100 * 1024))
+REPLY_BYTES = INLINE_REPLY_BYTES * 7 // 8  # room for pickle's framing and estimation error
+
+
+def _row_bytes(row: tuple) -> int:
+    """About what a stored row pickles to (its strings, the rest small)."""
+    return 48 + sum(len(x) + 5 if isinstance(x, str) else 9 for x in row)
+
+
+def head_rows(store: Any, lists: list, top: int, budget: int, rrf_k: float = 60.0) -> dict:
+    """``{chunk id: row}`` of the ``top`` chunks of ``lists`` most likely in the fused head,
+    best first while their size fits in ``budget`` bytes: the router fetches any other the
+    fused head needs. "Most likely": the highest reciprocal-rank sum over the lists (this
+    shard's RRF; one list: its order), as a chunk ranked 30th in two lists outranks one
+    ranked 1st in one."""
+    prio: dict = {}
+    for ids in lists:
+        for rank, i in enumerate(ids.tolist()):
+            prio[i] = prio.get(i, 0.0) + 1.0 / (rrf_k + rank + 1)
+    order = sorted(prio, key=prio.__getitem__, reverse=True)[:top]
+    rows: dict = {}
+    for row in store.fetch_list(order):
+        budget -= _row_bytes(row)
+        if budget < 0:
+            break
+        rows[row[0]] = row
+    return rows
+
+
 class _Refused:
     """A write a copy refused without applying it: ``why`` is ``"stale"`` (the router's
     primary term is older than the copy's: another router took over) or ``"gap"`` (the copy
@@ -232,7 +265,15 @@ class ShardActor:
         self.replayed = 0
         self.log_term = 0
         self.log_max_seq = self.base
-        self._catch_up(self.wal.records(), self.base)
+        records = self.wal.records()
+        # The batches of adds this copy holds: those a snapshot holds were carried over in
+        # the term record that starts the log after it, the others are the log's adds.
+        self.batch_ids: dict = {}
+        self.last_batch: list | None = None
+        for r in records:
+            if r.get("op") == "term":
+                self.batch_ids.update(dict.fromkeys(r.get("batches", ())))
+        self._catch_up(records, self.base)
 
     def _catch_up(self, records: list, floor: int) -> bool:
         """Applies the log's writes after ``last``; False when this copy holds a write the log
@@ -283,10 +324,21 @@ class ShardActor:
             docs = rec["docs"]
             with self.chunk_ids.numbering({str(d["id"]): s for d, s in zip(docs, rec["seqs"])}):
                 emb = rec.get("emb")
-                if isinstance(emb, np.ndarray):
-                    return self.r.add_documents(docs, embeddings=emb)
-                return self.r.add_documents(docs, embeddings=decode_array(emb, rec.get("_blob")))
-        return self.r.delete_documents(rec["ids"])
+                if not isinstance(emb, np.ndarray):
+                    emb = decode_array(emb, rec.get("_blob"))
+                n = self.r.add_documents(docs, embeddings=emb)
+        else:
+            n = self.r.delete_documents(rec["ids"])
+        # The last write, when it is an add of a batch: what a router taking over after a
+        # crash checks the batch's other shards against (:meth:`last_add`).
+        self.last_batch = None
+        if rec.get("batch"):
+            bid, shards = rec["batch"]
+            self.batch_ids[bid] = None
+            if len(self.batch_ids) > KEEP_BATCHES:
+                del self.batch_ids[next(iter(self.batch_ids))]
+            self.last_batch = [bid, [int(x) for x in shards], [str(d["id"]) for d in rec["docs"]]]
+        return n
 
     def _write(self, term: int, seq: int, prev: int, rec: dict) -> Any:
         if term < self.term:
@@ -328,9 +380,21 @@ class ShardActor:
         return {"n": n, "stats": self.bm25_stats.report(self.r, self.last, full=full)}
 
     @_guard
-    def add(self, term: int, seq: int, prev: int, docs: list, seqs: list, embeddings: Any = None) -> Any:
-        """Adds documents; returns their chunk count once applied (and, on the primary, durable)."""
+    def add(
+        self,
+        term: int,
+        seq: int,
+        prev: int,
+        docs: list,
+        seqs: list,
+        embeddings: Any = None,
+        batch: list | None = None,
+    ) -> Any:
+        """Adds documents; returns their chunk count once applied (and, on the primary, durable).
+        ``batch``: ``[batch id, the shards holding a part of it]`` (logged with the write)."""
         rec = {"op": "add", "docs": docs, "seqs": [int(s) for s in seqs]}
+        if batch is not None:
+            rec["batch"] = [str(batch[0]), [int(x) for x in batch[1]]]
         if embeddings is not None:
             rec["emb"] = np.asarray(embeddings, np.float32)
         return self._write(term, seq, prev, rec)
@@ -415,7 +479,7 @@ class ShardActor:
         self.wal.reset()
         # The term fences off an older primary, the aborts keep a stale copy from keeping a
         # failed write: both outlive the truncation.
-        self.wal.append({"op": "term", "term": self.term})
+        self.wal.append({"op": "term", "term": self.term, "batches": list(self.batch_ids)})
         if aborted:
             self.wal.append({"op": "abort", "term": self.term, "seqs": aborted})
         self.base = self.last
@@ -436,6 +500,16 @@ class ShardActor:
             "pid": os.getpid(),
             "node": _node_id(),
         }
+
+    def last_add(self) -> list | None:
+        """``[batch id, its shards, this shard's document ids]`` when this copy's last write is
+        an add of a batch (else None): a router that died while the batch was on its way may
+        have left it on some of its shards only."""
+        return self.last_batch
+
+    def knows_batches(self, bids: list) -> list:
+        """Per batch id: whether this copy applied its part (the last KEEP_BATCHES batches)."""
+        return [b in self.batch_ids for b in bids]
 
     def existing(self, doc_ids: list) -> list:
         return self.r.store.existing([str(d) for d in doc_ids])
@@ -511,8 +585,9 @@ class ShardActor:
             out[name] = lists
         rows: dict = {}
         if rows_top:
-            want = {int(i) for lists in out.values() for ids, _ in lists for i in ids[:rows_top].tolist()}
-            rows = self.r.store.fetch(sorted(want)) if want else {}
+            lists = [ids for per_query in out.values() for ids, _ in per_query]
+            budget = REPLY_BYTES - sum(16 * len(ids) for ids in lists) - 1024
+            rows = head_rows(self.r.store, lists, rows_top, budget, getattr(self.r, "rrf_k", 60.0))
         return {"lists": out, "rows": rows}
 
     def fetch(self, ids: list) -> dict:
