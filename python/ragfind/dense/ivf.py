@@ -439,7 +439,7 @@ class IvfBackend:
                 self._iv_exact[pb] = xb
             if crow is not None:
                 res = self._residuals(xb, self._centroids, lists[b : b + _WRITE_BLOCK])
-                self._codes.put(self._cd, crow[b : b + _WRITE_BLOCK], self._codes.encode(res))
+                self._codes.put(self._cd, crow[b : b + _WRITE_BLOCK], self._codes.encode(res, rows=xb))
         self._iv_ids[pos] = np.asarray(id_list, dtype=self._iv_ids.dtype)
         if live is not None:
             live[pos] = 1
@@ -581,7 +581,7 @@ class IvfBackend:
         for b in range(0, cdst.shape[0], _WRITE_BLOCK):
             rows = data[dst[b : b + _WRITE_BLOCK]]
             res = self._residuals(rows, centroids, owner[b : b + _WRITE_BLOCK])
-            c.put(state, cdst[b : b + _WRITE_BLOCK], c.encode(res, params))
+            c.put(state, cdst[b : b + _WRITE_BLOCK], c.encode(res, params, rows))
         return state, cstart, used
 
     # ----------------------------------------------------------------- search
