@@ -40,6 +40,7 @@ struct ListScanner {
   std::vector<float> vres;
   RabitqQuery rq;
   std::vector<uint32_t> sums, pops;
+  std::vector<float> est;
   double inv_sqrt_d;
 
   ListScanner(const IvfRabitqView& view, const float* qr)
@@ -62,15 +63,24 @@ struct ListScanner {
     if (sums.size() < static_cast<size_t>(n)) {
       sums.resize(static_cast<size_t>(n));
       pops.resize(static_cast<size_t>(n));
+      est.resize(static_cast<size_t>(n));
     }
     K.scan(v.bits + static_cast<size_t>(s) * words, static_cast<size_t>(n), words, rq.planes.data(), sums.data(),
            pops.data());
+    // est = c . r + |r| / ipq * <xbar, v> with <xbar, v> = a * pop + b * sum + c0 (rabitq_xq),
+    // in one straight float loop over the list, then the rows offered in order.
+    const auto isd = static_cast<float>(inv_sqrt_d);
+    const float a = 2 * rq.lo * isd, b = 2 * rq.delta * isd;
+    const float c0 = -(rq.lo * static_cast<float>(d) + rq.delta * static_cast<float>(rq.sum_u)) * isd;
+    const float *cd = v.cdot + s, *nr = v.norm + s, *ip = v.ipq + s;
+    float* ev = est.data();
     for (int64_t i = 0; i < n; ++i) {
-      const int64_t at = s + i;
-      if (v.allowed != nullptr && v.allowed[at] == 0) continue;
-      const double xq = rabitq_xq(rq, sums[static_cast<size_t>(i)], pops[static_cast<size_t>(i)], inv_sqrt_d);
-      row(at, static_cast<float>(v.cdot[at] + v.norm[at] * xq / v.ipq[at]));
+      const float xq = a * static_cast<float>(static_cast<int32_t>(pops[size_t(i)])) +
+                       b * static_cast<float>(static_cast<int32_t>(sums[size_t(i)])) + c0;
+      ev[i] = cd[i] + nr[i] / ip[i] * xq;
     }
+    for (int64_t i = 0; i < n; ++i)
+      if (v.allowed == nullptr || v.allowed[s + i] != 0) row(s + i, ev[i]);
     return e;
   }
 };
@@ -113,27 +123,37 @@ size_t ivf_rabitq_search_one(const IvfRabitqView& v, const float* q, size_t k, s
   std::vector<float> q_rot(d);
   S.dot_rows_f32(q, v.rotation, d, d, q_rot.data());
   ListScanner sc(v, q_rot.data());
+  // The pool: the R best estimates (ties to the lower position), a heap with the worst on top,
+  // so most rows cost one compare against it.
+  const size_t R = std::max(k, k * rerank);
+  auto by_est = [](const Candidate& a, const Candidate& b) {
+    return a.est > b.est || (a.est == b.est && a.pos < b.pos);
+  };
   std::vector<Candidate> cand;
+  cand.reserve(std::min<size_t>(R, 4096));
   std::vector<ListError> errs;
+  size_t scanned = 0;
   auto scan_list = [&](size_t p) {
     const float base = -cs[p].first;
     const auto probe = static_cast<uint32_t>(errs.size());
     errs.push_back(sc.scan(static_cast<size_t>(cs[p].second), [&](int64_t at, float x) {
-      cand.push_back({base + x, 0.f, at, probe});
+      ++scanned;
+      const Candidate c{base + x, 0.f, at, probe};
+      if (cand.size() < R) {
+        cand.push_back(c);
+        std::push_heap(cand.begin(), cand.end(), by_est);
+      } else if (by_est(c, cand.front())) {
+        std::pop_heap(cand.begin(), cand.end(), by_est);
+        cand.back() = c;
+        std::push_heap(cand.begin(), cand.end(), by_est);
+      }
     }));
   };
   for (size_t p = 0; p < np; ++p) scan_list(p);
-  if (cand.size() < k && np < nlist) {
+  if (scanned < k && np < nlist) {
     std::sort(cs.begin() + static_cast<std::ptrdiff_t>(np), cs.end());
-    for (size_t p = np; cand.size() < k && p < nlist; ++p) scan_list(p);
+    for (size_t p = np; scanned < k && p < nlist; ++p) scan_list(p);
   }
-  const size_t scanned = cand.size();
-  const size_t R = std::min(cand.size(), std::max(k, k * rerank));
-  auto by_est = [](const Candidate& a, const Candidate& b) {
-    return a.est > b.est || (a.est == b.est && a.pos < b.pos);
-  };
-  std::nth_element(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(R), cand.end(), by_est);
-  cand.resize(R);
   for (Candidate& c : cand) c.upper = upper_of(v, c.pos, c.est, errs[c.probe]);
   std::sort(cand.begin(), cand.end(), [](const Candidate& a, const Candidate& b) {
     return a.upper > b.upper || (a.upper == b.upper && a.pos < b.pos);
@@ -161,7 +181,7 @@ size_t ivf_rabitq_search_one(const IvfRabitqView& v, const float* q, size_t k, s
     out_pos[i] = top[i].second;
     out_scores[i] = top[i].first;
   }
-  if (stats != nullptr) *stats = {scanned, R, rescored};
+  if (stats != nullptr) *stats = {scanned, cand.size(), rescored};
   return top.size();
 }
 

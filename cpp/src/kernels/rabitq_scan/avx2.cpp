@@ -41,10 +41,11 @@ void scan(const uint64_t* codes, size_t n, size_t words, const uint64_t* planes,
       acc_s = _mm256_add_epi64(acc_s, _mm256_sad_epu8(t, zero));
       acc_p = _mm256_add_epi64(acc_p, _mm256_sad_epu8(popcount_bytes(x, lut, nib), zero));
     }
-    alignas(32) uint64_t vs[4], vp[4];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(vs), acc_s);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(vp), acc_p);
-    uint64_t s = vs[0] + vs[1] + vs[2] + vs[3], p = vp[0] + vp[1] + vp[2] + vp[3];
+    // One horizontal sum for both: the set-bit count in the high 32 bits of each lane.
+    const __m256i acc = _mm256_add_epi64(acc_s, _mm256_slli_epi64(acc_p, 32));
+    const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    const auto both = static_cast<uint64_t>(_mm_cvtsi128_si64(_mm_add_epi64(h, _mm_unpackhi_epi64(h, h))));
+    uint64_t s = both & 0xffffffffu, p = both >> 32;
     for (size_t w = wv; w < words; ++w) {
       const uint64_t x = c[w];
       p += static_cast<uint64_t>(_mm_popcnt_u64(x));

@@ -39,8 +39,11 @@ void scan(const uint64_t* codes, size_t n, size_t words, const uint64_t* planes,
       acc_s = _mm512_add_epi64(acc_s, _mm512_sad_epu8(t, zero));
       acc_p = _mm512_add_epi64(acc_p, _mm512_sad_epu8(popcount_bytes(x, lut, nib), zero));
     }
-    sums[i] = static_cast<uint32_t>(_mm512_reduce_add_epi64(acc_s));
-    pops[i] = static_cast<uint32_t>(_mm512_reduce_add_epi64(acc_p));
+    // One horizontal sum for both: the set-bit count in the high 32 bits of each lane.
+    const auto both =
+        static_cast<uint64_t>(_mm512_reduce_add_epi64(_mm512_add_epi64(acc_s, _mm512_slli_epi64(acc_p, 32))));
+    sums[i] = static_cast<uint32_t>(both);
+    pops[i] = static_cast<uint32_t>(both >> 32);
   }
 }
 
