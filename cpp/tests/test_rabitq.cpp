@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <numeric>
 #include <queue>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "check.hpp"
@@ -18,6 +20,12 @@
 
 using namespace ragfind::dense;
 using ragfind::common::supported_simd_levels;
+
+#ifdef RAGFIND_HAVE_NEON
+#define RAGFIND_NEON_LEVEL 1  // NEON has no scan kernel of its own: the scalar one serves it
+#else
+#define RAGFIND_NEON_LEVEL 0
+#endif
 
 namespace {
 
@@ -219,6 +227,10 @@ TEST(ivf_rabitq_search_finds_the_exact_top_k_and_skips_rows) {
 
 TEST(rabitq_scan_equals_a_bit_loop_at_every_level) {
   std::mt19937_64 rng(5);
+  std::string names;
+  for (const RabitqScanKernels* k : rabitq_scan_kernel_variants()) names += std::string(" ") + k->name;
+  std::printf("  scan kernels:%s\n", names.c_str());
+  CHECK(rabitq_scan_kernel_variants().size() >= supported_simd_levels().size() - (RAGFIND_NEON_LEVEL ? 1 : 0));
   for (size_t words : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17}) {
     const size_t n = 37;
     std::vector<uint64_t> codes(n * words), planes(4 * words);
@@ -233,8 +245,8 @@ TEST(rabitq_scan_equals_a_bit_loop_at_every_level) {
         ++want_p[i];
         for (size_t b = 0; b < 4; ++b) want_s[i] += ((planes[b * words + j / 64] & bit) != 0) << b;
       }
-    for (auto level : supported_simd_levels()) {
-      const RabitqScanKernels& K = rabitq_scan_kernels_at(level);
+    for (const RabitqScanKernels* kp : rabitq_scan_kernel_variants()) {
+      const RabitqScanKernels& K = *kp;
       std::vector<uint32_t> s(n + 1, 7u), p(n + 1, 7u);
       K.scan(codes.data(), n, words, planes.data(), s.data(), p.data());
       for (size_t i = 0; i < n; ++i) {

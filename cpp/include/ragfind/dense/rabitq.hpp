@@ -88,4 +88,8 @@ const RabitqScanKernels& rabitq_scan_kernels();
 /// The kernel compiled for `level` (falls back to the next lower compiled+supported level).
 const RabitqScanKernels& rabitq_scan_kernels_at(SimdLevel level);
 
+/// Every scan kernel this build and CPU can run, the levels' and any variant within a level
+/// (AVX-512 with and without VPOPCNTDQ), for tests against the scalar reference.
+std::vector<const RabitqScanKernels*> rabitq_scan_kernel_variants();
+
 }  // namespace ragfind::dense

@@ -4,7 +4,9 @@
 // Why the loop looks like this: as the AVX2 kernel (nibble look-ups with vpshufb, the four
 // planes weighted while still bytes, vpsadbw into 64-bit lanes), 512 bits at a time; the last
 // part of a code is a masked load, so a 384-dimension code (six words) is one step. The
-// build's AVX-512 level does not assume VPOPCNTDQ, so the byte look-ups stay.
+// build's AVX-512 level does not assume VPOPCNTDQ, so the byte look-ups are the level's kernel;
+// a second one counts with vpopcntq (function-level target, picked by dispatch.cpp only when the
+// CPU reports AVX512_VPOPCNTDQ).
 #include <immintrin.h>
 
 #include "kernels.hpp"
@@ -47,8 +49,35 @@ void scan(const uint64_t* codes, size_t n, size_t words, const uint64_t* planes,
   }
 }
 
+__attribute__((target("avx512vpopcntdq"))) inline __m512i popcount_and(__m512i x, const uint64_t* p, __mmask8 m) {
+  return _mm512_popcnt_epi64(_mm512_and_si512(x, _mm512_maskz_loadu_epi64(m, p)));
+}
+
+__attribute__((target("avx512vpopcntdq"))) void scan_vpopcnt(const uint64_t* codes, size_t n, size_t words,
+                                                             const uint64_t* planes, uint32_t* sums, uint32_t* pops) {
+  const uint64_t *p0 = planes, *p1 = planes + words, *p2 = planes + 2 * words, *p3 = planes + 3 * words;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t* c = codes + i * words;
+    __m512i acc = _mm512_setzero_si512();
+    for (size_t w = 0; w < words; w += 8) {
+      const __mmask8 m = words - w >= 8 ? __mmask8(0xff) : static_cast<__mmask8>((1u << (words - w)) - 1);
+      const __m512i x = _mm512_maskz_loadu_epi64(m, c + w);
+      __m512i t = popcount_and(x, p3 + w, m);
+      t = _mm512_add_epi64(_mm512_add_epi64(t, t), popcount_and(x, p2 + w, m));
+      t = _mm512_add_epi64(_mm512_add_epi64(t, t), popcount_and(x, p1 + w, m));
+      t = _mm512_add_epi64(_mm512_add_epi64(t, t), popcount_and(x, p0 + w, m));
+      // The set-bit count rides in the high 32 bits of each lane: one horizontal sum for both.
+      acc = _mm512_add_epi64(acc, _mm512_add_epi64(t, _mm512_slli_epi64(_mm512_popcnt_epi64(x), 32)));
+    }
+    const auto both = static_cast<uint64_t>(_mm512_reduce_add_epi64(acc));
+    sums[i] = static_cast<uint32_t>(both);
+    pops[i] = static_cast<uint32_t>(both >> 32);
+  }
+}
+
 }  // namespace
 
 const RabitqScanKernels rabitq_scan_avx512 = {"avx512", scan};
+const RabitqScanKernels rabitq_scan_avx512_vpopcnt = {"avx512-vpopcntdq", scan_vpopcnt};
 
 }  // namespace ragfind::dense::kernels

@@ -12,6 +12,7 @@ extern const RabitqScanKernels rabitq_scan_avx2;
 #endif
 #ifdef RAGFIND_HAVE_AVX512
 extern const RabitqScanKernels rabitq_scan_avx512;
+extern const RabitqScanKernels rabitq_scan_avx512_vpopcnt;  // needs AVX512_VPOPCNTDQ too
 #endif
 
 }  // namespace ragfind::dense::kernels
