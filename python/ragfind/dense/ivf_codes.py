@@ -14,7 +14,8 @@ and the codebooks (PQ) or rotation (RaBitQ).
   its error bound lets the re-scoring skip candidates that cannot reach the top k.
 
 ``encode(residuals, params, rows)`` gets the rows the residuals were taken from (RaBitQ keeps
-each row's centroid . residual; PQ ignores them).
+each row's centroid . residual; PQ ignores them). ``fit`` gets None instead of residuals when
+the codes object sets ``learns_from_residuals = False`` (RaBitQ: its rotation is random).
 
 A code state is a tuple of arrays; codes of n rows are a tuple of arrays with n rows each.
 """
@@ -141,6 +142,7 @@ class RabitqCodes:
 
     name = "rabitq"
     align = 1
+    learns_from_residuals = False  # fit() draws a random rotation: no residuals needed
 
     def __init__(self, dim: int, threads: int) -> None:
         self.dim, self.threads = dim, threads
@@ -153,7 +155,7 @@ class RabitqCodes:
     def header(self) -> dict:
         return {}
 
-    def fit(self, residuals: np.ndarray) -> np.ndarray:
+    def fit(self, residuals: np.ndarray | None) -> np.ndarray:
         """The rotation: data-independent, so kept across retrains."""
         return _core.rabitq_rotation(self.dim, _SEED) if self.params is None else self.params
 
