@@ -251,13 +251,14 @@ void bind_pq(py::module_& m) {
 
   m.def(
       "rabitq_encode",
-      [](py::array residuals, py::array rotation) -> py::tuple {
+      [](py::array residuals, py::array rotation, int threads) -> py::tuple {
         check_array(residuals, "residuals", 'f', 4, 2, "float32");
         check_array(rotation, "rotation", 'f', 4, 2, "float32");
         const size_t n = static_cast<size_t>(residuals.shape(0)), d = static_cast<size_t>(residuals.shape(1));
         if (d < 2 || static_cast<size_t>(rotation.shape(0)) != d || static_cast<size_t>(rotation.shape(1)) != d)
           fail_value("rotation must be (" + std::to_string(d) + ", " + std::to_string(d) + ") for residuals of " +
                      std::to_string(d) + " columns");
+        if (threads < 0) fail_value("threads must be >= 0 (0 = automatic), got " + std::to_string(threads));
         dense::RabitqRotation rot;
         rot.d = d;
         const float* pr = static_cast<const float*>(rotation.data());
@@ -271,23 +272,26 @@ void bind_pq(py::module_& m) {
         float* pi = ipq.mutable_data();
         {
           py::gil_scoped_release release;
-          dense::encode_rabitq(rot, px, n, pb, pn, pi);
+          dense::encode_rabitq(rot, px, n, pb, pn, pi, threads);
         }
         return py::make_tuple(bits, norm, ipq);
       },
-      py::arg("residuals"), py::arg("rotation"),
-      "RaBitQ codes of residual rows: (bits uint64 (n, ceil(d / 64)), norm float32 (n,), ipq float32 (n,)).");
+      py::arg("residuals"), py::arg("rotation"), py::arg("threads") = 0,
+      "RaBitQ codes of residual rows: (bits uint64 (n, ceil(d / 64)), norm float32 (n,), ipq float32 (n,)); "
+      "rows encoded on `threads` workers (0: one per CPU), the same codes for any count.");
 
   m.def(
       "ivf_rabitq_search",
-      [](py::array centroids, py::array rotation, py::array bits, py::array norm, py::array ipq, py::array start,
-         py::array lens, py::array exact, py::array Q, size_t k, size_t nprobe, size_t rerank, int threads,
-         py::object allowed) -> py::tuple {
+      [](py::array centroids, py::array rotation, py::array rot_centroids, py::array bits, py::array norm,
+         py::array ipq, py::array cdot, py::array start, py::array lens, py::array exact, py::array Q, size_t k,
+         size_t nprobe, size_t rerank, int threads, py::object allowed) -> py::tuple {
         check_array(centroids, "centroids", 'f', 4, 2, "float32");
         check_array(rotation, "rotation", 'f', 4, 2, "float32");
+        check_array(rot_centroids, "rot_centroids", 'f', 4, 2, "float32");
         check_array(bits, "bits", 'u', 8, 2, "uint64");
         check_array(norm, "norm", 'f', 4, 1, "float32");
         check_array(ipq, "ipq", 'f', 4, 1, "float32");
+        check_array(cdot, "cdot", 'f', 4, 1, "float32");
         check_array(start, "start", 'i', 8, 1, "int64");
         check_array(lens, "lens", 'i', 8, 1, "int64");
         check_array(exact, "exact", 'f', 4, 2, "float32");
@@ -297,9 +301,12 @@ void bind_pq(py::module_& m) {
         if (d < 2 || static_cast<size_t>(rotation.shape(0)) != d || static_cast<size_t>(rotation.shape(1)) != d ||
             static_cast<size_t>(exact.shape(1)) != d || static_cast<size_t>(Q.shape(1)) != d)
           fail_value("rotation must be (d, d) and exact and Q have d columns, d = " + std::to_string(d));
+        if (rot_centroids.shape(0) != centroids.shape(0) || rot_centroids.shape(1) != centroids.shape(1))
+          fail_value("rot_centroids must have the shape of centroids");
         if (static_cast<size_t>(bits.shape(0)) != n || static_cast<size_t>(bits.shape(1)) != dense::rabitq_words(d) ||
-            static_cast<size_t>(norm.shape(0)) != n || static_cast<size_t>(ipq.shape(0)) != n)
-          fail_value("bits, norm and ipq must have one row per row of exact (bits ceil(d / 64) words)");
+            static_cast<size_t>(norm.shape(0)) != n || static_cast<size_t>(ipq.shape(0)) != n ||
+            static_cast<size_t>(cdot.shape(0)) != n)
+          fail_value("bits, norm, ipq and cdot must have one row per row of exact (bits ceil(d / 64) words)");
         if (static_cast<size_t>(start.shape(0)) != nlist || static_cast<size_t>(lens.shape(0)) != nlist)
           fail_value("start and lens must have one entry per centroid");
         if (threads < 0) fail_value("threads must be >= 0 (0 = automatic)");
@@ -310,9 +317,11 @@ void bind_pq(py::module_& m) {
         v.centroids = static_cast<const float*>(centroids.data());
         v.nlist = nlist;
         v.rotation = static_cast<const float*>(rotation.data());
+        v.rot_centroids = static_cast<const float*>(rot_centroids.data());
         v.bits = static_cast<const uint64_t*>(bits.data());
         v.norm = static_cast<const float*>(norm.data());
         v.ipq = static_cast<const float*>(ipq.data());
+        v.cdot = static_cast<const float*>(cdot.data());
         v.start = static_cast<const int64_t*>(start.data());
         v.len = static_cast<const int64_t*>(lens.data());
         v.exact = static_cast<const float*>(exact.data());
@@ -340,12 +349,41 @@ void bind_pq(py::module_& m) {
         }
         return py::make_tuple(out_pos, out_scores, out_stats);
       },
-      py::arg("centroids"), py::arg("rotation"), py::arg("bits"), py::arg("norm"), py::arg("ipq"), py::arg("start"),
-      py::arg("lens"), py::arg("exact"), py::arg("Q"), py::arg("k"), py::arg("nprobe"), py::arg("rerank"),
-      py::arg("threads") = 0, py::arg("allowed") = py::none(),
-      "IVF-RaBitQ search by inner product (estimates, then exact re-scoring of the k * rerank best in "
+      py::arg("centroids"), py::arg("rotation"), py::arg("rot_centroids"), py::arg("bits"), py::arg("norm"),
+      py::arg("ipq"), py::arg("cdot"), py::arg("start"), py::arg("lens"), py::arg("exact"), py::arg("Q"), py::arg("k"),
+      py::arg("nprobe"), py::arg("rerank"), py::arg("threads") = 0, py::arg("allowed") = py::none(),
+      "IVF-RaBitQ search by inner product (q . c + c . r exact, (q - c) . r estimated from the code with "
+      "the query residual quantised to 4 bits; rot_centroids = centroids @ rotation.T, cdot = centroid . "
+      "residual per row; then exact re-scoring of the k * rerank best in "
       "upper-bound order until no bound reaches the k-th score): (positions (nq, k) padded with -1, "
       "scores (nq, k) padded with NaN, stats (nq, 3): rows estimated, candidates pooled, rows re-scored).");
+
+  m.def(
+      "rabitq_scan",
+      [](py::array codes, py::array planes) -> py::tuple {
+        check_array(codes, "codes", 'u', 8, 2, "uint64");
+        check_array(planes, "planes", 'u', 8, 2, "uint64");
+        const size_t n = static_cast<size_t>(codes.shape(0)), words = static_cast<size_t>(codes.shape(1));
+        if (planes.shape(0) != 4 || static_cast<size_t>(planes.shape(1)) != words)
+          fail_value("planes must be (4, " + std::to_string(words) + ") for codes of that many words");
+        py::array_t<uint32_t> sums(n), pops(n);
+        const auto* pc = static_cast<const uint64_t*>(codes.data());
+        const auto* pp = static_cast<const uint64_t*>(planes.data());
+        uint32_t* ps = sums.mutable_data();
+        uint32_t* po = pops.mutable_data();
+        {
+          py::gil_scoped_release release;
+          dense::rabitq_scan_kernels().scan(pc, n, words, pp, ps, po);
+        }
+        return py::make_tuple(sums, pops);
+      },
+      py::arg("codes"), py::arg("planes"),
+      "The RaBitQ bit-plane scan at the active SIMD level: (sums uint32 (n,): sum over b of 2^b * "
+      "popcount(code & planes[b]), pops uint32 (n,): popcount(code)).");
+
+  m.def(
+      "rabitq_kernel_name", [] { return std::string(dense::rabitq_scan_kernels().name); },
+      "The SIMD level of the RaBitQ bit-plane scan kernel in use.");
 
   m.def(
       "pq4_kernel_name", [] { return std::string(dense::pq4_scan_kernels().name); },

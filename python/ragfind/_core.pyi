@@ -13,6 +13,7 @@ from numpy import float32 as _f32
 from numpy import int64 as _i64
 from numpy import uint8 as _u8
 from numpy import uint16 as _u16
+from numpy import uint32 as _u32
 from numpy import uint64 as _u64
 from numpy.typing import NDArray as _NDArray
 
@@ -249,14 +250,16 @@ def ivf_pq_search(
 ) -> tuple[_NDArray[_i64], _NDArray[_f32]]: ...
 def rabitq_rotation(d: int, seed: int = 1234) -> _NDArray[_f32]: ...
 def rabitq_encode(
-    residuals: _NDArray[_f32], rotation: _NDArray[_f32]
+    residuals: _NDArray[_f32], rotation: _NDArray[_f32], threads: int = 0
 ) -> tuple[_NDArray[_u64], _NDArray[_f32], _NDArray[_f32]]: ...
 def ivf_rabitq_search(
     centroids: _NDArray[_f32],
     rotation: _NDArray[_f32],
+    rot_centroids: _NDArray[_f32],
     bits: _NDArray[_u64],
     norm: _NDArray[_f32],
     ipq: _NDArray[_f32],
+    cdot: _NDArray[_f32],
     start: _NDArray[_i64],
     lens: _NDArray[_i64],
     exact: _NDArray[_f32],
@@ -267,6 +270,8 @@ def ivf_rabitq_search(
     threads: int = 0,
     allowed: _NDArray[_u8] | None = None,
 ) -> tuple[_NDArray[_i64], _NDArray[_f32], _NDArray[_i64]]: ...
+def rabitq_scan(codes: _NDArray[_u64], planes: _NDArray[_u64]) -> tuple[_NDArray[_u32], _NDArray[_u32]]: ...
+def rabitq_kernel_name() -> str: ...
 def pq4_kernel_name() -> str: ...
 
 # --- dense: HNSW ---

@@ -92,14 +92,71 @@ def test_rabitq_skips_candidates_its_bound_rules_out():
     ix = coded("rabitq", "ip", rerank=50)
     s = ix._backend.snapshot
     Qc = np.ascontiguousarray(Q)
+    rc = ix._backend._codes.rotated_centroids(s.centroids, s.code_params)
+    bits, norm, ipq, cdot = s.codes
     pos, scores, stats = _core.ivf_rabitq_search(
-        s.centroids, s.code_params, *s.codes, s.start, s.lens, s.data, Qc, 10, 32, 50, 1
-    )
+        s.centroids, s.code_params, rc, bits, norm, ipq, cdot, s.start, s.lens, s.data, Qc, 10, 32,
+        50, 1,
+    )  # fmt: skip
     scanned, pooled, rescored = stats.T
     assert (scanned == 3000).all() and (pooled == 500).all()
     assert (rescored >= 10).all() and rescored.mean() < 0.5 * pooled.mean(), rescored
     truth = np.argsort(-(Qc.astype(np.float64) @ s.data.T.astype(np.float64)), axis=1)[:, :10]
     assert np.mean([len(set(a) & set(b)) for a, b in zip(pos.tolist(), truth.tolist())]) >= 9.9
+
+
+def _at_level(level: str, fn):
+    before = _core.get_simd_level()
+    _core.set_simd_level(level)
+    try:
+        return fn()
+    finally:
+        _core.set_simd_level(before)
+
+
+@pytest.mark.parametrize("words", [1, 3, 6, 8, 9, 16])
+def test_rabitq_scan_is_the_same_at_every_level(words):
+    rng = np.random.default_rng(words)
+    codes = rng.integers(0, 2**64, size=(77, words), dtype=np.uint64)
+    planes = rng.integers(0, 2**64, size=(4, words), dtype=np.uint64)
+    bits = np.unpackbits(codes.view(np.uint8), axis=1, bitorder="little").astype(np.int64)
+    u = sum(
+        np.unpackbits(planes[b : b + 1].view(np.uint8), axis=1, bitorder="little")[0].astype(np.int64) << b
+        for b in range(4)
+    )
+    want_s, want_p = bits @ u, bits.sum(1)
+    for level in _core.supported_simd_levels():
+        s, p = _at_level(level, lambda: _core.rabitq_scan(codes, planes))
+        np.testing.assert_array_equal(s, want_s, err_msg=level)
+        np.testing.assert_array_equal(p, want_p, err_msg=level)
+
+
+def test_rabitq_search_and_encoding_are_the_same_at_every_level_and_thread_count():
+    ix = coded("rabitq", "cosine", rerank=4)
+    want = [ix.search(q, 10, nprobe=4) for q in Q[:10]]
+    for level in _core.supported_simd_levels():
+        got = _at_level(level, lambda: [ix.search(q, 10, nprobe=4) for q in Q[:10]])
+        for (gi, gs), (wi, ws) in zip(got, want):
+            np.testing.assert_array_equal(gi, wi, err_msg=level)
+            # The exact re-scoring's dot product rounds per level; the ranking is the same.
+            np.testing.assert_allclose(gs, ws, rtol=1e-6, atol=1e-6, err_msg=level)
+    R = np.ascontiguousarray(X[:500] - X[:500].mean(0))
+    rot = _core.rabitq_rotation(DIM)
+    one, four = _core.rabitq_encode(R, rot, 1), _core.rabitq_encode(R, rot, 4)
+    for a, b in zip(one, four):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_rabitq_files_without_centroid_products_are_refused_by_name(tmp_path, monkeypatch):
+    ix = coded("rabitq", "ip")
+    codes = ix._backend._codes
+    full = codes.sections
+    # A file of the first RaBitQ version: the same sections without rabitq_cdot.
+    monkeypatch.setattr(codes, "sections", lambda c: [x for x in full(c) if x[0] != "rabitq_cdot"])
+    p = tmp_path / "r.rfd"
+    ix.save(p)
+    with pytest.raises(IndexFileError, match="first version.*rebuild"):
+        DenseIndex.load(p)
 
 
 @pytest.mark.parametrize("dtype", CODED)

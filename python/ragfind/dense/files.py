@@ -6,7 +6,8 @@ either into a header dict and a ``read(name, dtype, shape)`` of checked sections
 the index from those. Sections: the backend's (``vectors``, ``scales``, ``sqnorms`` for exact;
 ``hnsw``, ``labels`` for HNSW; ``centroids``, ``list_offsets``, ``vectors``, ``scales``,
 ``sqnorms``, ``exact``, ``id_order`` for IVF, plus ``pq_codewords``, ``pq_codes`` (dtype "pq")
-or ``rabitq_rotation``, ``rabitq_bits``, ``rabitq_norm``, ``rabitq_ipq`` (dtype "rabitq")),
+or ``rabitq_rotation``, ``rabitq_bits``, ``rabitq_norm``, ``rabitq_ipq``, ``rabitq_cdot`` (dtype
+"rabitq"; files without ``rabitq_cdot`` are refused with a message to rebuild)),
 then ``ids`` (int64) or ``ids_utf8`` + ``ids_offsets`` (str ids), in the order the backend's
 rows are saved.
 """

@@ -146,7 +146,7 @@ class DenseIndex:
             HNSW always stores float32; IVF lists may be any of the three (f16/i8 lists are
             re-scored in float32, see ``rerank``), or compressed codes (kind="ivf", metric
             "cosine" or "ip"): "pq" (product quantisation, ``pq_m`` sub-spaces of 4 bits:
-            pq_m / 2 bytes a vector) or "rabitq" (RaBitQ, 1 bit a dimension + 8 bytes). Coded
+            pq_m / 2 bytes a vector) or "rabitq" (RaBitQ, 1 bit a dimension + 12 bytes). Coded
             lists scan the codes and re-score the ``k * rerank`` best in float32 from the
             vectors, which are stored beside the codes (and in the file: a loaded index maps
             them, so memory holds the codes, centroids and ids); RaBitQ skips the candidates

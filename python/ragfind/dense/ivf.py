@@ -245,9 +245,15 @@ class IvfBackend:
             X = divide_rows(X, norms)
         self._centroids, self._imbalance = self._kmeans(X, nlist)
         if self._codes is not None:
-            self._codes.params = self._codes.fit(self._residuals(X, self._centroids))
+            self._codes.params = self._fit_codes(X, self._centroids)
         self.trained_n = n
         self._iv_reset(nlist)
+
+    def _fit_codes(self, X: np.ndarray, C: np.ndarray) -> Any:
+        """New code parameters from training rows X and centroids C; the residuals (an
+        assignment of every row) only for codes that learn from them."""
+        learns = getattr(self._codes, "learns_from_residuals", True)
+        return self._codes.fit(self._residuals(X, C) if learns else None)
 
     def _residuals(self, X: np.ndarray, C: np.ndarray, lists: np.ndarray | None = None) -> np.ndarray:
         """X minus the centroid of each row's list (its nearest in C unless ``lists`` says)."""
@@ -286,7 +292,7 @@ class IvfBackend:
         pick = self._train_sample(n, nlist)
         sample = self._iv_float_rows(src if pick is None else src[pick])
         C, imbalance = self._kmeans(sample, nlist)
-        params = None if self._codes is None else self._codes.fit(self._residuals(sample, C))
+        params = None if self._codes is None else self._fit_codes(sample, C)
         metric = "l2" if self.cfg.metric == "l2" else "ip"
         owner = np.empty(n, np.int64)
         for b in range(0, n, _ASSIGN_BLOCK):
@@ -439,7 +445,7 @@ class IvfBackend:
                 self._iv_exact[pb] = xb
             if crow is not None:
                 res = self._residuals(xb, self._centroids, lists[b : b + _WRITE_BLOCK])
-                self._codes.put(self._cd, crow[b : b + _WRITE_BLOCK], self._codes.encode(res))
+                self._codes.put(self._cd, crow[b : b + _WRITE_BLOCK], self._codes.encode(res, rows=xb))
         self._iv_ids[pos] = np.asarray(id_list, dtype=self._iv_ids.dtype)
         if live is not None:
             live[pos] = 1
@@ -581,7 +587,7 @@ class IvfBackend:
         for b in range(0, cdst.shape[0], _WRITE_BLOCK):
             rows = data[dst[b : b + _WRITE_BLOCK]]
             res = self._residuals(rows, centroids, owner[b : b + _WRITE_BLOCK])
-            c.put(state, cdst[b : b + _WRITE_BLOCK], c.encode(res, params))
+            c.put(state, cdst[b : b + _WRITE_BLOCK], c.encode(res, params, rows))
         return state, cstart, used
 
     # ----------------------------------------------------------------- search

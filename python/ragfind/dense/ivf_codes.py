@@ -10,8 +10,12 @@ and the codebooks (PQ) or rotation (RaBitQ).
 - ``PqCodes``: product quantisation, ``pq_m`` sub-spaces of 16 codewords (4 bits a sub-space,
   ``pq_m / 2`` bytes a row), in the 4-bit fast-scan layout: blocks of 32 rows, so each list's
   codes start at a multiple of 32 "code rows" (its own numbering beside the list positions).
-- ``RabitqCodes``: RaBitQ, one bit a dimension plus two floats a row, at the list positions;
+- ``RabitqCodes``: RaBitQ, one bit a dimension plus three floats a row, at the list positions;
   its error bound lets the re-scoring skip candidates that cannot reach the top k.
+
+``encode(residuals, params, rows)`` gets the rows the residuals were taken from (RaBitQ keeps
+each row's centroid . residual; PQ ignores them). ``fit`` gets None instead of residuals when
+the codes object sets ``learns_from_residuals = False`` (RaBitQ: its rotation is random).
 
 A code state is a tuple of arrays; codes of n rows are a tuple of arrays with n rows each.
 """
@@ -62,7 +66,9 @@ class PqCodes:
             R = np.resize(R, (16, R.shape[1]))
         return _core.pq_train(np.ascontiguousarray(R), self.m, self.bits, 10, _SEED, self.threads)
 
-    def encode(self, residuals: np.ndarray, params: np.ndarray | None = None) -> tuple:
+    def encode(
+        self, residuals: np.ndarray, params: np.ndarray | None = None, rows: np.ndarray | None = None
+    ) -> tuple:
         cw = self.params if params is None else params
         return (_core.pq_encode(np.ascontiguousarray(residuals), cw, self.threads),)
 
@@ -131,33 +137,46 @@ class PqCodes:
 
 
 class RabitqCodes:
-    """RaBitQ codes at the list positions: sign bits of the rotated residual, its norm and
-    <xbar, o'> (ragfind/dense/rabitq.hpp)."""
+    """RaBitQ codes at the list positions: sign bits of the rotated residual, its norm,
+    <xbar, o'> and centroid . residual (ragfind/dense/rabitq.hpp, ivf_rabitq.hpp)."""
 
     name = "rabitq"
     align = 1
+    learns_from_residuals = False  # fit() draws a random rotation: no residuals needed
 
     def __init__(self, dim: int, threads: int) -> None:
         self.dim, self.threads = dim, threads
         self.words = (dim + 63) // 64
         self.params: np.ndarray | None = None  # the (dim, dim) rotation
+        # (centroids, rotation, rotated centroids) of the last search: recomputed when either is
+        # replaced (retraining, load), never when they are the same objects.
+        self._rotated: tuple | None = None
 
     def header(self) -> dict:
         return {}
 
-    def fit(self, residuals: np.ndarray) -> np.ndarray:
+    def fit(self, residuals: np.ndarray | None) -> np.ndarray:
         """The rotation: data-independent, so kept across retrains."""
         return _core.rabitq_rotation(self.dim, _SEED) if self.params is None else self.params
 
-    def encode(self, residuals: np.ndarray, params: np.ndarray | None = None) -> tuple:
+    def encode(
+        self, residuals: np.ndarray, params: np.ndarray | None = None, rows: np.ndarray | None = None
+    ) -> tuple:
+        """Codes of residuals = rows - their centroids (``rows`` is required)."""
+        if rows is None:
+            raise ValueError("RaBitQ codes need the rows of the residuals (centroid . residual)")
         rot = self.params if params is None else params
-        return _core.rabitq_encode(np.ascontiguousarray(residuals), rot)
+        R = np.ascontiguousarray(residuals, dtype=np.float32)
+        bits, norm, ipq = _core.rabitq_encode(R, rot, self.threads)
+        cdot = np.einsum("ij,ij->i", np.asarray(rows, np.float32) - R, R, dtype=np.float32)
+        return bits, norm, ipq, np.ascontiguousarray(cdot, dtype=np.float32)
 
     def empty(self, rows: int) -> tuple:
         return (
             np.zeros((rows, self.words), np.uint64),
             np.zeros(rows, np.float32),
             np.ones(rows, np.float32),
+            np.zeros(rows, np.float32),
         )
 
     def grown(self, state: tuple, used: int, rows: int) -> tuple:
@@ -179,23 +198,34 @@ class RabitqCodes:
     def take(self, state: tuple, rows: np.ndarray) -> tuple:
         return tuple(a[rows] for a in state)
 
+    def rotated_centroids(self, centroids: np.ndarray, rotation: np.ndarray) -> np.ndarray:
+        """centroids @ rotation.T (nlist x dim), cached for the same two arrays."""
+        r = self._rotated
+        if r is None or r[0] is not centroids or r[1] is not rotation:
+            rc = np.ascontiguousarray(centroids @ rotation.T, dtype=np.float32)
+            r = (centroids, rotation, rc)
+            self._rotated = r
+        return r[2]
+
     def search(
         self, s: Any, Q: np.ndarray, k: int, nprobe: int, rerank: int, threads: int, allowed: Any
     ) -> tuple:
-        bits, norm, ipq = s.codes
+        bits, norm, ipq, cdot = s.codes
+        rc = self.rotated_centroids(s.centroids, s.code_params)
         pos, scores, _stats = _core.ivf_rabitq_search(
-            s.centroids, s.code_params, bits, norm, ipq, s.start, s.lens, s.data, Q, k, nprobe, rerank,
-            threads, allowed,
+            s.centroids, s.code_params, rc, bits, norm, ipq, cdot, s.start, s.lens, s.data, Q, k,
+            nprobe, rerank, threads, allowed,
         )  # fmt: skip
         return pos, scores
 
     def sections(self, codes: tuple) -> list:
-        bits, norm, ipq = (np.ascontiguousarray(a) for a in codes)
+        bits, norm, ipq, cdot = (np.ascontiguousarray(a) for a in codes)
         return [
             ("rabitq_rotation", self.params),
             ("rabitq_bits", bits),
             ("rabitq_norm", norm),
             ("rabitq_ipq", ipq),
+            ("rabitq_cdot", cdot),
         ]
 
     def load(self, read: Any, count: int, bad: Any) -> tuple:
@@ -208,7 +238,18 @@ class RabitqCodes:
         # ipq of a code lies in (0, 1]: the estimator divides by it.
         if count and not (np.isfinite(norm).all() and (ipq > 0).all() and (ipq <= 1.0001).all()):
             raise bad("RaBitQ norms or inner products are out of range")
-        return (read("rabitq_bits", np.uint64, (count, self.words)), norm, ipq)
+        try:
+            cdot = read("rabitq_cdot", np.float32, (count,))
+        except Exception as e:  # the container's own error class: only a missing section is old
+            if "missing section 'rabitq_cdot'" not in str(e):
+                raise
+            raise bad(
+                "RaBitQ codes of the first version (no rabitq_cdot section: the estimator "
+                "before query residuals); rebuild the index from its vectors with this ragfind"
+            ) from None
+        if count and not np.isfinite(cdot).all():
+            raise bad("RaBitQ centroid products are not finite")
+        return (read("rabitq_bits", np.uint64, (count, self.words)), norm, ipq, cdot)
 
 
 def _sample(X: np.ndarray, most: int) -> np.ndarray:
