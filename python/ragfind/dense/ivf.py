@@ -669,6 +669,57 @@ class IvfBackend:
             scores *= np.float32(1.0 / qnorm)
         return s.ids[rows], scores
 
+    def search_batch(  # noqa: A002
+        self, Qm: np.ndarray, k: int, threshold: Any, filter: Any, threads: int | None, nprobe: int | None
+    ) -> list:
+        """``search`` for every row of ``Qm``: item i equals ``search(Qm[i], ...)``, ids and
+        scores. f32/f16/i8 lists group the queries by list, so each probed list is read once per
+        batch (the C++ ivf_search_batch); coded lists search one query at a time."""
+        nq = Qm.shape[0]
+        if self._codes is not None:
+            return [self.search(Qm[i], k, threshold, filter, threads, nprobe) for i in range(nq)]
+        s = self.snapshot
+        C = s.centroids
+        npb = self.nprobe if nprobe is None else nprobe
+        if C is None:
+            return [(empty_ids(self.id_kind), np.empty(0, np.float32)) for _ in range(nq)]
+        if filter is None:
+            allowed, count = s.live, s.live_rows
+        else:
+            allowed, count = self._ivf_allowed(filter, s)
+        qnorms = [query_norm(Qm[i], self.cfg)[1] for i in range(nq)]  # raises as search does
+        k = min(k, count)
+        if k == 0:
+            return [(empty_ids(self.id_kind), np.empty(0, np.float32)) for _ in range(nq)]
+        t = self.cfg.threads if threads is None else threads
+        metric = self.cfg.scan_metric
+        # Cosine scores the raw query (as search does), so its threshold scales with each
+        # query's norm: applied per query below, where it cuts a prefix of the ranked results.
+        cosine = self.cfg.metric == "cosine"
+        subset = None if filter is None else self._ivf_gather(s, allowed, count, npb)
+        if subset is not None:
+            data, dt, sc, sq = self._ivf_rows(s)
+            rows, scores, counts = _core.dense_search_batch(
+                data, dt, sc, sq, Qm, k, metric, None, None if cosine else threshold, t, subset
+            )
+        else:
+            rows, scores, counts = _core.ivf_search_batch(
+                C, s.start, s.lens, s.data, self.cfg.encoding.name, s.scales, s.sqnorms, s.exact,
+                Qm, k, npb, self.rerank, metric, allowed, None if cosine else threshold, t,
+            )  # fmt: skip
+        out = []
+        for i, n in enumerate(counts.tolist()):
+            sc_i = scores[i, :n].copy()
+            qn = qnorms[i]
+            if cosine and threshold is not None:
+                floor = np.float32(threshold * qn if qn != 1.0 else threshold)
+                n = int(np.count_nonzero(sc_i >= floor))
+                sc_i = sc_i[:n]
+            if qn != 1.0:
+                sc_i *= np.float32(1.0 / qn)
+            out.append((s.ids[rows[i, :n]], sc_i))
+        return out
+
     def search_batch_padded(  # noqa: A002
         self, Qm: np.ndarray, k: int, threshold: Any, filter: Any, threads: int, nprobe: int | None
     ) -> tuple:
