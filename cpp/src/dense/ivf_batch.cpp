@@ -7,8 +7,11 @@
 // ivf_search_one's (rows and scores, bit for bit).
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <numeric>
 #include <vector>
 
 #include "ivf_probe.hpp"
@@ -34,7 +37,7 @@ using detail::write_results;
 
 // Bytes of a list slice scored against all of its queries before the next slice is read:
 // about half of a 32-48 KB L1 data cache, so the slice and a query stay resident.
-constexpr size_t kSliceBytes = 16u << 10;
+constexpr size_t kSliceBytes = 128u << 10;
 
 // Rows of a slice: a multiple of 4, so the f16/i8 kernels group rows in fours from the list's
 // start exactly as the single search's 1024-row blocks do (lone rows only at the list's end).
@@ -89,6 +92,43 @@ void pick_lists(const SimilarityKernels& K, const IvfView& v, const float* q, co
   }
 }
 
+// pick_lists for an IP query from approximate centroid scores `a` (the tile kernel, which sums
+// in another order than ProbeOrder's kernel): every float sum of the d products lies within
+// gamma * sum|q_j c_j| <= gamma * |q| |c| of the exact value, so two orders differ by at most
+// `margin` and the np best lists by the single search's scores all score a >= (np-th best a) -
+// 2 * margin. Only those candidates are scored again with ProbeOrder's kernel and ranked by its
+// rule. Returns false (the caller runs pick_lists) when the np lists hold fewer than k
+// admitted rows, where the single search goes on probing in centroid order.
+bool pick_lists_from_tile(const SimilarityKernels& K, const IvfView& v, const float* q, const float* a, float margin,
+                          const SearchOptions& so, size_t np, AdmittedCounts& admitted, std::vector<float>& scratch,
+                          std::vector<uint32_t>& out) {
+  scratch.assign(a, a + v.nlist);
+  std::nth_element(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(np - 1), scratch.end(),
+                   std::greater<float>());
+  const float cut = scratch[np - 1] - 2.f * margin;
+  if (!std::isfinite(cut)) return false;
+  out.clear();
+  for (size_t l = 0; l < v.nlist; ++l)
+    if (a[l] >= cut) out.push_back(static_cast<uint32_t>(l));
+  scratch.resize(out.size());
+  for (size_t i = 0; i < out.size(); ++i)
+    K.dot_rows_f32(q, v.centroids + static_cast<size_t>(out[i]) * v.rows.d, 1, v.rows.d, &scratch[i]);
+  std::vector<size_t> idx(out.size());
+  std::iota(idx.begin(), idx.end(), size_t(0));
+  const float* e = scratch.data();
+  const uint32_t* l = out.data();
+  std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(np), idx.end(),
+                    [e, l](size_t x, size_t y) { return e[x] > e[y] || (e[x] == e[y] && l[x] < l[y]); });
+  std::vector<uint32_t> best(np);
+  size_t total = 0;
+  for (size_t i = 0; i < np; ++i) {
+    best[i] = out[idx[i]];
+    total += admitted(best[i]);
+  }
+  out.swap(best);
+  return total >= so.k;
+}
+
 }  // namespace
 
 void ivf_search_batch(const IvfView& v, const float* Q, size_t nq, const IvfOptions& opt, int64_t* out_rows,
@@ -110,13 +150,42 @@ void ivf_search_batch(const IvfView& v, const float* Q, size_t nq, const IvfOpti
   const size_t np = std::max<size_t>(1, std::min(opt.nprobe, v.nlist));
   const int hw = so.threads > 0 ? so.threads : common::hardware_threads();
 
-  // 1. Each query's lists and its prepared form, queries split over the workers.
+  // 1. Each query's lists and its prepared form, blocks of queries split over the workers. For
+  // IP the centroids are scored by the register-blocked tile kernel (centroids read once per
+  // block), then the few near the cut again as the single search scores them.
   AdmittedCounts admitted(v, so.allowed);
   std::vector<std::vector<uint32_t>> lists(nq);
   std::vector<PreparedQuery> prepared(nq);
-  common::parallel_for(nq, hw, [&](size_t i, int) {
-    pick_lists(K, v, Q + i * d, so, np, admitted, lists[i]);
-    prepared[i] = prepare(v.rows, Q + i * d, so.metric);
+  const bool tiled = so.metric == Metric::IP && np < v.nlist;
+  double cmax = 0.0;  // the largest centroid norm
+  if (tiled) {
+    for (size_t l = 0; l < v.nlist; ++l) {
+      double s = 0.0;
+      for (size_t j = 0; j < d; ++j) s += double(v.centroids[l * d + j]) * v.centroids[l * d + j];
+      cmax = std::max(cmax, s);
+    }
+    cmax = std::sqrt(cmax);
+  }
+  const double unit = std::ldexp(1.0, -24), gamma = (d + 1) * unit / (1.0 - (d + 1) * unit);
+  constexpr size_t kQueryBlock = 16;
+  common::parallel_for((nq + kQueryBlock - 1) / kQueryBlock, hw, [&](size_t b, int) {
+    const size_t q0 = b * kQueryBlock, m = std::min(kQueryBlock, nq - q0);
+    std::vector<float> a(tiled ? m * v.nlist : 0), scratch;
+    if (tiled) K.dot_tile_f32(Q + q0 * d, m, v.centroids, v.nlist, d, a.data(), v.nlist);
+    for (size_t i = q0; i < q0 + m; ++i) {
+      const float* q = Q + i * d;
+      prepared[i] = prepare(v.rows, q, so.metric);
+      bool done = false;
+      if (tiled) {
+        double qn = 0.0;
+        for (size_t j = 0; j < d; ++j) qn += double(q[j]) * q[j];
+        // Twice the bound on |tile score - single score|: headroom for the norms' own rounding.
+        const auto margin = static_cast<float>(4.0 * gamma * std::sqrt(qn) * cmax);
+        done =
+            pick_lists_from_tile(K, v, q, a.data() + (i - q0) * v.nlist, margin, so, np, admitted, scratch, lists[i]);
+      }
+      if (!done) pick_lists(K, v, q, so, np, admitted, lists[i]);
+    }
   });
 
   // 2. list -> the queries probing it (ascending), as offsets into one array.
