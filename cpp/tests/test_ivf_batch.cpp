@@ -162,6 +162,7 @@ TEST(batch_equals_single_search_for_every_setting_and_simd_level) {
     std::vector<uint8_t> half(F.used), few(F.used, 0);
     for (auto& a : half) a = static_cast<uint8_t>(rng() % 2);
     for (int i = 0; i < 6; ++i) few[rng() % F.used] = 1;
+    const std::vector<const uint8_t*> masks = {nullptr, half.data(), few.data()};
     for (ragfind::common::SimdLevel level : ragfind::common::supported_simd_levels()) {
       ragfind::common::set_simd_level(level);
       for (Storage s : {Storage::F32, Storage::F16, Storage::I8}) {
@@ -169,7 +170,7 @@ TEST(batch_equals_single_search_for_every_setting_and_simd_level) {
           if (s == Storage::F32 && rerank == 3) continue;
           const IvfView v = view_of(F, s, rerank);
           for (Metric m : {Metric::IP, Metric::L2}) {
-            for (const uint8_t* allowed : {static_cast<const uint8_t*>(nullptr), half.data(), few.data()}) {
+            for (const uint8_t* allowed : masks) {
               for (size_t k : {size_t(1), size_t(10), size_t(60)}) {
                 for (size_t nprobe : {size_t(1), size_t(4), size_t(100)}) {
                   IvfOptions opt;
@@ -202,6 +203,37 @@ TEST(batch_equals_single_search_for_every_setting_and_simd_level) {
   }
   ragfind::common::set_simd_level(before);
   CHECK(compared > 100000);
+}
+
+TEST(near_tied_centroids_keep_the_single_search_probe_order) {
+  // Centroids a few ulps apart: the batch's tile kernel and the single search's kernel round
+  // their scores differently, so ranking by the tile's scores would probe other lists.
+  const ragfind::common::SimdLevel before = ragfind::common::active_simd_level();
+  size_t compared = 0;
+  for (size_t d : {size_t(37), size_t(384)}) {
+    Fixture F = make_fixture(d, 11);
+    std::mt19937 rng(5);
+    std::normal_distribution<float> g(0.f, 1.f);
+    for (size_t l = 1; l < F.nlist; ++l)
+      for (size_t j = 0; j < d; ++j) F.centroids[l * d + j] = F.centroids[j] * (1.f + 4e-7f * g(rng));
+    const size_t nq = 40;
+    std::vector<float> Q(nq * d);
+    for (float& x : Q) x = g(rng);
+    for (ragfind::common::SimdLevel level : ragfind::common::supported_simd_levels()) {
+      ragfind::common::set_simd_level(level);
+      const IvfView v = view_of(F, Storage::F32, 0);
+      for (size_t nprobe : {size_t(1), size_t(3), size_t(7), size_t(12)}) {
+        IvfOptions opt;
+        opt.search.k = 10;
+        opt.search.metric = Metric::IP;
+        opt.search.threads = 1;
+        opt.nprobe = nprobe;
+        compared += compare(v, Q, nq, opt, 1);
+      }
+    }
+  }
+  ragfind::common::set_simd_level(before);
+  CHECK(compared > 1000);
 }
 
 TEST(batch_handles_empty_input_and_k_zero) {

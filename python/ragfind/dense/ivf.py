@@ -7,7 +7,8 @@ to the end of the array with half again as much room, leaving a hole, and when h
 deleted rows make up more than half the array it is repacked (a repack during an add leaves
 every list half its length of room, so the adds after it do not move every list again).
 Searches take a published snapshot (arrays + list table + live mask), so a write never
-disturbs a running search.
+disturbs a running search. A batch (``search_batch``) groups its queries by list, so each
+probed list is read once per batch, and gives every query exactly ``search``'s answer.
 
 With automatic nlist the index retrains as it grows: once the live rows reach ``_GROW_FACTOR``
 times the count it was trained at and ``auto_nlist`` of the new count is at least
