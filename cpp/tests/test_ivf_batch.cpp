@@ -236,6 +236,28 @@ TEST(near_tied_centroids_keep_the_single_search_probe_order) {
   CHECK(compared > 1000);
 }
 
+TEST(a_batch_of_several_query_groups_equals_single_searches) {
+  const Fixture F = make_fixture(37, 21);
+  std::mt19937 rng(9);
+  std::normal_distribution<float> g(0.f, 1.f);
+  const size_t nq = 4200;  // past two groups of the batch
+  std::vector<float> Q(nq * 37);
+  for (float& x : Q) x = g(rng);
+  size_t compared = 0;
+  for (Metric m : {Metric::IP, Metric::L2}) {
+    IvfOptions opt;
+    opt.search.k = 7;
+    opt.search.metric = m;
+    opt.search.threads = 1;
+    opt.nprobe = 3;
+    opt.rerank = 2;
+    const IvfView v = view_of(F, Storage::F16, 2);
+    compared += compare(v, Q, nq, opt, 1);
+    compared += compare(v, Q, nq, opt, 3);
+  }
+  CHECK_EQ(compared, 4 * nq * 7);
+}
+
 TEST(batch_handles_empty_input_and_k_zero) {
   const Fixture F = make_fixture(16, 3);
   const IvfView v = view_of(F, Storage::F32, 0);

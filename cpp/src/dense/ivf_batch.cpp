@@ -35,6 +35,10 @@ using detail::score_block;
 using detail::TopK;
 using detail::write_results;
 
+// Queries searched together: past about 1,000 a list is shared by enough queries that a larger
+// group saves little (bench/dense.md), while the per-query state grows with it.
+constexpr size_t kQueryGroup = 2048;
+
 // Bytes of a list slice scored against all of its queries before the next slice is read:
 // about half of a 32-48 KB L1 data cache, so the slice and a query stay resident.
 constexpr size_t kSliceBytes = 128u << 10;
@@ -129,10 +133,9 @@ bool pick_lists_from_tile(const SimilarityKernels& K, const IvfView& v, const fl
   return total >= so.k;
 }
 
-}  // namespace
-
-void ivf_search_batch(const IvfView& v, const float* Q, size_t nq, const IvfOptions& opt, int64_t* out_rows,
-                      float* out_scores, int64_t* out_counts) {
+// ivf_search_batch for one group of queries.
+void search_group(const IvfView& v, const float* Q, size_t nq, const IvfOptions& opt, int64_t* out_rows,
+                  float* out_scores, int64_t* out_counts) {
   const SearchOptions& so = opt.search;
   const size_t k = so.k;
   for (size_t i = 0; i < nq * k; ++i) {
@@ -250,6 +253,18 @@ void ivf_search_batch(const IvfView& v, const float* Q, size_t nq, const IvfOpti
         rerank ? detail::rescore_pool(K, v, Q + i * d, so, top, pr, ps) : write_results(top, so.metric, k, pr, ps);
     out_counts[i] = static_cast<int64_t>(cnt);
   });
+}
+
+}  // namespace
+
+void ivf_search_batch(const IvfView& v, const float* Q, size_t nq, const IvfOptions& opt, int64_t* out_rows,
+                      float* out_scores, int64_t* out_counts) {
+  // Groups of queries: each list is read once per group, and what a query holds meanwhile (its
+  // queue, picks, prepared form) stays bounded for any batch size.
+  const size_t k = opt.search.k, d = v.rows.d;
+  for (size_t q0 = 0; q0 < nq; q0 += kQueryGroup)
+    search_group(v, Q + q0 * d, std::min(kQueryGroup, nq - q0), opt, out_rows + q0 * k, out_scores + q0 * k,
+                 out_counts + q0);
 }
 
 }  // namespace ragfind::dense
