@@ -159,17 +159,17 @@ void search_group(const IvfView& v, const float* Q, size_t nq, const IvfOptions&
   AdmittedCounts admitted(v, so.allowed);
   std::vector<std::vector<uint32_t>> lists(nq);
   std::vector<PreparedQuery> prepared(nq);
-  const bool tiled = so.metric == Metric::IP && np < v.nlist;
-  double cmax = 0.0;  // the largest centroid norm
+  // A few queries gain nothing from the tile and would pay for the centroid norms.
+  const bool tiled = so.metric == Metric::IP && np < v.nlist && nq >= 8;
+  const double unit = std::ldexp(1.0, -24), gamma = (d + 1) * unit / (1.0 - (d + 1) * unit);
+  double cmax = 0.0;  // the largest centroid norm, from float sums within gamma of the exact ones
   if (tiled) {
     for (size_t l = 0; l < v.nlist; ++l) {
-      double s = 0.0;
-      for (size_t j = 0; j < d; ++j) s += double(v.centroids[l * d + j]) * v.centroids[l * d + j];
-      cmax = std::max(cmax, s);
+      const float* c = v.centroids + l * d;
+      cmax = std::max(cmax, static_cast<double>(K.dot_f32(c, c, d)));
     }
-    cmax = std::sqrt(cmax);
+    cmax = std::sqrt(cmax / (1.0 - gamma));
   }
-  const double unit = std::ldexp(1.0, -24), gamma = (d + 1) * unit / (1.0 - (d + 1) * unit);
   constexpr size_t kQueryBlock = 16;
   common::parallel_for((nq + kQueryBlock - 1) / kQueryBlock, hw, [&](size_t b, int) {
     const size_t q0 = b * kQueryBlock, m = std::min(kQueryBlock, nq - q0);

@@ -64,6 +64,9 @@ _SEED = 1234
 _WRITE_BLOCK = 4096
 # Rows normalised and assigned per call when an add divides cosine rows itself (25 MB at dim 384).
 _ASSIGN_BLOCK = 16384
+# search_batch groups at least this many queries by list; fewer share too few lists to repay
+# the grouping's setup, and run one by one (the same answers).
+_GROUP_MIN = 8
 # Automatic nlist: retrain when the live rows reach this multiple of the training count...
 _GROW_FACTOR = 4
 # ... and auto_nlist(live rows) is at least this multiple of the current nlist.
@@ -675,9 +678,10 @@ class IvfBackend:
     ) -> list:
         """``search`` for every row of ``Qm``: item i equals ``search(Qm[i], ...)``, ids and
         scores. f32/f16/i8 lists group the queries by list, so each probed list is read once per
-        batch (the C++ ivf_search_batch); coded lists search one query at a time."""
+        batch (the C++ ivf_search_batch); coded lists and batches of fewer than ``_GROUP_MIN``
+        queries search one query at a time."""
         nq = Qm.shape[0]
-        if self._codes is not None:
+        if self._codes is not None or nq < _GROUP_MIN:
             return [self.search(Qm[i], k, threshold, filter, threads, nprobe) for i in range(nq)]
         s = self.snapshot
         C = s.centroids
