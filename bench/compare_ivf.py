@@ -9,9 +9,18 @@ For every engine the script sweeps nprobe (ef for HNSW) and measures recall@10 a
 q/s (one query per call, threads=1 / faiss.omp_set_num_threads(1)), then batched q/s (all
 queries in one call, every core) at the smallest setting reaching each recall target. Every
 engine runs in this process, one after another, on the same data; each timing is the median of
-``--rounds`` passes over the queries.
+``--rounds`` passes over the queries, the passes of all engines interleaved in a shuffled order.
+
+``--batch-sizes 64,256,1000`` adds single-thread batches at each engine's setting for recall
+0.95: ragfind's ``search_batch`` (IVF groups the queries by list, each list read once per
+batch) and faiss's ``search`` on the same batches, against the same engine one query per call.
+``--clock cpu`` (the default) times the single-thread runs in process CPU time, which load from
+other processes on a shared machine inflates less than wall time; the every-core batch column
+is always wall time.
 
     PYTHONPATH=python python bench/compare_ivf.py --n 200000 --nlist 1024
+    PYTHONPATH=python python bench/compare_ivf.py --n 200000 --nlist 1024 --nq 1000 \\
+        --engines ragfind-f32,ragfind-f16,ragfind-i8,faiss-flat --batch-sizes 64,256,1000
     PYTHONPATH=python python bench/compare_ivf.py --n 1000000 --nlist 2048 \\
         --engines ragfind-f32,ragfind-i8,faiss-flat,faiss-sq8
 
@@ -58,14 +67,19 @@ def recall(found: np.ndarray, truth: np.ndarray) -> float:
     return float(np.mean([len(set(f[:k].tolist()) & set(t.tolist())) / k for f, t in zip(found, truth)]))
 
 
-def timed(fn, rounds: int) -> float:
-    """Median seconds of fn() over rounds."""
+def timed(fn, rounds: int, clock=time.perf_counter) -> float:
+    """Median seconds of fn() over rounds, on ``clock`` (wall or process CPU time)."""
     ts = []
     for _ in range(rounds):
-        t = time.perf_counter()
+        t = clock()
         fn()
-        ts.append(time.perf_counter() - t)
+        ts.append(clock() - t)
     return statistics.median(ts)
+
+
+def in_batches(search, Q: np.ndarray, b: int) -> np.ndarray:
+    """search(Q[i:i + b]) for consecutive batches of b rows, the results stacked."""
+    return np.concatenate([search(Q[i : i + b]) for i in range(0, Q.shape[0], b)])
 
 
 class RagfindIvf:
@@ -102,6 +116,18 @@ class RagfindIvf:
 
     def batch(self, Q: np.ndarray, k: int, p: int, threads: int) -> np.ndarray:
         return self.index.search_batch_padded(Q, k, threads=threads, nprobe=p)[0]
+
+    def grouped(self, Q: np.ndarray, k: int, p: int, b: int) -> np.ndarray:
+        """search_batch on batches of b queries, one thread (its results equal search's)."""
+
+        def one(Qb: np.ndarray) -> np.ndarray:
+            return np.stack([ids for ids, _ in self.index.search_batch(Qb, k, nprobe=p, threads=1)])
+
+        return in_batches(one, Q, b)
+
+    def sweep(self, Q: np.ndarray, k: int, p: int) -> np.ndarray:
+        """The single-query results of every query (search_batch returns exactly those)."""
+        return np.stack([ids for ids, _ in self.index.search_batch(Q, k, nprobe=p, threads=0)])
 
 
 class FaissIvf:
@@ -143,6 +169,16 @@ class FaissIvf:
         self.index.nprobe = p
         self.faiss.omp_set_num_threads(threads)
         return self.index.search(Q, k)[1]
+
+    def grouped(self, Q: np.ndarray, k: int, p: int, b: int) -> np.ndarray:
+        self.index.nprobe = p
+        self.faiss.omp_set_num_threads(1)
+        return in_batches(lambda Qb: self.index.search(Qb, k)[1], Q, b)
+
+    def sweep(self, Q: np.ndarray, k: int, p: int) -> np.ndarray:
+        import os
+
+        return self.batch(Q, k, p, os.cpu_count() or 1)  # per-query results do not depend on it
 
 
 class RagfindHnsw:
@@ -189,6 +225,14 @@ def main() -> None:
         help="train faiss on 64 rows per list for 10 iterations (ragfind's old budget), not its defaults",
     )
     ap.add_argument("--probes", default="1,2,4,8,12,16,24,32,48,64,96,128")
+    ap.add_argument(
+        "--batch-sizes",
+        default="",
+        help="single-thread batch sizes timed at each engine's recall-0.95 setting (e.g. 64,256,1000)",
+    )
+    ap.add_argument(
+        "--clock", choices=("cpu", "wall"), default="cpu", help="clock of the single-thread timings"
+    )
     ap.add_argument("--efs", default="16,24,32,48,64,96,128,192,256")
     a = ap.parse_args()
     import os
@@ -236,7 +280,8 @@ def main() -> None:
     for eng, e, sweep, build in engines:
         settings = []
         for p in sweep:
-            r = recall(e.single(Q, k, p), truth)  # type: ignore[attr-defined]
+            found = e.sweep(Q, k, p) if hasattr(e, "sweep") else e.single(Q, k, p)  # type: ignore[attr-defined]
+            r = recall(found, truth)
             settings.append({"p": p, "recall": r})
             print(json.dumps({"engine": eng, **settings[-1]}), flush=True)
             if r >= 0.995:
@@ -252,12 +297,24 @@ def main() -> None:
         plan.append((row, s0, None))
     # Timings interleaved: every round times every (engine, setting) once, in a shuffled
     # order, so load from other processes hits every engine alike; medians over rounds.
+    # Single-thread batches at each engine's recall-0.95 setting (grouped by list for ragfind).
+    sizes = [int(x) for x in a.batch_sizes.split(",") if x]
+    grouped = []
+    for row, s, e in plan:
+        if sizes and hasattr(e, "grouped") and s is _first(row["settings"], 0.95):
+            grouped += [(row, s, e, b) for b in sizes]
+    clock = time.process_time if a.clock == "cpu" else time.perf_counter
     nq1 = min(a.nq, 300)
     t1s: dict[int, list[float]] = {id(s): [] for _, s, _ in plan}
     tbs: dict[int, list[float]] = {id(s): [] for _, s, _ in plan}
+    tgs: dict[tuple, list[float]] = {(id(s), b): [] for _, s, _, b in grouped}
     rng = np.random.default_rng(1)
     for rnd in range(a.rounds):
-        for i in rng.permutation(len(plan)).tolist():
+        for i in rng.permutation(len(plan) + len(grouped)).tolist():
+            if i >= len(plan):
+                _row, s, e, b = grouped[i - len(plan)]
+                tgs[(id(s), b)].append(timed(lambda e=e, p=s["p"], b=b: e.grouped(Q, k, p, b), 1, clock))
+                continue
             row, s, e = plan[i]
             if e is None:
                 f1 = lambda: [exact.search(q, k, threads=1) for q in Q[:nq1]]  # noqa: E731
@@ -265,14 +322,21 @@ def main() -> None:
             else:
                 f1 = lambda e=e, p=s["p"]: e.single(Q[:nq1], k, p)  # noqa: E731
                 fb = lambda e=e, p=s["p"]: e.batch(Q, k, p, threads)  # noqa: E731
-            t1s[id(s)].append(timed(f1, 1))
+            t1s[id(s)].append(timed(f1, 1, clock))
             tbs[id(s)].append(timed(fb, 1))
         print(f"round {rnd + 1}/{a.rounds} done", flush=True)
     for row, s, _ in plan:
         s["qps1"] = nq1 / statistics.median(t1s[id(s)])
         s["qpsb"] = a.nq / statistics.median(tbs[id(s)])
         print(json.dumps({"engine": row["engine"], **s}), flush=True)
+    for row, s, _e, b in grouped:
+        s.setdefault("grouped", {})[b] = a.nq / statistics.median(tgs[(id(s), b)])
+        print(
+            json.dumps({"engine": row["engine"], "p": s["p"], "batch": b, "qps": s["grouped"][b]}), flush=True
+        )
+    print_recalls(rows)
     print_table(rows)
+    print_grouped(rows, sizes)
     print_builds(builds)
 
 
@@ -305,6 +369,45 @@ def print_table(rows: list) -> None:
                 f"{s['p']}, {s['recall']:.3f}, {s['qps1']:,.0f}{ratio}, {s.get('qpsb', float('nan')):,.0f}"
             )
         print(f"| {r['engine']} | {r['build_s']:.1f} | {r['mb']:.0f} | " + " | ".join(cells) + " |")
+
+
+def print_recalls(rows: list) -> None:
+    """recall@k per nprobe of every IVF engine (the sweep stops past 0.995)."""
+    ivf = [r for r in rows if r["engine"] not in ("ragfind-exact", "ragfind-hnsw")]
+    probes = sorted({st["p"] for r in ivf for st in r["settings"]})
+    if not probes:
+        return
+    print()
+    print("| nprobe | " + " | ".join(str(p) for p in probes) + " |")
+    print("|---|" + "---|" * len(probes))
+    for r in ivf:
+        got = {st["p"]: st["recall"] for st in r["settings"]}
+        print(f"| {r['engine']} | " + " | ".join(f"{got[p]:.3f}" if p in got else "" for p in probes) + " |")
+
+
+def print_grouped(rows: list, sizes: list) -> None:
+    """Single-thread q/s at recall 0.95: one query per call against batches of each size."""
+    if not sizes:
+        return
+    base = next((r for r in rows if r["engine"] == "faiss-flat"), None)
+    bs = _first(base["settings"], 0.95) if base else None
+    print()
+    print(
+        "| engine @0.95 | nprobe | 1 per call | "
+        + " | ".join(f"batch {b} (x 1 per call, x IVFFlat batch {b})" for b in sizes)
+        + " |"
+    )
+    print("|---|---|---|" + "---|" * len(sizes))
+    for r in rows:
+        s = _first(r["settings"], 0.95)
+        if s is None or "grouped" not in s:
+            continue
+        cells = []
+        for b in sizes:
+            q = s["grouped"][b]
+            vs = f", {q / bs['grouped'][b]:.2f}x" if bs is not None and "grouped" in bs else ""
+            cells.append(f"{q:,.0f} ({q / s['qps1']:.2f}x{vs})")
+        print(f"| {r['engine']} | {s['p']} | {s['qps1']:,.0f} | " + " | ".join(cells) + " |")
 
 
 def print_builds(builds: dict) -> None:

@@ -295,8 +295,9 @@ void bind_ivf_functions(py::module_& m) {
       py::arg("centroids"), py::arg("starts"), py::arg("lens"), py::arg("data"), py::arg("storage"), py::arg("scales"),
       py::arg("sqnorms"), py::arg("exact"), py::arg("Q"), py::arg("k"), py::arg("nprobe"), py::arg("rerank"),
       py::arg("metric"), py::arg("allowed") = py::none(), py::arg("threshold") = py::none(), py::arg("threads") = 0,
-      "ivf_search for each row of Q (threads split the queries). Returns (positions (nq,k), scores (nq,k), counts "
-      "(nq,)); missing entries are -1 / NaN.");
+      "ivf_search for each row of Q, equal to it bit for bit; the queries are grouped by list so each probed list "
+      "is read once per batch (threads split the lists). Returns (positions (nq,k), scores (nq,k), counts (nq,)); "
+      "missing entries are -1 / NaN.");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <vector>
 
+#include "ivf_probe.hpp"
 #include "ragfind/common/parallel.hpp"
 #include "ragfind/dense/similarity.hpp"
 #include "scan.hpp"
@@ -19,6 +20,7 @@ using detail::elem_bytes;
 using detail::floor_of;
 using detail::kScanBlock;
 using detail::prepare;
+using detail::ProbeOrder;
 using detail::PreparedQuery;
 using detail::score_block;
 using detail::make_topk;
@@ -26,42 +28,6 @@ using detail::merge;
 using detail::push_block;
 using detail::TopK;
 using detail::write_results;
-
-/// The lists in probe order (best centroid first), sorted lazily: only the first `sorted`
-/// entries are in order, the rest are the remaining lists in any order.
-class ProbeOrder {
- public:
-  ProbeOrder(const SimilarityKernels& K, const IvfView& v, const float* q, Metric metric, size_t first)
-      : cs_(v.nlist), order_(v.nlist) {
-    if (metric == Metric::IP) {
-      K.dot_rows_f32(q, v.centroids, v.nlist, v.rows.d, cs_.data());
-    } else {
-      K.l2_rows_f32(q, v.centroids, v.nlist, v.rows.d, cs_.data());
-      for (float& s : cs_) s = -s;
-    }
-    std::iota(order_.begin(), order_.end(), uint32_t(0));
-    extend(first);
-  }
-
-  /// Makes the first m entries the m best lists, in order.
-  void extend(size_t m) {
-    m = std::min(m, order_.size());
-    if (m <= sorted_) return;
-    const float* cs = cs_.data();
-    std::partial_sort(order_.begin() + static_cast<std::ptrdiff_t>(sorted_),
-                      order_.begin() + static_cast<std::ptrdiff_t>(m), order_.end(),
-                      [cs](uint32_t a, uint32_t b) { return cs[a] > cs[b] || (cs[a] == cs[b] && a < b); });
-    sorted_ = m;
-  }
-
-  size_t sorted() const { return sorted_; }
-  uint32_t operator[](size_t i) const { return order_[i]; }
-
- private:
-  std::vector<float> cs_;
-  std::vector<uint32_t> order_;
-  size_t sorted_ = 0;
-};
 
 // Scores list l into top; returns how many of its rows the admission mask lets through.
 size_t scan_list(const SimilarityKernels& K, const IvfView& v, const PreparedQuery& p, const SearchOptions& so,
@@ -118,48 +84,7 @@ size_t ivf_search_one(const IvfView& v, const float* q, const IvfOptions& opt, i
     total += scan_list(K, v, p, so, order[i], tops[0]);
   }
   if (!rerank) return write_results(tops[0], so.metric, so.k, out_rows, out_scores);
-  // Exact re-scoring with the single-row call of the exact scan's kernel, so a position's score
-  // equals the one an exact float32 scan gives it.
-  TopK fin = make_topk(so.k, so.has_threshold, floor);
-  const size_t d = v.rows.d;
-  std::vector<TopK::Entry> pooled;
-  tops[0].finalize(pooled);
-  for (const auto& c : pooled) {
-    const float* x = v.exact + static_cast<size_t>(c.doc) * d;
-    float s;
-    if (so.metric == Metric::IP) {
-      K.dot_rows_f32(q, x, 1, d, &s);
-    } else {
-      K.l2_rows_f32(q, x, 1, d, &s);
-      s = -s;
-    }
-    fin.insert(s, c.doc);
-  }
-  return write_results(fin, so.metric, so.k, out_rows, out_scores);
-}
-
-void ivf_search_batch(const IvfView& v, const float* Q, size_t nq, const IvfOptions& opt, int64_t* out_rows,
-                      float* out_scores, int64_t* out_counts) {
-  const size_t k = opt.search.k;
-  for (size_t i = 0; i < nq * k; ++i) {
-    out_rows[i] = -1;
-    out_scores[i] = std::numeric_limits<float>::quiet_NaN();
-  }
-  for (size_t i = 0; i < nq; ++i) out_counts[i] = 0;
-  if (nq == 0 || k == 0 || v.nlist == 0) return;
-  const int nt = common::resolve_threads(opt.search.threads, nq);
-  const size_t d = v.rows.d;
-  if (nt == 1 || nq < static_cast<size_t>(nt)) {
-    // Few queries: each one splits its lists over the workers instead.
-    for (size_t i = 0; i < nq; ++i)
-      out_counts[i] = static_cast<int64_t>(ivf_search_one(v, Q + i * d, opt, out_rows + i * k, out_scores + i * k));
-    return;
-  }
-  IvfOptions one = opt;
-  one.search.threads = 1;
-  common::parallel_for(nq, nt, [&](size_t i, int) {
-    out_counts[i] = static_cast<int64_t>(ivf_search_one(v, Q + i * d, one, out_rows + i * k, out_scores + i * k));
-  });
+  return detail::rescore_pool(K, v, q, so, tops[0], out_rows, out_scores);
 }
 
 }  // namespace ragfind::dense

@@ -588,9 +588,11 @@ class DenseIndex:
     ) -> list[tuple[np.ndarray, np.ndarray]]:
         """``search`` for every row of Q: a list whose item i equals ``search(Q[i], ...)``.
 
-        Same arguments as ``search``; the filter is compiled once for all rows. Each row runs
-        the single-query scan, so ids and scores are exactly ``search``'s (the batch kernels of
-        ``search_batch_padded`` sum in another order: scores may differ in the last bits).
+        Same arguments as ``search``; the filter is compiled once for all rows. Each row gets
+        exactly ``search``'s ids and scores: exact and HNSW run the single-query scan per row,
+        IVF groups the rows by list so each probed list is read once per batch (the batch
+        kernels of ``search_batch_padded`` sum in another order: scores may differ in the last
+        bits).
 
         Raises:
             as ``search``; Q must be (nq, dim) with nq >= 1.
@@ -614,6 +616,9 @@ class DenseIndex:
         elif filter is not None and not isinstance(filter, IdFilter):
             filter = IdFilter(filter)  # noqa: A001 - compiled once, reused by every row
         threshold = min_score if self._cfg.metric != "l2" else max_distance
+        grouped = getattr(self._backend, "search_batch", None)
+        if grouped is not None:  # IVF: queries grouped by list, the same answers
+            return grouped(Qm, int(k), threshold, filter, threads, nprobe)
         search = self._backend.search
         return [search(Qm[i], int(k), threshold, filter, threads, nprobe) for i in range(Qm.shape[0])]
 

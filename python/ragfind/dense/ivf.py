@@ -7,7 +7,8 @@ to the end of the array with half again as much room, leaving a hole, and when h
 deleted rows make up more than half the array it is repacked (a repack during an add leaves
 every list half its length of room, so the adds after it do not move every list again).
 Searches take a published snapshot (arrays + list table + live mask), so a write never
-disturbs a running search.
+disturbs a running search. A batch (``search_batch``) groups its queries by list, so each
+probed list is read once per batch, and gives every query exactly ``search``'s answer.
 
 With automatic nlist the index retrains as it grows: once the live rows reach ``_GROW_FACTOR``
 times the count it was trained at and ``auto_nlist`` of the new count is at least
@@ -63,6 +64,9 @@ _SEED = 1234
 _WRITE_BLOCK = 4096
 # Rows normalised and assigned per call when an add divides cosine rows itself (25 MB at dim 384).
 _ASSIGN_BLOCK = 16384
+# search_batch groups at least this many queries by list; fewer share too few lists to repay
+# the grouping's setup, and run one by one (the same answers).
+_GROUP_MIN = 8
 # Automatic nlist: retrain when the live rows reach this multiple of the training count...
 _GROW_FACTOR = 4
 # ... and auto_nlist(live rows) is at least this multiple of the current nlist.
@@ -674,6 +678,58 @@ class IvfBackend:
         if qnorm != 1.0:
             scores *= np.float32(1.0 / qnorm)
         return s.ids[rows], scores
+
+    def search_batch(  # noqa: A002
+        self, Qm: np.ndarray, k: int, threshold: Any, filter: Any, threads: int | None, nprobe: int | None
+    ) -> list:
+        """``search`` for every row of ``Qm``: item i equals ``search(Qm[i], ...)``, ids and
+        scores. f32/f16/i8 lists group the queries by list, so each probed list is read once per
+        batch (the C++ ivf_search_batch); coded lists and batches of fewer than ``_GROUP_MIN``
+        queries search one query at a time."""
+        nq = Qm.shape[0]
+        if self._codes is not None or nq < _GROUP_MIN:
+            return [self.search(Qm[i], k, threshold, filter, threads, nprobe) for i in range(nq)]
+        s = self.snapshot
+        C = s.centroids
+        npb = self.nprobe if nprobe is None else nprobe
+        if C is None:
+            return [(empty_ids(self.id_kind), np.empty(0, np.float32)) for _ in range(nq)]
+        if filter is None:
+            allowed, count = s.live, s.live_rows
+        else:
+            allowed, count = self._ivf_allowed(filter, s)
+        qnorms = [query_norm(Qm[i], self.cfg)[1] for i in range(nq)]  # raises as search does
+        k = min(k, count)
+        if k == 0:
+            return [(empty_ids(self.id_kind), np.empty(0, np.float32)) for _ in range(nq)]
+        t = self.cfg.threads if threads is None else threads
+        metric = self.cfg.scan_metric
+        # Cosine scores the raw query (as search does), so its threshold scales with each
+        # query's norm: applied per query below, where it cuts a prefix of the ranked results.
+        cosine = self.cfg.metric == "cosine"
+        subset = None if filter is None else self._ivf_gather(s, allowed, count, npb)
+        if subset is not None:
+            data, dt, sc, sq = self._ivf_rows(s)
+            rows, scores, counts = _core.dense_search_batch(
+                data, dt, sc, sq, Qm, k, metric, None, None if cosine else threshold, t, subset
+            )
+        else:
+            rows, scores, counts = _core.ivf_search_batch(
+                C, s.start, s.lens, s.data, self.cfg.encoding.name, s.scales, s.sqnorms, s.exact,
+                Qm, k, npb, self.rerank, metric, allowed, None if cosine else threshold, t,
+            )  # fmt: skip
+        out = []
+        for i, n in enumerate(counts.tolist()):
+            sc_i = scores[i, :n].copy()
+            qn = qnorms[i]
+            if cosine and threshold is not None:
+                floor = np.float32(threshold * qn if qn != 1.0 else threshold)
+                n = int(np.count_nonzero(sc_i >= floor))
+                sc_i = sc_i[:n]
+            if qn != 1.0:
+                sc_i *= np.float32(1.0 / qn)
+            out.append((s.ids[rows[i, :n]], sc_i))
+        return out
 
     def search_batch_padded(  # noqa: A002
         self, Qm: np.ndarray, k: int, threshold: Any, filter: Any, threads: int, nprobe: int | None

@@ -39,8 +39,9 @@ struct IvfOptions {
 /// distances ascending; ties to the lower position). Returns how many were written.
 size_t ivf_search_one(const IvfView& ivf, const float* q, const IvfOptions& opt, int64_t* out_rows, float* out_scores);
 
-/// ivf_search_one for each of nq queries (rows of Q) on up to opt.search.threads workers:
-/// out_rows/out_scores are nq x k padded with -1 / NaN, out_counts[i] the real results.
+/// ivf_search_one for each of nq queries (rows of Q), equal to it bit for bit, grouped by list
+/// so each probed list is read once per batch (ivf_batch.cpp); up to opt.search.threads
+/// workers. out_rows/out_scores are nq x k padded with -1 / NaN, out_counts[i] the real results.
 void ivf_search_batch(const IvfView& ivf, const float* Q, size_t nq, const IvfOptions& opt, int64_t* out_rows,
                       float* out_scores, int64_t* out_counts);
 
