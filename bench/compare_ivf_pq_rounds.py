@@ -6,6 +6,9 @@ for each recall@10 target the fastest setting that reaches it, per engine, by ea
 
     PYTHONPATH=python python bench/compare_ivf_pq_rounds.py --n 200000 --nlist 1024 --pq-m 48 \\
         --nq 300 --probes 16,24,32,48 --reranks 8,16,32,64 --rounds 5
+
+``--ragfind`` picks the ragfind configurations: ``pq4`` / ``pq8`` (``--pq-m`` / ``--pq8-m``
+sub-spaces of 4 / 8 bits), each optionally ``-f16`` (re-scoring float16 rows).
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--probes", default="16,24,32,48")
     ap.add_argument("--reranks", default="8,16,32,64")
+    ap.add_argument("--ragfind", default="pq4", help="comma-separated: pq4, pq4-f16, pq8, pq8-f16")
+    ap.add_argument("--pq8-m", type=int, default=48)
     a = ap.parse_args()
     k = 10
     X, Q = make_data(a.n, a.nq, a.dim, a.latent, a.noise, seed=0)
@@ -44,14 +49,23 @@ def main() -> None:
 
     import faiss
 
-    ix = DenseIndex(a.dim, metric="cosine", kind="ivf", dtype="pq", nlist=a.nlist, pq_m=a.pq_m)
-    ix.add(X)
+    engines: dict = {}
+    for variant in a.ragfind.split(","):
+        bits = 8 if variant.startswith("pq8") else 4
+        ix = DenseIndex(
+            a.dim, metric="cosine", kind="ivf", dtype="pq", nlist=a.nlist,
+            pq_m=a.pq8_m if bits == 8 else a.pq_m, pq_bits=bits,
+            rerank_dtype="f16" if variant.endswith("-f16") else "f32",
+        )  # fmt: skip
+        t = time.perf_counter()
+        ix.add(X)
+        print(f"ragfind {variant}: built in {time.perf_counter() - t:.1f} s", flush=True)
 
-    def ragfind_search(q, p, r):
-        ix.rerank = r
-        return ix.search(q[0] if q.ndim == 2 else q, k, nprobe=p, threads=1)[0]
+        def ragfind_search(q, p, r, ix=ix):
+            ix.rerank = r
+            return ix.search(q[0] if q.ndim == 2 else q, k, nprobe=p, threads=1)[0]
 
-    engines = {"ragfind pq4 + rerank": ragfind_search}
+        engines[f"ragfind {variant} + rerank"] = ragfind_search
     faiss.omp_set_num_threads(2)
     for name, base in (
         (
@@ -66,8 +80,10 @@ def main() -> None:
         ),
     ):
         ref = faiss.IndexRefineFlat(base)
+        t = time.perf_counter()
         ref.train(X)
         ref.add(X)
+        print(f"{name}: built in {time.perf_counter() - t:.1f} s (2 threads)", flush=True)
 
         def search(q, p, r, ref=ref):
             params = faiss.IndexRefineSearchParameters(

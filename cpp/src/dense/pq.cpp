@@ -189,7 +189,8 @@ inline uint32_t rows_at_or_above(const uint16_t* sums, uint32_t g) {
 }
 
 struct QueryState {
-  std::vector<uint8_t> lut8;
+  std::vector<uint8_t> lut8;  // 4-bit codes: the quantised table
+  std::vector<float> lut;     // 8-bit codes: the float table
   float bias = 0, scale = 1;
   CandidateQueue queue{0};
 };
@@ -199,6 +200,7 @@ struct SearchScratch {
   std::vector<std::pair<float, int64_t>> cs;
   std::vector<float> lut;
   std::vector<uint16_t> sums;
+  std::vector<float> sums8;
   std::vector<uint64_t> visits;   // (list << 32 | query in chunk), list-major
   std::vector<float> visit_base;  // centroid score per (query, probe)
   std::vector<QueryState> queries;
@@ -208,6 +210,27 @@ struct SearchScratch {
 SearchScratch& scratch() {
   thread_local SearchScratch s;
   return s;
+}
+
+// The 8-bit version of scan_list: float sums, compared with the queue's threshold directly.
+void scan_list8(const IvfPqView& v, const Pq4ScanKernels& K, size_t l, float centroid_score, QueryState& qs,
+                std::vector<float>& sums) {
+  const size_t n = static_cast<size_t>(v.len[l]), r0 = static_cast<size_t>(v.row0[l]), m = v.pq->m;
+  if (sums.size() < n) sums.resize(n);
+  K.scan8(v.blocks + r0 * m, n, m, qs.lut.data(), sums.data());
+  CandidateQueue& queue = qs.queue;
+  const int64_t* pos = v.pos == nullptr ? nullptr : v.pos + r0;
+  const int64_t first = v.pos == nullptr ? v.start[l] : 0;
+  const int64_t n_exact = static_cast<int64_t>(v.n_exact);
+  for (size_t r = 0; r < n; ++r) {
+    const float est = centroid_score + sums[r];
+    if (queue.full() && !(est >= queue.threshold())) continue;
+    const int64_t at = pos == nullptr ? first + static_cast<int64_t>(r) : pos[r];
+    if (at == -1) continue;
+    if (at < -1 || at >= n_exact) throw std::invalid_argument("ivf_pq_search: pos holds a row outside exact");
+    if (v.allowed != nullptr && v.allowed[at] == 0) continue;
+    queue.insert(est, at);
+  }
 }
 
 // Scans list l for one query, offering the rows that pass the running threshold.
@@ -249,18 +272,23 @@ void scan_list(const IvfPqView& v, const Pq4ScanKernels& K, size_t mpad, size_t 
 void rescore(const IvfPqView& v, const float* q, size_t k, const CandidateQueue& queue, std::vector<Candidate>& cand,
              int64_t* out_pos, float* out_scores) {
   const SimilarityKernels& S = similarity_kernels();
-  const size_t d = v.pq->d, line = 64 / sizeof(float);
+  const size_t d = v.pq->d;
+  const bool f16 = v.exact == nullptr;
+  const size_t row_bytes = d * (f16 ? sizeof(uint16_t) : sizeof(float));
+  const char* rows = f16 ? reinterpret_cast<const char*>(v.exact_f16) : reinterpret_cast<const char*>(v.exact);
   cand.assign(queue.entries().begin(), queue.entries().end());
   std::sort(cand.begin(), cand.end(), [](const Candidate& a, const Candidate& b) { return a.doc < b.doc; });
   constexpr size_t kAhead = 2;  // rows prefetched ahead of the one scored (more did not help)
   auto prefetch = [&](size_t i) {
-    const float* row = v.exact + static_cast<size_t>(cand[i].doc) * d;
-    for (size_t t = 0; t < d; t += line) __builtin_prefetch(row + t);
+    const char* row = rows + static_cast<size_t>(cand[i].doc) * row_bytes;
+    for (size_t t = 0; t < row_bytes; t += 64) __builtin_prefetch(row + t);
   };
   for (size_t i = 0; i < std::min(kAhead, cand.size()); ++i) prefetch(i);
   for (size_t i = 0; i < cand.size(); ++i) {
     if (i + kAhead < cand.size()) prefetch(i + kAhead);
-    cand[i].score = S.dot_f32(q, v.exact + static_cast<size_t>(cand[i].doc) * d, d);
+    const size_t at = static_cast<size_t>(cand[i].doc);
+    if (f16) S.dot_rows_f16(q, v.exact_f16 + at * d, 1, d, &cand[i].score);
+    else cand[i].score = S.dot_f32(q, v.exact + at * d, d);
   }
   const size_t kk = std::min(k, cand.size());
   std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(kk), cand.end(), common::RanksBefore{});
@@ -286,7 +314,8 @@ void search_chunk(const IvfPqView& v, const float* Q, size_t nc, size_t k, size_
   if (w.queries.size() < nc) w.queries.resize(nc);
   w.cscore.resize(nlist);
   w.cs.resize(nlist);
-  w.lut.resize(pq.m * 16);
+  const bool eight = pq.bits == 8;
+  w.lut.resize(pq.m * pq.ksub);
   w.visits.clear();
   w.visit_base.resize(nc * np);
   for (size_t qi = 0; qi < nc; ++qi) {
@@ -303,9 +332,14 @@ void search_chunk(const IvfPqView& v, const float* Q, size_t nc, size_t k, size_
       w.visit_base[qi * np + p] = -w.cs[p].first;
     }
     QueryState& qs = w.queries[qi];
-    pq_lut_ip(pq, q, w.lut.data());
-    qs.lut8.resize(mpad * 16);
-    quantise_pq4_lut_into(w.lut.data(), pq.m, qs.lut8.data(), &qs.bias, &qs.scale);
+    if (eight) {
+      qs.lut.resize(pq.m * pq.ksub);
+      pq_lut_ip(pq, q, qs.lut.data());
+    } else {
+      pq_lut_ip(pq, q, w.lut.data());
+      qs.lut8.resize(mpad * 16);
+      quantise_pq4_lut_into(w.lut.data(), pq.m, qs.lut8.data(), &qs.bias, &qs.scale);
+    }
     // Not capped by the rows probed: a query left short by a filter or deletes scans more lists.
     qs.queue.reset(std::max(k, k * rerank));
   }
@@ -313,7 +347,8 @@ void search_chunk(const IvfPqView& v, const float* Q, size_t nc, size_t k, size_
   if (nc > 1) std::sort(w.visits.begin(), w.visits.end());
   for (const uint64_t vis : w.visits) {
     const size_t l = static_cast<size_t>(vis >> 32), slot = static_cast<size_t>(vis & 0xffffffffu);
-    scan_list(v, K, mpad, l, w.visit_base[slot], w.queries[slot / np], w.sums);
+    if (eight) scan_list8(v, K, l, w.visit_base[slot], w.queries[slot / np], w.sums8);
+    else scan_list(v, K, mpad, l, w.visit_base[slot], w.queries[slot / np], w.sums);
   }
   // While the queue is short of k it admits every admitted row offered, so its size is the
   // admitted rows seen: a short query scans the next lists in centroid order (rare: a filter or
@@ -325,8 +360,11 @@ void search_chunk(const IvfPqView& v, const float* Q, size_t nc, size_t k, size_
       S.dot_rows_f32(Q + qi * d, v.centroids, nlist, d, w.cscore.data());
       for (size_t l = 0; l < nlist; ++l) w.cs[l] = {-w.cscore[l], static_cast<int64_t>(l)};
       std::sort(w.cs.begin(), w.cs.end());
-      for (size_t p = np; qs.queue.entries().size() < k && p < nlist; ++p)
-        scan_list(v, K, mpad, static_cast<size_t>(w.cs[p].second), -w.cs[p].first, qs, w.sums);
+      for (size_t p = np; qs.queue.entries().size() < k && p < nlist; ++p) {
+        const size_t l = static_cast<size_t>(w.cs[p].second);
+        if (eight) scan_list8(v, K, l, -w.cs[p].first, qs, w.sums8);
+        else scan_list(v, K, mpad, l, -w.cs[p].first, qs, w.sums);
+      }
     }
   }
   for (size_t qi = 0; qi < nc; ++qi)

@@ -24,9 +24,10 @@ enough lists probed the results equal an exact float32 search. The copy costs 4 
 value on top of the list (a loaded index maps it: only the re-scored rows are read, so it
 mostly stays on disk); ``rerank=0`` stores no copy and returns the quantised scores.
 
-dtype "pq" and "rabitq" lists store float32 rows as "f32" does, plus a compressed code of each
-row's residual to its centroid (ivf_codes.py): the search scans the codes and re-scores the
-``k * rerank`` best estimates from the rows, so a loaded index keeps only the codes in memory.
+dtype "pq" and "rabitq" lists store float32 rows as "f32" does (float16 ones as "f16" does with
+``rerank_dtype="f16"``), plus a compressed code of each row's residual to its centroid
+(ivf_codes.py): the search scans the codes and re-scores the ``k * rerank`` best estimates
+from the rows, so a loaded index keeps only the codes in memory.
 Codes follow their rows through every add, move, repack and file; a retrain trains the PQ
 codebooks again and re-encodes every row against the new centroids.
 """
@@ -162,7 +163,8 @@ class IvfBackend:
         self._iv_publish(None)
 
     def _keeps_exact(self) -> bool:
-        return self.cfg.encoding.name != "f32" and self.rerank > 0
+        # Coded lists re-score their stored rows (f16 ones too): no second copy.
+        return self._codes is None and self.cfg.encoding.name != "f32" and self.rerank > 0
 
     # ----------------------------------------------------------------- state
 
@@ -720,6 +722,8 @@ class IvfBackend:
             "trained_n": self.trained_n,
             **({} if self._codes is None else self._codes.header()),
         }
+        if self._codes is not None:
+            extra["rerank_dtype"] = self.cfg.rerank_dtype
         if s.centroids is None:
             return [], [], extra
         live = s.live
