@@ -32,8 +32,9 @@ void check_array(const py::array& a, const char* name, char kind, size_t itemsiz
   if ((a.flags() & py::array::c_style) == 0) fail_value(std::string(name) + " must be C-contiguous");
 }
 
-// Codebooks from an (m, ksub, dsub) float32 array (ksub 16 or 256).
-dense::PqCodebook codebook(const py::array& cw) {
+// Codebooks from an (m, ksub, dsub) float32 array (ksub 16 or 256): copied, or with `borrow`
+// read in place (the caller keeps cw alive while the codebook is used).
+dense::PqCodebook codebook(const py::array& cw, bool borrow = false) {
   check_array(cw, "codewords", 'f', 4, 3, "float32");
   dense::PqCodebook pq;
   pq.m = static_cast<size_t>(cw.shape(0));
@@ -44,7 +45,8 @@ dense::PqCodebook codebook(const py::array& cw) {
   pq.bits = pq.ksub == 16 ? 4 : 8;
   pq.d = pq.m * pq.dsub;
   const float* p = static_cast<const float*>(cw.data());
-  pq.codewords.assign(p, p + pq.m * pq.ksub * pq.dsub);
+  if (borrow) pq.borrowed = p;
+  else pq.codewords.assign(p, p + pq.m * pq.ksub * pq.dsub);
   return pq;
 }
 
@@ -183,7 +185,7 @@ void bind_pq(py::module_& m) {
       [](py::array centroids, py::array codewords, py::array blocks, py::array row0, py::array lens, py::object pos,
          py::array exact, py::array Q, size_t k, size_t nprobe, size_t rerank, int threads, py::object start,
          py::object allowed) -> py::tuple {
-        const dense::PqCodebook pq = codebook(codewords);
+        const dense::PqCodebook pq = codebook(codewords, true);  // codewords outlives the search
         const bool eight = pq.bits == 8;
         check_array(centroids, "centroids", 'f', 4, 2, "float32");
         check_array(blocks, "blocks", 'u', 1, 1, "uint8");

@@ -61,7 +61,7 @@ void encode_pq(const PqCodebook& pq, const float* X, size_t n, int threads, uint
   std::vector<int64_t> nearest(n);
   for (size_t j = 0; j < pq.m; ++j) {
     sub_rows(X, n, pq.d, j, pq.dsub, sub.data());
-    assign_nearest(sub.data(), n, pq.dsub, pq.codewords.data() + j * pq.ksub * pq.dsub, pq.ksub, Metric::L2, threads,
+    assign_nearest(sub.data(), n, pq.dsub, pq.data() + j * pq.ksub * pq.dsub, pq.ksub, Metric::L2, threads,
                    nearest.data());
     for (size_t i = 0; i < n; ++i) codes[i * pq.m + j] = static_cast<uint8_t>(nearest[i]);
   }
@@ -70,20 +70,16 @@ void encode_pq(const PqCodebook& pq, const float* X, size_t n, int threads, uint
 void decode_pq(const PqCodebook& pq, const uint8_t* codes, size_t n, float* out) {
   for (size_t i = 0; i < n; ++i)
     for (size_t j = 0; j < pq.m; ++j) {
-      const float* c = pq.codewords.data() + (j * pq.ksub + codes[i * pq.m + j]) * pq.dsub;
+      const float* c = pq.data() + (j * pq.ksub + codes[i * pq.m + j]) * pq.dsub;
       std::memcpy(out + i * pq.d + j * pq.dsub, c, pq.dsub * sizeof(float));
     }
 }
 
 void pq_lut_ip(const PqCodebook& pq, const float* q, float* lut) {
+  // The SIMD row kernel, a sub-space at a time (256-codeword tables cost m * 256 dot products).
+  const SimilarityKernels& S = similarity_kernels();
   for (size_t j = 0; j < pq.m; ++j)
-    for (size_t c = 0; c < pq.ksub; ++c) {
-      const float* w = pq.codewords.data() + (j * pq.ksub + c) * pq.dsub;
-      const float* qj = q + j * pq.dsub;
-      float s = 0.f;
-      for (size_t t = 0; t < pq.dsub; ++t) s += qj[t] * w[t];
-      lut[j * pq.ksub + c] = s;
-    }
+    S.dot_rows_f32(q + j * pq.dsub, pq.data() + j * pq.ksub * pq.dsub, pq.ksub, pq.dsub, lut + j * pq.ksub);
 }
 
 void pack_pq4(const uint8_t* codes, size_t n, size_t m, uint8_t* out) {

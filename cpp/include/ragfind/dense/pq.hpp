@@ -24,6 +24,10 @@ inline constexpr size_t kPqBlock = 32;
 struct PqCodebook {
   size_t d = 0, m = 0, bits = 0, dsub = 0, ksub = 0;
   std::vector<float> codewords;
+  /// When set, the codewords are read from this caller memory (same layout) instead: a search
+  /// need not copy 256-codeword books (m x 1 KB x dsub) on every call.
+  const float* borrowed = nullptr;
+  const float* data() const { return borrowed != nullptr ? borrowed : codewords.data(); }
 };
 
 /// Trains codebooks on the n rows of X (n x d, n >= 2^bits; d a multiple of m; bits 4 or 8):
