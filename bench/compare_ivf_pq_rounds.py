@@ -8,12 +8,14 @@ for each recall@10 target the fastest setting that reaches it, per engine, by ea
         --nq 300 --probes 16,24,32,48 --reranks 8,16,32,64 --rounds 5
 
 ``--ragfind`` picks the ragfind configurations: ``pq4`` / ``pq8`` (``--pq-m`` / ``--pq8-m``
-sub-spaces of 4 / 8 bits), each optionally ``-f16`` (re-scoring float16 rows).
+sub-spaces of 4 / 8 bits, or ``pq8m24``: 24 of them), each optionally ``-f16`` (re-scoring
+float16 rows).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 import time
@@ -51,11 +53,14 @@ def main() -> None:
 
     engines: dict = {}
     for variant in a.ragfind.split(","):
-        bits = 8 if variant.startswith("pq8") else 4
+        v = re.fullmatch(r"pq(4|8)(?:m(\d+))?(-f16)?", variant)
+        if v is None:
+            raise SystemExit(f"unknown --ragfind variant {variant!r}")
+        bits = int(v[1])
+        m = int(v[2]) if v[2] else a.pq8_m if bits == 8 else a.pq_m
         ix = DenseIndex(
-            a.dim, metric="cosine", kind="ivf", dtype="pq", nlist=a.nlist,
-            pq_m=a.pq8_m if bits == 8 else a.pq_m, pq_bits=bits,
-            rerank_dtype="f16" if variant.endswith("-f16") else "f32",
+            a.dim, metric="cosine", kind="ivf", dtype="pq", nlist=a.nlist, pq_m=m, pq_bits=bits,
+            rerank_dtype="f16" if v[3] else "f32",
         )  # fmt: skip
         t = time.perf_counter()
         ix.add(X)

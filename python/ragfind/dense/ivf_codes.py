@@ -1,9 +1,10 @@
 """Compressed codes of IVF lists: DenseIndex ``kind="ivf"`` with ``dtype="pq"`` or ``"rabitq"``.
 
-The lists keep their float32 rows exactly as ``dtype="f32"`` does (ivf.py moves, packs, saves
-and maps them the same way); a codes object adds, per row, a short code of the row's residual
-to its list's centroid, which the search scans instead of the rows. The ``k * rerank`` best
-estimates are then re-scored exactly against the float32 rows, so only those rows are read:
+The lists keep their float32 rows exactly as ``dtype="f32"`` does (float16 rows as ``"f16"``
+does with ``rerank_dtype="f16"``; ivf.py moves, packs, saves and maps them the same way); a
+codes object adds, per row, a short code of the row's residual to its list's centroid, which
+the search scans instead of the rows. The ``k * rerank`` best estimates are then re-scored
+exactly against the stored rows, so only those rows are read:
 after ``load(mmap=True)`` the rows stay in the file and memory holds the codes, centroids, ids
 and the codebooks (PQ) or rotation (RaBitQ).
 
