@@ -184,7 +184,8 @@ void bind_pq(py::module_& m) {
       "ivf_pq_search",
       [](py::array centroids, py::array codewords, py::array blocks, py::array row0, py::array lens, py::object pos,
          py::array exact, py::array Q, size_t k, size_t nprobe, size_t rerank, int threads, py::object start,
-         py::object allowed) -> py::tuple {
+         py::object allowed, const std::string& metric) -> py::tuple {
+        if (metric != "ip" && metric != "l2") fail_value("metric must be 'ip' or 'l2', got '" + metric + "'");
         const dense::PqCodebook pq = codebook(codewords, true);  // codewords outlives the search
         const bool eight = pq.bits == 8;
         check_array(centroids, "centroids", 'f', 4, 2, "float32");
@@ -246,6 +247,7 @@ void bind_pq(py::module_& m) {
         if (exact_f16) v.exact_f16 = static_cast<const uint16_t*>(exact.data());
         else v.exact = static_cast<const float*>(exact.data());
         v.n_exact = n_exact;
+        v.l2 = metric == "l2";
         const size_t nq = static_cast<size_t>(Q.shape(0));
         py::array_t<int64_t> out_pos({nq, k});
         py::array_t<float> out_scores({nq, k});
@@ -260,8 +262,9 @@ void bind_pq(py::module_& m) {
       },
       py::arg("centroids"), py::arg("codewords"), py::arg("blocks"), py::arg("row0"), py::arg("lens"), py::arg("pos"),
       py::arg("exact"), py::arg("Q"), py::arg("k"), py::arg("nprobe"), py::arg("rerank"), py::arg("threads") = 0,
-      py::arg("start") = py::none(), py::arg("allowed") = py::none(),
-      "IVF-PQ search by inner product (4-bit fast scan or 8-bit float tables, re-scoring of the "
+      py::arg("start") = py::none(), py::arg("allowed") = py::none(), py::arg("metric") = "ip",
+      "IVF-PQ search by inner product or (metric 'l2') squared distance, ascending (4-bit fast scan or 8-bit float "
+      "tables, re-scoring of the "
       "k * rerank best against exact, float32 or float16 rows): (positions (nq, k) padded with -1, "
       "scores (nq, k) padded with NaN). 4-bit blocks are pq4_pack's, 8-bit ones the code rows "
       "(m bytes each) flattened. Row i of list l is pos[row0[l] + i], or with pos=None start[l] + i; "

@@ -248,6 +248,7 @@ def ivf_pq_search(
     threads: int = 0,
     start: _NDArray[_i64] | None = None,
     allowed: _NDArray[_u8] | None = None,
+    metric: str = "ip",
 ) -> tuple[_NDArray[_i64], _NDArray[_f32]]: ...
 def rabitq_rotation(d: int, seed: int = 1234) -> _NDArray[_f32]: ...
 def rabitq_encode(

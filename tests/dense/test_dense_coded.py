@@ -84,6 +84,34 @@ def test_full_probe_with_generous_rerank_is_the_exact_top_k(dtype, metric):
         assert np.all(np.diff(scores) <= 0)
 
 
+@pytest.mark.parametrize("variant", ["pq", "pq-f16", "pq8"])
+def test_l2_is_the_exact_top_k_by_squared_distance(variant):
+    ix = coded(variant, "l2", rerank=50)
+    R = stored(X, "l2", ix.rerank_dtype == "f16").astype(np.float64)
+    hits = 0
+    for q in Q:
+        d = ((R - q) ** 2).sum(1)
+        order = np.lexsort((np.arange(3000), d))[:10]
+        got, gs = ix.search(q, 10, nprobe=32)
+        assert got.tolist()[:9] == order.tolist()[:9] or set(got.tolist()) == set(order.tolist())
+        np.testing.assert_allclose(gs, d[order], rtol=1e-5, atol=1e-3)
+        assert np.all(np.diff(gs) >= 0)
+        ix._backend.rerank = 3  # a short re-scoring list: the estimates must rank by distance
+        hits += len(set(ix.search(q, 10, nprobe=32)[0].tolist()) & set(order.tolist()))
+        ix._backend.rerank = 50
+    assert hits / (10 * len(Q)) >= 0.8, hits
+    one = [ix.search(q, 10, nprobe=3, threads=1) for q in Q]
+    for got, want in zip(ix.search_batch(Q, 10, nprobe=3, threads=2), one):
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+    limit = float(one[0][1][4])
+    a, sa = ix.search(Q[0], 10, nprobe=3, max_distance=limit)
+    assert len(a) == 5 and (sa <= limit).all()
+    b, sb = ix.search_batch_padded(Q[:1], 10, nprobe=3, max_distance=limit)
+    np.testing.assert_array_equal(b[0][:5], a)
+    assert (b[0][5:] == -1).all() and np.isneginf(sb[0][5:]).all()
+
+
 @pytest.mark.parametrize("dtype", CODED)
 def test_recall_rises_with_nprobe_and_rerank(dtype):
     ix = coded(dtype, "cosine")
@@ -254,7 +282,7 @@ def test_bad_input():
     for kw, msg in [
         ({"dtype": "pq", "kind": "exact"}, "needs kind='ivf'"),
         ({"dtype": "rabitq", "kind": "hnsw"}, "needs kind='ivf'"),
-        ({"dtype": "pq", "kind": "ivf", "metric": "l2"}, "inner product"),
+        ({"dtype": "rabitq", "kind": "ivf", "metric": "l2"}, "inner product"),
         ({"dtype": "pq", "kind": "ivf", "rerank": 0}, "rerank must be >= 1"),
         ({"dtype": "pq", "kind": "ivf", "pq_m": 5}, "pq_m must be"),
         ({"dtype": "pq", "kind": "ivf", "pq_bits": 6}, "pq_bits must be 4 or 8"),

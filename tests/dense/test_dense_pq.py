@@ -85,25 +85,39 @@ def test_8bit_codebooks_and_codes():
     assert err(cw, codes) < 0.5 * err(cw4, _core.pq_encode(X, cw4))
 
 
+@pytest.mark.parametrize("metric", ["ip", "l2"])
 @pytest.mark.parametrize("bits", [4, 8])
-def test_ivf_pq_rescores_float16_rows_at_every_level(simd_level, bits):
+def test_ivf_pq_rescores_float16_rows_at_every_level(simd_level, bits, metric):
     from ragfind import DenseIndex
 
     X = _rows(2000, 32, seed=5)
     Q = _rows(20, 32, seed=6)
     ix = DenseIndex(
-        32, metric="ip", kind="ivf", dtype="pq", nlist=8, pq_m=8, pq_bits=bits, rerank_dtype="f16", rerank=50
+        32,
+        metric=metric,
+        kind="ivf",
+        dtype="pq",
+        nlist=8,
+        pq_m=8,
+        pq_bits=bits,
+        rerank_dtype="f16",
+        rerank=50,
     )
     ix.add(X)
     s = ix._backend.snapshot
     assert s.data.dtype == np.float16
     ids, scores = ix.search_batch_padded(Q, 10, nprobe=8)
-    S = Q @ X.astype(np.float16).astype(np.float32).T  # ids 0..n-1
-    truth = np.argsort(-S, axis=1)[:, :10]
+    X16 = X.astype(np.float16).astype(np.float32)  # ids 0..n-1
+    if metric == "ip":
+        S = Q @ X16.T
+        truth = np.argsort(-S, axis=1)[:, :10]
+    else:  # squared distances, ascending
+        S = ((Q[:, None, :].astype(np.float64) - X16[None]) ** 2).sum(-1)
+        truth = np.argsort(S, axis=1)[:, :10]
     hits = np.mean([len(set(a) & set(b)) for a, b in zip(ids.tolist(), truth.tolist())])
     assert hits >= 9.8, hits
-    # The scores are the float32 query times the float16 rows, summed in float32.
-    np.testing.assert_allclose(scores, np.take_along_axis(S, ids, 1), rtol=1e-5, atol=1e-5)
+    # The scores are the float32 query against the float16 rows, summed in float32.
+    np.testing.assert_allclose(scores, np.take_along_axis(S, ids, 1), rtol=1e-5, atol=1e-4)
     ref = _at_level("scalar", lambda: ix.search_batch_padded(Q, 10, nprobe=8))
     np.testing.assert_array_equal(ref[0], ids)
     np.testing.assert_allclose(ref[1], scores, rtol=1e-5, atol=1e-6)

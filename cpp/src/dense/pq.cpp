@@ -195,6 +195,7 @@ struct SearchScratch {
   std::vector<float> cscore;
   std::vector<std::pair<float, int64_t>> cs;
   std::vector<float> lut;
+  std::vector<float> rq, cw_norm;  // l2: the query's residual to a centroid, |codeword|^2
   std::vector<uint16_t> sums;
   std::vector<float> sums8;
   std::vector<uint64_t> visits;   // (list << 32 | query in chunk), list-major
@@ -264,6 +265,34 @@ void scan_list(const IvfPqView& v, const Pq4ScanKernels& K, size_t mpad, size_t 
   }
 }
 
+// Higher is better: q . c, or -|q - c|^2 with l2.
+void centroid_scores(const IvfPqView& v, const SimilarityKernels& S, const float* q, float* out) {
+  const size_t d = v.pq->d;
+  if (!v.l2) {
+    S.dot_rows_f32(q, v.centroids, v.nlist, d, out);
+    return;
+  }
+  S.l2_rows_f32(q, v.centroids, v.nlist, d, out);
+  for (size_t l = 0; l < v.nlist; ++l) out[l] = -out[l];
+}
+
+// l2: the table of query q for list l, 2 (q - c)_j . codeword - |codeword|^2, into qs.
+void l2_list_table(const IvfPqView& v, const float* q, size_t l, SearchScratch& w, QueryState& qs) {
+  const PqCodebook& pq = *v.pq;
+  const size_t d = pq.d, n = pq.m * pq.ksub;
+  const float* c = v.centroids + l * d;
+  w.rq.resize(d);
+  for (size_t t = 0; t < d; ++t) w.rq[t] = q[t] - c[t];
+  std::vector<float>& table = pq.bits == 8 ? qs.lut : w.lut;
+  table.resize(n);
+  pq_lut_ip(pq, w.rq.data(), table.data());
+  for (size_t i = 0; i < n; ++i) table[i] = 2.f * table[i] - w.cw_norm[i];
+  if (pq.bits != 8) {
+    qs.lut8.resize(pq4_mpad(pq.m) * 16);
+    quantise_pq4_lut_into(table.data(), pq.m, qs.lut8.data(), &qs.bias, &qs.scale);
+  }
+}
+
 // Re-scores the queue's rows exactly and writes the k best (padding -1 / NaN).
 void rescore(const IvfPqView& v, const float* q, size_t k, const CandidateQueue& queue, std::vector<Candidate>& cand,
              int64_t* out_pos, float* out_scores) {
@@ -283,14 +312,22 @@ void rescore(const IvfPqView& v, const float* q, size_t k, const CandidateQueue&
   for (size_t i = 0; i < cand.size(); ++i) {
     if (i + kAhead < cand.size()) prefetch(i + kAhead);
     const size_t at = static_cast<size_t>(cand[i].doc);
-    if (f16) S.dot_rows_f16(q, v.exact_f16 + at * d, 1, d, &cand[i].score);
-    else cand[i].score = S.dot_f32(q, v.exact + at * d, d);
+    float& sc = cand[i].score;
+    if (v.l2) {  // ranked as -distance: higher is better, as for inner products
+      if (f16) S.l2_rows_f16(q, v.exact_f16 + at * d, 1, d, &sc);
+      else sc = S.l2sq_f32(q, v.exact + at * d, d);
+      sc = -sc;
+    } else if (f16) {
+      S.dot_rows_f16(q, v.exact_f16 + at * d, 1, d, &sc);
+    } else {
+      sc = S.dot_f32(q, v.exact + at * d, d);
+    }
   }
   const size_t kk = std::min(k, cand.size());
   std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(kk), cand.end(), common::RanksBefore{});
   for (size_t i = 0; i < kk; ++i) {
     out_pos[i] = cand[i].doc;
-    out_scores[i] = cand[i].score;
+    out_scores[i] = v.l2 ? -cand[i].score : cand[i].score;
   }
   for (size_t i = kk; i < k; ++i) {
     out_pos[i] = -1;
@@ -314,9 +351,14 @@ void search_chunk(const IvfPqView& v, const float* Q, size_t nc, size_t k, size_
   w.lut.resize(pq.m * pq.ksub);
   w.visits.clear();
   w.visit_base.resize(nc * np);
+  if (v.l2) {
+    w.cw_norm.resize(pq.m * pq.ksub);
+    const float* cw = pq.data();
+    for (size_t i = 0; i < pq.m * pq.ksub; ++i) w.cw_norm[i] = S.dot_f32(cw + i * pq.dsub, cw + i * pq.dsub, pq.dsub);
+  }
   for (size_t qi = 0; qi < nc; ++qi) {
     const float* q = Q + qi * d;
-    S.dot_rows_f32(q, v.centroids, nlist, d, w.cscore.data());
+    centroid_scores(v, S, q, w.cscore.data());
     for (size_t l = 0; l < nlist; ++l) w.cs[l] = {-w.cscore[l], static_cast<int64_t>(l)};
     // The np best lists (ties to the lower list), best first: the threshold rises sooner.
     auto mid = w.cs.begin() + static_cast<std::ptrdiff_t>(np);
@@ -328,7 +370,9 @@ void search_chunk(const IvfPqView& v, const float* Q, size_t nc, size_t k, size_
       w.visit_base[qi * np + p] = -w.cs[p].first;
     }
     QueryState& qs = w.queries[qi];
-    if (eight) {
+    if (v.l2) {
+      // a table per list, built as each list is visited
+    } else if (eight) {
       qs.lut.resize(pq.m * pq.ksub);
       pq_lut_ip(pq, q, qs.lut.data());
     } else {
@@ -343,6 +387,7 @@ void search_chunk(const IvfPqView& v, const float* Q, size_t nc, size_t k, size_
   if (nc > 1) std::sort(w.visits.begin(), w.visits.end());
   for (const uint64_t vis : w.visits) {
     const size_t l = static_cast<size_t>(vis >> 32), slot = static_cast<size_t>(vis & 0xffffffffu);
+    if (v.l2) l2_list_table(v, Q + (slot / np) * d, l, w, w.queries[slot / np]);
     if (eight) scan_list8(v, K, l, w.visit_base[slot], w.queries[slot / np], w.sums8);
     else scan_list(v, K, mpad, l, w.visit_base[slot], w.queries[slot / np], w.sums);
   }
@@ -353,11 +398,12 @@ void search_chunk(const IvfPqView& v, const float* Q, size_t nc, size_t k, size_
     for (size_t qi = 0; qi < nc; ++qi) {
       QueryState& qs = w.queries[qi];
       if (qs.queue.entries().size() >= k) continue;
-      S.dot_rows_f32(Q + qi * d, v.centroids, nlist, d, w.cscore.data());
+      centroid_scores(v, S, Q + qi * d, w.cscore.data());
       for (size_t l = 0; l < nlist; ++l) w.cs[l] = {-w.cscore[l], static_cast<int64_t>(l)};
       std::sort(w.cs.begin(), w.cs.end());
       for (size_t p = np; qs.queue.entries().size() < k && p < nlist; ++p) {
         const size_t l = static_cast<size_t>(w.cs[p].second);
+        if (v.l2) l2_list_table(v, Q + qi * d, l, w, qs);
         if (eight) scan_list8(v, K, l, -w.cs[p].first, qs, w.sums8);
         else scan_list(v, K, mpad, l, -w.cs[p].first, qs, w.sums);
       }

@@ -108,8 +108,8 @@ def _check_coded(
     dim: int, metric: str, dtype: str, rerank: Any, pq_m: Any, pq_bits: Any, rerank_dtype: Any
 ) -> None:
     """The arguments of a coded IVF index (dtype "pq" or "rabitq"), or the ValueError."""
-    if metric == "l2":
-        raise ValueError(f"dtype={dtype!r} scores by inner product; use metric 'cosine' or 'ip', got 'l2'")
+    if metric == "l2" and dtype == "rabitq":
+        raise ValueError("dtype='rabitq' scores by inner product; use metric 'cosine' or 'ip', got 'l2'")
     if rerank < 1:
         raise ValueError(
             f"dtype={dtype!r} re-scores the k * rerank best estimates; rerank must be >= 1, got 0"
@@ -152,14 +152,14 @@ class DenseIndex:
             float16) or "i8" (a quarter; symmetric per-vector scale max|x|/127; the query is
             quantised to int16, so scores are approximate to about 1e-2 relative).
             HNSW always stores float32; IVF lists may be any of the three (f16/i8 lists are
-            re-scored in float32, see ``rerank``), or compressed codes (kind="ivf", metric
-            "cosine" or "ip"): "pq" (product quantisation, ``pq_m`` sub-spaces of ``pq_bits``
-            bits: pq_m / 2 or pq_m bytes a vector) or "rabitq" (RaBitQ, 1 bit a dimension + 8
-            bytes). Coded lists scan the codes and re-score the ``k * rerank`` best from the
-            vectors (float32, or float16 with ``rerank_dtype="f16"``), which are stored beside
-            the codes (and in the file: a loaded index maps them, so memory holds the codes,
-            centroids and ids); RaBitQ skips the candidates whose error bound cannot reach the
-            top k.
+            re-scored in float32, see ``rerank``), or compressed codes (kind="ivf"): "pq"
+            (any metric; product quantisation of residuals, ``pq_m`` sub-spaces of ``pq_bits``
+            bits: pq_m / 2 or pq_m bytes a vector) or "rabitq" (metric "cosine" or "ip";
+            RaBitQ, 1 bit a dimension + 8 bytes). Coded lists scan the codes and re-score the
+            ``k * rerank`` best from the vectors (float32, or float16 with
+            ``rerank_dtype="f16"``), which are stored beside the codes (and in the file: a
+            loaded index maps them, so memory holds the codes, centroids and ids); RaBitQ
+            skips the candidates whose error bound cannot reach the top k.
         kind: "exact" (SIMD brute force; exact for f32), "hnsw" (approximate graph) or "ivf"
             (k-means inverted lists: the ``nprobe`` lists nearest the query are scanned).
         M, ef_construction: HNSW graph parameters (hnswlib's meaning).
@@ -194,7 +194,7 @@ class DenseIndex:
     Raises:
         ValueError: for an unknown metric/dtype/kind, a non-positive dim or an HNSW index
             with a dtype other than "f32", IVF options out of range, dtype "pq"/"rabitq"
-            with another kind than "ivf", metric "l2" or rerank 0.
+            with another kind than "ivf" or rerank 0, "rabitq" with metric "l2".
 
     Thread safety: searches may run from many threads at once and concurrently with adds
     and deletes (HNSW serialises writers against readers internally).
@@ -273,7 +273,7 @@ class DenseIndex:
             codes = None
             if dtype in CODED_DTYPES:
                 codes = make_codes(
-                    dtype, int(dim), None if pq_m is None else int(pq_m), int(pq_bits), threads
+                    dtype, int(dim), None if pq_m is None else int(pq_m), int(pq_bits), threads, metric
                 )
             self._backend = IvfBackend(
                 self._cfg, None if nlist is None else int(nlist), nprobe, int(rerank), codes

@@ -50,8 +50,9 @@ class PqCodes:
     name = "pq"
     align = _BLOCK
 
-    def __init__(self, dim: int, m: int, bits: int, threads: int) -> None:
+    def __init__(self, dim: int, m: int, bits: int, threads: int, metric: str = "ip") -> None:
         self.dim, self.m, self.bits, self.threads = dim, m, bits, threads
+        self.metric = "l2" if metric == "l2" else "ip"  # the search's: cosine rows are unit
         self.mpad = (m + 3) // 4 * 4
         self.params: np.ndarray | None = None  # codewords (m, 16, dim // m); replaced, never changed
 
@@ -116,7 +117,7 @@ class PqCodes:
     ) -> tuple:
         return _core.ivf_pq_search(
             s.centroids, s.code_params, s.codes[0], s.code_start, s.lens, None, s.data, Q, k, nprobe,
-            rerank, threads, start=s.start, allowed=allowed,
+            rerank, threads, start=s.start, allowed=allowed, metric=self.metric,
         )  # fmt: skip
 
     def sections(self, codes: tuple) -> list:
@@ -161,6 +162,7 @@ class Pq8Codes(PqCodes):
         return _core.ivf_pq_search(
             s.centroids, s.code_params, np.ascontiguousarray(s.codes[0]).reshape(-1), s.code_start,
             s.lens, None, s.data, Q, k, nprobe, rerank, threads, start=s.start, allowed=allowed,
+            metric=self.metric,
         )  # fmt: skip
 
 
@@ -251,9 +253,9 @@ def _sample(X: np.ndarray, most: int) -> np.ndarray:
     return X[np.sort(np.random.default_rng(_SEED).choice(X.shape[0], most, replace=False))]
 
 
-def make_codes(dtype: str, dim: int, pq_m: int | None, pq_bits: int, threads: int) -> Any:
-    """The codes object of a coded dtype ("pq", "rabitq")."""
+def make_codes(dtype: str, dim: int, pq_m: int | None, pq_bits: int, threads: int, metric: str = "ip") -> Any:
+    """The codes object of a coded dtype ("pq", "rabitq"); PQ also scores metric "l2"."""
     if dtype == "pq":
         cls = Pq8Codes if pq_bits == 8 else PqCodes
-        return cls(dim, default_pq_m(dim) if pq_m is None else pq_m, pq_bits, threads)
+        return cls(dim, default_pq_m(dim) if pq_m is None else pq_m, pq_bits, threads, metric)
     return RabitqCodes(dim, threads)

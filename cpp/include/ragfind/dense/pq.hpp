@@ -107,6 +107,10 @@ struct IvfPqView {
   size_t n_exact = 0;                   // rows of exact: a position outside [-1, n_exact) throws
   const int64_t* start = nullptr;       // used when pos is nullptr
   const uint8_t* allowed = nullptr;     // n_exact entries
+  /// Squared L2 distance instead of inner product: lists by nearest centroid, each list's table
+  /// built for the query's residual to its centroid (-|q - c - r|^2 = -|q - c|^2 + sum over
+  /// j of 2 (q - c)_j . r_j - |r_j|^2), rows re-scored by squared distance, ascending.
+  bool l2 = false;
 };
 
 /// Top-k positions by inner product for one query: the nprobe lists of the best centroids are
