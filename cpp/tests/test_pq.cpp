@@ -147,7 +147,7 @@ namespace {
 // re-scored against float32 rows or (f16) their float16 copies.
 struct IvfPqFixture {
   size_t d = 36, m = 9, nlist = 24, n = 2500;
-  bool f16 = false;
+  bool f16 = false, l2 = false;
   std::vector<float> X, centroids, Xr;  // Xr: the rows re-scored (X, or X through float16)
   std::vector<uint16_t> X16;
   PqCodebook pq;
@@ -165,6 +165,7 @@ struct IvfPqFixture {
     if (f16) v.exact_f16 = X16.data();
     else v.exact = X.data();
     v.n_exact = n;
+    v.l2 = l2;
     return v;
   }
 };
@@ -183,9 +184,10 @@ uint16_t to_half(float x) {
   return static_cast<uint16_t>(sign | h);
 }
 
-IvfPqFixture make_ivf_pq(size_t bits = 4, bool f16 = false) {
+IvfPqFixture make_ivf_pq(size_t bits = 4, bool f16 = false, bool l2 = false) {
   IvfPqFixture f;
   f.f16 = f16;
+  f.l2 = l2;
   std::mt19937 rng(11);
   std::normal_distribution<float> g(0.f, 1.f);
   f.X.resize(f.n * f.d);
@@ -251,16 +253,37 @@ std::vector<std::pair<float, int64_t>> reference_search(const IvfPqFixture& f, c
                                                         size_t rerank) {
   const ragfind::dense::SimilarityKernels& S = ragfind::dense::similarity_kernels();
   std::vector<float> cscore(f.nlist);
-  S.dot_rows_f32(q, f.centroids.data(), f.nlist, f.d, cscore.data());
+  if (f.l2) {  // higher is better: -|q - c|^2
+    S.l2_rows_f32(q, f.centroids.data(), f.nlist, f.d, cscore.data());
+    for (float& c : cscore) c = -c;
+  } else {
+    S.dot_rows_f32(q, f.centroids.data(), f.nlist, f.d, cscore.data());
+  }
   std::vector<std::pair<float, int64_t>> cs;
   for (size_t l = 0; l < f.nlist; ++l) cs.push_back({-cscore[l], static_cast<int64_t>(l)});
   std::sort(cs.begin(), cs.end());
-  std::vector<float> lut(f.m * f.pq.ksub);
-  pq_lut_ip(f.pq, q, lut.data());
-  const Pq4Lut l8 = f.pq.bits == 4 ? quantise_pq4_lut(lut.data(), f.m) : Pq4Lut{};
+  const size_t nt = f.m * f.pq.ksub;
+  std::vector<float> lut(nt), rq(f.d), norm(nt);
+  for (size_t i = 0; i < nt; ++i) {
+    const float* w = f.pq.data() + i * f.pq.dsub;
+    norm[i] = S.dot_f32(w, w, f.pq.dsub);
+  }
+  // The table of list l: q's for inner products, (q - c)'s with l2: 2 lut - |codeword|^2.
+  auto table = [&](size_t l) {
+    if (!f.l2) {
+      pq_lut_ip(f.pq, q, lut.data());
+      return;
+    }
+    for (size_t t = 0; t < f.d; ++t) rq[t] = q[t] - f.centroids[l * f.d + t];
+    pq_lut_ip(f.pq, rq.data(), lut.data());
+    for (size_t i = 0; i < nt; ++i) lut[i] = 2.f * lut[i] - norm[i];
+  };
   std::vector<std::pair<float, int64_t>> cand;
-  for (size_t p = 0; p < std::min(nprobe, f.nlist); ++p) {
+  // Past nprobe while fewer than k rows were seen (the l2 query nearest the empty list 3).
+  for (size_t p = 0; p < f.nlist && (p < nprobe || cand.size() < k); ++p) {
     const size_t l = static_cast<size_t>(cs[p].second);
+    table(l);
+    const Pq4Lut l8 = f.pq.bits == 4 ? quantise_pq4_lut(lut.data(), f.m) : Pq4Lut{};
     for (int64_t t = 0; t < f.len[l]; ++t) {
       const size_t r = static_cast<size_t>(f.row0[l] + t);
       if (f.pos[r] < 0) continue;
@@ -277,15 +300,21 @@ std::vector<std::pair<float, int64_t>> reference_search(const IvfPqFixture& f, c
   }
   std::sort(cand.begin(), cand.end());
   cand.resize(std::min(cand.size(), std::max(k, k * rerank)));
-  for (auto& [s, at] : cand) {
+  for (auto& [s, at] : cand) {  // s: the negated score (ip) or the distance (l2), ascending
     const size_t i = static_cast<size_t>(at);
+    if (f.l2) {
+      if (f.f16) S.l2_rows_f16(q, f.X16.data() + i * f.d, 1, f.d, &s);
+      else s = S.l2sq_f32(q, f.X.data() + i * f.d, f.d);
+      continue;
+    }
     if (f.f16) S.dot_rows_f16(q, f.X16.data() + i * f.d, 1, f.d, &s);
     else s = S.dot_f32(q, f.X.data() + i * f.d, f.d);
     s = -s;
   }
   std::sort(cand.begin(), cand.end());
   cand.resize(std::min(cand.size(), k));
-  for (auto& c : cand) c.first = -c.first;
+  if (!f.l2)
+    for (auto& c : cand) c.first = -c.first;
   return cand;
 }
 
@@ -293,10 +322,10 @@ std::vector<std::pair<float, int64_t>> reference_search(const IvfPqFixture& f, c
 
 namespace {
 
-void check_ivf_pq_at_every_level(size_t bits, bool f16) {
-  const IvfPqFixture f = make_ivf_pq(bits, f16);
+void check_ivf_pq_at_every_level(size_t bits, bool f16, bool l2 = false) {
+  const IvfPqFixture f = make_ivf_pq(bits, f16, l2);
   const IvfPqView v = f.view();
-  const std::string conf = "bits=" + std::to_string(bits) + (f16 ? " f16 " : " f32 ");
+  const std::string conf = "bits=" + std::to_string(bits) + (f16 ? " f16 " : " f32 ") + (l2 ? "l2 " : "ip ");
   const size_t nq = 40;
   const std::vector<float> Q = [&] {
     std::mt19937 rng(5);
@@ -361,6 +390,9 @@ TEST(ivf_pq_search_equals_the_plain_loop_at_every_level) {
   check_ivf_pq_at_every_level(4, true);
   check_ivf_pq_at_every_level(8, false);
   check_ivf_pq_at_every_level(8, true);
+  check_ivf_pq_at_every_level(4, false, true);
+  check_ivf_pq_at_every_level(4, true, true);
+  check_ivf_pq_at_every_level(8, false, true);
 }
 
 TEST(ivf_pq_search_rejects_positions_outside_exact) {
