@@ -76,10 +76,15 @@ def main() -> None:
     ap.add_argument("--noise", type=float, default=0.25)
     ap.add_argument("--nlist", type=int, default=1024)
     ap.add_argument("--pq-m", type=int, default=48)
+    ap.add_argument("--pq8-m", type=int, default=48)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--probes", default="8,12,16,24,32,48")
     ap.add_argument("--reranks", default="2,4,8")
-    ap.add_argument("--engines", default="ragfind-pq,ragfind-rabitq,faiss-pq,faiss-rabitq")
+    ap.add_argument(
+        "--engines",
+        default="ragfind-pq,ragfind-rabitq,faiss-pq,faiss-rabitq",
+        help="also ragfind-pq-f16, ragfind-pq8, ragfind-pq8-f16",
+    )
     ap.add_argument("--dir", default=None, help="folder for the index files (default: a temporary one)")
     ap.add_argument(
         "--child", nargs=5, metavar=("ENGINE", "FILE", "QUERIES", "NPROBE", "RERANK"), help=argparse.SUPPRESS
@@ -105,8 +110,12 @@ def main() -> None:
     from ragfind import DenseIndex
 
     for e in [e for e in engines if e.startswith("ragfind")]:
-        dtype = e.split("-")[1]
-        kw = {"pq_m": a.pq_m} if dtype == "pq" else {}
+        # ragfind-pq / -pq8 (8-bit codes, --pq8-m sub-spaces) / -rabitq, "-f16": float16 rows
+        tok = e.split("-")[1]
+        dtype = "pq" if tok.startswith("pq") else tok
+        kw = {"pq_m": a.pq8_m, "pq_bits": 8} if tok == "pq8" else {"pq_m": a.pq_m} if dtype == "pq" else {}
+        if e.endswith("-f16"):
+            kw["rerank_dtype"] = "f16"
         w, c = time.perf_counter(), time.process_time()
         ix = DenseIndex(a.dim, metric="cosine", kind="ivf", dtype=dtype, nlist=a.nlist, **kw)
         ix.add(X)

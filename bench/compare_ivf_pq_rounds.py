@@ -6,11 +6,16 @@ for each recall@10 target the fastest setting that reaches it, per engine, by ea
 
     PYTHONPATH=python python bench/compare_ivf_pq_rounds.py --n 200000 --nlist 1024 --pq-m 48 \\
         --nq 300 --probes 16,24,32,48 --reranks 8,16,32,64 --rounds 5
+
+``--ragfind`` picks the ragfind configurations: ``pq4`` / ``pq8`` (``--pq-m`` / ``--pq8-m``
+sub-spaces of 4 / 8 bits, or ``pq8m24``: 24 of them), each optionally ``-f16`` (re-scoring
+float16 rows), and ``rabitq``.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 import time
@@ -35,6 +40,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--probes", default="16,24,32,48")
     ap.add_argument("--reranks", default="8,16,32,64")
+    ap.add_argument(
+        "--ragfind", default="pq4,rabitq", help="comma-separated: pq4, pq4-f16, pq8, pq8m24-f16, rabitq"
+    )
+    ap.add_argument("--pq8-m", type=int, default=48)
     a = ap.parse_args()
     k = 10
     X, Q = make_data(a.n, a.nq, a.dim, a.latent, a.noise, seed=0)
@@ -46,10 +55,17 @@ def main() -> None:
 
     engines: dict = {}
     build: dict = {}  # engine: (wall s, CPU s) of training + add
-    for name, kw in (
-        ("ragfind pq4 + rerank", {"dtype": "pq", "pq_m": a.pq_m}),
-        ("ragfind rabitq + bound rerank", {"dtype": "rabitq"}),
-    ):
+    for variant in a.ragfind.split(","):
+        if variant == "rabitq":
+            name, kw = "ragfind rabitq + bound rerank", {"dtype": "rabitq"}
+        else:
+            v = re.fullmatch(r"pq(4|8)(?:m(\d+))?(-f16)?", variant)
+            if v is None:
+                raise SystemExit(f"unknown --ragfind variant {variant!r}")
+            bits = int(v[1])
+            m = int(v[2]) if v[2] else a.pq8_m if bits == 8 else a.pq_m
+            name = f"ragfind {variant} + rerank"
+            kw = {"dtype": "pq", "pq_m": m, "pq_bits": bits, "rerank_dtype": "f16" if v[3] else "f32"}
         w, c = time.perf_counter(), time.process_time()
         ix = DenseIndex(a.dim, metric="cosine", kind="ivf", nlist=a.nlist, **kw)
         ix.add(X)

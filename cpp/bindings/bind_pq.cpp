@@ -32,8 +32,9 @@ void check_array(const py::array& a, const char* name, char kind, size_t itemsiz
   if ((a.flags() & py::array::c_style) == 0) fail_value(std::string(name) + " must be C-contiguous");
 }
 
-// Codebooks from an (m, ksub, dsub) float32 array (ksub 16 or 256).
-dense::PqCodebook codebook(const py::array& cw) {
+// Codebooks from an (m, ksub, dsub) float32 array (ksub 16 or 256): copied, or with `borrow`
+// read in place (the caller keeps cw alive while the codebook is used).
+dense::PqCodebook codebook(const py::array& cw, bool borrow = false) {
   check_array(cw, "codewords", 'f', 4, 3, "float32");
   dense::PqCodebook pq;
   pq.m = static_cast<size_t>(cw.shape(0));
@@ -44,7 +45,8 @@ dense::PqCodebook codebook(const py::array& cw) {
   pq.bits = pq.ksub == 16 ? 4 : 8;
   pq.d = pq.m * pq.dsub;
   const float* p = static_cast<const float*>(cw.data());
-  pq.codewords.assign(p, p + pq.m * pq.ksub * pq.dsub);
+  if (borrow) pq.borrowed = p;
+  else pq.codewords.assign(p, p + pq.m * pq.ksub * pq.dsub);
   return pq;
 }
 
@@ -156,17 +158,42 @@ void bind_pq(py::module_& m) {
       "4-bit fast scan: (sums uint16 (n,), bias, scale); row i scores about bias + scale * sums[i].");
 
   m.def(
+      "pq8_scan",
+      [](py::array codes, py::array lut) {
+        check_array(codes, "codes", 'u', 1, 2, "uint8");
+        check_array(lut, "lut", 'f', 4, 2, "float32");
+        const size_t n = static_cast<size_t>(codes.shape(0)), mm = static_cast<size_t>(codes.shape(1));
+        if (lut.shape(1) != 256) fail_value("lut must have 256 columns, got " + std::to_string(lut.shape(1)));
+        if (static_cast<size_t>(lut.shape(0)) != mm)
+          fail_value("lut must have one row per column of codes (" + std::to_string(mm) + "), got " +
+                     std::to_string(lut.shape(0)));
+        py::array_t<float> sums(n);
+        const uint8_t* pc = static_cast<const uint8_t*>(codes.data());
+        const float* pl = static_cast<const float*>(lut.data());
+        float* ps = sums.mutable_data();
+        {
+          py::gil_scoped_release release;
+          dense::pq4_scan_kernels().scan8(pc, n, mm, pl, ps);
+        }
+        return sums;
+      },
+      py::arg("codes"), py::arg("lut"),
+      "8-bit PQ scan: sums float32 (n,), sums[i] = sum over j of lut[j, codes[i, j]] (in order of j).");
+
+  m.def(
       "ivf_pq_search",
       [](py::array centroids, py::array codewords, py::array blocks, py::array row0, py::array lens, py::object pos,
          py::array exact, py::array Q, size_t k, size_t nprobe, size_t rerank, int threads, py::object start,
-         py::object allowed) -> py::tuple {
-        const dense::PqCodebook pq = codebook(codewords);
-        if (pq.bits != 4) fail_value("ivf_pq_search needs 4-bit codewords (16 per sub-space)");
+         py::object allowed, const std::string& metric) -> py::tuple {
+        if (metric != "ip" && metric != "l2") fail_value("metric must be 'ip' or 'l2', got '" + metric + "'");
+        const dense::PqCodebook pq = codebook(codewords, true);  // codewords outlives the search
+        const bool eight = pq.bits == 8;
         check_array(centroids, "centroids", 'f', 4, 2, "float32");
         check_array(blocks, "blocks", 'u', 1, 1, "uint8");
         check_array(row0, "row0", 'i', 8, 1, "int64");
         check_array(lens, "lens", 'i', 8, 1, "int64");
-        check_array(exact, "exact", 'f', 4, 2, "float32");
+        const bool exact_f16 = exact.dtype().kind() == 'f' && exact.itemsize() == 2;
+        check_array(exact, "exact", 'f', exact_f16 ? 2 : 4, 2, "float32 or float16");
         check_array(Q, "Q", 'f', 4, 2, "float32");
         const size_t d = pq.d, nlist = static_cast<size_t>(centroids.shape(0));
         if (static_cast<size_t>(centroids.shape(1)) != d || static_cast<size_t>(exact.shape(1)) != d ||
@@ -176,10 +203,13 @@ void bind_pq(py::module_& m) {
           fail_value("row0 and lens must have one entry per centroid");
         if (threads < 0) fail_value("threads must be >= 0 (0 = automatic)");
         if (pos.is_none() == start.is_none()) fail_value("pass exactly one of pos and start");
-        const size_t mpad = dense::pq4_mpad(pq.m), n_exact = static_cast<size_t>(exact.shape(0));
-        if (static_cast<size_t>(blocks.shape(0)) % (mpad * 16) != 0)
-          fail_value("blocks must hold whole blocks of " + std::to_string(mpad * 16) + " bytes");
-        const size_t rows = static_cast<size_t>(blocks.shape(0)) / (mpad * 16) * dense::kPqBlock;
+        // 4-bit codes come in blocks of 32 rows, 8-bit codes in rows of m bytes.
+        const size_t unit = eight ? pq.m : dense::pq4_mpad(pq.m) * 16, per_unit = eight ? 1 : dense::kPqBlock;
+        const size_t align = eight ? 1 : dense::kPqBlock, n_exact = static_cast<size_t>(exact.shape(0));
+        if (static_cast<size_t>(blocks.shape(0)) % unit != 0)
+          fail_value("blocks must hold whole " + std::string(eight ? "rows" : "blocks") + " of " +
+                     std::to_string(unit) + " bytes");
+        const size_t rows = static_cast<size_t>(blocks.shape(0)) / unit * per_unit;
         const int64_t* pp = nullptr;  // checked as the scan reads it
         const int64_t* st = nullptr;
         py::array pos_a, start_a, allowed_a;
@@ -197,7 +227,8 @@ void bind_pq(py::module_& m) {
         const int64_t* r0 = static_cast<const int64_t*>(row0.data());
         const int64_t* ln = static_cast<const int64_t*>(lens.data());
         for (size_t l = 0; l < nlist; ++l) {
-          if (r0[l] < 0 || ln[l] < 0 || r0[l] % 32 != 0 || static_cast<size_t>(r0[l] + ln[l]) > rows)
+          if (r0[l] < 0 || ln[l] < 0 || r0[l] % static_cast<int64_t>(align) != 0 ||
+              static_cast<size_t>(r0[l] + ln[l]) > rows)
             fail_value("list " + std::to_string(l) + " lies outside blocks or does not start a block");
           if (st != nullptr && (st[l] < 0 || static_cast<size_t>(st[l] + ln[l]) > n_exact))
             fail_value("list " + std::to_string(l) + " lies outside exact");
@@ -213,8 +244,10 @@ void bind_pq(py::module_& m) {
         v.pos = pp;
         v.start = st;
         v.allowed = al;
-        v.exact = static_cast<const float*>(exact.data());
+        if (exact_f16) v.exact_f16 = static_cast<const uint16_t*>(exact.data());
+        else v.exact = static_cast<const float*>(exact.data());
         v.n_exact = n_exact;
+        v.l2 = metric == "l2";
         const size_t nq = static_cast<size_t>(Q.shape(0));
         py::array_t<int64_t> out_pos({nq, k});
         py::array_t<float> out_scores({nq, k});
@@ -229,10 +262,13 @@ void bind_pq(py::module_& m) {
       },
       py::arg("centroids"), py::arg("codewords"), py::arg("blocks"), py::arg("row0"), py::arg("lens"), py::arg("pos"),
       py::arg("exact"), py::arg("Q"), py::arg("k"), py::arg("nprobe"), py::arg("rerank"), py::arg("threads") = 0,
-      py::arg("start") = py::none(), py::arg("allowed") = py::none(),
-      "IVF-PQ search by inner product (4-bit fast scan, exact re-scoring of the k * rerank best): "
-      "(positions (nq, k) padded with -1, scores (nq, k) padded with NaN). Row i of list l is "
-      "pos[row0[l] + i], or with pos=None start[l] + i; allowed (uint8 per row of exact) admits rows.");
+      py::arg("start") = py::none(), py::arg("allowed") = py::none(), py::arg("metric") = "ip",
+      "IVF-PQ search by inner product or (metric 'l2') squared distance, ascending (4-bit fast scan or 8-bit float "
+      "tables, re-scoring of the "
+      "k * rerank best against exact, float32 or float16 rows): (positions (nq, k) padded with -1, "
+      "scores (nq, k) padded with NaN). 4-bit blocks are pq4_pack's, 8-bit ones the code rows "
+      "(m bytes each) flattened. Row i of list l is pos[row0[l] + i], or with pos=None start[l] + i; "
+      "allowed (uint8 per row of exact) admits rows.");
 
   m.def(
       "rabitq_rotation",

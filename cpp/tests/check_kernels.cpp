@@ -358,6 +358,28 @@ void check_tile(const SimilarityKernels& K) {
 
 // ---- 4-bit PQ fast scan -------------------------------------------------------------------
 
+// Every level's 8-bit float-table sums equal a float32 loop in order of the sub-spaces, bit for
+// bit (the contract), for row counts around the kernel's groups of four.
+void check_pq8(const dense::Pq4ScanKernels& K) {
+  const std::string lv = std::string(K.name) + " pq8_scan";
+  std::uniform_int_distribution<int> code(0, 255);
+  std::normal_distribution<float> g(0.f, 1.f);
+  for (size_t m : {1, 3, 16, 48, 256})
+    for (size_t n : {0, 1, 3, 4, 5, 33}) {
+      std::vector<uint8_t> codes(n * m);
+      for (auto& c : codes) c = static_cast<uint8_t>(code(g_rng));
+      std::vector<float> lut(m * 256);
+      for (auto& v : lut) v = g(g_rng);
+      Guarded<float> out(n + 1);
+      K.scan8(codes.data(), n, m, lut.data(), out.data());
+      for (size_t i = 0; i < n; ++i) {
+        float want = 0.f;
+        for (size_t j = 0; j < m; ++j) want += lut[j * 256 + codes[i * m + j]];
+        check(lv, ctx("m=%ld n=%ld row=%ld", m, n, i), out[i], want, 0);
+      }
+    }
+}
+
 // Every level's integer sums equal a direct loop over the unpacked codes (exactly: the sums are
 // integers below 2^16), for m not a multiple of 4, partial last blocks and the largest bytes.
 void check_pq4(const dense::Pq4ScanKernels& K) {
@@ -740,6 +762,7 @@ int main() {
     check_tile(K);
     check_nearest(nearest_kernels_at(level), nearest_kernels_at(SimdLevel::Scalar));
     check_pq4(dense::pq4_scan_kernels_at(level));
+    check_pq8(dense::pq4_scan_kernels_at(level));
     check_maxsim(level);
     if (level != SimdLevel::Scalar) {  // both against the scalar level
       check_maxsim_batch(level);

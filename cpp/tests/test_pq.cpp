@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -141,11 +142,14 @@ TEST(pq4_fast_scan_with_rescoring_finds_the_exact_top_k) {
 
 namespace {
 
-// IVF lists of 4-bit codes as IvfPqLists lays them out: rows grouped by their best centroid,
-// each list starting a block, some rows deleted (-1 in pos) and some lists empty.
+// IVF lists of 4-bit (or 8-bit) codes as IvfPqLists lays them out: rows grouped by their best
+// centroid, each list starting a block, some rows deleted (-1 in pos) and some lists empty;
+// re-scored against float32 rows or (f16) their float16 copies.
 struct IvfPqFixture {
   size_t d = 36, m = 9, nlist = 24, n = 2500;
-  std::vector<float> X, centroids;
+  bool f16 = false, l2 = false;
+  std::vector<float> X, centroids, Xr;  // Xr: the rows re-scored (X, or X through float16)
+  std::vector<uint16_t> X16;
   PqCodebook pq;
   std::vector<uint8_t> blocks, pcodes;  // pcodes: unpacked codes in row space
   std::vector<int64_t> row0, len, pos;
@@ -158,14 +162,32 @@ struct IvfPqFixture {
     v.row0 = row0.data();
     v.len = len.data();
     v.pos = pos.data();
-    v.exact = X.data();
+    if (f16) v.exact_f16 = X16.data();
+    else v.exact = X.data();
     v.n_exact = n;
+    v.l2 = l2;
     return v;
   }
 };
 
-IvfPqFixture make_ivf_pq() {
+// float32 to binary16 bits, round to nearest even (normal values only: the test's rows).
+uint16_t to_half(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, 4);
+  const uint32_t sign = (b >> 16) & 0x8000u;
+  int32_t e = static_cast<int32_t>((b >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = b & 0x7fffffu;
+  if (e <= 0) return static_cast<uint16_t>(sign);  // tiny values flush to zero
+  uint32_t h = (static_cast<uint32_t>(e) << 10) | (mant >> 13);
+  const uint32_t rest = mant & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+
+IvfPqFixture make_ivf_pq(size_t bits = 4, bool f16 = false, bool l2 = false) {
   IvfPqFixture f;
+  f.f16 = f16;
+  f.l2 = l2;
   std::mt19937 rng(11);
   std::normal_distribution<float> g(0.f, 1.f);
   f.X.resize(f.n * f.d);
@@ -190,7 +212,7 @@ IvfPqFixture make_ivf_pq() {
   std::vector<float> res(f.n * f.d);
   for (size_t i = 0; i < f.n; ++i)
     for (size_t j = 0; j < f.d; ++j) res[i * f.d + j] = f.X[i * f.d + j] - f.centroids[list[i] * f.d + j];
-  f.pq = train_pq(res.data(), f.n, f.d, f.m, 4, 6, 3, 1);
+  f.pq = train_pq(res.data(), f.n, f.d, f.m, bits, 6, 3, 1);
   std::vector<uint8_t> codes(f.n * f.m);
   encode_pq(f.pq, res.data(), f.n, 1, codes.data());
   int64_t rows = 0;
@@ -208,8 +230,20 @@ IvfPqFixture make_ivf_pq() {
       std::copy_n(codes.begin() + static_cast<std::ptrdiff_t>(i * f.m), f.m,
                   f.pcodes.begin() + static_cast<std::ptrdiff_t>(r * f.m));
     }
-  f.blocks.resize(static_cast<size_t>(rows) / kPqBlock * pq4_mpad(f.m) * 16);
-  pack_pq4(f.pcodes.data(), static_cast<size_t>(rows), f.m, f.blocks.data());
+  if (bits == 8) {
+    f.blocks = f.pcodes;
+  } else {
+    f.blocks.resize(static_cast<size_t>(rows) / kPqBlock * pq4_mpad(f.m) * 16);
+    pack_pq4(f.pcodes.data(), static_cast<size_t>(rows), f.m, f.blocks.data());
+  }
+  f.Xr = f.X;
+  if (f16) {
+    f.X16.resize(f.X.size());
+    for (size_t i = 0; i < f.X.size(); ++i) {
+      f.X16[i] = to_half(f.X[i]);
+      f.Xr[i] = half_to_float(f.X16[i]);
+    }
+  }
   return f;
 }
 
@@ -219,39 +253,79 @@ std::vector<std::pair<float, int64_t>> reference_search(const IvfPqFixture& f, c
                                                         size_t rerank) {
   const ragfind::dense::SimilarityKernels& S = ragfind::dense::similarity_kernels();
   std::vector<float> cscore(f.nlist);
-  S.dot_rows_f32(q, f.centroids.data(), f.nlist, f.d, cscore.data());
+  if (f.l2) {  // higher is better: -|q - c|^2
+    S.l2_rows_f32(q, f.centroids.data(), f.nlist, f.d, cscore.data());
+    for (float& c : cscore) c = -c;
+  } else {
+    S.dot_rows_f32(q, f.centroids.data(), f.nlist, f.d, cscore.data());
+  }
   std::vector<std::pair<float, int64_t>> cs;
   for (size_t l = 0; l < f.nlist; ++l) cs.push_back({-cscore[l], static_cast<int64_t>(l)});
   std::sort(cs.begin(), cs.end());
-  std::vector<float> lut(f.m * 16);
-  pq_lut_ip(f.pq, q, lut.data());
-  const Pq4Lut l8 = quantise_pq4_lut(lut.data(), f.m);
+  const size_t nt = f.m * f.pq.ksub;
+  std::vector<float> lut(nt), rq(f.d), norm(nt);
+  for (size_t i = 0; i < nt; ++i) {
+    const float* w = f.pq.data() + i * f.pq.dsub;
+    norm[i] = S.dot_f32(w, w, f.pq.dsub);
+  }
+  // The table of list l: q's for inner products, (q - c)'s with l2: 2 lut - |codeword|^2.
+  auto table = [&](size_t l) {
+    if (!f.l2) {
+      pq_lut_ip(f.pq, q, lut.data());
+      return;
+    }
+    for (size_t t = 0; t < f.d; ++t) rq[t] = q[t] - f.centroids[l * f.d + t];
+    pq_lut_ip(f.pq, rq.data(), lut.data());
+    for (size_t i = 0; i < nt; ++i) lut[i] = 2.f * lut[i] - norm[i];
+  };
   std::vector<std::pair<float, int64_t>> cand;
-  for (size_t p = 0; p < std::min(nprobe, f.nlist); ++p) {
+  // Past nprobe while fewer than k rows were seen (the l2 query nearest the empty list 3).
+  for (size_t p = 0; p < f.nlist && (p < nprobe || cand.size() < k); ++p) {
     const size_t l = static_cast<size_t>(cs[p].second);
-    const float base = -cs[p].first + l8.bias;
+    table(l);
+    const Pq4Lut l8 = f.pq.bits == 4 ? quantise_pq4_lut(lut.data(), f.m) : Pq4Lut{};
     for (int64_t t = 0; t < f.len[l]; ++t) {
       const size_t r = static_cast<size_t>(f.row0[l] + t);
       if (f.pos[r] < 0) continue;
+      if (f.pq.bits == 8) {  // float sums in order of the sub-spaces
+        float sum = 0.f;
+        for (size_t j = 0; j < f.m; ++j) sum += lut[j * 256 + f.pcodes[r * f.m + j]];
+        cand.push_back({-(-cs[p].first + sum), f.pos[r]});
+        continue;
+      }
       uint32_t sum = 0;
       for (size_t j = 0; j < f.m; ++j) sum += l8.lut8[j * 16 + f.pcodes[r * f.m + j]];
-      cand.push_back({-(base + l8.scale * static_cast<float>(sum)), f.pos[r]});
+      cand.push_back({-(-cs[p].first + l8.bias + l8.scale * static_cast<float>(sum)), f.pos[r]});
     }
   }
   std::sort(cand.begin(), cand.end());
   cand.resize(std::min(cand.size(), std::max(k, k * rerank)));
-  for (auto& [s, at] : cand) s = -S.dot_f32(q, f.X.data() + static_cast<size_t>(at) * f.d, f.d);
+  for (auto& [s, at] : cand) {  // s: the negated score (ip) or the distance (l2), ascending
+    const size_t i = static_cast<size_t>(at);
+    if (f.l2) {
+      if (f.f16) S.l2_rows_f16(q, f.X16.data() + i * f.d, 1, f.d, &s);
+      else s = S.l2sq_f32(q, f.X.data() + i * f.d, f.d);
+      continue;
+    }
+    if (f.f16) S.dot_rows_f16(q, f.X16.data() + i * f.d, 1, f.d, &s);
+    else s = S.dot_f32(q, f.X.data() + i * f.d, f.d);
+    s = -s;
+  }
   std::sort(cand.begin(), cand.end());
   cand.resize(std::min(cand.size(), k));
-  for (auto& c : cand) c.first = -c.first;
+  if (!f.l2)
+    for (auto& c : cand) c.first = -c.first;
   return cand;
 }
 
 }  // namespace
 
-TEST(ivf_pq_search_equals_the_plain_loop_at_every_level) {
-  const IvfPqFixture f = make_ivf_pq();
+namespace {
+
+void check_ivf_pq_at_every_level(size_t bits, bool f16, bool l2 = false) {
+  const IvfPqFixture f = make_ivf_pq(bits, f16, l2);
   const IvfPqView v = f.view();
+  const std::string conf = "bits=" + std::to_string(bits) + (f16 ? " f16 " : " f32 ") + (l2 ? "l2 " : "ip ");
   const size_t nq = 40;
   const std::vector<float> Q = [&] {
     std::mt19937 rng(5);
@@ -265,7 +339,7 @@ TEST(ivf_pq_search_equals_the_plain_loop_at_every_level) {
   std::vector<int64_t> scalar_ids;
   for (ragfind::common::SimdLevel level : ragfind::common::supported_simd_levels()) {
     ragfind::common::set_simd_level(level);
-    const std::string lv = ragfind::common::simd_level_name(level);
+    const std::string lv = conf + ragfind::common::simd_level_name(level);
     std::vector<int64_t> ids;
     for (auto [k, nprobe, rerank] : {std::tuple<size_t, size_t, size_t>{10, 3, 4},
                                      {10, 8, 1},
@@ -307,6 +381,18 @@ TEST(ivf_pq_search_equals_the_plain_loop_at_every_level) {
               lv + ": " + std::to_string(same) + " of " + std::to_string(ids.size()) + " as scalar");
   }
   ragfind::common::set_simd_level(before);
+}
+
+}  // namespace
+
+TEST(ivf_pq_search_equals_the_plain_loop_at_every_level) {
+  check_ivf_pq_at_every_level(4, false);
+  check_ivf_pq_at_every_level(4, true);
+  check_ivf_pq_at_every_level(8, false);
+  check_ivf_pq_at_every_level(8, true);
+  check_ivf_pq_at_every_level(4, false, true);
+  check_ivf_pq_at_every_level(4, true, true);
+  check_ivf_pq_at_every_level(8, false, true);
 }
 
 TEST(ivf_pq_search_rejects_positions_outside_exact) {

@@ -9,6 +9,7 @@ from collections.abc import Sequence as _Sequence
 from typing import Any as _Any
 
 import numpy as _np
+from numpy import float16 as _f16
 from numpy import float32 as _f32
 from numpy import int64 as _i64
 from numpy import uint8 as _u8
@@ -232,6 +233,7 @@ def pq_train(
 def pq_encode(X: _NDArray[_f32], codewords: _NDArray[_f32], threads: int = 0) -> _NDArray[_u8]: ...
 def pq4_pack(codes: _NDArray[_u8]) -> _NDArray[_u8]: ...
 def pq4_scan(blocks: _NDArray[_u8], n: int, lut: _NDArray[_f32]) -> tuple[_NDArray[_u16], float, float]: ...
+def pq8_scan(codes: _NDArray[_u8], lut: _NDArray[_f32]) -> _NDArray[_f32]: ...
 def ivf_pq_search(
     centroids: _NDArray[_f32],
     codewords: _NDArray[_f32],
@@ -239,7 +241,7 @@ def ivf_pq_search(
     row0: _NDArray[_i64],
     lens: _NDArray[_i64],
     pos: _NDArray[_i64] | None,
-    exact: _NDArray[_f32],
+    exact: _NDArray[_f32] | _NDArray[_f16],
     Q: _NDArray[_f32],
     k: int,
     nprobe: int,
@@ -247,6 +249,7 @@ def ivf_pq_search(
     threads: int = 0,
     start: _NDArray[_i64] | None = None,
     allowed: _NDArray[_u8] | None = None,
+    metric: str = "ip",
 ) -> tuple[_NDArray[_i64], _NDArray[_f32]]: ...
 def rabitq_rotation(d: int, seed: int = 1234) -> _NDArray[_f32]: ...
 def rabitq_encode(

@@ -1,5 +1,6 @@
-"""Product quantisation in _core: training and codes against numpy, the 4-bit fast scan at every
-compiled SIMD level against the scalar level and a numpy look-up."""
+"""Product quantisation in _core: training and codes against numpy, the 4-bit fast scan and the
+8-bit float-table scan at every compiled SIMD level against the scalar level and a numpy
+look-up, IVF-PQ re-scoring float16 rows at every level against numpy."""
 
 from __future__ import annotations
 
@@ -55,6 +56,73 @@ def test_fast_scan_matches_scalar_and_numpy(simd_level, m, n):
     np.testing.assert_allclose(bias + scale * sums.astype(np.float64), exact, atol=0.5 * scale * m + 1e-4)
 
 
+@pytest.mark.parametrize("m", [1, 3, 24, 48])
+@pytest.mark.parametrize("n", [0, 1, 5, 77])
+def test_8bit_scan_matches_scalar_and_numpy(simd_level, m, n):
+    rng = np.random.default_rng(m * 100 + n)
+    codes = rng.integers(0, 256, (n, m), dtype=np.uint8)
+    lut = rng.standard_normal((m, 256)).astype(np.float32)
+    sums = _core.pq8_scan(codes, lut)
+    ref = _at_level("scalar", lambda: _core.pq8_scan(codes, lut))
+    np.testing.assert_array_equal(sums, ref)
+    want = np.zeros(n, np.float32)  # summed in float32 in order of the sub-spaces: the same bits
+    for j in range(m):
+        want += lut[j, codes[:, j]]
+    np.testing.assert_array_equal(sums, want)
+
+
+def test_8bit_codebooks_and_codes():
+    X = _rows(2000, 16)
+    cw = _core.pq_train(X, 4, 8, threads=1)
+    assert cw.shape == (4, 256, 4)
+    codes = _core.pq_encode(X, cw)
+    dist = ((X.reshape(2000, 4, 1, 4) - cw[None]) ** 2).sum(-1)
+    chosen = np.take_along_axis(dist, codes[..., None].astype(np.int64), -1)[..., 0]
+    assert np.all(chosen <= dist.min(-1) + 1e-5)
+    # 256 codewords fit the rows more closely than 16.
+    cw4 = _core.pq_train(X, 4, 4, threads=1)
+    err = lambda w, c: float(((X.reshape(2000, 4, 4) - w[np.arange(4), c]) ** 2).sum())  # noqa: E731
+    assert err(cw, codes) < 0.5 * err(cw4, _core.pq_encode(X, cw4))
+
+
+@pytest.mark.parametrize("metric", ["ip", "l2"])
+@pytest.mark.parametrize("bits", [4, 8])
+def test_ivf_pq_rescores_float16_rows_at_every_level(simd_level, bits, metric):
+    from ragfind import DenseIndex
+
+    X = _rows(2000, 32, seed=5)
+    Q = _rows(20, 32, seed=6)
+    ix = DenseIndex(
+        32,
+        metric=metric,
+        kind="ivf",
+        dtype="pq",
+        nlist=8,
+        pq_m=8,
+        pq_bits=bits,
+        rerank_dtype="f16",
+        rerank=50,
+    )
+    ix.add(X)
+    s = ix._backend.snapshot
+    assert s.data.dtype == np.float16
+    ids, scores = ix.search_batch_padded(Q, 10, nprobe=8)
+    X16 = X.astype(np.float16).astype(np.float32)  # ids 0..n-1
+    if metric == "ip":
+        S = Q @ X16.T
+        truth = np.argsort(-S, axis=1)[:, :10]
+    else:  # squared distances, ascending
+        S = ((Q[:, None, :].astype(np.float64) - X16[None]) ** 2).sum(-1)
+        truth = np.argsort(S, axis=1)[:, :10]
+    hits = np.mean([len(set(a) & set(b)) for a, b in zip(ids.tolist(), truth.tolist())])
+    assert hits >= 9.8, hits
+    # The scores are the float32 query against the float16 rows, summed in float32.
+    np.testing.assert_allclose(scores, np.take_along_axis(S, ids, 1), rtol=1e-5, atol=1e-4)
+    ref = _at_level("scalar", lambda: ix.search_batch_padded(Q, 10, nprobe=8))
+    np.testing.assert_array_equal(ref[0], ids)
+    np.testing.assert_allclose(ref[1], scores, rtol=1e-5, atol=1e-6)
+
+
 def test_arguments_are_checked():
     X = _rows(40, 12)
     with pytest.raises(ValueError, match="pq_m must divide"):
@@ -69,6 +137,10 @@ def test_arguments_are_checked():
         _core.pq4_pack(np.full((3, 4), 16, np.uint8))
     with pytest.raises(ValueError, match="blocks must hold"):
         _core.pq4_scan(np.zeros(10, np.uint8), 3, np.zeros((4, 16), np.float32))
+    with pytest.raises(ValueError, match="256 columns"):
+        _core.pq8_scan(np.zeros((3, 4), np.uint8), np.zeros((4, 16), np.float32))
+    with pytest.raises(ValueError, match="one row per column"):
+        _core.pq8_scan(np.zeros((3, 4), np.uint8), np.zeros((5, 256), np.float32))
 
 
 def test_ivf_pq_search_with_pos_or_start_finds_the_exact_top_k():

@@ -61,7 +61,7 @@ void encode_pq(const PqCodebook& pq, const float* X, size_t n, int threads, uint
   std::vector<int64_t> nearest(n);
   for (size_t j = 0; j < pq.m; ++j) {
     sub_rows(X, n, pq.d, j, pq.dsub, sub.data());
-    assign_nearest(sub.data(), n, pq.dsub, pq.codewords.data() + j * pq.ksub * pq.dsub, pq.ksub, Metric::L2, threads,
+    assign_nearest(sub.data(), n, pq.dsub, pq.data() + j * pq.ksub * pq.dsub, pq.ksub, Metric::L2, threads,
                    nearest.data());
     for (size_t i = 0; i < n; ++i) codes[i * pq.m + j] = static_cast<uint8_t>(nearest[i]);
   }
@@ -70,20 +70,16 @@ void encode_pq(const PqCodebook& pq, const float* X, size_t n, int threads, uint
 void decode_pq(const PqCodebook& pq, const uint8_t* codes, size_t n, float* out) {
   for (size_t i = 0; i < n; ++i)
     for (size_t j = 0; j < pq.m; ++j) {
-      const float* c = pq.codewords.data() + (j * pq.ksub + codes[i * pq.m + j]) * pq.dsub;
+      const float* c = pq.data() + (j * pq.ksub + codes[i * pq.m + j]) * pq.dsub;
       std::memcpy(out + i * pq.d + j * pq.dsub, c, pq.dsub * sizeof(float));
     }
 }
 
 void pq_lut_ip(const PqCodebook& pq, const float* q, float* lut) {
+  // The SIMD row kernel, a sub-space at a time (256-codeword tables cost m * 256 dot products).
+  const SimilarityKernels& S = similarity_kernels();
   for (size_t j = 0; j < pq.m; ++j)
-    for (size_t c = 0; c < pq.ksub; ++c) {
-      const float* w = pq.codewords.data() + (j * pq.ksub + c) * pq.dsub;
-      const float* qj = q + j * pq.dsub;
-      float s = 0.f;
-      for (size_t t = 0; t < pq.dsub; ++t) s += qj[t] * w[t];
-      lut[j * pq.ksub + c] = s;
-    }
+    S.dot_rows_f32(q + j * pq.dsub, pq.data() + j * pq.ksub * pq.dsub, pq.ksub, pq.dsub, lut + j * pq.ksub);
 }
 
 void pack_pq4(const uint8_t* codes, size_t n, size_t m, uint8_t* out) {
@@ -189,7 +185,8 @@ inline uint32_t rows_at_or_above(const uint16_t* sums, uint32_t g) {
 }
 
 struct QueryState {
-  std::vector<uint8_t> lut8;
+  std::vector<uint8_t> lut8;  // 4-bit codes: the quantised table
+  std::vector<float> lut;     // 8-bit codes: the float table
   float bias = 0, scale = 1;
   CandidateQueue queue{0};
 };
@@ -198,7 +195,9 @@ struct SearchScratch {
   std::vector<float> cscore;
   std::vector<std::pair<float, int64_t>> cs;
   std::vector<float> lut;
+  std::vector<float> rq, cw_norm;  // l2: the query's residual to a centroid, |codeword|^2
   std::vector<uint16_t> sums;
+  std::vector<float> sums8;
   std::vector<uint64_t> visits;   // (list << 32 | query in chunk), list-major
   std::vector<float> visit_base;  // centroid score per (query, probe)
   std::vector<QueryState> queries;
@@ -208,6 +207,27 @@ struct SearchScratch {
 SearchScratch& scratch() {
   thread_local SearchScratch s;
   return s;
+}
+
+// The 8-bit version of scan_list: float sums, compared with the queue's threshold directly.
+void scan_list8(const IvfPqView& v, const Pq4ScanKernels& K, size_t l, float centroid_score, QueryState& qs,
+                std::vector<float>& sums) {
+  const size_t n = static_cast<size_t>(v.len[l]), r0 = static_cast<size_t>(v.row0[l]), m = v.pq->m;
+  if (sums.size() < n) sums.resize(n);
+  K.scan8(v.blocks + r0 * m, n, m, qs.lut.data(), sums.data());
+  CandidateQueue& queue = qs.queue;
+  const int64_t* pos = v.pos == nullptr ? nullptr : v.pos + r0;
+  const int64_t first = v.pos == nullptr ? v.start[l] : 0;
+  const int64_t n_exact = static_cast<int64_t>(v.n_exact);
+  for (size_t r = 0; r < n; ++r) {
+    const float est = centroid_score + sums[r];
+    if (queue.full() && !(est >= queue.threshold())) continue;
+    const int64_t at = pos == nullptr ? first + static_cast<int64_t>(r) : pos[r];
+    if (at == -1) continue;
+    if (at < -1 || at >= n_exact) throw std::invalid_argument("ivf_pq_search: pos holds a row outside exact");
+    if (v.allowed != nullptr && v.allowed[at] == 0) continue;
+    queue.insert(est, at);
+  }
 }
 
 // Scans list l for one query, offering the rows that pass the running threshold.
@@ -245,28 +265,69 @@ void scan_list(const IvfPqView& v, const Pq4ScanKernels& K, size_t mpad, size_t 
   }
 }
 
+// Higher is better: q . c, or -|q - c|^2 with l2.
+void centroid_scores(const IvfPqView& v, const SimilarityKernels& S, const float* q, float* out) {
+  const size_t d = v.pq->d;
+  if (!v.l2) {
+    S.dot_rows_f32(q, v.centroids, v.nlist, d, out);
+    return;
+  }
+  S.l2_rows_f32(q, v.centroids, v.nlist, d, out);
+  for (size_t l = 0; l < v.nlist; ++l) out[l] = -out[l];
+}
+
+// l2: the table of query q for list l, 2 (q - c)_j . codeword - |codeword|^2, into qs.
+void l2_list_table(const IvfPqView& v, const float* q, size_t l, SearchScratch& w, QueryState& qs) {
+  const PqCodebook& pq = *v.pq;
+  const size_t d = pq.d, n = pq.m * pq.ksub;
+  const float* c = v.centroids + l * d;
+  w.rq.resize(d);
+  for (size_t t = 0; t < d; ++t) w.rq[t] = q[t] - c[t];
+  std::vector<float>& table = pq.bits == 8 ? qs.lut : w.lut;
+  table.resize(n);
+  pq_lut_ip(pq, w.rq.data(), table.data());
+  for (size_t i = 0; i < n; ++i) table[i] = 2.f * table[i] - w.cw_norm[i];
+  if (pq.bits != 8) {
+    qs.lut8.resize(pq4_mpad(pq.m) * 16);
+    quantise_pq4_lut_into(table.data(), pq.m, qs.lut8.data(), &qs.bias, &qs.scale);
+  }
+}
+
 // Re-scores the queue's rows exactly and writes the k best (padding -1 / NaN).
 void rescore(const IvfPqView& v, const float* q, size_t k, const CandidateQueue& queue, std::vector<Candidate>& cand,
              int64_t* out_pos, float* out_scores) {
   const SimilarityKernels& S = similarity_kernels();
-  const size_t d = v.pq->d, line = 64 / sizeof(float);
+  const size_t d = v.pq->d;
+  const bool f16 = v.exact == nullptr;
+  const size_t row_bytes = d * (f16 ? sizeof(uint16_t) : sizeof(float));
+  const char* rows = f16 ? reinterpret_cast<const char*>(v.exact_f16) : reinterpret_cast<const char*>(v.exact);
   cand.assign(queue.entries().begin(), queue.entries().end());
   std::sort(cand.begin(), cand.end(), [](const Candidate& a, const Candidate& b) { return a.doc < b.doc; });
   constexpr size_t kAhead = 2;  // rows prefetched ahead of the one scored (more did not help)
   auto prefetch = [&](size_t i) {
-    const float* row = v.exact + static_cast<size_t>(cand[i].doc) * d;
-    for (size_t t = 0; t < d; t += line) __builtin_prefetch(row + t);
+    const char* row = rows + static_cast<size_t>(cand[i].doc) * row_bytes;
+    for (size_t t = 0; t < row_bytes; t += 64) __builtin_prefetch(row + t);
   };
   for (size_t i = 0; i < std::min(kAhead, cand.size()); ++i) prefetch(i);
   for (size_t i = 0; i < cand.size(); ++i) {
     if (i + kAhead < cand.size()) prefetch(i + kAhead);
-    cand[i].score = S.dot_f32(q, v.exact + static_cast<size_t>(cand[i].doc) * d, d);
+    const size_t at = static_cast<size_t>(cand[i].doc);
+    float& sc = cand[i].score;
+    if (v.l2) {  // ranked as -distance: higher is better, as for inner products
+      if (f16) S.l2_rows_f16(q, v.exact_f16 + at * d, 1, d, &sc);
+      else sc = S.l2sq_f32(q, v.exact + at * d, d);
+      sc = -sc;
+    } else if (f16) {
+      S.dot_rows_f16(q, v.exact_f16 + at * d, 1, d, &sc);
+    } else {
+      sc = S.dot_f32(q, v.exact + at * d, d);
+    }
   }
   const size_t kk = std::min(k, cand.size());
   std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(kk), cand.end(), common::RanksBefore{});
   for (size_t i = 0; i < kk; ++i) {
     out_pos[i] = cand[i].doc;
-    out_scores[i] = cand[i].score;
+    out_scores[i] = v.l2 ? -cand[i].score : cand[i].score;
   }
   for (size_t i = kk; i < k; ++i) {
     out_pos[i] = -1;
@@ -286,12 +347,18 @@ void search_chunk(const IvfPqView& v, const float* Q, size_t nc, size_t k, size_
   if (w.queries.size() < nc) w.queries.resize(nc);
   w.cscore.resize(nlist);
   w.cs.resize(nlist);
-  w.lut.resize(pq.m * 16);
+  const bool eight = pq.bits == 8;
+  w.lut.resize(pq.m * pq.ksub);
   w.visits.clear();
   w.visit_base.resize(nc * np);
+  if (v.l2) {
+    w.cw_norm.resize(pq.m * pq.ksub);
+    const float* cw = pq.data();
+    for (size_t i = 0; i < pq.m * pq.ksub; ++i) w.cw_norm[i] = S.dot_f32(cw + i * pq.dsub, cw + i * pq.dsub, pq.dsub);
+  }
   for (size_t qi = 0; qi < nc; ++qi) {
     const float* q = Q + qi * d;
-    S.dot_rows_f32(q, v.centroids, nlist, d, w.cscore.data());
+    centroid_scores(v, S, q, w.cscore.data());
     for (size_t l = 0; l < nlist; ++l) w.cs[l] = {-w.cscore[l], static_cast<int64_t>(l)};
     // The np best lists (ties to the lower list), best first: the threshold rises sooner.
     auto mid = w.cs.begin() + static_cast<std::ptrdiff_t>(np);
@@ -303,9 +370,16 @@ void search_chunk(const IvfPqView& v, const float* Q, size_t nc, size_t k, size_
       w.visit_base[qi * np + p] = -w.cs[p].first;
     }
     QueryState& qs = w.queries[qi];
-    pq_lut_ip(pq, q, w.lut.data());
-    qs.lut8.resize(mpad * 16);
-    quantise_pq4_lut_into(w.lut.data(), pq.m, qs.lut8.data(), &qs.bias, &qs.scale);
+    if (v.l2) {
+      // a table per list, built as each list is visited
+    } else if (eight) {
+      qs.lut.resize(pq.m * pq.ksub);
+      pq_lut_ip(pq, q, qs.lut.data());
+    } else {
+      pq_lut_ip(pq, q, w.lut.data());
+      qs.lut8.resize(mpad * 16);
+      quantise_pq4_lut_into(w.lut.data(), pq.m, qs.lut8.data(), &qs.bias, &qs.scale);
+    }
     // Not capped by the rows probed: a query left short by a filter or deletes scans more lists.
     qs.queue.reset(std::max(k, k * rerank));
   }
@@ -313,7 +387,9 @@ void search_chunk(const IvfPqView& v, const float* Q, size_t nc, size_t k, size_
   if (nc > 1) std::sort(w.visits.begin(), w.visits.end());
   for (const uint64_t vis : w.visits) {
     const size_t l = static_cast<size_t>(vis >> 32), slot = static_cast<size_t>(vis & 0xffffffffu);
-    scan_list(v, K, mpad, l, w.visit_base[slot], w.queries[slot / np], w.sums);
+    if (v.l2) l2_list_table(v, Q + (slot / np) * d, l, w, w.queries[slot / np]);
+    if (eight) scan_list8(v, K, l, w.visit_base[slot], w.queries[slot / np], w.sums8);
+    else scan_list(v, K, mpad, l, w.visit_base[slot], w.queries[slot / np], w.sums);
   }
   // While the queue is short of k it admits every admitted row offered, so its size is the
   // admitted rows seen: a short query scans the next lists in centroid order (rare: a filter or
@@ -322,11 +398,15 @@ void search_chunk(const IvfPqView& v, const float* Q, size_t nc, size_t k, size_
     for (size_t qi = 0; qi < nc; ++qi) {
       QueryState& qs = w.queries[qi];
       if (qs.queue.entries().size() >= k) continue;
-      S.dot_rows_f32(Q + qi * d, v.centroids, nlist, d, w.cscore.data());
+      centroid_scores(v, S, Q + qi * d, w.cscore.data());
       for (size_t l = 0; l < nlist; ++l) w.cs[l] = {-w.cscore[l], static_cast<int64_t>(l)};
       std::sort(w.cs.begin(), w.cs.end());
-      for (size_t p = np; qs.queue.entries().size() < k && p < nlist; ++p)
-        scan_list(v, K, mpad, static_cast<size_t>(w.cs[p].second), -w.cs[p].first, qs, w.sums);
+      for (size_t p = np; qs.queue.entries().size() < k && p < nlist; ++p) {
+        const size_t l = static_cast<size_t>(w.cs[p].second);
+        if (v.l2) l2_list_table(v, Q + qi * d, l, w, qs);
+        if (eight) scan_list8(v, K, l, -w.cs[p].first, qs, w.sums8);
+        else scan_list(v, K, mpad, l, -w.cs[p].first, qs, w.sums);
+      }
     }
   }
   for (size_t qi = 0; qi < nc; ++qi)

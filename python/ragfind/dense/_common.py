@@ -64,7 +64,8 @@ ENCODINGS = {
 }
 
 
-# IVF dtypes that scan compressed codes of the residuals (ivf_codes.py) and re-score in float32.
+# IVF dtypes that scan compressed codes of the residuals (ivf_codes.py) and re-score the best
+# against stored rows: float32, or float16 with rerank_dtype="f16" (dtype "pq").
 CODED_DTYPES = ("pq", "rabitq")
 
 
@@ -76,13 +77,14 @@ class DenseConfig:
     metric: str  # "cosine", "ip" or "l2"
     dtype: str  # a key of ENCODINGS, or one of CODED_DTYPES
     threads: int  # default search workers (0 = one per core)
+    rerank_dtype: str = "f32"  # coded dtypes: the stored rows they re-score ("f32" or "f16")
     encoding: Encoding = field(init=False)
     scan_metric: str = field(init=False)  # the kernels' metric: "l2", or "ip" for cosine too
     has_sqnorms: bool = field(init=False)  # i8 rows with l2 keep their squared norms
 
     def __post_init__(self) -> None:
-        # Coded IVF lists (CODED_DTYPES) keep float32 rows beside their codes.
-        enc = ENCODINGS[self.dtype if self.dtype in ENCODINGS else "f32"]
+        # Coded IVF lists (CODED_DTYPES) keep rows of rerank_dtype beside their codes.
+        enc = ENCODINGS[self.dtype if self.dtype in ENCODINGS else self.rerank_dtype]
         object.__setattr__(self, "encoding", enc)
         object.__setattr__(self, "scan_metric", "l2" if self.metric == "l2" else "ip")
         object.__setattr__(self, "has_sqnorms", enc.scaled and self.metric == "l2")

@@ -199,6 +199,8 @@ def _build(cls: Any, h: dict, read: Any, bad: Any) -> Any:
         ivf_args = {"nlist": h["nlist_arg"], "nprobe": h["nprobe_arg"], "rerank": h["rerank"]}
         if h["dtype"] == "pq":
             ivf_args.update(pq_m=h["pq_m"], pq_bits=h["pq_bits"])
+        if h["dtype"] in CODED_DTYPES:  # files from before rerank_dtype re-score float32 rows
+            ivf_args["rerank_dtype"] = h.get("rerank_dtype", "f32")
     idx = cls(
         dim,
         metric=h["metric"],

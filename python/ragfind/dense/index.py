@@ -104,10 +104,12 @@ def _check_nprobe(value: Any) -> int:
     return int(value)
 
 
-def _check_coded(dim: int, metric: str, dtype: str, rerank: Any, pq_m: Any, pq_bits: Any) -> None:
+def _check_coded(
+    dim: int, metric: str, dtype: str, rerank: Any, pq_m: Any, pq_bits: Any, rerank_dtype: Any
+) -> None:
     """The arguments of a coded IVF index (dtype "pq" or "rabitq"), or the ValueError."""
-    if metric == "l2":
-        raise ValueError(f"dtype={dtype!r} scores by inner product; use metric 'cosine' or 'ip', got 'l2'")
+    if metric == "l2" and dtype == "rabitq":
+        raise ValueError("dtype='rabitq' scores by inner product; use metric 'cosine' or 'ip', got 'l2'")
     if rerank < 1:
         raise ValueError(
             f"dtype={dtype!r} re-scores the k * rerank best estimates; rerank must be >= 1, got 0"
@@ -117,7 +119,13 @@ def _check_coded(dim: int, metric: str, dtype: str, rerank: Any, pq_m: Any, pq_b
             raise ValueError(f"dtype='rabitq' needs dim >= 2, got {dim}")
         if pq_m is not None or pq_bits != 4:
             raise ValueError("pq_m and pq_bits apply to dtype='pq', not dtype='rabitq'")
+        if rerank_dtype != "f32":
+            raise ValueError(
+                f"dtype='rabitq' re-scores float32 rows; rerank_dtype must be 'f32', got {rerank_dtype!r}"
+            )
         return
+    if rerank_dtype not in ("f32", "f16"):
+        raise ValueError(f"rerank_dtype must be 'f32' or 'f16', got {rerank_dtype!r}")
     if pq_m is not None and (
         isinstance(pq_m, bool)
         or not isinstance(pq_m, (int, np.integer))
@@ -125,8 +133,8 @@ def _check_coded(dim: int, metric: str, dtype: str, rerank: Any, pq_m: Any, pq_b
         or dim % pq_m
     ):
         raise ValueError(f"pq_m must be an integer in [1, 256] that divides dim={dim}, got {pq_m!r}")
-    if isinstance(pq_bits, bool) or pq_bits != 4:
-        raise ValueError(f"pq_bits must be 4 (the fast-scan kernel's codes), got {pq_bits!r}")
+    if isinstance(pq_bits, bool) or pq_bits not in (4, 8):
+        raise ValueError(f"pq_bits must be 4 or 8, got {pq_bits!r}")
 
 
 def _is_number(x: Any) -> bool:
@@ -144,13 +152,14 @@ class DenseIndex:
             float16) or "i8" (a quarter; symmetric per-vector scale max|x|/127; the query is
             quantised to int16, so scores are approximate to about 1e-2 relative).
             HNSW always stores float32; IVF lists may be any of the three (f16/i8 lists are
-            re-scored in float32, see ``rerank``), or compressed codes (kind="ivf", metric
-            "cosine" or "ip"): "pq" (product quantisation, ``pq_m`` sub-spaces of 4 bits:
-            pq_m / 2 bytes a vector) or "rabitq" (RaBitQ, 1 bit a dimension + 12 bytes). Coded
-            lists scan the codes and re-score the ``k * rerank`` best in float32 from the
-            vectors, which are stored beside the codes (and in the file: a loaded index maps
-            them, so memory holds the codes, centroids and ids); RaBitQ skips the candidates
-            whose error bound cannot reach the top k.
+            re-scored in float32, see ``rerank``), or compressed codes (kind="ivf"): "pq"
+            (any metric; product quantisation of residuals, ``pq_m`` sub-spaces of ``pq_bits``
+            bits: pq_m / 2 or pq_m bytes a vector) or "rabitq" (metric "cosine" or "ip";
+            RaBitQ, 1 bit a dimension + 12 bytes). Coded lists scan the codes and re-score the
+            ``k * rerank`` best from the vectors (float32, or float16 with
+            ``rerank_dtype="f16"``), which are stored beside the codes (and in the file: a
+            loaded index maps them, so memory holds the codes, centroids and ids); RaBitQ
+            skips the candidates whose error bound cannot reach the top k.
         kind: "exact" (SIMD brute force; exact for f32), "hnsw" (approximate graph) or "ivf"
             (k-means inverted lists: the ``nprobe`` lists nearest the query are scanned).
         M, ef_construction: HNSW graph parameters (hnswlib's meaning).
@@ -171,8 +180,13 @@ class DenseIndex:
             "pq"/"rabitq" (rerank >= 1): the k * rerank best estimates are re-scored.
         pq_m: dtype "pq": sub-spaces (divides dim, at most 256; default the largest divisor of
             dim up to dim / 4).
-        pq_bits: dtype "pq": bits a sub-space; 4 (the fast-scan kernel's codes) is the one
-            value supported.
+        pq_bits: dtype "pq": bits a sub-space, 4 (16 codewords, scanned with byte tables in
+            SIMD registers) or 8 (256 codewords, float tables: closer estimates, so fewer rows
+            need re-scoring).
+        rerank_dtype: dtype "pq": the stored vectors that are re-scored, "f32" or "f16" (half
+            the bytes read per re-scored vector and on disk; values must fit float16). With
+            "f16" the scores returned are the float32 query times the float16 vector (summed
+            in float32), i.e. exact for the stored float16 vectors. dtype "rabitq": "f32".
         fingerprint: optional name of the embedding model that produced the vectors; stored
             and saved so queries from another model can be refused (``check_fingerprint``).
         threads: default worker threads for searches (0 = automatic).
@@ -180,7 +194,7 @@ class DenseIndex:
     Raises:
         ValueError: for an unknown metric/dtype/kind, a non-positive dim or an HNSW index
             with a dtype other than "f32", IVF options out of range, dtype "pq"/"rabitq"
-            with another kind than "ivf", metric "l2" or rerank 0.
+            with another kind than "ivf" or rerank 0, "rabitq" with metric "l2".
 
     Thread safety: searches may run from many threads at once and concurrently with adds
     and deletes (HNSW serialises writers against readers internally).
@@ -202,6 +216,7 @@ class DenseIndex:
         rerank: int = 4,
         pq_m: int | None = None,
         pq_bits: int = 4,
+        rerank_dtype: str = "f32",
     ) -> None:
         if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim <= 0:
             raise ValueError(f"dim must be a positive integer, got {dim!r}")
@@ -232,10 +247,12 @@ class DenseIndex:
         if isinstance(rerank, bool) or not isinstance(rerank, (int, np.integer)) or not 0 <= rerank <= 1024:
             raise ValueError(f"rerank must be an integer in [0, 1024], got {rerank!r}")
         if dtype in CODED_DTYPES:
-            _check_coded(int(dim), metric, dtype, rerank, pq_m, pq_bits)
+            _check_coded(int(dim), metric, dtype, rerank, pq_m, pq_bits, rerank_dtype)
         elif pq_m is not None or pq_bits != 4:
             raise ValueError(f"pq_m and pq_bits apply to dtype='pq', not dtype={dtype!r}")
-        self._cfg = DenseConfig(int(dim), metric, dtype, threads)
+        elif rerank_dtype != "f32":
+            raise ValueError(f"rerank_dtype applies to dtype='pq', not dtype={dtype!r}")
+        self._cfg = DenseConfig(int(dim), metric, dtype, threads, str(rerank_dtype))
         self._kind = kind
         self._fingerprint = fingerprint
         self._M = int(M)
@@ -256,7 +273,7 @@ class DenseIndex:
             codes = None
             if dtype in CODED_DTYPES:
                 codes = make_codes(
-                    dtype, int(dim), None if pq_m is None else int(pq_m), int(pq_bits), threads
+                    dtype, int(dim), None if pq_m is None else int(pq_m), int(pq_bits), threads, metric
                 )
             self._backend = IvfBackend(
                 self._cfg, None if nlist is None else int(nlist), nprobe, int(rerank), codes
@@ -278,6 +295,11 @@ class DenseIndex:
     def dtype(self) -> str:
         """Storage: "f32", "f16", "i8", or IVF codes "pq" / "rabitq"."""
         return self._cfg.dtype
+
+    @property
+    def rerank_dtype(self) -> str:
+        """The vectors a coded IVF index re-scores: "f32" or "f16" ("f32" for other dtypes)."""
+        return self._cfg.rerank_dtype
 
     @property
     def kind(self) -> str:

@@ -25,9 +25,10 @@ enough lists probed the results equal an exact float32 search. The copy costs 4 
 value on top of the list (a loaded index maps it: only the re-scored rows are read, so it
 mostly stays on disk); ``rerank=0`` stores no copy and returns the quantised scores.
 
-dtype "pq" and "rabitq" lists store float32 rows as "f32" does, plus a compressed code of each
-row's residual to its centroid (ivf_codes.py): the search scans the codes and re-scores the
-``k * rerank`` best estimates from the rows, so a loaded index keeps only the codes in memory.
+dtype "pq" and "rabitq" lists store float32 rows as "f32" does (float16 ones as "f16" does with
+``rerank_dtype="f16"``), plus a compressed code of each row's residual to its centroid
+(ivf_codes.py): the search scans the codes and re-scores the ``k * rerank`` best estimates
+from the rows, so a loaded index keeps only the codes in memory.
 Codes follow their rows through every add, move, repack and file; a retrain trains the PQ
 codebooks again and re-encodes every row against the new centroids.
 """
@@ -73,12 +74,13 @@ _GROW_FACTOR = 4
 _GROW_NLIST = 1.5
 
 
-def _coded_results(pos: np.ndarray, scores: np.ndarray, threshold: Any) -> tuple:
+def _coded_results(pos: np.ndarray, scores: np.ndarray, threshold: Any, l2: bool) -> tuple:
     """One query's (positions, scores) from a coded search: padding cut, threshold applied
-    (the scores are exact and descending, so the ones kept are a prefix)."""
+    (the scores are exact and in rank order, so the ones kept are a prefix)."""
     n = int(np.count_nonzero(pos >= 0))
     if threshold is not None:
-        n = int(np.count_nonzero(scores[:n] >= np.float32(threshold)))
+        t = np.float32(threshold)
+        n = int(np.count_nonzero(scores[:n] <= t if l2 else scores[:n] >= t))
     return pos[:n], scores[:n]
 
 
@@ -166,7 +168,8 @@ class IvfBackend:
         self._iv_publish(None)
 
     def _keeps_exact(self) -> bool:
-        return self.cfg.encoding.name != "f32" and self.rerank > 0
+        # Coded lists re-score their stored rows (f16 ones too): no second copy.
+        return self._codes is None and self.cfg.encoding.name != "f32" and self.rerank > 0
 
     # ----------------------------------------------------------------- state
 
@@ -262,7 +265,7 @@ class IvfBackend:
     def _residuals(self, X: np.ndarray, C: np.ndarray, lists: np.ndarray | None = None) -> np.ndarray:
         """X minus the centroid of each row's list (its nearest in C unless ``lists`` says)."""
         if lists is None:
-            lists = _core.ivf_assign(np.ascontiguousarray(X), C, "ip", self.cfg.threads)
+            lists = _core.ivf_assign(np.ascontiguousarray(X), C, self.cfg.scan_metric, self.cfg.threads)
         return X - C[lists]
 
     def _iv_float_rows(self, pos: np.ndarray) -> np.ndarray:
@@ -669,7 +672,7 @@ class IvfBackend:
             rows, scores = _core.dense_search(data, dt, sc, sq, qv, k, metric, None, threshold, t, subset)
         elif self._codes is not None:
             pos, sc = self._codes.search(s, qv[None, :], k, npb, self.rerank, t, allowed)
-            rows, scores = _coded_results(pos[0], sc[0], threshold)
+            rows, scores = _coded_results(pos[0], sc[0], threshold, metric == "l2")
         else:
             rows, scores = _core.ivf_search(
                 C, s.start, s.lens, s.data, self.cfg.encoding.name, s.scales, s.sqnorms, s.exact,
@@ -754,7 +757,8 @@ class IvfBackend:
         elif self._codes is not None:
             rows, scores = self._codes.search(s, Qm, k, npb, self.rerank, threads, allowed)
             if threshold is not None:
-                below = ~(scores >= np.float32(threshold))  # NaN padding included
+                t = np.float32(threshold)
+                below = ~(scores <= t if metric == "l2" else scores >= t)  # NaN padding included
                 rows[below] = -1
                 scores[below] = np.nan
         else:
@@ -782,6 +786,8 @@ class IvfBackend:
             "trained_n": self.trained_n,
             **({} if self._codes is None else self._codes.header()),
         }
+        if self._codes is not None:
+            extra["rerank_dtype"] = self.cfg.rerank_dtype
         if s.centroids is None:
             return [], [], extra
         live = s.live

@@ -1,15 +1,18 @@
 """Compressed codes of IVF lists: DenseIndex ``kind="ivf"`` with ``dtype="pq"`` or ``"rabitq"``.
 
-The lists keep their float32 rows exactly as ``dtype="f32"`` does (ivf.py moves, packs, saves
-and maps them the same way); a codes object adds, per row, a short code of the row's residual
-to its list's centroid, which the search scans instead of the rows. The ``k * rerank`` best
-estimates are then re-scored exactly against the float32 rows, so only those rows are read:
+The lists keep their float32 rows exactly as ``dtype="f32"`` does (float16 rows as ``"f16"``
+does with ``rerank_dtype="f16"``; ivf.py moves, packs, saves and maps them the same way); a
+codes object adds, per row, a short code of the row's residual to its list's centroid, which
+the search scans instead of the rows. The ``k * rerank`` best estimates are then re-scored
+exactly against the stored rows, so only those rows are read:
 after ``load(mmap=True)`` the rows stay in the file and memory holds the codes, centroids, ids
 and the codebooks (PQ) or rotation (RaBitQ).
 
 - ``PqCodes``: product quantisation, ``pq_m`` sub-spaces of 16 codewords (4 bits a sub-space,
   ``pq_m / 2`` bytes a row), in the 4-bit fast-scan layout: blocks of 32 rows, so each list's
   codes start at a multiple of 32 "code rows" (its own numbering beside the list positions).
+- ``Pq8Codes``: product quantisation with 256 codewords a sub-space (``pq_m`` bytes a row, at
+  the list positions), scanned with float look-up tables.
 - ``RabitqCodes``: RaBitQ, one bit a dimension plus three floats a row, at the list positions;
   its error bound lets the re-scoring skip candidates that cannot reach the top k.
 
@@ -46,13 +49,14 @@ def round_up(n: np.ndarray, align: int) -> np.ndarray:
 
 
 class PqCodes:
-    """4-bit PQ codes of residuals in fast-scan blocks."""
+    """4-bit PQ codes of residuals in fast-scan blocks (Pq8Codes: 8-bit ones)."""
 
     name = "pq"
     align = _BLOCK
 
-    def __init__(self, dim: int, m: int, bits: int, threads: int) -> None:
+    def __init__(self, dim: int, m: int, bits: int, threads: int, metric: str = "ip") -> None:
         self.dim, self.m, self.bits, self.threads = dim, m, bits, threads
+        self.metric = "l2" if metric == "l2" else "ip"  # the search's: cosine rows are unit
         self.mpad = (m + 3) // 4 * 4
         self.params: np.ndarray | None = None  # codewords (m, 16, dim // m); replaced, never changed
 
@@ -62,8 +66,8 @@ class PqCodes:
     def fit(self, residuals: np.ndarray) -> np.ndarray:
         """New codewords for these residuals (``params`` is set by the caller once it commits)."""
         R = _sample(residuals, _TRAIN_ROWS)
-        if R.shape[0] < 16:  # k-means needs a row per codeword: repeat the few there are
-            R = np.resize(R, (16, R.shape[1]))
+        if R.shape[0] < 1 << self.bits:  # k-means needs a row per codeword: repeat the few there are
+            R = np.resize(R, (1 << self.bits, R.shape[1]))
         return _core.pq_train(np.ascontiguousarray(R), self.m, self.bits, 10, _SEED, self.threads)
 
     def encode(
@@ -119,7 +123,7 @@ class PqCodes:
     ) -> tuple:
         return _core.ivf_pq_search(
             s.centroids, s.code_params, s.codes[0], s.code_start, s.lens, None, s.data, Q, k, nprobe,
-            rerank, threads, start=s.start, allowed=allowed,
+            rerank, threads, start=s.start, allowed=allowed, metric=self.metric,
         )  # fmt: skip
 
     def sections(self, codes: tuple) -> list:
@@ -134,6 +138,38 @@ class PqCodes:
         if count and int(codes.max()) >= 1 << self.bits:
             raise bad("PQ codes out of range")
         return (codes,)
+
+
+class Pq8Codes(PqCodes):
+    """8-bit PQ codes of residuals, ``m`` bytes a code row (no blocks: align 1)."""
+
+    align = 1
+
+    def empty(self, rows: int) -> tuple:
+        return (np.zeros((rows, self.m), np.uint8),)
+
+    def grown(self, state: tuple, used: int, rows: int) -> tuple:
+        out = self.empty(rows)
+        out[0][:used] = state[0][:used]
+        return out
+
+    def published(self, state: tuple, used: int) -> tuple:
+        return (state[0][:used],)
+
+    def put(self, state: tuple, rows: np.ndarray, codes: tuple) -> None:
+        state[0][rows] = codes[0]
+
+    def take(self, state: tuple, rows: np.ndarray) -> tuple:
+        return (state[0][rows],)
+
+    def search(
+        self, s: Any, Q: np.ndarray, k: int, nprobe: int, rerank: int, threads: int, allowed: Any
+    ) -> tuple:
+        return _core.ivf_pq_search(
+            s.centroids, s.code_params, np.ascontiguousarray(s.codes[0]).reshape(-1), s.code_start,
+            s.lens, None, s.data, Q, k, nprobe, rerank, threads, start=s.start, allowed=allowed,
+            metric=self.metric,
+        )  # fmt: skip
 
 
 class RabitqCodes:
@@ -258,8 +294,9 @@ def _sample(X: np.ndarray, most: int) -> np.ndarray:
     return X[np.sort(np.random.default_rng(_SEED).choice(X.shape[0], most, replace=False))]
 
 
-def make_codes(dtype: str, dim: int, pq_m: int | None, pq_bits: int, threads: int) -> Any:
-    """The codes object of a coded dtype ("pq", "rabitq")."""
+def make_codes(dtype: str, dim: int, pq_m: int | None, pq_bits: int, threads: int, metric: str = "ip") -> Any:
+    """The codes object of a coded dtype ("pq", "rabitq"); PQ also scores metric "l2"."""
     if dtype == "pq":
-        return PqCodes(dim, default_pq_m(dim) if pq_m is None else pq_m, pq_bits, threads)
+        cls = Pq8Codes if pq_bits == 8 else PqCodes
+        return cls(dim, default_pq_m(dim) if pq_m is None else pq_m, pq_bits, threads, metric)
     return RabitqCodes(dim, threads)

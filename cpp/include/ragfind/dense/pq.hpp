@@ -24,6 +24,10 @@ inline constexpr size_t kPqBlock = 32;
 struct PqCodebook {
   size_t d = 0, m = 0, bits = 0, dsub = 0, ksub = 0;
   std::vector<float> codewords;
+  /// When set, the codewords are read from this caller memory (same layout) instead: a search
+  /// need not copy 256-codeword books (m x 1 KB x dsub) on every call.
+  const float* borrowed = nullptr;
+  const float* data() const { return borrowed != nullptr ? borrowed : codewords.data(); }
 };
 
 /// Trains codebooks on the n rows of X (n x d, n >= 2^bits; d a multiple of m; bits 4 or 8):
@@ -62,13 +66,20 @@ Pq4Lut quantise_pq4_lut(const float* lut, size_t m);
 /// quantise_pq4_lut into caller memory: lut8 holds mpad x 16 bytes.
 void quantise_pq4_lut_into(const float* lut, size_t m, uint8_t* lut8, float* bias, float* scale);
 
-/// One SIMD level's 4-bit fast-scan kernel.
+/// One SIMD level's PQ scan kernels.
 struct Pq4ScanKernels {
   const char* name;
   /// out[b * 32 + i] = sum over j < mpad of lut8[j * 16 + code(b, i, j)] for the nblocks
   /// packed blocks (pack_pq4's layout); exact integer sums (mpad <= 256), the same at every level.
   void (*scan)(const uint8_t* blocks, size_t nblocks, size_t mpad, const uint8_t* lut8, uint16_t* out);
+  /// 8-bit codes, one byte a sub-space, m bytes a row: out[i] = sum over j < m of
+  /// lut[j * 256 + codes[i * m + j]] for n rows, summed in float32 in order of j (as
+  /// pq8_scan_ref does), so every level returns the same bits.
+  void (*scan8)(const uint8_t* codes, size_t n, size_t m, const float* lut, float* out);
 };
+
+/// The scalar reference of Pq4ScanKernels::scan8.
+void pq8_scan_ref(const uint8_t* codes, size_t n, size_t m, const float* lut, float* out);
 
 /// The kernel for the active SIMD level.
 const Pq4ScanKernels& pq4_scan_kernels();
@@ -76,35 +87,41 @@ const Pq4ScanKernels& pq4_scan_kernels();
 /// The kernel compiled for `level` (falls back to the next lower compiled+supported level).
 const Pq4ScanKernels& pq4_scan_kernels_at(SimdLevel level);
 
-/// IVF lists of 4-bit PQ codes of the residuals to each list's centroid (inner product). Rows
-/// live in a padded row space: list l is rows [row0[l], row0[l] + len[l]) with row0[l] a multiple
-/// of kPqBlock, its codes the packed blocks from row0[l] / kPqBlock; pos[r] is row r's position
-/// (-1 for padding), exact[pos * d] its float32 vector for re-scoring. With `start` instead of
+/// IVF lists of PQ codes of the residuals to each list's centroid (inner product). Rows live in
+/// a row space of their own: list l is rows [row0[l], row0[l] + len[l]). 4-bit codes: row0[l] a
+/// multiple of kPqBlock, its codes the packed blocks from row0[l] / kPqBlock. 8-bit codes: row r's
+/// m code bytes at blocks[r * m]. pos[r] is row r's position (-1 for padding), exact[pos * d] its
+/// float32 vector for re-scoring (or exact_f16[pos * d] its float16 one). With `start` instead of
 /// `pos` (the layout of a growing index), row i of list l is position start[l] + i. `allowed`
 /// (per position, nullptr: all) admits rows, as a filter or the live mask of IVF lists.
 struct IvfPqView {
   const float* centroids = nullptr;  // nlist x d
   size_t nlist = 0;
-  const PqCodebook* pq = nullptr;  // bits == 4
-  const uint8_t* blocks = nullptr;
+  const PqCodebook* pq = nullptr;   // bits 4 or 8
+  const uint8_t* blocks = nullptr;  // 4-bit packed blocks or 8-bit code rows
   const int64_t* row0 = nullptr;
   const int64_t* len = nullptr;
   const int64_t* pos = nullptr;
   const float* exact = nullptr;
-  size_t n_exact = 0;                // rows of exact: a position outside [-1, n_exact) throws
-  const int64_t* start = nullptr;    // used when pos is nullptr
-  const uint8_t* allowed = nullptr;  // n_exact entries
+  const uint16_t* exact_f16 = nullptr;  // float16 rows for re-scoring, used when exact is nullptr
+  size_t n_exact = 0;                   // rows of exact: a position outside [-1, n_exact) throws
+  const int64_t* start = nullptr;       // used when pos is nullptr
+  const uint8_t* allowed = nullptr;     // n_exact entries
+  /// Squared L2 distance instead of inner product: lists by nearest centroid, each list's table
+  /// built for the query's residual to its centroid (-|q - c - r|^2 = -|q - c|^2 + sum over
+  /// j of 2 (q - c)_j . r_j - |r_j|^2), rows re-scored by squared distance, ascending.
+  bool l2 = false;
 };
 
 /// Top-k positions by inner product for one query: the nprobe lists of the best centroids are
-/// fast-scanned (q . x ~ q . centroid + the table sum of the residual's codes; one table serves
+/// scanned (q . x ~ q . centroid + the table sum of the residual's codes; one table serves
 /// every list), the k * rerank best estimates (ties to the lower position) are re-scored
-/// exactly. While fewer than k admitted rows have been seen, more lists are scanned in centroid
-/// order (a filter or deletes never leave a query short). Scores descending, ties to the lower
-/// position. Returns how many were written (at
-/// most k). Throws std::invalid_argument on a position outside exact (checked for the rows
-/// whose estimate could enter the k * rerank best, so a search costs no O(n)). Allocates
-/// nothing per call once a thread has searched an index of this shape.
+/// exactly against the float32 rows, or the float16 rows (q . the row decoded to float32,
+/// summed in float32: the scores returned). While fewer than k admitted rows have been seen, more lists are scanned in
+/// centroid order (a filter or deletes never leave a query short). Scores descending, ties to the lower position.
+/// Returns how many were written (at most k). Throws std::invalid_argument on a position outside exact (checked for the
+/// rows whose estimate could enter the k * rerank best, so a search costs no O(n)). Allocates nothing per call once a
+/// thread has searched an index of this shape.
 size_t ivf_pq_search_one(const IvfPqView& v, const float* q, size_t k, size_t nprobe, size_t rerank, int64_t* out_pos,
                          float* out_scores);
 

@@ -39,6 +39,7 @@ void scan(const uint8_t* blocks, size_t nblocks, size_t mpad, const uint8_t* lut
 
 }  // namespace
 
-const Pq4ScanKernels pq4_scan_avx2 = {"avx2", scan};
+// 8-bit codes: the portable kernel at every level (no gather version yet).
+const Pq4ScanKernels pq4_scan_avx2 = {"avx2", scan, pq8_scan_ref};
 
 }  // namespace ragfind::dense::kernels

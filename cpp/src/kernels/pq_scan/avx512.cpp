@@ -42,6 +42,7 @@ void scan(const uint8_t* blocks, size_t nblocks, size_t mpad, const uint8_t* lut
 
 }  // namespace
 
-const Pq4ScanKernels pq4_scan_avx512 = {"avx512", scan};
+// 8-bit codes: the portable kernel at every level (no gather version yet).
+const Pq4ScanKernels pq4_scan_avx512 = {"avx512", scan, pq8_scan_ref};
 
 }  // namespace ragfind::dense::kernels

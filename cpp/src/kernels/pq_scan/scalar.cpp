@@ -3,6 +3,37 @@
 // the sums agree exactly).
 #include "kernels.hpp"
 
+namespace ragfind::dense {
+
+// Four rows at a time: their sums are independent chains, so the adds overlap while each row
+// is still summed in order of j (the bits the contract names).
+void pq8_scan_ref(const uint8_t* codes, size_t n, size_t m, const float* lut, float* out) {
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const uint8_t* c = codes + i * m;
+    float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
+    for (size_t j = 0; j < m; ++j) {
+      const float* t = lut + j * 256;
+      s0 += t[c[j]];
+      s1 += t[c[m + j]];
+      s2 += t[c[2 * m + j]];
+      s3 += t[c[3 * m + j]];
+    }
+    out[i] = s0;
+    out[i + 1] = s1;
+    out[i + 2] = s2;
+    out[i + 3] = s3;
+  }
+  for (; i < n; ++i) {
+    const uint8_t* c = codes + i * m;
+    float s = 0.f;
+    for (size_t j = 0; j < m; ++j) s += lut[j * 256 + c[j]];
+    out[i] = s;
+  }
+}
+
+}  // namespace ragfind::dense
+
 namespace ragfind::dense::kernels {
 namespace {
 
@@ -24,6 +55,6 @@ void scan(const uint8_t* blocks, size_t nblocks, size_t mpad, const uint8_t* lut
 
 }  // namespace
 
-const Pq4ScanKernels pq4_scan_scalar = {"scalar", scan};
+const Pq4ScanKernels pq4_scan_scalar = {"scalar", scan, pq8_scan_ref};
 
 }  // namespace ragfind::dense::kernels
