@@ -110,6 +110,10 @@ def test_l2_is_the_exact_top_k_by_squared_distance(variant):
     b, sb = ix.search_batch_padded(Q[:1], 10, nprobe=3, max_distance=limit)
     np.testing.assert_array_equal(b[0][:5], a)
     assert (b[0][5:] == -1).all() and np.isneginf(sb[0][5:]).all()
+    near = [ix.search(q, 10, nprobe=3, max_distance=limit) for q in Q]
+    for got, want in zip(ix.search_batch(Q, 10, nprobe=3, max_distance=limit), near):
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
 
 
 @pytest.mark.parametrize("dtype", CODED)
@@ -228,6 +232,14 @@ def test_filters_deletes_threads_and_batches(dtype):
         ids, scores = ix.search_batch_padded(Q, 10, nprobe=p, threads=2)
         np.testing.assert_array_equal(ids, np.stack([w[0] for w in one]))
         np.testing.assert_allclose(scores, np.stack([w[1] for w in one]), rtol=1e-5, atol=1e-6)
+    # The batch's one coded search of every query answers each as search does: filters,
+    # thresholds (scaled by each raw query's norm), k above the allowed rows.
+    for kw in ({"filter": flt}, {"min_score": 0.3}, {"filter": few}, {"filter": flt, "min_score": 0.2}):
+        for k in (10, 2000):
+            one = [ix.search(q, k, nprobe=4, **kw) for q in Q]
+            for got, want in zip(ix.search_batch(Q, k, nprobe=4, **kw), one):
+                np.testing.assert_array_equal(got[0], want[0])
+                np.testing.assert_array_equal(got[1], want[1])
     a, sa = ix.search(Q[0], 50, min_score=0.5, nprobe=32)
     assert len(a) and (sa >= 0.5).all()
     b, sb = ix.search_batch_padded(Q[:1], 50, min_score=0.5, nprobe=32)

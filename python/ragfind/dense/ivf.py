@@ -687,11 +687,13 @@ class IvfBackend:
     ) -> list:
         """``search`` for every row of ``Qm``: item i equals ``search(Qm[i], ...)``, ids and
         scores. f32/f16/i8 lists group the queries by list, so each probed list is read once per
-        batch (the C++ ivf_search_batch); coded lists and batches of fewer than ``_GROUP_MIN``
-        queries search one query at a time."""
+        batch (the C++ ivf_search_batch), as coded lists do (their search takes every query at
+        once); batches of fewer than ``_GROUP_MIN`` queries search one query at a time."""
         nq = Qm.shape[0]
-        if self._codes is not None or nq < _GROUP_MIN:
+        if nq < _GROUP_MIN:
             return [self.search(Qm[i], k, threshold, filter, threads, nprobe) for i in range(nq)]
+        if self._codes is not None:
+            return self._coded_batch(Qm, k, threshold, filter, threads, nprobe)
         s = self.snapshot
         C = s.centroids
         npb = self.nprobe if nprobe is None else nprobe
@@ -732,6 +734,41 @@ class IvfBackend:
             if qn != 1.0:
                 sc_i *= np.float32(1.0 / qn)
             out.append((s.ids[rows[i, :n]], sc_i))
+        return out
+
+    def _coded_batch(  # noqa: A002
+        self, Qm: np.ndarray, k: int, threshold: Any, filter: Any, threads: int | None, nprobe: int | None
+    ) -> list:
+        """:meth:`search_batch` of coded lists: one coded search of every query (each row's
+        answer is the single search's), then each query's norm, threshold and padding as
+        :meth:`search` applies them."""
+        nq = Qm.shape[0]
+        s = self.snapshot
+        npb = self.nprobe if nprobe is None else nprobe
+        if s.centroids is None:
+            return [(empty_ids(self.id_kind), np.empty(0, np.float32)) for _ in range(nq)]
+        if filter is None:
+            allowed, count = s.live, s.live_rows
+        else:
+            allowed, count = self._ivf_allowed(filter, s)
+        normed = [query_norm(Qm[i], self.cfg) for i in range(nq)]  # raises as search does
+        k = min(k, count)
+        if k == 0:
+            return [(empty_ids(self.id_kind), np.empty(0, np.float32)) for _ in range(nq)]
+        if filter is not None and self._ivf_gather(s, allowed, count, npb) is not None:
+            # So few rows allowed that search scans them exactly: the same, query by query.
+            return [self.search(Qm[i], k, threshold, filter, threads, nprobe) for i in range(nq)]
+        t = self.cfg.threads if threads is None else threads
+        Qv = np.ascontiguousarray(np.stack([q for q, _ in normed]))
+        pos, sc = self._codes.search(s, Qv, k, npb, self.rerank, t, allowed)
+        l2 = self.cfg.scan_metric == "l2"
+        out = []
+        for i, (_, qnorm) in enumerate(normed):
+            limit = threshold * qnorm if threshold is not None and qnorm != 1.0 else threshold
+            rows, scores = _coded_results(pos[i], sc[i], limit, l2)
+            if qnorm != 1.0:
+                scores = scores * np.float32(1.0 / qnorm)
+            out.append((s.ids[rows], scores))
         return out
 
     def search_batch_padded(  # noqa: A002
