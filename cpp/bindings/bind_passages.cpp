@@ -43,27 +43,44 @@ PyObject* own(PyObject* o) {
   return o;
 }
 
-bool is_ascii(std::string_view s) {
-  // One OR over 8-byte words (vectorised by the compiler), then one test.
-  uint64_t any = 0;
+// Copies s to dst while checking it is ASCII, 64 bytes at a time (one read of the text); false
+// at the first block with a byte >= 0x80 (dst then holds a partial copy).
+bool copy_ascii(char* dst, std::string_view s) {
+  constexpr uint64_t kHigh = 0x8080808080808080ULL;
+  const char* src = s.data();
+  const size_t n = s.size();
   size_t i = 0;
-  for (; i + 8 <= s.size(); i += 8) {
+  for (; i + 64 <= n; i += 64) {
+    uint64_t any = 0;
+    for (size_t j = 0; j < 64; j += 8) {
+      uint64_t w;
+      std::memcpy(&w, src + i + j, 8);
+      std::memcpy(dst + i + j, &w, 8);
+      any |= w;
+    }
+    if (any & kHigh) return false;
+  }
+  uint64_t any = 0;
+  for (; i + 8 <= n; i += 8) {
     uint64_t w;
-    std::memcpy(&w, s.data() + i, 8);
+    std::memcpy(&w, src + i, 8);
+    std::memcpy(dst + i, &w, 8);
     any |= w;
   }
-  for (; i < s.size(); ++i) any |= static_cast<unsigned char>(s[i]);
-  return (any & 0x8080808080808080ULL) == 0;
+  for (; i < n; ++i) {
+    dst[i] = src[i];
+    any |= static_cast<unsigned char>(src[i]);
+  }
+  return (any & kHigh) == 0;
 }
 
 PyObject* text(std::string_view s) {
   const auto n = static_cast<py::ssize_t>(s.size());
-  if (is_ascii(s)) {
-    // Most passages: a copy into a new 1-byte str, without the UTF-8 decoder's scan.
-    PyObject* o = own(PyUnicode_New(n, 127));
-    std::memcpy(PyUnicode_1BYTE_DATA(o), s.data(), s.size());
-    return o;
-  }
+  // Most passages are ASCII: copied into a new 1-byte str as they are checked, without the
+  // UTF-8 decoder's scan.
+  PyObject* o = own(PyUnicode_New(n, 127));
+  if (copy_ascii(reinterpret_cast<char*>(PyUnicode_1BYTE_DATA(o)), s)) return o;
+  Py_DECREF(o);
   // "replace": the arena of a memory-mapped file is checked for bounds, not for UTF-8.
   return own(PyUnicode_DecodeUTF8(s.data(), n, "replace"));
 }
@@ -152,12 +169,13 @@ class ColumnsHandle {
                      const py::tuple& rank_views, const py::object& highlights, const py::object& texts) const {
     if (!texts.is_none() && !PyList_CheckExact(texts.ptr())) throw py::type_error("texts: expected a list or None");
     // fused: a list of floats (the RRF table's own objects, shared, not copied) or an array.
+    // (An empty handle, not F64(), where no conversion is needed: F64() makes a numpy array.)
     const bool fused_list = PyList_CheckExact(fused.ptr());
-    F64 fused_array = fused_list ? F64() : F64::ensure(fused);
+    F64 fused_array = fused_list ? py::reinterpret_borrow<F64>(py::handle()) : F64::ensure(fused);
     if (!fused_list && !fused_array) throw py::error_already_set();
     // stage_scores: float32 (BM25, dense) read as is; any other dtype as float64.
     const bool f32 = py::array_t<float, py::array::c_style>::check_(stage_scores) && stage_scores.ndim() == 1;
-    F64 ss64 = f32 ? F64() : F64::ensure(stage_scores);
+    F64 ss64 = f32 ? py::reinterpret_borrow<F64>(py::handle()) : F64::ensure(stage_scores);
     if (!f32 && !ss64) throw py::error_already_set();
     const py::ssize_t n = ids.ndim() == 1 ? ids.shape(0) : -1;
     const py::ssize_t n_fused = fused_list                ? PyList_GET_SIZE(fused.ptr())
@@ -253,9 +271,82 @@ class ColumnsHandle {
   py::object fused_;
 };
 
+// A slotted class and its fields' offsets: what a slot filler makes instances of.
+struct SlotFiller {
+  PyTypeObject* type;  // owned
+  std::vector<py::ssize_t> offsets;
+};
+
+constexpr const char* kFillerCapsule = "ragfind._core.slot_filler";
+
+// filler(*values): a new instance of the class, values written to its slots in field order,
+// past __init__ and __setattr__. A METH_FASTCALL function: no argument tuple, no pybind11
+// dispatch, as a search makes one per result.
+PyObject* fill_slots(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  const auto* f = static_cast<const SlotFiller*>(PyCapsule_GetPointer(self, kFillerCapsule));
+  if (f == nullptr) return nullptr;
+  if (nargs != static_cast<Py_ssize_t>(f->offsets.size())) {
+    PyErr_Format(PyExc_TypeError, "%s filler: expected %zd values, got %zd", f->type->tp_name,
+                 static_cast<Py_ssize_t>(f->offsets.size()), nargs);
+    return nullptr;
+  }
+  PyObject* no_args = PyTuple_New(0);  // the shared empty tuple
+  if (no_args == nullptr) return nullptr;
+  PyObject* o = f->type->tp_new(f->type, no_args, nullptr);
+  Py_DECREF(no_args);
+  if (o == nullptr) return nullptr;
+  for (Py_ssize_t i = 0; i < nargs; ++i) {
+    PyObject** at = reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o) + f->offsets[i]);
+    PyObject* old = *at;
+    *at = Py_NewRef(args[i]);
+    Py_XDECREF(old);
+  }
+  return o;
+}
+
+PyMethodDef fill_slots_def = {"slot_filler", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fill_slots)),
+                              METH_FASTCALL, "A new instance from its field values, in field order."};
+
+void free_filler(PyObject* capsule) {
+  auto* f = static_cast<SlotFiller*>(PyCapsule_GetPointer(capsule, kFillerCapsule));
+  if (f == nullptr) return;
+  Py_XDECREF(reinterpret_cast<PyObject*>(f->type));
+  delete f;
+}
+
+py::object slot_filler(const py::type& cls, const py::tuple& fields) {
+  auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  std::vector<py::ssize_t> offsets;
+  for (py::ssize_t i = 0; i < static_cast<py::ssize_t>(fields.size()); ++i) {
+    const py::ssize_t at = slot_offset(fields[i], static_cast<int>(i));
+    if (at < static_cast<py::ssize_t>(sizeof(PyObject)) ||
+        at + static_cast<py::ssize_t>(sizeof(PyObject*)) > type->tp_basicsize)
+      throw py::value_error("fields[" + std::to_string(i) + "]: not a slot of " + std::string(type->tp_name));
+    offsets.push_back(at);
+  }
+  auto* f = new SlotFiller{type, std::move(offsets)};
+  Py_INCREF(cls.ptr());
+  PyObject* capsule = PyCapsule_New(f, kFillerCapsule, free_filler);
+  if (capsule == nullptr) {
+    Py_DECREF(cls.ptr());
+    delete f;
+    throw py::error_already_set();
+  }
+  PyObject* fn = PyCFunction_NewEx(&fill_slots_def, capsule, nullptr);
+  Py_DECREF(capsule);
+  if (fn == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(fn);
+}
+
 }  // namespace
 
 void bind_passages(py::module_& m) {
+  m.def("slot_filler", &slot_filler, py::arg("cls"), py::arg("fields"),
+        "A function ``f(*values)`` making an instance of the slotted class ``cls`` (``object.__new__``),\n"
+        "each value written to the slot of ``fields`` (its member descriptors) at its position, past\n"
+        "``__init__`` and a frozen ``__setattr__``. TypeError when called with another number of values;\n"
+        "at creation, TypeError for a field that is not a writable object slot, ValueError for a slot of\n"
+        "another class.");
   py::class_<ColumnsHandle>(m, "PassageColumnsView",
                             "A read-only view of the passage columns (arrays checked once, kept alive):\n"
                             "``arena`` (uint8), ``chunks`` (int64, n x 8), ``docs`` (int64, n x 6), ``keys``\n"

@@ -435,6 +435,8 @@ class PassageColumnsView(metaclass=_Pybind11Type):
         texts: list[str] | None = None,
     ) -> tuple[_Any, ...]: ...
 
+def slot_filler(cls: type, fields: tuple[_Any, ...]) -> _Callable[..., _Any]: ...
+
 # ----- WordPiece token counter for chunking (bind_text.cpp)
 
 class WordPieceCounter(metaclass=_Pybind11Type):

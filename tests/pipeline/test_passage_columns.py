@@ -228,3 +228,41 @@ def test_corrupt_columns_raise_instead_of_reading_outside(tmp_path):
     loaded._view = None
     with pytest.raises(ValueError, match="outside the arena"):
         loaded.rows([1])
+
+
+@pytest.mark.parametrize("length", [0, 1, 7, 8, 63, 64, 65, 127, 128, 129, 200, 1500])
+def test_texts_decode_with_a_non_ascii_character_anywhere(length):
+    """Texts are copied as ASCII while checked 64 bytes at a time and decoded as UTF-8 from the
+    first block holding another byte: every length around the block and word edges, with one
+    non-ASCII character at each edge, reads back equal to the stored text."""
+    base = "".join(chr(97 + i % 26) for i in range(length))
+    places = sorted({p for p in (0, 7, 8, 63, 64, 65, 127, 128, length - 1) if 0 <= p < length})
+    texts = [base] + [base[:p] + ch + base[p + 1 :] for p in places for ch in ("é", "漢", "🙂")]
+    cols = PassageColumns()
+    cols.append(
+        [(f"d{i}", t, t, "{}") for i, t in enumerate(texts)],
+        [(i + 1, f"d{i}", 0, 0, len(t), -1, t, t) for i, t in enumerate(texts)],
+    )
+    rows = cols.rows(list(range(1, len(texts) + 1)))
+    assert [r[2] for r in rows] == texts  # the text
+    assert [r[3] for r in rows] == texts  # the title
+    assert [r[7] for r in rows] == texts  # the context
+
+
+def test_slot_filler_builds_frozen_instances_and_checks_its_input():
+    from dataclasses import fields
+
+    from ragfind import _core
+    from ragfind.pipeline.results import SLOTS, Passage, SearchResult, passage_from_fields, result_from_fields
+
+    values = (7, "d", "text", "T", "src", 0.5, 0, 4, {"a": 1}, "", {"bm25": 1}, {"bm25": 2.0}, [(0, 4)])
+    p = passage_from_fields(*values)
+    assert p == Passage(*values) and [getattr(p, f.name) for f in fields(Passage)] == list(values)
+    r = result_from_fields((p,), {"total": 1.0}, False, ("q",), (), ())
+    assert r == SearchResult((p,), {"total": 1.0}, False, ("q",), (), ()) and list(r) == [p]
+    with pytest.raises(TypeError, match="expected 13 values, got 2"):
+        passage_from_fields(1, 2)
+    with pytest.raises(TypeError, match="member descriptor"):
+        _core.slot_filler(Passage, (object(),))
+    with pytest.raises(ValueError, match="not a slot of"):
+        _core.slot_filler(SearchResult, SLOTS)  # Passage's slots lie outside a SearchResult

@@ -160,10 +160,14 @@ class LazyHighlighter:
 
     __slots__ = ("queries", "analyzer", "texts", "_terms", "_done")
 
+    #: A passage's ``highlights`` may hold the highlighter itself: called with the passage's
+    #: text on first read (one object for a whole list, none per passage).
+    of_passage_text = True
+
     def __init__(self, queries: Sequence[str], analyzer: Any, texts: Sequence[str] = ()) -> None:
         self.queries = queries
         self.analyzer = analyzer
-        self.texts = list(texts)
+        self.texts = list(texts) if texts else []
         self._terms: tuple | None = None
         self._done: dict | None = None
 

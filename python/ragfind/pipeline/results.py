@@ -9,6 +9,8 @@ from dataclasses import FrozenInstanceError, dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
+from ragfind import _core
+
 __all__ = ["Passage", "SearchResult"]
 
 _EMPTY: Mapping = MappingProxyType({})
@@ -17,8 +19,10 @@ EMPTY_MAPPING = _EMPTY
 
 
 class _LazySlot:
-    """The ``highlights`` field: its slot holds a list, or a computation (:func:`pending`) run
-    on first read and replaced by its result.
+    """The ``highlights`` field: its slot holds a list, or a computation run on first read and
+    replaced by its result: a :func:`pending` value, or a callable of the passage's text whose
+    type sets ``of_passage_text`` (one highlighter shared by a whole list, no object per
+    passage).
 
     Highlighting analyzes the whole passage text, which costs more than the search itself, so a
     search leaves it to the first reader; the result is the same as computing it eagerly.
@@ -32,11 +36,13 @@ class _LazySlot:
             return self
         value = self.member.__get__(obj, owner)
         kind = type(value)
+        if kind is list:
+            return value
         if kind is _Pending:
             value = value.compute()
             self.member.__set__(obj, value)
-        elif kind is _PendingOfText:
-            value = value.fn(obj.text)
+        elif getattr(kind, "of_passage_text", False):
+            value = value(obj.text)
             self.member.__set__(obj, value)
         return value
 
@@ -54,22 +60,9 @@ class _Pending:
         return self.fn(self.arg)
 
 
-class _PendingOfText:
-    __slots__ = ("fn",)
-
-    def __init__(self, fn: Any) -> None:
-        self.fn = fn
-
-
 def pending(fn: Any, arg: Any) -> _Pending:
     """A ``highlights`` value computed as ``fn(arg)`` when first read."""
     return _Pending(fn, arg)
-
-
-def pending_of_text(fn: Any) -> _PendingOfText:
-    """A ``highlights`` value computed as ``fn(passage.text)`` when first read: one object
-    shared by every passage of a search (no object per passage)."""
-    return _PendingOfText(fn)
 
 
 @dataclass(frozen=True)
@@ -234,13 +227,10 @@ SearchResult = _slotted(SearchResult)  # type: ignore[misc]
 _RESULT_SLOTS = tuple(SearchResult.__dict__[f.name] for f in fields(SearchResult))
 
 
-def passage_from_fields(*values: Any) -> Passage:
-    """A :class:`Passage` of every field's value in field order, written straight into its slots
-    (no frozen ``__setattr__``, no ``highlights`` computation): a search builds one per result."""
-    p = object.__new__(Passage)
-    for slot, value in zip(SLOTS, values):
-        slot.__set__(p, value)
-    return p
+#: ``passage_from_fields(*values)``: a :class:`Passage` of every field's value in field order,
+#: written straight into its slots (no frozen ``__setattr__``, no ``highlights`` computation;
+#: native): a search builds one per result.
+passage_from_fields = _core.slot_filler(Passage, SLOTS)
 
 
 def set_highlights(p: Passage, value: Any) -> None:
@@ -272,12 +262,7 @@ def rank_views(stage: str) -> tuple:
     return views
 
 
-def result_from_fields(
-    passages: tuple, timings: Mapping, queries: tuple, concurrent: tuple, missing: tuple
-) -> SearchResult:
-    """A :class:`SearchResult` (not cached) written straight into its slots, as
-    :func:`passage_from_fields` builds passages."""
-    r = object.__new__(SearchResult)
-    for slot, value in zip(_RESULT_SLOTS, (passages, timings, False, queries, concurrent, missing)):
-        slot.__set__(r, value)
-    return r
+#: ``result_from_fields(passages, timings, cached, queries, concurrent, missing)``: a
+#: :class:`SearchResult` written straight into its slots, as :func:`passage_from_fields` builds
+#: passages.
+result_from_fields = _core.slot_filler(SearchResult, _RESULT_SLOTS)

@@ -44,7 +44,6 @@ from ragfind.pipeline.results import (
     SearchResult,
     metadata_and_source,
     passage_from_fields,
-    pending_of_text,
     rank_views,
     result_from_fields,
     set_highlights,
@@ -344,7 +343,7 @@ class Retriever:
         self.chunk_id_policy: ChunkIdPolicy = chunk_id_policy or sequential_chunk_ids
         self.show_progress = show_progress
         self._write_lock = threading.RLock()
-        self._rrf_table: tuple | None = None  # (rrf_k, weight), single-list RRF scores, decreasing
+        self._rrf_table: tuple | None = None  # rrf_k, weight, single-list RRF scores, decreasing
 
     # ------------------------------------------------------------------ construction helpers
 
@@ -730,9 +729,9 @@ class Retriever:
                 hit = self.result_cache.get(key)
                 if hit is not None:
                     dt = _now() - t0
-                    return SearchResult(hit.passages, {"cache": dt, "total": dt}, True, queries)
+                    return result_from_fields(hit.passages, {"cache": dt, "total": dt}, True, queries, (), ())
         runner = self.stage_runner
-        generation = runner.generation
+        generation = runner.generation if key is not None else None  # only a cached result needs it
         if filters:
             t_filter = _now()
             flt = runner.compile_filters(filters)
@@ -764,15 +763,13 @@ class Retriever:
                 # passages come straight from the stored columns, in the list's order.
                 t1 = _now()
                 highlighter = LazyHighlighter(queries, self._analyzer())
-                passages = build(
-                    one[0], one[1], lists[0][1], names[0], pending_of_text(highlighter), highlighter.texts
-                )
+                passages = build(one[0], one[1], lists[0][1], names[0], highlighter, highlighter.texts)
                 t2 = _now()
                 timings["fusion"] = t1 - t
                 timings["store"] = t2 - t1
                 timings["total"] = t2 - t0
                 result = result_from_fields(
-                    tuple(passages), timings, queries, concurrent, tuple(sorted(missing)) if missing else ()
+                    passages, timings, False, queries, concurrent, tuple(sorted(missing)) if missing else ()
                 )
                 if key is not None and not missing and generation == runner.generation:
                     self.result_cache.put(key, result)
@@ -810,7 +807,7 @@ class Retriever:
             timings["rerank"] = _now() - t
         passages = tuple(self._highlighted(passages[:k], queries))
         timings["total"] = _now() - t0
-        result = SearchResult(passages, timings, False, queries, concurrent, tuple(sorted(missing)))
+        result = result_from_fields(passages, timings, False, queries, concurrent, tuple(sorted(missing)))
         if key is not None and not missing and generation == runner.generation:
             self.result_cache.put(key, result)
         return result
@@ -838,14 +835,14 @@ class Retriever:
         if n > top:
             ids, n = ids[:top], top
         table = self._rrf_table
-        if table is None or table[0] != (self.rrf_k, w) or len(table[1]) < n:
+        if table is None or table[0] != self.rrf_k or table[1] != w or len(table[2]) < n:
             # w / (k + rank) as the core computes it: w * (1 / (k + r + 1)), r from 0.
             scores = (w * (1.0 / (self.rrf_k + np.arange(max(n, 1000), dtype=np.float64) + 1.0))).tolist()
             decreasing = w > 0 and all(b < a for a, b in zip(scores, scores[1:]))
-            table = self._rrf_table = ((self.rrf_k, w), scores, decreasing)
-        if not table[2]:
+            table = self._rrf_table = (self.rrf_k, w, scores, decreasing)
+        if not table[3]:
             return None
-        return ids, table[1][:n]
+        return ids, table[2][:n]
 
     def _fuse(self, lists: list, names: list, top: int | None) -> tuple:
         from ragfind import _core
@@ -899,7 +896,7 @@ class Retriever:
     def _highlighted(self, passages: list, queries: tuple) -> list:
         """The passages with their highlights, by the BM25 stage's analyzer (default one else),
         computed when first read (:class:`LazyHighlighter`)."""
-        highlighter = pending_of_text(LazyHighlighter(queries, self._analyzer(), [p.text for p in passages]))
+        highlighter = LazyHighlighter(queries, self._analyzer(), [p.text for p in passages])
         for p in passages:
             # Passages built by this search, not yet shared: set before anyone reads them.
             set_highlights(p, highlighter)
@@ -907,7 +904,8 @@ class Retriever:
 
     def _analyzer(self) -> Any:
         """The analyzer highlights match with: the BM25 stage's, else a default one."""
-        bm25 = self._first_of("bm25")
+        first = self.first_stages[0]  # the common case, first of all: no loop
+        bm25 = first if getattr(first, "kind", None) == "bm25" else self._first_of("bm25")
         if bm25 is not None:
             return bm25.index.analyzer
         analyzer = getattr(self, "_default_analyzer", None)
