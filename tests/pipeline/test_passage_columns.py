@@ -169,10 +169,24 @@ def test_native_passages_equal_the_rows_path(monkeypatch, chunk_size):
     r.add_documents(docs)
     r.delete_documents([f"d{i}" for i in range(0, 80, 9)])
     queries = ["alpha", "beta gamma", "omega kappa sigma", "Ünïcode", "delta"]
-    fast = {(q, k): [_fields(p) for p in r.search(q, k=k)] for q in queries for k in (1, 5, 40)}
+    filters = [None, {"lang": "en"}, {"doc_id": "nowhere"}]
+
+    def results() -> dict:
+        return {
+            (q, k, i): [_fields(p) for p in r.search(q, k=k, filters=f)]
+            for q in queries
+            for k in (1, 5, 40)
+            for i, f in enumerate(filters)
+        }
+
+    ranked = results()  # search and passages in one runner step
+    monkeypatch.delattr(LocalStages, "ranked_passages")
+    native = results()  # the first stage, then the passages of its list
     monkeypatch.delattr(LocalStages, "passages")
-    slow = {(q, k): [_fields(p) for p in r.search(q, k=k)] for q in queries for k in (1, 5, 40)}
-    assert fast == slow
+    slow = results()
+    assert ranked == native == slow
+    assert any(ranked[(q, 40, 1)] for q in queries) and not any(ranked[(q, 40, 2)] for q in queries)
+    fast = ranked
     assert any(p[4] != p[1] for ps in fast.values() for p in ps)  # a source from metadata
     assert chunk_size is None or r.n_chunks > len(docs)
 

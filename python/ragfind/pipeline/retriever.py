@@ -750,6 +750,18 @@ class Retriever:
         ):
             # One exact ranked list: its fused top `head` is its own top `head`, in its order.
             depth = head
+            ranked = None if rerankers else getattr(runner, "ranked_passages", None)
+            fused = None if ranked is None else self._rrf_of_one(run[0].name, head)
+            if fused is not None:
+                # ... and a runner that builds its passages from its own store in the same step.
+                hl = LazyHighlighter(queries, self._analyzer())
+                passages = ranked(run[0], queries[0], head, flt, fused, hl, hl.texts, timings)
+                timings["fusion"] = 0.0  # the list's own order: nothing to fuse
+                timings["total"] = _now() - t0
+                result = result_from_fields(passages, timings, False, queries, (), ())
+                if key is not None and generation == runner.generation:
+                    self.result_cache.put(key, result)
+                return result
         build = getattr(runner, "passages", None) if collapse is None and not rerankers else None
         while True:
             found = runner.first_stage(run, queries, depth, flt, timings, partial=partial)
@@ -829,20 +841,24 @@ class Retriever:
         are ordered by the core); None otherwise."""
         if len(lists) != 1:
             return None
-        w = float(self.weights.get(names[0], 1.0)) if self.weights else 1.0
         ids = lists[0][0]
-        n = len(ids)
-        if n > top:
-            ids, n = ids[:top], top
+        if len(ids) > top:
+            ids = ids[:top]
+        scores = self._rrf_of_one(names[0], len(ids))
+        return None if scores is None else (ids, scores[: len(ids)])
+
+    def _rrf_of_one(self, name: str, n: int) -> list | None:
+        """The RRF scores of ranks 1, 2, ... of a single list of stage ``name`` (at least ``n``
+        of them, shared: do not modify), when they are that list's fusion (a positive weight
+        and strictly decreasing scores); None otherwise."""
+        w = float(self.weights.get(name, 1.0)) if self.weights else 1.0
         table = self._rrf_table
         if table is None or table[0] != self.rrf_k or table[1] != w or len(table[2]) < n:
             # w / (k + rank) as the core computes it: w * (1 / (k + r + 1)), r from 0.
             scores = (w * (1.0 / (self.rrf_k + np.arange(max(n, 1000), dtype=np.float64) + 1.0))).tolist()
             decreasing = w > 0 and all(b < a for a, b in zip(scores, scores[1:]))
             table = self._rrf_table = (self.rrf_k, w, scores, decreasing)
-        if not table[3]:
-            return None
-        return ids, table[2][:n]
+        return table[2] if table[3] else None
 
     def _fuse(self, lists: list, names: list, top: int | None) -> tuple:
         from ragfind import _core

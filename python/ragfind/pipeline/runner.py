@@ -195,6 +195,36 @@ class LocalStages:
         :meth:`fetch` when a search has one list."""
         return self.store.passages(ids, fused, stage_scores, stage, highlights, texts)
 
+    def ranked_passages(
+        self,
+        stage: Any,
+        query: str,
+        k: int,
+        flt: Any,
+        fused: list,
+        highlights: Any,
+        texts: list | None,
+        timings: dict,
+    ) -> tuple:
+        """The passages of ``stage``'s top ``k`` for one phrasing (``flt``: the compiled filter
+        or None), best first: :meth:`first_stage` and :meth:`passages` of a search with one
+        list, in one step. ``fused``: the fused score of each rank (at least ``k``). Sets the
+        stage's, ``first_stage`` and ``store`` timings."""
+        t0 = _now()
+        if flt is not None and len(flt) == 0:
+            ids, scores = np.zeros(0, np.int64), np.zeros(0, np.float32)
+        else:
+            ids, scores = stage.search(query, k, flt)
+            if type(ids) is not np.ndarray or ids.dtype is not _INT64:
+                ids = np.asarray(ids, np.int64)
+            if type(scores) is not np.ndarray:
+                scores = np.asarray(scores)
+        t1 = _now()
+        passages = self.store.passages(ids, fused, scores, stage.name, highlights, texts)
+        timings[stage.name] = timings["first_stage"] = t1 - t0
+        timings["store"] = _now() - t1
+        return passages
+
     def count_chunks(self) -> int:
         return self.store.count_chunks()
 
