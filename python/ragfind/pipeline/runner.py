@@ -209,7 +209,9 @@ class LocalStages:
         """The passages of ``stage``'s top ``k`` for one phrasing (``flt``: the compiled filter
         or None), best first: :meth:`first_stage` and :meth:`passages` of a search with one
         list, in one step. ``fused``: the fused score of each rank (at least ``k``). Sets the
-        stage's, ``first_stage`` and ``store`` timings."""
+        stage's, ``first_stage`` and ``store`` timings. Optional, as :meth:`passages` is: the
+        Retriever uses it for a search of one exact list (one BM25 stage, one phrasing) when a
+        runner has it."""
         t0 = _now()
         if flt is not None and len(flt) == 0:
             ids, scores = np.zeros(0, np.int64), np.zeros(0, np.float32)
