@@ -165,6 +165,15 @@ def test_lru_cache_eviction_and_counters():
     assert (c.hits, c.misses) == (0, 0)
 
 
+def test_lru_cache_put_again_refreshes_the_entry():
+    c = ragfind.LRUCache(2)
+    c.put("a", 1)
+    c.put("b", 2)
+    c.put("a", 10)  # a again: its new value, and now the most recent
+    c.put("c", 3)  # evicts b, the least recent
+    assert c.get("a") == 10 and c.get("b") is None and c.get("c") == 3 and len(c) == 2
+
+
 def test_lru_cache_get_or_compute_and_disabled():
     c = ragfind.LRUCache(4)
     calls = []

@@ -53,11 +53,13 @@ class LRUCache:
         """Store ``value`` under ``key``, evicting the least recently used entry when full."""
         if self.max_entries == 0:
             return
+        data = self._data
         with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.max_entries:
-                self._data.popitem(last=False)
+            if key in data:
+                data.move_to_end(key)
+            data[key] = value  # a new key goes last already
+            while len(data) > self.max_entries:
+                data.popitem(last=False)
 
     def get_or_compute(self, key: Hashable, compute: Callable[[], Any]) -> tuple[Any, bool]:
         """``(value, was_hit)``; on a miss ``compute()`` runs outside the lock and is stored."""

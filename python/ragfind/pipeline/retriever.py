@@ -721,7 +721,7 @@ class Retriever:
                     freeze(dict(filters)) if filters else None,
                     bool(rerank),
                     collapse,
-                    tuple(s.name for s in run),
+                    tuple([s.name for s in run]),
                 )
             except TypeError:
                 key = None
@@ -731,7 +731,7 @@ class Retriever:
                     dt = _now() - t0
                     return result_from_fields(hit.passages, {"cache": dt, "total": dt}, True, queries, (), ())
         runner = self.stage_runner
-        generation = runner.generation if key is not None else None  # only a cached result needs it
+        generation = key[0] if key is not None else None  # only a cached result needs it
         if filters:
             t_filter = _now()
             flt = runner.compile_filters(filters)
