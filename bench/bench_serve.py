@@ -79,6 +79,32 @@ def test_service_search(benchmark, setup, highlight):
     benchmark(lambda: s.search({"query": q(), "k": 10, "highlight": highlight}))
 
 
+def test_service_search_cached(benchmark, setup):
+    """As served: a results cache of 1024, every query new. The cache's entries stay alive, so
+    the cycle collector walks them in every young collection (compare with the plain case)."""
+    r, queries = setup
+    served = ragfind.Retriever(encoder=None, chunk_size=None)
+    served.add_documents(corpus()[0])
+    s, n = Service(served, None), [0]
+
+    def one():
+        n[0] += 1
+        return s.search({"query": f"{queries[n[0] % len(queries)]} {n[0]}", "k": 10})
+
+    benchmark(one)
+    served.close()
+
+
+def test_result_rows(benchmark, setup):
+    """The ten result rows of one answer (``passage_json``), the search done before."""
+    from ragfind.serve.service import passage_json
+
+    r, queries = setup
+    results = [r.search(q, k=10) for q in queries[:50]]
+    q = Cycle(list(range(50)))
+    benchmark(lambda: [passage_json(p) for p in results[int(q())]])
+
+
 @pytest.fixture(scope="module")
 def answer(setup):
     r, queries = setup
