@@ -144,6 +144,9 @@ def build(
 ) -> Path:
     """Indexes a corpus into the sharded folder ``out`` with Ray Data; returns its path.
 
+    The driver holds a few batches in flight and a document counter, nothing per document:
+    its memory does not grow with the corpus.
+
     Args:
         source: a JSONL or Parquet file, a folder of them, or a list of paths; records have
             ``id`` (or ``_id``, or ``id_field``), ``text``, optionally ``title`` and a
@@ -163,7 +166,8 @@ def build(
 
     Raises:
         ValueError: ``num_shards`` out of range, an unknown format, a record without id,
-            a repeated document id. FileExistsError: ``out`` exists (without ``overwrite``).
+            a repeated document id (found by the builder of its shard). Nothing is written
+            at ``out`` then. FileExistsError: ``out`` exists (without ``overwrite``).
     """
     from ragfind.distributed.router import _positive
 
