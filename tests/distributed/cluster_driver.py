@@ -18,23 +18,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 def main() -> None:
     work_dir, node_a_group, address = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    import ray
+    from ray_cluster import connect
     from sharded_helpers import load_collection
 
     import ragfind
     from ragfind.distributed import ShardedRetriever, ShardUnavailableError
 
-    ray.init(
-        address=address,
-        log_to_driver=False,
-        configure_logging=False,
-        runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}},
-    )
-    end = time.monotonic() + 120
-    while len([n for n in ray.nodes() if n["Alive"]]) < 3:
-        if time.monotonic() > end:
-            raise SystemExit("the cluster did not reach 3 nodes")
-        time.sleep(0.5)
+    ray = connect(address)
     c = load_collection("cranfield")
     docs, queries = c["docs"][:600], [q for _, q in c["queries"][:10]]
     opts = dict(encoder=None, chunk_size=None, cache_size=0)

@@ -25,26 +25,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from ray_cluster import connect  # noqa: E402 - found through the path above
+
 DEADLINE = 2.0
 SHARDS = 2
 OPTS = dict(encoder=None, chunk_size=None, cache_size=0)
-
-
-def _connect(address: str):
-    import ray
-
-    ray.init(
-        address=address,
-        log_to_driver=False,
-        configure_logging=False,
-        runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}},
-    )
-    end = time.monotonic() + 120
-    while len([n for n in ray.nodes() if n["Alive"]]) < 3:
-        if time.monotonic() > end:
-            raise SystemExit("the cluster did not reach 3 nodes")
-        time.sleep(0.5)
-    return ray
 
 
 def _docs():
@@ -77,7 +62,7 @@ def stop_node(work_dir: str, node_pid: int, address: str) -> None:
     import ragfind
     from ragfind.distributed import ShardedRetriever, ShardUnavailableError
 
-    ray = _connect(address)
+    ray = connect(address)
     docs, queries = _docs()
     sharded = ShardedRetriever(SHARDS, replicas=2, work_dir=work_dir, deadline=DEADLINE, **OPTS)
     nodes = {n["NodeID"]: sorted(k for k in n["Resources"] if k.startswith("node_")) for n in ray.nodes()}
@@ -156,7 +141,7 @@ def stop_node(work_dir: str, node_pid: int, address: str) -> None:
 def writer(work_dir: str, name: str, mode: str, address: str) -> None:
     from ragfind.distributed import ShardedRetriever
 
-    _connect(address)
+    connect(address)
     docs, _ = _docs()
     sharded = ShardedRetriever(SHARDS, replicas=2, work_dir=work_dir, deadline=DEADLINE, name=name, **OPTS)
     _emit({"ready": True})
@@ -179,7 +164,7 @@ def attach(name: str, killed_at: float, address: str) -> None:
     import ragfind
     from ragfind.distributed import ShardedRetriever
 
-    ray = _connect(address)
+    ray = connect(address)
     docs, queries = _docs()
     sharded = ShardedRetriever.attach(name, SHARDS, replicas=2, deadline=DEADLINE, **OPTS)
     try:
@@ -199,10 +184,32 @@ def attach(name: str, killed_at: float, address: str) -> None:
         batches = [[d["id"] for d in docs[i : i + 25]] for i in range(0, len(docs), 25)]
         torn = [b[0] for b in batches if 0 < len(stored & set(b)) < len(b)]
         sharded.add_documents([{"id": "after-attach", "text": "a write of the new router"}])
-        _emit({"served_s": served_s, "equal": equal, "torn": torn, "wrote": True, **report})
+        # The creator's placement groups (one per shard), which this router never held.
+        groups = _groups(name)
     finally:
         sharded.destroy()
-        ray.shutdown()
+    _emit(
+        {
+            **report,
+            "served_s": served_s,
+            "equal": equal,
+            "torn": torn,
+            "wrote": True,
+            "groups_before": groups,
+            "groups_after": _groups(name),
+        }
+    )
+    ray.shutdown()
+
+
+def _groups(name: str) -> int:
+    """The live placement groups of collection ``name`` on the cluster (any namespace)."""
+    from ray.util.placement_group import placement_group_table
+
+    from ragfind.distributed.router import _group_name
+
+    names = {_group_name(name, s) for s in range(SHARDS)}
+    return sum(g["name"] in names and g["state"] != "REMOVED" for g in placement_group_table().values())
 
 
 if __name__ == "__main__":

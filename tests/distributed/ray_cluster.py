@@ -86,6 +86,25 @@ def signal_all(pids: list, sig: int) -> None:
             pass
 
 
+def connect(address: str, nodes: int = 3):
+    """A driver's ``ray.init`` against the cluster at ``address``, then a wait (2 minutes at
+    most) until ``nodes`` of its nodes are alive; returns the ``ray`` module."""
+    import ray
+
+    ray.init(
+        address=address,
+        log_to_driver=False,
+        configure_logging=False,
+        runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}},
+    )
+    end = time.monotonic() + 120
+    while len([n for n in ray.nodes() if n["Alive"]]) < nodes:
+        if time.monotonic() > end:
+            raise SystemExit(f"the cluster did not reach {nodes} nodes")
+        time.sleep(0.5)
+    return ray
+
+
 def ragfind_env() -> dict:
     """The environment of the nodes and drivers: the folder holding the ragfind the tests
     import on the path (the source tree with a built module, or site-packages)."""

@@ -82,3 +82,56 @@ def test_build_does_not_hang_with_as_many_encoders_as_cpus(ray_session, tmp_path
     assert done, "build() with num_encoders == CPUs did not finish"
     with ShardedRetriever.load(done[0], encoder=c["encoder"]) as sharded:
         assert len(sharded) == len(c["docs"])
+
+
+def _write_jsonl(path, ids) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        for i in ids:
+            fh.write(json.dumps({"id": i, "text": f"document {i} about topic {int(i[1:]) % 97}"}) + "\n")
+
+
+def test_shard_builder_catches_an_id_repeated_in_a_batch_or_added_before() -> None:
+    from ragfind.distributed.indexing import _ShardBuilder
+
+    b = _ShardBuilder(0, dict(encoder=None, chunk_size=None, cache_size=0))
+    doc = lambda i: json.dumps({"id": i, "text": f"text of {i}"})  # noqa: E731
+    b.add([doc("a"), doc("b")], [0, 1], [b"", b""])
+    with pytest.raises(ValueError, match="document id 'c' is repeated in the source"):
+        b.add([doc("c"), doc("d"), doc("c")], [2, 3, 4], [b""] * 3)
+    with pytest.raises(ValueError, match="document id 'a' is repeated in the source"):
+        b.add([doc("e"), doc("a")], [5, 6], [b""] * 2)
+    assert len(b.r) == 2  # nothing of a refused batch was added
+
+
+def test_build_catches_an_id_repeated_far_apart_and_leaves_out_untouched(ray_session, tmp_path) -> None:
+    import threading
+
+    # The repeat of d00003 comes 3000 documents and 30 batches later: the driver keeps no ids,
+    # the builder of its shard catches it.
+    ids = [f"d{i:05d}" for i in range(3000)] + ["d00003"]
+    src = tmp_path / "corpus.jsonl"
+    _write_jsonl(src, ids)
+    opts = dict(encoder=None, chunk_size=None, cache_size=0)
+    out = tmp_path / "kb"
+    _write_jsonl(tmp_path / "ok.jsonl", ids[:-1])
+    build(tmp_path / "ok.jsonl", out, 3, batch_size=500, show_progress=False, **opts)  # an existing folder
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    errors: list = []
+
+    def run(dst, overwrite) -> None:
+        try:
+            build(src, dst, 3, batch_size=100, show_progress=False, overwrite=overwrite, **opts)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            errors.append(exc)
+
+    for dst, overwrite in ((tmp_path / "fresh", False), (out, True)):
+        errors.clear()
+        t = threading.Thread(target=run, args=(dst, overwrite), daemon=True)
+        t.start()
+        t.join(timeout=240)
+        assert not t.is_alive(), "build() with a repeated id did not finish"
+        assert len(errors) == 1 and type(errors[0]) is ValueError, errors
+        assert str(errors[0]) == "document id 'd00003' is repeated in the source"
+    assert not (tmp_path / "fresh").exists()
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl", "kb", "ok.jsonl"]  # no temp folder

@@ -105,5 +105,7 @@ def test_router_killed_mid_write_a_new_router_attaches_with_every_acknowledged_w
     assert got["equal"] and got["wrote"], info
     assert got["in_sync"] == [[0, 1], [0, 1]] and got["diverged"] == [], info
     assert got["torn"] == [], info
+    # destroy() of the attached router removed the groups its creator made (one per shard).
+    assert got["groups_before"] == 2 and got["groups_after"] == 0, info
     # Reported, not a timing goal: a hang (no attach) is what this bounds.
     assert got["served_s"] < 60, info

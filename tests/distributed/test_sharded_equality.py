@@ -107,6 +107,20 @@ def test_cranfield_chunked_equal(cranfield) -> None:
     assert sharded.get_document(doc["id"]) == single.get_document(doc["id"])
 
 
+def _count_rounds(sharded) -> list:
+    """The rounds of calls the router's reads make from now on, each as the sorted names of
+    its calls (the list fills as the router reads; clear it between searches)."""
+    rounds: list = []
+    read = sharded._copies.read
+
+    def counted(calls, *a, **kw):
+        rounds.append(sorted({call[0] for call in calls.values()}))
+        return read(calls, *a, **kw)
+
+    sharded._copies.read = counted
+    return rounds
+
+
 def test_one_round_trip_in_the_steady_state_and_equal_after_writes(ray_session) -> None:
     c = load_collection("cranfield")
     docs, queries = c["docs"][:500], [q for _, q in c["queries"][:12]]
@@ -116,14 +130,7 @@ def test_one_round_trip_in_the_steady_state_and_equal_after_writes(ray_session) 
     sharded = ShardedRetriever(3, **opts)
     try:
         sharded.add_documents(docs[:300])
-        rounds = []
-        read = sharded._copies.read
-
-        def counted(calls, *a, **kw):
-            rounds.append(sorted({call[0] for call in calls.values()}))
-            return read(calls, *a, **kw)
-
-        sharded._copies.read = counted
+        rounds = _count_rounds(sharded)
         for step in range(3):
             for q in queries:
                 assert_same(single, sharded, q, k=10, stages=["bm25"])
@@ -156,14 +163,7 @@ def test_a_shard_ahead_of_the_routers_statistics_is_scored_again(ray_session) ->
     sharded = ShardedRetriever(2, **opts)
     try:
         sharded.add_documents(docs[:300])
-        rounds = []
-        read = sharded._copies.read
-
-        def counted(calls, *a, **kw):
-            rounds.append(sorted({call[0] for call in calls.values()}))
-            return read(calls, *a, **kw)
-
-        sharded._copies.read = counted
+        rounds = _count_rounds(sharded)
         sharded._note_acks = lambda out: None  # the acknowledgements are lost
         single.add_documents(docs[300:])
         sharded.add_documents(docs[300:])
@@ -200,14 +200,7 @@ def test_rows_beyond_one_inline_reply_are_fetched_after(ray_session) -> None:
     sharded = ShardedRetriever(2, **opts)
     try:
         sharded.add_documents(docs)
-        rounds = []
-        read = sharded._copies.read
-
-        def counted(calls, *a, **kw):
-            rounds.append(sorted({call[0] for call in calls.values()}))
-            return read(calls, *a, **kw)
-
-        sharded._copies.read = counted
+        rounds = _count_rounds(sharded)
         for q in queries:
             rounds.clear()
             assert_same(single, sharded, q, k=20, stages=["bm25"])

@@ -399,3 +399,53 @@ def test_wait_for_active_shards(ray_session, docs, tmp_path) -> None:
     finally:
         strict.close()
         lenient.close()
+
+
+_GROUP_DRIVER = """
+import sys
+import ray
+from ray.util.placement_group import placement_group
+from ragfind.distributed.router import _group_name
+ray.init(address=sys.argv[1], log_to_driver=False, include_dashboard=False)
+pg = placement_group([{"CPU": 0.01}], name=_group_name(sys.argv[2], 0), lifetime="detached")
+assert pg.wait(60)
+print(pg.id.hex(), flush=True)
+"""
+
+
+def test_destroy_from_an_attached_router_removes_the_collections_placement_groups(
+    ray_session, tmp_path
+) -> None:
+    import subprocess
+    import sys
+
+    from ray.util.placement_group import placement_group_table
+
+    from ragfind.distributed.router import _group_name
+
+    ray = ray_session
+    name = f"groups-{os.getpid()}"
+    first = ShardedRetriever(2, name=name, work_dir=tmp_path / "work", **OPTS)
+    second = None
+    try:
+        # The session's Ray is one node, where a creator cannot spread copies into groups: another
+        # driver (so another namespace, as a dead creator's) makes shard 0's group as the creator
+        # does; shard 1's is missing, which is no error.
+        script = tmp_path / "group.py"
+        script.write_text(_GROUP_DRIVER)
+        out = subprocess.run(
+            [sys.executable, str(script), ray.get_runtime_context().gcs_address, name],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        group_id = out.stdout.split()[-1]
+        assert placement_group_table()[group_id]["state"] == "CREATED"
+        first.close()
+        second = ShardedRetriever.attach(name, 2, **OPTS)
+    finally:
+        (second or first).destroy()
+    assert placement_group_table().get(group_id, {"state": "REMOVED"})["state"] == "REMOVED"
+    names = {_group_name(name, s) for s in range(2)}
+    assert not [g for g in placement_group_table().values() if g["name"] in names and g["state"] != "REMOVED"]

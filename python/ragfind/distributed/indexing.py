@@ -6,7 +6,9 @@ its batch exactly as a Retriever would and embeds the chunks) -> one builder act
 folders + ``shards.json``.
 The driver streams the embedded documents to the shard builders in source order, numbering
 them as one Retriever fed the whole source would, so the folder loads with
-:meth:`ShardedRetriever.load` and answers exactly as that Retriever.
+:meth:`ShardedRetriever.load` and answers exactly as that Retriever. The driver keeps nothing
+per document: a few batches in flight and a counter. A repeated id is caught by the builder of
+its shard (every copy of an id hashes there), which already holds the shard's ids.
 """
 
 from __future__ import annotations
@@ -45,12 +47,13 @@ def _doc_of(row: dict, id_field: str | None) -> dict:
 class _Embedder:
     """A Ray Data actor: chunks a batch of documents as the Retriever does, embeds the chunks."""
 
-    def __init__(self, options: dict, id_field: str | None, batch_size: int) -> None:
+    def __init__(self, options: dict, id_field: str | None, batch_size: int, num_shards: int) -> None:
         from ragfind.pipeline.retriever import Retriever
 
         self.r = Retriever(**retriever_options(options))
         self.id_field = id_field
         self.batch_size = batch_size
+        self.num_shards = num_shards
 
     def __call__(self, batch: dict) -> dict:
         n = len(next(iter(batch.values())))
@@ -74,11 +77,14 @@ class _Embedder:
         return {
             "doc": np.asarray([json.dumps(d, ensure_ascii=False) for d in docs], dtype=object),
             "emb": np.asarray(out_emb, dtype=object),
+            "shard": np.asarray([shard_of(d["id"], self.num_shards) for d in docs], np.int64),
         }
 
 
 class _ShardBuilder:
-    """A Ray actor building one shard's Retriever from embedded documents, then saving it."""
+    """A Ray actor building one shard's Retriever from embedded documents, then saving it.
+    Every copy of a document id comes to the builder of its shard, so the ids its Retriever
+    holds are all it needs to catch an id repeated anywhere in the source."""
 
     def __init__(self, shard: int, options: dict) -> None:
         from ragfind.pipeline.retriever import Retriever
@@ -87,8 +93,22 @@ class _ShardBuilder:
         self.r = Retriever(**retriever_options(options), chunk_id_policy=self.chunk_ids)
         self.dim = self.r.encoder.dim if self.r.encoder is not None else 0
 
-    def add(self, docs: list, seqs: list, emb: list) -> int:
-        with self.chunk_ids.numbering({d["id"]: s for d, s in zip(docs, seqs)}):
+    def add(self, docs_json: list, seqs: list, emb: list) -> int:
+        """Adds documents (JSON text) numbered ``seqs``; ValueError naming an id repeated in
+        the source (in this batch or added before), with nothing added."""
+        docs = [json.loads(j) for j in docs_json]
+        ids = [d["id"] for d in docs]
+        repeated, batch = None, set()
+        for i in ids:
+            if i in batch:
+                repeated = i
+                break
+            batch.add(i)
+        if repeated is None:
+            repeated = next(iter(self.r.store.existing(ids)), None)
+        if repeated is not None:
+            raise ValueError(f"document id {repeated!r} is repeated in the source")
+        with self.chunk_ids.numbering(dict(zip(ids, seqs))):
             vectors = None
             if self.dim:
                 vectors = np.frombuffer(b"".join(emb), np.float32).reshape(-1, self.dim)
@@ -124,6 +144,9 @@ def build(
 ) -> Path:
     """Indexes a corpus into the sharded folder ``out`` with Ray Data; returns its path.
 
+    The driver holds a few batches in flight and a document counter, nothing per document:
+    its memory does not grow with the corpus.
+
     Args:
         source: a JSONL or Parquet file, a folder of them, or a list of paths; records have
             ``id`` (or ``_id``, or ``id_field``), ``text``, optionally ``title`` and a
@@ -143,7 +166,8 @@ def build(
 
     Raises:
         ValueError: ``num_shards`` out of range, an unknown format, a record without id,
-            a repeated document id. FileExistsError: ``out`` exists (without ``overwrite``).
+            a repeated document id (found by the builder of its shard). Nothing is written
+            at ``out`` then. FileExistsError: ``out`` exists (without ``overwrite``).
     """
     from ragfind.distributed.router import _positive
 
@@ -188,7 +212,7 @@ def build(
     ds = rd.read_json(paths) if format == "json" else rd.read_parquet(paths)
     ds = ds.map_batches(
         _Embedder,
-        fn_constructor_args=(options, id_field, int(encode_batch_size)),
+        fn_constructor_args=(options, id_field, int(encode_batch_size), n),
         batch_size=int(batch_size),
         batch_format="numpy",
         concurrency=num_encoders,
@@ -196,7 +220,6 @@ def build(
     )
     remote = ray.remote(_ShardBuilder)
     builders = [remote.remote(s, options) for s in range(n)]
-    seen: set = set()
     seq = 0
     pending: list = []
     bar = None
@@ -210,23 +233,19 @@ def build(
     try:
         for batch in ds.iter_batches(batch_size=int(batch_size), batch_format="numpy"):
             parts: dict = {}
-            for doc_json, emb in zip(batch["doc"], batch["emb"]):
-                doc = json.loads(doc_json)
-                if doc["id"] in seen:
-                    raise ValueError(f"document id {doc['id']!r} is repeated in the source")
-                seen.add(doc["id"])
-                p = parts.setdefault(shard_of(doc["id"], n), ([], [], []))
-                p[0].append(doc)
+            for doc_json, emb, s in zip(batch["doc"], batch["emb"], batch["shard"]):
+                p = parts.setdefault(int(s), ([], [], []))
+                p[0].append(str(doc_json))
                 p[1].append(seq)
                 p[2].append(bytes(emb))
                 seq += 1
             pending += [builders[s].add.remote(*p) for s, p in parts.items()]
-            if len(pending) > 4 * n:  # bounded in flight
-                ray.get(pending[: len(pending) // 2])
+            if len(pending) > 4 * n:  # bounded in flight: the driver holds a few batches
+                _get(ray, pending[: len(pending) // 2])
                 pending = pending[len(pending) // 2 :]
             if bar is not None:
                 bar.update(len(batch["doc"]))
-        ray.get(pending)
+        _get(ray, pending)
         tmp.mkdir()
         ray.get([b.save.remote(os.fspath(tmp / fmt.shard_dir(s))) for s, b in enumerate(builders)])
         fmt.write_manifest(
@@ -257,3 +276,13 @@ def build(
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return dst
+
+
+def _get(ray: Any, refs: list) -> list:
+    """``ray.get``, re-raising a builder's ValueError (a repeated id) as itself."""
+    try:
+        return ray.get(refs)
+    except ray.exceptions.RayTaskError as exc:
+        if isinstance(exc.cause, ValueError):
+            raise exc.cause from None
+        raise

@@ -515,9 +515,12 @@ class ShardedRetriever:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         cpus = float(actor_options.get("num_cpus", 0.01)) or 0.01
-        for _ in range(self.num_shards):
-            # A named collection's groups outlive the router, as its actors do.
-            life = {"lifetime": "detached"} if self.name is not None else {}
+        for s in range(self.num_shards):
+            # A named collection's groups outlive the router, as its actors do, and carry a
+            # name by which any router's destroy() finds them.
+            life = (
+                {"lifetime": "detached", "name": _group_name(self.name, s)} if self.name is not None else {}
+            )
             pg = placement_group([{"CPU": cpus}] * self.replicas, strategy="STRICT_SPREAD", **life)
             self._groups.append(pg)
         for pg in self._groups:
@@ -1055,10 +1058,12 @@ class ShardedRetriever:
         return obj
 
     def destroy(self) -> None:
-        """Stops the shard actors of this collection (named or not) for good; :meth:`close`
-        of a named collection leaves them running for other routers."""
+        """Stops the shard actors of this collection (named or not) for good and removes its
+        placement groups, also when this router attached to it; :meth:`close` of a named
+        collection leaves them running for other routers."""
         self._kill_actors()
         self._remove_groups()
+        self._remove_named_groups()
         self.close()
 
     def _kill_actors(self) -> None:
@@ -1100,6 +1105,30 @@ class ShardedRetriever:
                 pass
         self._groups = []
 
+    def _remove_named_groups(self) -> None:
+        """Removes the named collection's placement groups whichever router created them. They
+        are looked up by name in the cluster's table: ``get_placement_group`` searches only this
+        driver's namespace, and the creating driver had its own. A missing one is no error."""
+        if getattr(self, "name", None) is None or not hasattr(self, "_ray"):
+            return
+        from ray.util.placement_group import (
+            PlacementGroup,
+            placement_group_table,
+            remove_placement_group,
+        )
+
+        names = {_group_name(self.name, s) for s in range(self.num_shards)}
+        try:
+            table = placement_group_table()
+        except Exception:
+            return
+        for group_id, info in table.items():
+            if info.get("name") in names and info.get("state") != "REMOVED":
+                try:
+                    remove_placement_group(PlacementGroup(self._ray.PlacementGroupID.from_hex(group_id)))
+                except Exception:
+                    pass  # removed meanwhile
+
     def __enter__(self) -> ShardedRetriever:
         return self
 
@@ -1121,6 +1150,11 @@ NAMESPACE = "ragfind"
 
 def _actor_name(name: str | None, s: int, r: int) -> str:
     return f"{name}/shard-{s:04d}/copy-{r}"
+
+
+def _group_name(name: str, s: int) -> str:
+    """The name of a named collection's placement group of shard ``s`` (one per shard)."""
+    return f"{NAMESPACE}/{name}/shard-{s:04d}"
 
 
 def _named(name: str | None, s: int, r: int) -> dict:
