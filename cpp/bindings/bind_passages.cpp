@@ -102,6 +102,16 @@ PyObject* text(std::string_view s) {
   return own(PyUnicode_DecodeUTF8(s.data(), n, "replace"));
 }
 
+// o, a passage, no longer tracked by the cyclic garbage collector: it can hold no reference
+// cycle (strings, numbers, read-only views of private dicts, its highlights), and a results
+// cache keeps thousands that every collection would walk again. Only for instances of Python
+// classes: their dealloc (subtype_dealloc) untracks with the checked call; a built-in type's
+// may not (a mappingproxy's unlinks unconditionally).
+PyObject* untracked(PyObject* o) {
+  PyObject_GC_UnTrack(o);
+  return o;
+}
+
 // dict[key] = value, stealing value.
 void put(PyObject* dict, PyObject* key, PyObject* value) {
   const int rc = PyDict_SetItem(dict, key, value);
@@ -262,7 +272,7 @@ class ColumnsHandle {
         put(scores.ptr(), fused_.ptr(), Py_NewRef(score.ptr()));
         slot(o, 11, own(PyDictProxy_New(scores.ptr())));
         slot(o, 12, Py_NewRef(highlights.ptr()));
-        PyTuple_SET_ITEM(out.ptr(), j++, p.release().ptr());
+        PyTuple_SET_ITEM(out.ptr(), j++, untracked(p.release().ptr()));
       }
       return out;
     } catch (const std::out_of_range& e) { throw py::value_error(e.what()); }
@@ -292,6 +302,7 @@ class ColumnsHandle {
 struct SlotFiller {
   PyTypeObject* type;  // owned
   std::vector<py::ssize_t> offsets;
+  bool untrack;  // the instances leave the cyclic collector's lists
 };
 
 constexpr const char* kFillerCapsule = "ragfind._core.slot_filler";
@@ -318,7 +329,7 @@ PyObject* fill_slots(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
     *at = Py_NewRef(args[i]);
     Py_XDECREF(old);
   }
-  return o;
+  return f->untrack ? untracked(o) : o;
 }
 
 PyMethodDef fill_slots_def = {"slot_filler", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fill_slots)),
@@ -331,7 +342,7 @@ void free_filler(PyObject* capsule) {
   delete f;
 }
 
-py::object slot_filler(const py::type& cls, const py::tuple& fields) {
+py::object slot_filler(const py::type& cls, const py::tuple& fields, bool untrack) {
   auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
   std::vector<py::ssize_t> offsets;
   for (py::ssize_t i = 0; i < static_cast<py::ssize_t>(fields.size()); ++i) {
@@ -341,7 +352,10 @@ py::object slot_filler(const py::type& cls, const py::tuple& fields) {
       throw py::value_error("fields[" + std::to_string(i) + "]: not a slot of " + std::string(type->tp_name));
     offsets.push_back(at);
   }
-  auto* f = new SlotFiller{type, std::move(offsets)};
+  if (untrack && (!PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE) || !PyType_IS_GC(type)))
+    throw py::value_error(std::string("untrack: ") + type->tp_name +
+                          " is not a class with slots for objects (only those can leave the collector)");
+  auto* f = new SlotFiller{type, std::move(offsets), untrack};
   Py_INCREF(cls.ptr());
   PyObject* capsule = PyCapsule_New(f, kFillerCapsule, free_filler);
   if (capsule == nullptr) {
@@ -358,10 +372,11 @@ py::object slot_filler(const py::type& cls, const py::tuple& fields) {
 }  // namespace
 
 void bind_passages(py::module_& m) {
-  m.def("slot_filler", &slot_filler, py::arg("cls"), py::arg("fields"),
+  m.def("slot_filler", &slot_filler, py::arg("cls"), py::arg("fields"), py::arg("untrack") = false,
         "A function ``f(*values)`` making an instance of the slotted class ``cls`` (``object.__new__``),\n"
         "each value written to the slot of ``fields`` (its member descriptors) at its position, past\n"
-        "``__init__`` and a frozen ``__setattr__``. TypeError when called with another number of values;\n"
+        "``__init__`` and a frozen ``__setattr__``; with ``untrack``, not tracked by the cyclic garbage\n"
+        "collector (for instances that can hold no cycle). TypeError when called with another number of values;\n"
         "at creation, TypeError for a field that is not a writable object slot, ValueError for a slot of\n"
         "another class.");
   py::class_<ColumnsHandle>(m, "PassageColumnsView",

@@ -280,3 +280,8 @@ def test_slot_filler_builds_frozen_instances_and_checks_its_input():
         _core.slot_filler(Passage, (object(),))
     with pytest.raises(ValueError, match="not a slot of"):
         _core.slot_filler(SearchResult, SLOTS)  # Passage's slots lie outside a SearchResult
+    import gc
+
+    assert not gc.is_tracked(p) and gc.is_tracked(r)  # Passage's filler untracks, the result's not
+    with pytest.raises(ValueError, match="untrack: .* not a class with slots"):
+        _core.slot_filler(_core.PassageColumnsView, (), untrack=True)

@@ -151,3 +151,32 @@ def test_passages_and_results_are_frozen_slotted_and_pickle():
     assert res[1].metadata == {"lang": "fr"} and res[1].text.startswith("Défibrillateurs")
     assert [f.name for f in dataclasses.fields(Passage)][-1] == "highlights"
     r.close()
+
+
+def test_search_passages_are_not_walked_by_the_collector_and_are_freed():
+    """The passages a search builds (one list natively, several in Python) leave the cyclic
+    collector's lists; they are still freed when dropped."""
+    import gc
+    import tracemalloc
+
+    docs = [{"id": f"d{i}", "text": f"alpha beta {'gamma ' * (i % 7)} delta {i}"} for i in range(300)]
+    r = ragfind.Retriever(encoder=None, chunk_size=None, cache_size=0)
+    r.add_documents(docs)
+    one = r.search("gamma delta", k=5)  # one list: built natively
+    two = r.search(["gamma", "beta delta"], k=5)  # two phrasings: fused, built in Python
+    assert len(one) == len(two) == 5
+    for p in [*one, *two]:
+        assert not gc.is_tracked(p)
+        assert p.highlights and p.text  # usable as before
+    assert gc.is_tracked(one)  # the result itself (its timings dict is the caller's to change)
+    for _ in range(200):  # warm
+        r.search("gamma delta", k=5)
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for _ in range(2000):
+        assert r.search("gamma delta", k=5).passages[0].highlights
+        r.search(["gamma", "beta delta"], k=5)
+    grown = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert grown < 200_000, grown  # 4,000 results of 5 passages would hold megabytes
+    r.close()

@@ -93,6 +93,10 @@ class Passage:
             not pay for highlights nobody reads).
 
     The fields live in slots (no per-instance ``__dict__``): a search builds one per result.
+    The passages a search builds are not tracked by the cyclic garbage collector (they hold no
+    reference cycle, and a results cache keeps thousands that every collection would walk
+    again): a cycle made through one of their mutable values, such as a passage appended to its
+    own ``highlights`` or ``metadata`` lists, is not collected.
     """
 
     id: int
@@ -230,7 +234,7 @@ _RESULT_SLOTS = tuple(SearchResult.__dict__[f.name] for f in fields(SearchResult
 #: ``passage_from_fields(*values)``: a :class:`Passage` of every field's value in field order,
 #: written straight into its slots (no frozen ``__setattr__``, no ``highlights`` computation;
 #: native): a search builds one per result.
-passage_from_fields = _core.slot_filler(Passage, SLOTS)
+passage_from_fields = _core.slot_filler(Passage, SLOTS, untrack=True)
 
 
 def set_highlights(p: Passage, value: Any) -> None:
