@@ -132,6 +132,29 @@ py::ssize_t slot_offset(const py::handle& d, int i) {
   return m->offset;
 }
 
+// The offsets of fields (slot member descriptors) in instances of type, each checked to lie
+// inside an instance.
+std::vector<py::ssize_t> slot_offsets(const PyTypeObject* type, const py::tuple& fields) {
+  std::vector<py::ssize_t> offsets;
+  for (py::ssize_t i = 0; i < static_cast<py::ssize_t>(fields.size()); ++i) {
+    const py::ssize_t at = slot_offset(fields[i], static_cast<int>(i));
+    if (at < static_cast<py::ssize_t>(sizeof(PyObject)) ||
+        at + static_cast<py::ssize_t>(sizeof(PyObject*)) > type->tp_basicsize)
+      throw py::value_error("fields[" + std::to_string(i) + "]: not a slot of " + std::string(type->tp_name));
+    offsets.push_back(at);
+  }
+  return offsets;
+}
+
+// The slot at offset of obj = value (stolen), written as its member descriptor would (past a
+// frozen __setattr__ and the lazy highlights).
+void write_slot(PyObject* obj, py::ssize_t offset, PyObject* value) {
+  PyObject** at = reinterpret_cast<PyObject**>(reinterpret_cast<char*>(obj) + offset);
+  PyObject* old = *at;
+  *at = value;
+  Py_XDECREF(old);
+}
+
 class ColumnsHandle {
  public:
   ColumnsHandle(const py::handle& arena, const py::handle& chunks, const py::handle& docs, const py::handle& keys,
@@ -160,12 +183,7 @@ class ColumnsHandle {
     if (fields.size() != kFields)
       throw py::value_error("fields: expected " + std::to_string(kFields) + " slot descriptors, got " +
                             std::to_string(fields.size()));
-    for (int i = 0; i < kFields; ++i) offsets_[i] = slot_offset(fields[i], i);
-    const auto* type = reinterpret_cast<PyTypeObject*>(cls_.ptr());
-    for (int i = 0; i < kFields; ++i)
-      if (offsets_[i] < static_cast<py::ssize_t>(sizeof(PyObject)) ||
-          offsets_[i] + static_cast<py::ssize_t>(sizeof(PyObject*)) > type->tp_basicsize)
-        throw py::value_error("fields[" + std::to_string(i) + "]: not a slot of " + std::string(type->tp_name));
+    offsets_ = slot_offsets(reinterpret_cast<PyTypeObject*>(cls_.ptr()), fields);
     fused_ = py::reinterpret_steal<py::object>(own(PyUnicode_InternFromString("fused")));
   }
 
@@ -285,16 +303,10 @@ class ColumnsHandle {
   py::object empty_;
   py::function metadata_of_;
   passages::ColumnsView v_;
-  py::ssize_t offsets_[kFields];
+  std::vector<py::ssize_t> offsets_;  // kFields
 
-  // Field i of a new passage = value (stolen), written to its slot as its member descriptor
-  // would (past the frozen __setattr__ and the lazy highlights).
-  void slot(PyObject* obj, int i, PyObject* value) const {
-    PyObject** at = reinterpret_cast<PyObject**>(reinterpret_cast<char*>(obj) + offsets_[i]);
-    PyObject* old = *at;
-    *at = value;
-    Py_XDECREF(old);
-  }
+  // Field i of a new passage = value (stolen).
+  void slot(PyObject* obj, int i, PyObject* value) const { write_slot(obj, offsets_[i], value); }
   py::object fused_;
 };
 
@@ -323,12 +335,7 @@ PyObject* fill_slots(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   PyObject* o = f->type->tp_new(f->type, no_args, nullptr);
   Py_DECREF(no_args);
   if (o == nullptr) return nullptr;
-  for (Py_ssize_t i = 0; i < nargs; ++i) {
-    PyObject** at = reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o) + f->offsets[i]);
-    PyObject* old = *at;
-    *at = Py_NewRef(args[i]);
-    Py_XDECREF(old);
-  }
+  for (Py_ssize_t i = 0; i < nargs; ++i) write_slot(o, f->offsets[i], Py_NewRef(args[i]));
   return f->untrack ? untracked(o) : o;
 }
 
@@ -344,14 +351,7 @@ void free_filler(PyObject* capsule) {
 
 py::object slot_filler(const py::type& cls, const py::tuple& fields, bool untrack) {
   auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
-  std::vector<py::ssize_t> offsets;
-  for (py::ssize_t i = 0; i < static_cast<py::ssize_t>(fields.size()); ++i) {
-    const py::ssize_t at = slot_offset(fields[i], static_cast<int>(i));
-    if (at < static_cast<py::ssize_t>(sizeof(PyObject)) ||
-        at + static_cast<py::ssize_t>(sizeof(PyObject*)) > type->tp_basicsize)
-      throw py::value_error("fields[" + std::to_string(i) + "]: not a slot of " + std::string(type->tp_name));
-    offsets.push_back(at);
-  }
+  std::vector<py::ssize_t> offsets = slot_offsets(type, fields);
   if (untrack && (!PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE) || !PyType_IS_GC(type)))
     throw py::value_error(std::string("untrack: ") + type->tp_name +
                           " is not a class with slots for objects (only those can leave the collector)");

@@ -255,8 +255,7 @@ class PassageColumns:
         ``{stage: i + 1}``, ``scores`` = ``{stage: stage_scores[i], "fused": fused[i]}``,
         ``highlights`` = ``highlights`` (a pending value), built natively; each text is also
         appended to ``texts`` when given."""
-        view = self._view if self._view is not None else self.view()
-        return view.passages(ids, fused, stage_scores, stage, rank_views(stage), highlights, texts)
+        return self.view().passages(ids, fused, stage_scores, stage, rank_views(stage), highlights, texts)
 
     # ----- files
 

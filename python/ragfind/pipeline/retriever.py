@@ -758,10 +758,9 @@ class Retriever:
                 passages = ranked(run[0], queries[0], head, flt, fused, hl, hl.texts, timings)
                 timings["fusion"] = 0.0  # the list's own order: nothing to fuse
                 timings["total"] = _now() - t0
-                result = result_from_fields(passages, timings, False, queries, (), ())
-                if key is not None and generation == runner.generation:
-                    self.result_cache.put(key, result)
-                return result
+                return self._answered(
+                    key, generation, result_from_fields(passages, timings, False, queries, (), ())
+                )
         build = getattr(runner, "passages", None) if collapse is None and not rerankers else None
         while True:
             found = runner.first_stage(run, queries, depth, flt, timings, partial=partial)
@@ -783,9 +782,7 @@ class Retriever:
                 result = result_from_fields(
                     passages, timings, False, queries, concurrent, tuple(sorted(missing)) if missing else ()
                 )
-                if key is not None and not missing and generation == runner.generation:
-                    self.result_cache.put(key, result)
-                return result
+                return self._answered(key, generation, result)
             ids, fused = self._fuse(lists, names, None if collapse else head)
             timings["fusion"] = _now() - t
             t = _now()
@@ -820,7 +817,12 @@ class Retriever:
         passages = tuple(self._highlighted(passages[:k], queries))
         timings["total"] = _now() - t0
         result = result_from_fields(passages, timings, False, queries, concurrent, tuple(sorted(missing)))
-        if key is not None and not missing and generation == runner.generation:
+        return self._answered(key, generation, result)
+
+    def _answered(self, key: Any, generation: Any, result: SearchResult) -> SearchResult:
+        """``result``, cached under ``key`` (None: not cached) when it is whole and the documents
+        did not change since ``generation`` was read, before the search."""
+        if key is not None and not result.missing and generation == self.stage_runner.generation:
             self.result_cache.put(key, result)
         return result
 
@@ -920,8 +922,7 @@ class Retriever:
 
     def _analyzer(self) -> Any:
         """The analyzer highlights match with: the BM25 stage's, else a default one."""
-        first = self.first_stages[0]  # the common case, first of all: no loop
-        bm25 = first if getattr(first, "kind", None) == "bm25" else self._first_of("bm25")
+        bm25 = self._first_of("bm25")
         if bm25 is not None:
             return bm25.index.analyzer
         analyzer = getattr(self, "_default_analyzer", None)

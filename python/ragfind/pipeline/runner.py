@@ -32,6 +32,15 @@ _INT64 = np.dtype(np.int64)
 _now = time.perf_counter  # the builtin itself: no Python frame per reading
 
 
+def _list_arrays(ids: Any, scores: Any) -> tuple:
+    """A stage's ranked list as ``(int64 ids, scores)`` arrays; the index's own arrays pass."""
+    if type(ids) is not np.ndarray or ids.dtype is not _INT64:
+        ids = np.asarray(ids, np.int64)
+    if type(scores) is not np.ndarray:
+        scores = np.asarray(scores)
+    return ids, scores
+
+
 @dataclass  # not frozen: a frozen __init__ costs an object.__setattr__ per field, every search
 class StageLists:
     """What the first stages found for one search (treat as read-only).
@@ -124,8 +133,7 @@ class LocalStages:
                 t = _now()
                 q = embed(q)
                 t_embed += _now() - t
-            ids, scores = stage.search(q, k, flt)
-            out.append((np.asarray(ids, np.int64), np.asarray(scores)))
+            out.append(_list_arrays(*stage.search(q, k, flt)))
         return out, t0, _now(), t_embed
 
     def first_stage(
@@ -142,13 +150,8 @@ class LocalStages:
         if len(stages) == 1 and len(queries) == 1 and not hasattr(stages[0], "embed"):
             # One list from one stage on this thread: nothing runs concurrently, nothing to embed.
             stage = stages[0]
-            ids, scores = stage.search(queries[0], depth, flt)
-            t1 = _now()
-            timings[stage.name] = timings["first_stage"] = t1 - t0
-            if type(ids) is not np.ndarray or ids.dtype is not _INT64:  # the index's own arrays pass
-                ids = np.asarray(ids, np.int64)
-            if type(scores) is not np.ndarray:
-                scores = np.asarray(scores)
+            ids, scores = _list_arrays(*stage.search(queries[0], depth, flt))
+            timings[stage.name] = timings["first_stage"] = _now() - t0
             return StageLists([(ids, scores)], [stage.name])
         futures = []
         if len(stages) > 1:
@@ -216,11 +219,7 @@ class LocalStages:
         if flt is not None and len(flt) == 0:
             ids, scores = np.zeros(0, np.int64), np.zeros(0, np.float32)
         else:
-            ids, scores = stage.search(query, k, flt)
-            if type(ids) is not np.ndarray or ids.dtype is not _INT64:
-                ids = np.asarray(ids, np.int64)
-            if type(scores) is not np.ndarray:
-                scores = np.asarray(scores)
+            ids, scores = _list_arrays(*stage.search(query, k, flt))
         t1 = _now()
         passages = self.store.passages(ids, fused, scores, stage.name, highlights, texts)
         timings[stage.name] = timings["first_stage"] = t1 - t0
