@@ -57,6 +57,15 @@ def _assert_converged(ray, sharded, present: set, absent: set) -> None:
     assert len(sharded) == len(held)
 
 
+# Each fault also with the search graph up (its copies are among those the faults hit).
+FANOUTS = pytest.mark.parametrize("fanout", ["auto", "graph"])
+
+
+def _graph_up(sharded) -> None:
+    if sharded._graph is not None and sharded._graph._countdown <= 0:
+        assert sharded._graph.wait_ready(120.0)
+
+
 def _timed(fn, *args, **kw):
     t = time.monotonic()
     try:
@@ -67,12 +76,16 @@ def _timed(fn, *args, **kw):
         assert time.monotonic() - t < BOUND, f"{fn.__name__} outlived its deadline"
 
 
-def test_primary_killed_right_after_logging(ray_session, docs, tmp_path) -> None:
+@FANOUTS
+def test_primary_killed_right_after_logging(ray_session, docs, tmp_path, fanout) -> None:
     ray = ray_session
-    sharded = ShardedRetriever(1, replicas=2, placement="any", work_dir=tmp_path, deadline=2.0, **OPTS)
+    sharded = ShardedRetriever(
+        1, replicas=2, placement="any", work_dir=tmp_path, deadline=2.0, fanout=fanout, **OPTS
+    )
     try:
         acked = {d["id"] for d in docs[:100]}
         sharded.add_documents(docs[:100])
+        _graph_up(sharded)
         p = sharded._copies.primary[0]
         ray.get(sharded._actors[0][p].inject_fault.remote("exit_after_log"), timeout=30)
         x = docs[100:110]
@@ -97,11 +110,15 @@ def test_primary_killed_right_after_logging(ray_session, docs, tmp_path) -> None
         sharded.close()
 
 
-def test_replica_killed_mid_write(ray_session, docs, tmp_path) -> None:
+@FANOUTS
+def test_replica_killed_mid_write(ray_session, docs, tmp_path, fanout) -> None:
     ray = ray_session
-    sharded = ShardedRetriever(2, replicas=2, placement="any", work_dir=tmp_path, deadline=2.0, **OPTS)
+    sharded = ShardedRetriever(
+        2, replicas=2, placement="any", work_dir=tmp_path, deadline=2.0, fanout=fanout, **OPTS
+    )
     try:
         sharded.add_documents(docs[:100])
+        _graph_up(sharded)
         acked = {d["id"] for d in docs[:100]}
         for s in range(2):
             other = 1 - sharded._copies.primary[s]
@@ -122,13 +139,17 @@ def test_replica_killed_mid_write(ray_session, docs, tmp_path) -> None:
         sharded.close()
 
 
-def test_stopped_copy_and_stopped_primary(ray_session, docs, tmp_path) -> None:
+@FANOUTS
+def test_stopped_copy_and_stopped_primary(ray_session, docs, tmp_path, fanout) -> None:
     ray = ray_session
     q = "boundary layer flow"
-    sharded = ShardedRetriever(1, replicas=2, placement="any", work_dir=tmp_path, deadline=1.0, **OPTS)
+    sharded = ShardedRetriever(
+        1, replicas=2, placement="any", work_dir=tmp_path, deadline=1.0, fanout=fanout, **OPTS
+    )
     stopped: list = []
     try:
         sharded.add_documents(docs[:150])
+        _graph_up(sharded)
         acked = {d["id"] for d in docs[:150]}
         want = [(p.doc_id, p.score) for p in sharded.search(q, k=10)]
         p = sharded._copies.primary[0]

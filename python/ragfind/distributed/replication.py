@@ -127,6 +127,12 @@ class Copies:
             return True
         return False
 
+    def probe(self, s: int, r: int) -> None:
+        """Counts copy ``r`` of shard ``s`` as busy until it answers a no-op call (after it
+        failed a call another way than the ordinary ones: the search graph)."""
+        if (s, r) not in self._busy:
+            self._busy[(s, r)] = self._call(s, r, "state")
+
     def _call(self, s: int, r: int, method: str, *args: Any) -> Any:
         return getattr(self.actors[s][r], method).remote(*args)
 
@@ -224,13 +230,18 @@ class Copies:
         partial: bool = False,
         primary: bool = False,
         timeout: float | None = None,
+        avoid: Mapping[int, int] | None = None,
     ) -> dict:
         """``{shard: result}`` of ``calls[shard]`` on one in-sync copy of each shard (the
         pinned one in a search; another in-sync copy when it fails or misses the deadline).
         A shard none answers raises :class:`ShardUnavailableError`, or is left out with
-        ``partial``."""
+        ``partial``. ``avoid[shard]``: a copy that just failed this search, asked only when
+        no other copy of its shard is in sync."""
         pins = getattr(self._local, "pins", None)
         tried: dict = {s: set() for s in calls}
+        for s, r in (avoid or {}).items():
+            if s in tried and self.in_sync[s] - {r}:
+                tried[s].add(r)
         pending = dict(calls)
         out: dict = {}
         last_error: dict = {}

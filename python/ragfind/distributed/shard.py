@@ -21,6 +21,7 @@ import json
 import os
 import pickle
 import signal
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,18 @@ def _guard(fn):
             return fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - handed back to the caller
             return _Err(exc)
+
+    return wrapper
+
+
+def _exclusive(fn):
+    """Runs a write under the copy's mutex: the search graph's thread reads the copy while
+    ordinary calls (one at a time on the actor's own thread) write it."""
+
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kwargs):
+        with self._mutex:
+            return fn(self, *args, **kwargs)
 
     return wrapper
 
@@ -240,6 +253,7 @@ class ShardActor:
         self.term = 0
         self.incarnation = uuid.uuid4().hex
         self._fault: str | None = None
+        self._mutex = threading.RLock()
         self._load()
 
     def _load(self) -> None:
@@ -380,6 +394,7 @@ class ShardActor:
         return {"n": n, "stats": self.bm25_stats.report(self.r, self.last, full=full)}
 
     @_guard
+    @_exclusive
     def add(
         self,
         term: int,
@@ -400,10 +415,12 @@ class ShardActor:
         return self._write(term, seq, prev, rec)
 
     @_guard
+    @_exclusive
     def delete(self, term: int, seq: int, prev: int, doc_ids: list) -> Any:
         return self._write(term, seq, prev, {"op": "delete", "ids": [str(d) for d in doc_ids]})
 
     @_guard
+    @_exclusive
     def abort(self, term: int, seqs: list) -> Any:
         """Records that writes ``seqs`` failed (so no replay commits them) and takes them back
         here if this copy applied them. Returns the last write held."""
@@ -413,6 +430,7 @@ class ShardActor:
         return self._sync(seqs)
 
     @_guard
+    @_exclusive
     def promote(self, term: int, aborts: list) -> Any:
         """Becomes the primary of ``term``: records the term (fencing off writes an older
         primary may still append) and ``aborts``, then catches up with the log."""
@@ -427,6 +445,7 @@ class ShardActor:
         return self.state()
 
     @_guard
+    @_exclusive
     def recover(self, term: int, aborts: list) -> Any:
         """Follows the primary of ``term``: catches up with the log (the writes this copy
         missed applied, aborted ones taken back). Returns :meth:`state`."""
@@ -462,11 +481,13 @@ class ShardActor:
     # ----- persistence
 
     @_guard
+    @_exclusive
     def save(self, path: str) -> int:
         self.r.save(path)
         return self.last
 
     @_guard
+    @_exclusive
     def commit_snapshot(self, path: str) -> None:
         """After the sharded folder holding ``path`` is published: restart from it, empty the log."""
         tmp = self.home / (STATE + ".tmp")
@@ -538,6 +559,18 @@ class ShardActor:
         plan, stats, depth, filters, rows_top, versions = pickle.loads(request)
         out = self.search_stages(plan, stats, depth, filters, rows_top, versions.get(self.shard))
         return out if isinstance(out, _Err) else pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def graph_first_stage(self, request: bytes | None) -> Any:
+        """:meth:`first_stage` for the router's search graph (:mod:`.fanout`), which runs on a
+        thread of its own: None at once, instead of waiting, while a write holds this copy
+        (the router then asks by an ordinary call, queued behind the write), and for the
+        graph's warm-up request (None)."""
+        if request is None or not self._mutex.acquire(blocking=False):
+            return None
+        try:
+            return self.first_stage(request)
+        finally:
+            self._mutex.release()
 
     @_guard
     def search_stages(
