@@ -30,7 +30,8 @@ def main() -> None:
     opts = dict(encoder=None, chunk_size=None, cache_size=0)
     deadline = 2.0
     # The head has no CPU: a shard's two copies (STRICT_SPREAD) go to worker nodes A and B.
-    sharded = ShardedRetriever(2, replicas=2, work_dir=work_dir, deadline=deadline, **opts)
+    # Asked for the search graph: none is built over copies on other nodes than the router's.
+    sharded = ShardedRetriever(2, replicas=2, work_dir=work_dir, deadline=deadline, fanout="graph", **opts)
     nodes = {n["NodeID"]: sorted(k for k in n["Resources"] if k.startswith("node_")) for n in ray.nodes()}
     placed, pids = [], []
     for reps in sharded._actors:
@@ -71,6 +72,7 @@ def main() -> None:
         json.dumps(
             {
                 "nodes": len(nodes),
+                "graph_built": sharded._graph.built,
                 "acked": len(acked),
                 "failed": len(failed),
                 "lost": lost,

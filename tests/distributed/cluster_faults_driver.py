@@ -64,7 +64,10 @@ def stop_node(work_dir: str, node_pid: int, address: str) -> None:
 
     ray = connect(address)
     docs, queries = _docs()
-    sharded = ShardedRetriever(SHARDS, replicas=2, work_dir=work_dir, deadline=DEADLINE, **OPTS)
+    # Asked for the search graph: none is built over copies on other nodes than the router's.
+    sharded = ShardedRetriever(
+        SHARDS, replicas=2, work_dir=work_dir, deadline=DEADLINE, fanout="graph", **OPTS
+    )
     nodes = {n["NodeID"]: sorted(k for k in n["Resources"] if k.startswith("node_")) for n in ray.nodes()}
     infos = [[ray.get(a.info.remote(), timeout=30) for a in reps] for reps in sharded._actors]
     on_a = [i["pid"] for reps in infos for i in reps if nodes.get(i["node"]) == ["node_a"]]
@@ -130,6 +133,7 @@ def stop_node(work_dir: str, node_pid: int, address: str) -> None:
             "stopped_s": resumed_at - stopped_at,
             "resumed_in_stream": resumed_in_stream,
             "steps_after_resume": after_resume,
+            "graph_built": sharded._graph.built,
             "copies_on_a_stopped": sorted(set(on_a) & set(node_a)) == sorted(on_a) and len(on_a) == SHARDS,
             **report,
         }

@@ -32,6 +32,8 @@ def test_worker_node_killed_loses_nothing_acknowledged() -> None:
         driver = [str(HERE / "cluster_driver.py"), str(cluster.root / "work"), str(node_a)]
         got = cluster.run_driver(driver, timeout=240)
     assert got["nodes"] == 3
+    # No search graph over copies on other nodes (Ray's cross-node channels): ordinary calls.
+    assert got["graph_built"] == 0, json.dumps(got)
     assert got["lost"] == [], f"acknowledged documents lost: {got['lost'][:5]}"
     assert got["acked"] >= 400 and got["stored"] == got["acked"], json.dumps(got)
     assert got["equal"], json.dumps(got)

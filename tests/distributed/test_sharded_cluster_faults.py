@@ -46,6 +46,8 @@ def test_worker_node_stopped_searches_go_on_and_copies_rejoin_equal(cluster) -> 
     info = json.dumps(got)
     print(info)
     assert got["copies_on_a_stopped"], info
+    # No search graph over copies on other nodes (Ray's cross-node channels): ordinary calls.
+    assert got["graph_built"] == 0, info
     # Searches and writes went on for the whole stop, and after it.
     assert got["stopped_s"] >= 4 * got["deadline"] and got["resumed_in_stream"], info
     assert got["steps_after_resume"] >= 3, info

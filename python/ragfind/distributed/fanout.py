@@ -133,17 +133,12 @@ class SearchGraph:
                 self._failed()
                 return
         copies = self._copies
-        on = []
-        for s in range(len(copies.actors)):
-            # In sync and not stuck in an earlier call (a stopped copy would hang the graph).
-            live = [r for r in sorted(copies.in_sync[s]) if copies._free(s, r)]
-            if not live:
-                self._failed()
-                return
-            on.append(copies.primary[s] if copies.primary[s] in live else live[0])
-        on = tuple(on)
         graph = None
         try:
+            on = self._choose()
+            if on is None:
+                self._failed()
+                return
             with InputNode() as inp:
                 dag = MultiOutputNode(
                     [copies.actors[s][r].graph_first_stage.bind(inp) for s, r in enumerate(on)]
@@ -161,6 +156,25 @@ class SearchGraph:
                 return
             self._graph, self._on = graph, on
             self.built += 1
+
+    def _choose(self) -> tuple | None:
+        """A copy of each shard for the graph: in sync, not stuck in an earlier call (a
+        stopped copy would hang it), on this router's node (the primary when it is one of
+        them); None when some shard has none."""
+        ray, copies = self._ray, self._copies
+        live = [
+            [r for r in sorted(copies.in_sync[s]) if copies._free(s, r)] for s in range(len(copies.actors))
+        ]
+        refs = {(s, r): copies.actors[s][r].node.remote() for s, rs in enumerate(live) for r in rs}
+        nodes = dict(zip(refs, ray.get(list(refs.values()), timeout=self.deadline)))
+        here = ray.get_runtime_context().get_node_id()
+        on = []
+        for s, rs in enumerate(live):
+            local = sorted((r != copies.primary[s], r) for r in rs if nodes[(s, r)] == here)
+            if not local:
+                return None
+            on.append(local[0][1])
+        return tuple(on)
 
     def _drop(self) -> None:
         """Takes the graph out (the lock held) and tears it down in the background: a stopped

@@ -522,6 +522,10 @@ class ShardActor:
             "node": _node_id(),
         }
 
+    def node(self) -> str | None:
+        """The Ray node this copy runs on."""
+        return _node_id()
+
     def last_add(self) -> list | None:
         """``[batch id, its shards, this shard's document ids]`` when this copy's last write is
         an add of a batch (else None): a router that died while the batch was on its way may
