@@ -2,16 +2,19 @@
 bytes, next to ``GET /health`` and the real ``POST /search`` of the same server, same run.
 
 One server process (uvicorn + httptools + uvloop, ``ragfind serve``'s protocol and app, a
-SciFact BM25 retriever, ``--read-only``), whose app has, besides its own routes, four that
+SciFact BM25 retriever, ``--read-only``), whose app has, besides its own routes, five that
 exist only in this script (nothing in ``ragfind.serve`` changes):
 
-- ``POST /search-fixed``: ``ragfind serve``'s own ``/search`` endpoint (the headers, the gate,
-  the body parsed, the answer rendered by ``render_json``, the metrics) over a handler that
-  returns a precomputed answer dict (a real answer of median size): ``/search`` less
-  ``Service.search``'s work (validation, the retrieval, the ten rows).
+- ``POST /search-unsent``: ``ragfind serve``'s own ``/search`` endpoint (the headers, the
+  gate, the body parsed, the answer rendered, the metrics) over ``Service.search`` in full
+  (the rows built) whose answer is then dropped for its length: ``/search`` less rendering and
+  sending the large answer.
 - ``POST /search-small``: the same endpoint over a handler that runs the search
   (``Retriever.search``, k=10) and answers only how many passages it found: ``/search`` less
   the rows, the validation and the large answer.
+- ``POST /search-fixed``: the same endpoint over a handler that returns a precomputed answer
+  dict (a real answer of median size, rendered by ``render_json`` each time): ``/search`` less
+  ``Service.search``'s work (validation, the retrieval, the ten rows).
 - ``POST /bytes-fixed``: a bare ASGI app that reads the body and sends the precomputed answer's
   bytes with the same headers: the HTTP stack and the socket, nothing of ragfind's.
 - ``POST /bytes-small``: the same, answering ``/health``'s few bytes: a POST with a body and a
@@ -42,7 +45,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import compare_serve as cs  # noqa: E402  (bench/ is not a package)
 
-PATHS = ("/health", "/search", "/search-fixed", "/search-small", "/bytes-fixed", "/bytes-small")
+PATHS = (
+    "/health",
+    "/search",
+    "/search-unsent",
+    "/search-small",
+    "/search-fixed",
+    "/bytes-fixed",
+    "/bytes-small",
+)
 
 
 def answer_of_median_size(service, queries: list) -> tuple:
@@ -78,7 +89,7 @@ def bytes_app(data: bytes):
 
 def server(folder: str, port: int, queries_file: str) -> None:
     """Child mode: the server (as ``ragfind serve --read-only --log-level error
-    --no-access-log`` builds it) with this script's four routes added."""
+    --no-access-log`` builds it) with this script's five routes added."""
     import uvicorn
 
     from ragfind.serve.app import create_app, render_json
@@ -95,6 +106,11 @@ def server(folder: str, port: int, queries_file: str) -> None:
     fixed = Service(retriever, None, config)
     fixed.search = lambda body: answer  # the endpoint binds service.search when created
     app.direct[("POST", "/search-fixed")] = create_app(service=fixed, config=config).direct[
+        ("POST", "/search")
+    ]
+    unsent = Service(retriever, None, config)
+    unsent.search = lambda body: {"results": len(service.search(body)["results"])}
+    app.direct[("POST", "/search-unsent")] = create_app(service=unsent, config=config).direct[
         ("POST", "/search")
     ]
     small = Service(retriever, None, config)
