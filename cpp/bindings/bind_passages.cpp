@@ -457,12 +457,13 @@ PyObject* json_rows(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
     PyErr_Format(PyExc_TypeError, "json rows: expected (passages, fallback), got %zd arguments", nargs);
     return nullptr;
   }
-  PyObject* seq = PySequence_Fast(args[0], "json rows: passages must be a sequence");
+  // A tuple (the same one when given one): the fallback, Python code, cannot change its length.
+  PyObject* seq = PySequence_Tuple(args[0]);
   if (seq == nullptr) return nullptr;
-  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  const Py_ssize_t n = PyTuple_GET_SIZE(seq);
   PyObject* out = PyList_New(n);
   for (Py_ssize_t i = 0; out != nullptr && i < n; ++i) {
-    PyObject* p = PySequence_Fast_GET_ITEM(seq, i);
+    PyObject* p = PyTuple_GET_ITEM(seq, i);
     PyObject* row = json_row(*f, p);
     if (row == nullptr && !PyErr_Occurred()) row = PyObject_CallOneArg(args[1], p);
     if (row == nullptr) {

@@ -239,7 +239,7 @@ def test_row_maker_arguments():
     rows = _core.json_row_maker(Passage, slots, ROW_KEYS)
     with pytest.raises(TypeError, match="expected"):
         rows(ODD_PASSAGES)
-    with pytest.raises(TypeError, match="sequence"):
+    with pytest.raises(TypeError, match="iterable"):
         rows(5, passage_json)
     # a fallback that raises: its error, nothing half-built
     with pytest.raises(KeyError):
@@ -266,3 +266,15 @@ def test_which_rows_are_read_natively(data_dir):
     assert called == []
     native(ODD_PASSAGES[6:], fallback)
     assert called == ODD_PASSAGES[6:]
+
+
+def test_rows_when_the_fallback_empties_the_list():
+    """The fallback is Python code: a list it changes is read as it was when the call began."""
+    ps = list(ODD_PASSAGES)
+
+    def fallback(p):
+        ps.clear()
+        return passage_json(p)
+
+    rows = service_module._json_rows(ps, fallback)
+    assert rows == [old_passage_json(p) for p in ODD_PASSAGES]
