@@ -95,14 +95,20 @@ def test_service_search_cached(benchmark, setup):
     served.close()
 
 
-def test_result_rows(benchmark, setup):
-    """The ten result rows of one answer (``passage_json``), the search done before."""
-    from ragfind.serve.service import passage_json
+@pytest.mark.parametrize("path", ["python", "native"])
+def test_result_rows(benchmark, setup, path):
+    """The ten result rows of one answer, the search done before: ``passage_json`` per passage
+    (python), or ``passage_rows`` reading them natively in one call (native, what
+    ``Service.search`` uses)."""
+    from ragfind.serve.service import passage_json, passage_rows
 
     r, queries = setup
-    results = [r.search(q, k=10) for q in queries[:50]]
+    results = [r.search(q, k=10).passages for q in queries[:50]]
     q = Cycle(list(range(50)))
-    benchmark(lambda: [passage_json(p) for p in results[int(q())]])
+    if path == "python":
+        benchmark(lambda: [passage_json(p) for p in results[int(q())]])
+    else:
+        benchmark(lambda: passage_rows(results[int(q())]))
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,9 @@
 #include <pybind11/pybind11.h>
 #include <structmember.h>
 
+#include <cmath>
 #include <cstring>
+#include <memory>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -369,6 +371,161 @@ py::object slot_filler(const py::type& cls, const py::tuple& fields, bool untrac
   return py::reinterpret_steal<py::object>(fn);
 }
 
+// ----- JSON rows: a passage's fields as a dict orjson or the json module encodes, in the serving
+// layer's key order, without a Python loop over fields.
+
+constexpr int kRowFields = 11;
+constexpr int kRowId = 1, kRowScore = 4, kRowRanks = 5, kRowScores = 6, kRowMetadata = 7;
+
+struct RowMaker {
+  PyTypeObject* type;                // owned: the passage class read natively
+  std::vector<py::ssize_t> offsets;  // kRowFields slot offsets, in row order
+  PyObject* names[kRowFields];       // owned, interned: the row's keys
+  bool proxy_layout;                 // a mappingproxy's mapping is the word after its header
+};
+
+constexpr const char* kRowCapsule = "ragfind._core.json_row_maker";
+
+// The dict behind a read-only view (types.MappingProxyType), borrowed; nullptr for another type
+// or a view of anything but an exact dict.
+PyObject* proxied_dict(const RowMaker& f, PyObject* m) {
+  if (PyDict_CheckExact(m)) return m;
+  if (!f.proxy_layout || Py_TYPE(m) != &PyDictProxy_Type) return nullptr;
+  PyObject* inner = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(m) + sizeof(PyObject));
+  return PyDict_CheckExact(inner) ? inner : nullptr;
+}
+
+// A finite float as it is, a NaN or an infinity as None (JSON has neither); a new reference.
+PyObject* finite_or_none(PyObject* v) { return Py_NewRef(std::isfinite(PyFloat_AS_DOUBLE(v)) ? v : Py_None); }
+
+// Copies a mapping of str -> int (ints) or str -> float (floats, non-finite as None); nullptr
+// without an error set when a value is of another type (the caller's fallback converts it).
+PyObject* copy_numbers(PyObject* d, bool floats) {
+  Py_ssize_t pos = 0;
+  PyObject *key, *value;
+  while (PyDict_Next(d, &pos, &key, &value))
+    if (!PyUnicode_CheckExact(key) || !(floats ? PyFloat_CheckExact(value) : PyLong_CheckExact(value))) return nullptr;
+  PyObject* out = PyDict_New();
+  if (out == nullptr) return nullptr;
+  pos = 0;
+  while (PyDict_Next(d, &pos, &key, &value)) {
+    PyObject* v = floats ? finite_or_none(value) : Py_NewRef(value);
+    const int rc = PyDict_SetItem(out, key, v);
+    Py_DECREF(v);
+    if (rc != 0) {
+      Py_DECREF(out);
+      return nullptr;
+    }
+  }
+  return out;
+}
+
+// One passage's row, or nullptr: with an error set on failure, without one when the passage
+// holds something this reader leaves to the fallback (another class, an unset slot, a number
+// of another type, a mapping that is not a dict or a view of one).
+PyObject* json_row(const RowMaker& f, PyObject* p) {
+  if (Py_TYPE(p) != f.type) return nullptr;
+  PyObject* v[kRowFields];
+  for (int i = 0; i < kRowFields; ++i) {
+    v[i] = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(p) + f.offsets[static_cast<size_t>(i)]);
+    if (v[i] == nullptr) return nullptr;
+  }
+  if (!PyLong_CheckExact(v[kRowId]) || !PyFloat_CheckExact(v[kRowScore])) return nullptr;
+  PyObject* ranks = proxied_dict(f, v[kRowRanks]);
+  PyObject* scores = proxied_dict(f, v[kRowScores]);
+  PyObject* metadata = proxied_dict(f, v[kRowMetadata]);
+  if (ranks == nullptr || scores == nullptr || metadata == nullptr) return nullptr;
+  PyObject* owned[kRowFields] = {};
+  owned[kRowScore] = finite_or_none(v[kRowScore]);
+  owned[kRowRanks] = copy_numbers(ranks, false);
+  owned[kRowScores] = owned[kRowRanks] != nullptr ? copy_numbers(scores, true) : nullptr;
+  owned[kRowMetadata] = owned[kRowScores] != nullptr ? PyDict_Copy(metadata) : nullptr;
+  PyObject* row = owned[kRowMetadata] != nullptr ? PyDict_New() : nullptr;
+  for (int i = 0; row != nullptr && i < kRowFields; ++i) {
+    if (PyDict_SetItem(row, f.names[i], owned[i] != nullptr ? owned[i] : v[i]) != 0) Py_CLEAR(row);
+  }
+  for (PyObject* o : owned) Py_XDECREF(o);
+  return row;
+}
+
+// rows(passages, fallback): a list of each passage's row, fallback(passage) for those
+// json_row leaves. A METH_FASTCALL function: one call per answer.
+PyObject* json_rows(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  const auto* f = static_cast<const RowMaker*>(PyCapsule_GetPointer(self, kRowCapsule));
+  if (f == nullptr) return nullptr;
+  if (nargs != 2) {
+    PyErr_Format(PyExc_TypeError, "json rows: expected (passages, fallback), got %zd arguments", nargs);
+    return nullptr;
+  }
+  // A tuple (the same one when given one): the fallback, Python code, cannot change its length.
+  PyObject* seq = PySequence_Tuple(args[0]);
+  if (seq == nullptr) return nullptr;
+  const Py_ssize_t n = PyTuple_GET_SIZE(seq);
+  PyObject* out = PyList_New(n);
+  for (Py_ssize_t i = 0; out != nullptr && i < n; ++i) {
+    PyObject* p = PyTuple_GET_ITEM(seq, i);
+    PyObject* row = json_row(*f, p);
+    if (row == nullptr && !PyErr_Occurred()) row = PyObject_CallOneArg(args[1], p);
+    if (row == nullptr) {
+      Py_CLEAR(out);
+      break;
+    }
+    PyList_SET_ITEM(out, i, row);
+  }
+  Py_DECREF(seq);
+  return out;
+}
+
+PyMethodDef json_rows_def = {"json_rows", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(json_rows)),
+                             METH_FASTCALL, "rows(passages, fallback): each passage's JSON row, a list of dicts."};
+
+void free_row_maker(PyObject* capsule) {
+  auto* f = static_cast<RowMaker*>(PyCapsule_GetPointer(capsule, kRowCapsule));
+  if (f == nullptr) return;
+  Py_XDECREF(reinterpret_cast<PyObject*>(f->type));
+  for (PyObject* o : f->names) Py_XDECREF(o);
+  delete f;
+}
+
+// Whether a mappingproxy holds its mapping in the word after the object header (true of every
+// CPython so far; checked on a real one, else the views are left to the fallback).
+bool proxy_layout_holds() {
+  py::dict d;
+  py::object proxy = py::reinterpret_steal<py::object>(own(PyDictProxy_New(d.ptr())));
+  if (Py_TYPE(proxy.ptr()) != &PyDictProxy_Type) return false;
+  return *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(proxy.ptr()) + sizeof(PyObject)) == d.ptr();
+}
+
+py::object json_row_maker(const py::type& cls, const py::tuple& fields, const py::tuple& names) {
+  auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  if (fields.size() != kRowFields || names.size() != kRowFields)
+    throw py::value_error("fields and names: expected " + std::to_string(kRowFields) + " each, got " +
+                          std::to_string(fields.size()) + " and " + std::to_string(names.size()));
+  for (int i = 0; i < kRowFields; ++i)
+    if (!PyUnicode_CheckExact(names[static_cast<size_t>(i)].ptr()))
+      throw py::type_error("names[" + std::to_string(i) + "]: expected a str");
+  auto f = std::make_unique<RowMaker>();
+  f->offsets = slot_offsets(type, fields);
+  f->proxy_layout = proxy_layout_holds();
+  for (int i = 0; i < kRowFields; ++i) {
+    PyObject* name = Py_NewRef(names[static_cast<size_t>(i)].ptr());
+    PyUnicode_InternInPlace(&name);
+    f->names[i] = name;
+  }
+  f->type = reinterpret_cast<PyTypeObject*>(Py_NewRef(cls.ptr()));
+  PyObject* capsule = PyCapsule_New(f.get(), kRowCapsule, free_row_maker);
+  if (capsule == nullptr) {
+    Py_DECREF(cls.ptr());
+    for (PyObject* o : f->names) Py_DECREF(o);
+    throw py::error_already_set();
+  }
+  f.release();
+  PyObject* fn = PyCFunction_NewEx(&json_rows_def, capsule, nullptr);
+  Py_DECREF(capsule);
+  if (fn == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(fn);
+}
+
 }  // namespace
 
 void bind_passages(py::module_& m) {
@@ -379,6 +536,16 @@ void bind_passages(py::module_& m) {
         "collector (for instances that can hold no cycle). TypeError when called with another number of values;\n"
         "at creation, TypeError for a field that is not a writable object slot, ValueError for a slot of\n"
         "another class.");
+  m.def("json_row_maker", &json_row_maker, py::arg("cls"), py::arg("fields"), py::arg("names"),
+        "A function ``rows(passages, fallback)`` -> a list with one dict per passage: ``names[i]`` ->\n"
+        "the passage's slot ``fields[i]`` (11 member descriptors of the slotted class ``cls``, in row\n"
+        "order: doc_id, id, title, text, score, ranks, scores, metadata, source, start, end), where\n"
+        "``ranks``, ``scores`` and ``metadata`` (dicts or read-only views of dicts) are copied as dicts\n"
+        "and a score that is NaN or infinite is None; every other value is kept as it is. A passage of\n"
+        "another class, with an unset slot, an id that is not an int, a score or ``scores`` value that\n"
+        "is not a float, a rank that is not an int, or another mapping type is answered by\n"
+        "``fallback(passage)`` instead. At creation, ValueError for another count of fields or names,\n"
+        "TypeError for a field that is not a writable object slot or a name that is not a str.");
   py::class_<ColumnsHandle>(m, "PassageColumnsView",
                             "A read-only view of the passage columns (arrays checked once, kept alive):\n"
                             "``arena`` (uint8), ``chunks`` (int64, n x 8), ``docs`` (int64, n x 6), ``keys``\n"

@@ -1,7 +1,8 @@
 """The ``/search`` answer's bytes against the rendering it replaced: the result rows
 (:func:`ragfind.serve.service.passage_json`) and :meth:`Service.search`'s answer, for SciFact
 queries (BM25, and BM25 + a hashing encoder), with and without highlights, and for passages
-holding NumPy numbers, NaN and infinities."""
+holding NumPy numbers, NaN and infinities; the rows read natively (:func:`passage_rows`) against
+the same reference, and against its Python path."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ import pytest
 
 import ragfind
 from hash_encoders import HashEncoder
+from ragfind import _core
+from ragfind.pipeline.results import Passage
+from ragfind.serve import service as service_module
 from ragfind.serve.app import render_json
-from ragfind.serve.service import Service, passage_json
+from ragfind.serve.service import ROW_KEYS, Service, passage_json, passage_rows
 
 
 def old_passage_json(p, highlight=False):
@@ -83,8 +87,17 @@ def same_bytes(service, recording, body):
     assert json.loads(new) == json.loads(old)
 
 
+@pytest.fixture(params=["native", "python"])
+def rows_path(request, monkeypatch):
+    """Both ways of building rows: natively (the default) and the Python fallback alone."""
+    assert service_module._json_rows is not None  # this _core has the native rows
+    if request.param == "python":
+        monkeypatch.setattr(service_module, "_json_rows", None)
+    return request.param
+
+
 @pytest.mark.parametrize("encoder", [None, "hash"])
-def test_scifact_answers_render_as_before(data_dir, encoder):
+def test_scifact_answers_render_as_before(data_dir, encoder, rows_path):
     docs, queries = scifact(data_dir, None if encoder is None else 800)
     r = ragfind.Retriever(encoder=HashEncoder() if encoder else None, chunk_size=None, cache_size=0)
     r.add_documents(docs)
@@ -134,3 +147,134 @@ def test_rows_with_odd_numbers_as_before(p, highlight):
     assert json.dumps(new, allow_nan=False) == json.dumps(old, allow_nan=False)  # no NaN left
     assert [type(v) for v in new["scores"].values()] == [type(v) for v in old["scores"].values()]
     assert type(new["score"]) is type(old["score"]) and type(new["chunk_id"]) is int
+
+
+def passage(score, ranks, scores, chunk_id=3, metadata=None, highlights=(), cls=Passage):
+    """A real Passage (as a search builds one, ranks/scores/metadata read-only views)."""
+    return cls(
+        id=chunk_id,
+        doc_id="d\u00e9",
+        text='caf\u00e9 \u2014 "text"\n',
+        title="T",
+        source="s",
+        score=score,
+        start=0,
+        end=11,
+        metadata=MappingProxyType({"year": 2020, "tags": ["a"]}) if metadata is None else metadata,
+        ranks=MappingProxyType(ranks) if type(ranks) is dict else ranks,
+        scores=MappingProxyType(scores) if type(scores) is dict else scores,
+        highlights=list(highlights),
+    )
+
+
+class SubPassage(Passage):
+    __slots__ = ()
+
+
+class Meta(dict):
+    pass
+
+
+ODD_PASSAGES = [
+    passage(0.5, {"bm25": 1}, {"bm25": 2.5, "fused": 0.5}),
+    passage(0.5, {"bm25": 1, "dense": 4}, {"bm25": 2.5, "fused": 0.5}, metadata={"plain": "dict"}),
+    passage(math.nan, {"bm25": 2}, {"bm25": math.inf, "dense": -math.inf, "fused": math.nan}),
+    passage(math.inf, {}, {}, metadata=MappingProxyType({})),
+    passage(-0.0, {"bm25": 1}, {"bm25": 1e308, "fused": 5e-324}, highlights=[(0, 4), (5, 6)]),
+    passage(1e-7, {"bm25": 1}, {"bm25": 1.5e-7}),
+    # left to passage_json: NumPy numbers, bool, another class, another mapping type
+    passage(np.float32(0.1), {"bm25": np.int64(2)}, {"bm25": np.float32(0.3)}, chunk_id=np.int64(9)),
+    passage(0.25, {"bm25": True}, {"bm25": 1.0}),
+    passage(0.25, {"bm25": 1}, {"bm25": False}),
+    passage(True, {"bm25": 1}, {"bm25": 1.0}),
+    passage(0.25, {"bm25": 1}, {"bm25": np.float64("nan")}),
+    passage(0.25, {"bm25": 1}, {"bm25": 1.0}, metadata=Meta(a=1)),
+    passage(0.25, {"bm25": 1}, {"bm25": 1.0}, metadata=MappingProxyType(Meta(a=1))),
+    passage(0.25, {1: 1}, {"bm25": 1.0}),
+    passage(0.25, {"bm25": 1}, {"bm25": 1.0}, cls=SubPassage),
+    fake(0.5, {"bm25": 1}, {"bm25": 2.5, "fused": 0.5}, highlights=[(np.int64(1), np.int32(3))]),
+]
+
+
+@pytest.mark.parametrize("highlight", [False, True])
+def test_rows_read_natively_as_before(rows_path, highlight):
+    """One list mixing rows the native reader builds and rows it leaves to passage_json."""
+    new = passage_rows(tuple(ODD_PASSAGES), highlight)
+    old = [old_passage_json(p, highlight) for p in ODD_PASSAGES]
+    assert render_json(new) == render_json(old)
+    assert json.dumps(new, allow_nan=False) == json.dumps(old, allow_nan=False)
+    for a, b in zip(new, old):
+        assert list(a) == list(b)  # the key order
+        assert [type(v) for v in a.values()] == [type(v) for v in b.values()]
+        assert [type(v) for v in a["scores"].values()] == [type(v) for v in b["scores"].values()]
+    # the rows are copies: changing one leaves the passage alone
+    new[0]["metadata"]["year"] = 0
+    new[0]["ranks"]["bm25"] = 0
+    assert ODD_PASSAGES[0].metadata["year"] == 2020 and ODD_PASSAGES[0].ranks["bm25"] == 1
+
+
+def test_rows_of_any_sequence(rows_path):
+    ps = ODD_PASSAGES[:3]
+    assert passage_rows(ps) == passage_rows(tuple(ps)) == [old_passage_json(p) for p in ps]
+    assert passage_rows(()) == []
+
+
+def test_rows_of_an_unset_field_raise_as_before(rows_path):
+    bare = object.__new__(Passage)  # no slot written
+    with pytest.raises(AttributeError):
+        passage_json(bare)
+    with pytest.raises(AttributeError):
+        passage_rows([ODD_PASSAGES[0], bare])
+
+
+def test_row_maker_arguments():
+    fields = tuple(Passage.__dict__[name] for name in ("doc_id", "id", "title", "text", "score"))
+    with pytest.raises(ValueError, match="expected 11"):
+        _core.json_row_maker(Passage, fields, ROW_KEYS)
+    slots = tuple(Passage.__dict__["doc_id"] for _ in ROW_KEYS)
+    with pytest.raises(TypeError, match="names"):
+        _core.json_row_maker(Passage, slots, (*ROW_KEYS[:-1], 5))
+    with pytest.raises(TypeError, match="slot"):
+        _core.json_row_maker(Passage, (*slots[:-1], Passage.highlights), ROW_KEYS)
+    rows = _core.json_row_maker(Passage, slots, ROW_KEYS)
+    with pytest.raises(TypeError, match="expected"):
+        rows(ODD_PASSAGES)
+    with pytest.raises(TypeError, match="iterable"):
+        rows(5, passage_json)
+    # a fallback that raises: its error, nothing half-built
+    with pytest.raises(KeyError):
+        rows([fake(0.5, {}, {})], lambda p: {}["x"])
+
+
+def test_which_rows_are_read_natively(data_dir):
+    """The native reader takes a search's passages and the plain-typed ones above, and leaves
+    each of the others to the fallback (so the tests above exercise both)."""
+    native = service_module._json_rows
+    called = []
+
+    def fallback(p):
+        called.append(p)
+        return passage_json(p)
+
+    docs, queries = scifact(data_dir, 300)
+    r = ragfind.Retriever(encoder=None, chunk_size=None, cache_size=0)
+    r.add_documents(docs)
+    for q in queries[:20]:
+        native(r.search(q, k=10).passages, fallback)
+    r.close()
+    native(ODD_PASSAGES[:6], fallback)
+    assert called == []
+    native(ODD_PASSAGES[6:], fallback)
+    assert called == ODD_PASSAGES[6:]
+
+
+def test_rows_when_the_fallback_empties_the_list():
+    """The fallback is Python code: a list it changes is read as it was when the call began."""
+    ps = list(ODD_PASSAGES)
+
+    def fallback(p):
+        ps.clear()
+        return passage_json(p)
+
+    rows = service_module._json_rows(ps, fallback)
+    assert rows == [old_passage_json(p) for p in ODD_PASSAGES]
