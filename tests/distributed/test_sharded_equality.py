@@ -228,3 +228,14 @@ def test_head_rows_go_by_reciprocal_rank_within_the_budget() -> None:
     assert list(head_rows(Store(), [a, b], 10, 3 * one + 1)) == [1, 5, 9]
     assert head_rows(Store(), [a, b], 10, one - 1) == {}
     assert head_rows(Store(), [], 3, 10**6) == {}
+    # Against the obvious reference: a dict of reciprocal-rank sums, sorted stably.
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        lists = [rng.permutation(60)[: rng.integers(0, 40)] for _ in range(rng.integers(1, 4))]
+        prio: dict = {}
+        for ids in lists:
+            for rank, i in enumerate(ids.tolist()):
+                prio[i] = prio.get(i, 0.0) + 1.0 / (60.0 + rank + 1)
+        for top in (1, 5, 20, 100):
+            want = sorted(prio, key=prio.__getitem__, reverse=True)[:top]
+            assert list(head_rows(Store(), lists, top, 10**6)) == want

@@ -110,16 +110,17 @@ def test_shards_the_graph_leaves_are_asked_by_ordinary_calls(ray_session, scifac
             return read(calls, *a, **kw)
 
         sharded._copies.read = counted
-        # A copy busy with a write answers None: only its shard goes by an ordinary call.
+        end = time.monotonic() + 60  # both copies of each shard in sync
+        while time.monotonic() < end and not all(len(c) == 2 for c in sharded._copies.in_sync):
+            time.sleep(0.1)
+        # A copy busy with a write answers None: only its shard goes by an ordinary call, to
+        # the other copy.
         sharded._graph = _StubGraph(sharded, busy={1})
         for q in queries[:10]:
             assert_same(single, sharded, q, k=10)
-        assert reads and all(shards == [1] and avoid is None for shards, avoid in reads)
-        # A failed graph: every shard by ordinary calls, on the copies it did not call (once
-        # both copies of each shard are in sync).
-        end = time.monotonic() + 60
-        while time.monotonic() < end and not all(len(c) == 2 for c in sharded._copies.in_sync):
-            time.sleep(0.1)
+        busy_copy = min(sharded._copies.in_sync[1])
+        assert reads and all(shards == [1] and avoid == {1: busy_copy} for shards, avoid in reads)
+        # A failed graph: every shard by ordinary calls, on the copies it did not call.
         reads.clear()
         sharded._graph = _StubGraph(sharded, fail=True)
         pins = []
@@ -247,4 +248,26 @@ def test_stopped_graph_copy_costs_one_deadline(ray_session, scifact) -> None:
     finally:
         if pid is not None:
             os.kill(pid, signal.SIGCONT)
+        sharded.close()
+
+
+def test_idle_graph_is_torn_down_and_built_again(ray_session, scifact) -> None:
+    docs, queries, enc = scifact
+    sharded = ShardedRetriever(2, fanout="graph", **_opts(enc))
+    try:
+        sharded.add_documents(docs[:300])
+        graph = sharded._graph
+        graph._idle_after = 2.0
+        assert graph.wait_ready(READY) and graph.built == 1
+        sharded.search(queries[0], 10)
+        end = time.monotonic() + 30
+        while time.monotonic() < end and graph.ready:
+            time.sleep(0.2)
+        assert not graph.ready  # no search for idle_after seconds: its actors stop polling
+        sharded.search(queries[1], 10)  # ordinary calls, and a new graph on its way
+        assert graph.wait_ready(READY) and graph.built == 2
+        before = _served(sharded)
+        sharded.search(queries[2], 10)
+        assert _served(sharded) == before + 1
+    finally:
         sharded.close()

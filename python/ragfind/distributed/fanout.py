@@ -9,10 +9,17 @@ and recovery stay ordinary calls, and any search the graph cannot take falls bac
 - An actor serves one graph at a time, so a router holds one, and only for a collection no
   other router serves (not a named one).
 - A copy busy with a write answers None at once (:meth:`.shard.ShardActor.graph_first_stage`):
-  that shard is asked by an ordinary call, queued behind the write as before.
+  that shard is asked by an ordinary call, on another in-sync copy when there is one.
 - A graph over a copy that left the in-sync set is not used; one that fails or misses the
   deadline is torn down and its copies are avoided by that search's ordinary calls. A new
   graph is compiled in the background over in-sync copies, waiting longer after each failure.
+- The graph's copies are on the router's node: Ray's channels to another node go through the
+  raylets, and a node stopped mid-transfer crashed a raylet in the cluster tests (Ray 2.60,
+  ``MutableObjectProvider::HandlePushMutableObject``). Elsewhere searches make ordinary calls.
+- While it waits for the next search, each actor of a graph polls its channel (Ray's
+  ``ReadAcquire`` spins with ``sched_yield``): about half a core per shard copy, measured,
+  though it yields to other work. A graph no search has used for ``idle_after`` seconds is
+  torn down, and compiled again when searches come back.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ __all__ = ["SearchGraph"]
 # A first execution starts each actor's graph loop: seconds on a loaded machine.
 _WARM_UP_WAIT = 60.0
 _RETRY_WAIT = (1.0, 60.0)  # after a failed or broken graph: first wait, longest wait
+IDLE_AFTER = 30.0  # seconds without a search before the graph is torn down
 
 
 class GraphFailed:
@@ -40,18 +48,31 @@ class GraphFailed:
 class SearchGraph:
     """A compiled graph calling ``first_stage`` on one in-sync copy of every shard.
 
-    ``build_after`` searches (0: at once) before the first graph is compiled, in the
-    background: a router that searches once in a while never pays for one.
+    ``build_after`` searches (0: at once) before a graph is compiled, in the background, and
+    again after it was torn down for ``idle_after`` seconds without a search: a router that
+    searches once in a while never pays for one.
     """
 
-    def __init__(self, ray: Any, copies: Copies, deadline: float, build_after: int = 0) -> None:
+    def __init__(
+        self,
+        ray: Any,
+        copies: Copies,
+        deadline: float,
+        build_after: int = 0,
+        idle_after: float = IDLE_AFTER,
+    ) -> None:
         self._ray = ray
         self._copies = copies
         self.deadline = float(deadline)
         self._lock = threading.Lock()  # held by the one thread inside the graph
+        self._starting = threading.Lock()  # starts the builder
         self._graph: Any = None
         self._on: tuple = ()  # the copy of each shard the graph calls
+        self._build_after = int(build_after)
         self._countdown = int(build_after)
+        self._idle_after = float(idle_after)
+        self._last_search = time.monotonic()
+        self._reaper: threading.Thread | None = None
         self._builder: threading.Thread | None = None
         self._teardown: threading.Thread | None = None
         self._next_try = 0.0
@@ -80,6 +101,7 @@ class SearchGraph:
         """``(replies, copies)``: each shard's reply (None: that copy was busy with a write) and
         the copy that gave it; :class:`GraphFailed`; or None when the graph cannot take this
         search."""
+        self._last_search = time.monotonic()
         if self._graph is None:
             if self._countdown > 0:
                 self._countdown -= 1
@@ -112,12 +134,14 @@ class SearchGraph:
     def _schedule(self) -> None:
         if self._closed or time.monotonic() < self._next_try:
             return
-        b = self._builder
-        if b is not None and b.is_alive():
-            return
-        self._next_try = time.monotonic() + self._wait
-        self._builder = threading.Thread(target=self._build, name="ragfind-search-graph", daemon=True)
-        self._builder.start()
+        with self._starting:  # searches on several threads: one builder at a time
+            b = self._builder
+            if self._closed or (b is not None and b.is_alive()):
+                return
+            self._next_try = time.monotonic() + self._wait
+            b = threading.Thread(target=self._build, name="ragfind-search-graph", daemon=True)
+            b.start()
+            self._builder = b
 
     def _failed(self) -> None:
         self._next_try = time.monotonic() + self._wait
@@ -143,7 +167,8 @@ class SearchGraph:
                 dag = MultiOutputNode(
                     [copies.actors[s][r].graph_first_stage.bind(inp) for s, r in enumerate(on)]
                 )
-            graph = dag.experimental_compile()
+            # Sending a search waits for the copies to take it: within the deadline too.
+            graph = dag.experimental_compile(_submit_timeout=self.deadline)
             self._ray.get(graph.execute(None), timeout=_WARM_UP_WAIT)
         except Exception:  # noqa: BLE001 - a copy died or is stopped: ordinary calls meanwhile
             if graph is not None:
@@ -156,6 +181,25 @@ class SearchGraph:
                 return
             self._graph, self._on = graph, on
             self.built += 1
+            self._last_search = time.monotonic()
+            if self._reaper is None or not self._reaper.is_alive():
+                r = threading.Thread(target=self._reap, name="ragfind-search-graph-idle", daemon=True)
+                r.start()
+                self._reaper = r
+
+    def _reap(self) -> None:
+        """Tears the graph down once no search used it for ``idle_after`` seconds (its actors
+        poll their channels while it is up)."""
+        while not self._closed and self._graph is not None:
+            idle = time.monotonic() - self._last_search
+            if idle >= self._idle_after:
+                with self._lock:
+                    if self._graph is not None and time.monotonic() - self._last_search >= self._idle_after:
+                        graph, self._graph, self._on = self._graph, None, ()
+                        self._tear_down(graph)
+                        self._countdown = self._build_after
+                return
+            time.sleep(min(self._idle_after - idle, 5.0) + 0.01)
 
     def _choose(self) -> tuple | None:
         """A copy of each shard for the graph: in sync, not stuck in an earlier call (a
@@ -191,8 +235,9 @@ class SearchGraph:
             except Exception:  # noqa: BLE001 - the actors are gone or going
                 pass
 
-        self._teardown = threading.Thread(target=run, name="ragfind-search-graph-teardown", daemon=True)
-        self._teardown.start()
+        t = threading.Thread(target=run, name="ragfind-search-graph-teardown", daemon=True)
+        t.start()
+        self._teardown = t  # started first: a builder joins it
 
     def close(self, wait: float = 5.0) -> None:
         """Tears the graph down (before the router stops its actors)."""

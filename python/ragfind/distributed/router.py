@@ -626,8 +626,8 @@ class ShardedRetriever:
     def _first_stage(self, request: bytes, shards: list, partial: bool) -> dict:
         """``{shard: answer}`` of the search ``request`` on ``shards``: through the search graph
         when it takes it, by ordinary calls for the shards it leaves (a copy busy with a
-        write) or for all of them (the graph busy, not built, failed: then its copies are
-        avoided where another is in sync)."""
+        write) or for all of them (the graph busy, not built or failed); a graph copy that was
+        busy or failed is avoided where another copy of its shard is in sync."""
         graph = self._graph
         got = graph.call(request, shards) if graph is not None else None
         out: dict = {}
@@ -643,8 +643,10 @@ class ShardedRetriever:
             rest = []
             for s in shards:
                 reply = replies[s]
-                if reply is None:
+                if reply is None:  # busy with a write or a save: another copy if one is in sync
                     rest.append(s)
+                    avoid = avoid or {}
+                    avoid[s] = on[s]
                     continue
                 out[s] = pickle.loads(_raise_err(reply))
                 if pins is not None:

@@ -179,7 +179,10 @@ REPLY_BYTES = INLINE_REPLY_BYTES * 7 // 8  # room for pickle's framing and estim
 
 def _row_bytes(row: tuple) -> int:
     """About what a stored row pickles to (its strings, the rest small)."""
-    return 48 + sum(len(x) + 5 if isinstance(x, str) else 9 for x in row)
+    n = 48
+    for x in row:  # a loop, not a generator: this runs for every row a search sends
+        n += len(x) + 5 if x.__class__ is str else 9
+    return n
 
 
 def head_rows(store: Any, lists: list, top: int, budget: int, rrf_k: float = 60.0) -> dict:
@@ -188,11 +191,18 @@ def head_rows(store: Any, lists: list, top: int, budget: int, rrf_k: float = 60.
     fused head needs. "Most likely": the highest reciprocal-rank sum over the lists (this
     shard's RRF; one list: its order), as a chunk ranked 30th in two lists outranks one
     ranked 1st in one."""
-    prio: dict = {}
-    for ids in lists:
-        for rank, i in enumerate(ids.tolist()):
-            prio[i] = prio.get(i, 0.0) + 1.0 / (rrf_k + rank + 1)
-    order = sorted(prio, key=prio.__getitem__, reverse=True)[:top]
+    lists = [np.asarray(ids, np.int64) for ids in lists if len(ids)]
+    if not lists or top <= 0:
+        return {}
+    if len(lists) == 1:
+        order = lists[0][:top].tolist()  # one list: its own order
+    else:
+        ids = np.concatenate(lists)
+        ranks = np.concatenate([np.arange(1, len(x) + 1) for x in lists])
+        chunks, first, where = np.unique(ids, return_index=True, return_inverse=True)
+        prio = np.bincount(where, weights=1.0 / (rrf_k + ranks))
+        # Best first, ties in order of first appearance (list by list).
+        order = chunks[np.lexsort((first, -prio))[:top]].tolist()
     rows: dict = {}
     for row in store.fetch_list(order):
         budget -= _row_bytes(row)
