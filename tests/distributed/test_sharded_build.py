@@ -135,3 +135,15 @@ def test_build_catches_an_id_repeated_far_apart_and_leaves_out_untouched(ray_ses
     assert not (tmp_path / "fresh").exists()
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl", "kb", "ok.jsonl"]  # no temp folder
+
+
+def test_build_record_without_id_is_a_plain_value_error(ray_session, tmp_path) -> None:
+    src = tmp_path / "corpus.jsonl"
+    rows = [{"id": f"d{i}", "text": f"text number {i}"} for i in range(50)]
+    rows[37] = {"text": "no id here"}
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = tmp_path / "kb"
+    with pytest.raises(ValueError, match="no 'id' field") as info:
+        build(src, out, 2, num_encoders=1, batch_size=20, show_progress=False, encoder=None, chunk_size=None)
+    assert type(info.value) is ValueError  # not a Ray Data error that also claims to be one
+    assert not out.exists() and not list(tmp_path.glob(".kb.tmp-*"))

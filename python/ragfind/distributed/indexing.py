@@ -58,7 +58,16 @@ class _Embedder:
     def __call__(self, batch: dict) -> dict:
         n = len(next(iter(batch.values())))
         rows = [{k: batch[k][i] for k in batch} for i in range(n)]
-        docs = [_doc_of(r, self.id_field) for r in rows]
+        try:
+            docs = [_doc_of(r, self.id_field) for r in rows]
+        except ValueError as exc:
+            # Raised here it would reach build() wrapped in Ray Data's errors: the driver
+            # raises it instead (shard -1 marks it).
+            return {
+                "doc": np.asarray([str(exc)], object),
+                "emb": np.asarray([b""], object),
+                "shard": np.asarray([-1]),
+            }
         chunks = self.r.chunks(docs)
         counts: dict = {}
         for c in chunks:
@@ -234,6 +243,8 @@ def build(
         for batch in ds.iter_batches(batch_size=int(batch_size), batch_format="numpy"):
             parts: dict = {}
             for doc_json, emb, s in zip(batch["doc"], batch["emb"], batch["shard"]):
+                if s < 0:  # a record the encoders refused
+                    raise ValueError(str(doc_json))
                 p = parts.setdefault(int(s), ([], [], []))
                 p[0].append(str(doc_json))
                 p[1].append(seq)
