@@ -240,10 +240,11 @@ def test_stopped_graph_copy_costs_one_deadline(ray_session, scifact) -> None:
             t = time.monotonic()
             assert_same(single, sharded, q, k=10, stages=["bm25"])
             took.append(time.monotonic() - t)
-        # The graph waits one deadline, then the other copy answers; later searches avoid the
-        # stopped copy (it stays in sync: a search does not drop a copy) without waiting.
-        assert took[0] < 2.5 * sharded.deadline, took
-        assert max(took[1:]) < sharded.deadline, took
+        # One search waits out the graph's deadline (the first to reach the stopped copy), then
+        # the other copy answers; later searches avoid the stopped copy (it stays in sync: a
+        # search does not drop a copy) without waiting.
+        slow = [t for t in took if t >= sharded.deadline / 2]
+        assert len(slow) <= 1 and max(took) < 2.5 * sharded.deadline, took
         assert not graph.ready
     finally:
         if pid is not None:
