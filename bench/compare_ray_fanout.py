@@ -3,7 +3,10 @@ ordinary actor calls (what the router makes) and through a Ray Compiled Graph (s
 channels set up once), same run, rounds interleaved, medians. The actors return their argument.
 
 Usage:
-    python bench/compare_ray_fanout.py [--calls 300] [--rounds 5] [--payload-bytes 0]
+    python bench/compare_ray_fanout.py [--calls 300] [--rounds 5] [--payload-bytes 0] [--work-ms 0]
+
+``--work-ms``: each call first keeps its actor's CPU busy that long (a shard's own work: the
+floor of a fan-out whose shards share the machine's cores).
 
 Prints a markdown table: p50 ms per fan-out for each way and actor count.
 """
@@ -20,6 +23,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=300)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--payload-bytes", type=int, default=0, help="bytes each actor returns")
+    ap.add_argument("--work-ms", type=float, default=0.0, help="CPU each call spends first")
     args = ap.parse_args()
 
     import ray
@@ -29,18 +33,23 @@ def main() -> None:
 
     @ray.remote(num_cpus=0)
     class Echo:
-        def __init__(self, size: int) -> None:
+        def __init__(self, size: int, work_ms: float) -> None:
             self.payload = b"x" * size
+            self.work = work_ms / 1e3
 
         def call(self, x):
+            if self.work:
+                end = time.thread_time() + self.work
+                while time.thread_time() < end:
+                    pass
             return self.payload or x
 
-    actors = [Echo.remote(args.payload_bytes) for _ in range(4)]
+    actors = [Echo.remote(args.payload_bytes, args.work_ms) for _ in range(4)]
     ray.get([a.call.remote(0) for a in actors])
     # An actor serves one compiled graph at a time (its loop runs the graph): own actors each.
     graphs = {}
     for n in (1, 2, 4):
-        own = [Echo.remote(args.payload_bytes) for _ in range(n)]
+        own = [Echo.remote(args.payload_bytes, args.work_ms) for _ in range(n)]
         ray.get([a.call.remote(0) for a in own])
         with InputNode() as inp:
             dag = MultiOutputNode([a.call.bind(inp) for a in own])
