@@ -184,6 +184,17 @@ inline uint32_t rows_at_or_above(const uint16_t* sums, uint32_t g) {
 #endif
 }
 
+// Expected queries per probed list (chunk x nprobe / nlist) from which a batch of 8-bit codes
+// is scanned list by list. Below it, and always for 4-bit codes, each query scans its own
+// lists best first. Measured on 200k x 384 (nlist 1024-2048, 64-query chunks, one thread, at
+// 1, 2, 4, 16 and 64 queries a list; bench/dense.md): list order fills the queues later, so
+// they take many more rows (perf: scan_list's row loop 39% of the time, not 29%). 4-bit codes
+// are small and stay cached, so reading a list once never paid: list order ran 0.98-1.06x
+// best first with a pool of k * 4 and 0.79-0.90x with k * 32 or more, even with every list
+// shared by all 64 queries. 8-bit codes, 4x the bytes, ran 1.12x at 16 and 64 queries a list
+// (pool k * 4; 0.99-1.12x at k * 64) and 0.92-1.03x at 1 and 4: 8 lies between.
+constexpr size_t kPq8ListShare = 8;
+
 struct QueryState {
   std::vector<uint8_t> lut8;  // 4-bit codes: the quantised table
   std::vector<float> lut;     // 8-bit codes: the float table
@@ -198,7 +209,7 @@ struct SearchScratch {
   std::vector<float> rq, cw_norm;  // l2: the query's residual to a centroid, |codeword|^2
   std::vector<uint16_t> sums;
   std::vector<float> sums8;
-  std::vector<uint64_t> visits;   // (list << 32 | query in chunk), list-major
+  std::vector<uint64_t> visits;   // (list << 32 | query in chunk), each query's best first
   std::vector<float> visit_base;  // centroid score per (query, probe)
   std::vector<QueryState> queries;
   std::vector<Candidate> cand;
@@ -383,8 +394,11 @@ void search_chunk(const IvfPqView& v, const float* Q, size_t nc, size_t k, size_
     // Not capped by the rows probed: a query left short by a filter or deletes scans more lists.
     qs.queue.reset(std::max(k, k * rerank));
   }
-  // A single query visits its lists best first; a batch list by list.
-  if (nc > 1) std::sort(w.visits.begin(), w.visits.end());
+  // A single query visits its lists best first: the first lists fill the queue with good
+  // estimates, so its threshold rises at once and most later rows fail one compare. A batch
+  // does the same, except 8-bit codes shared by enough queries, visited list by list so each
+  // list is read once for all of them (the visits sorted by list).
+  if (nc > 1 && eight && nc * np >= kPq8ListShare * nlist) std::sort(w.visits.begin(), w.visits.end());
   for (const uint64_t vis : w.visits) {
     const size_t l = static_cast<size_t>(vis >> 32), slot = static_cast<size_t>(vis & 0xffffffffu);
     if (v.l2) l2_list_table(v, Q + (slot / np) * d, l, w, w.queries[slot / np]);
