@@ -105,10 +105,11 @@ def test_a_zero_query_with_cosine_is_refused_as_by_search():
         ivf.search_batch(Q, 5)
 
 
-# Every list format, the coded ones included: each chooses per batch between reading a list
-# once for all the queries that probe it and scanning each query's lists best first, by the
-# expected queries per probed list (batch x nprobe / nlist). The shapes below lie far on both
-# sides of every such rule (0.4 to 48 queries per list), with deletes and filters.
+# Every list format, the coded ones included: a batch may read a list once for all the
+# queries that probe it or scan each query's lists best first, chosen by the expected queries
+# per probed list (batch x nprobe / nlist) and the re-scoring pool (k x rerank). The settings
+# below lie on both sides of every such rule (0.4 to 48 queries a list, pools of 20 and 200),
+# with deletes and filters.
 ALL_FORMATS = {
     "f32": {"dtype": "f32"},
     "f16": {"dtype": "f16"},
@@ -121,8 +122,9 @@ ALL_FORMATS = {
 
 
 @pytest.mark.parametrize("fmt", list(ALL_FORMATS))
-def test_batch_equals_single_on_both_sides_of_list_sharing(fmt):
-    ivf = DenseIndex(DIM, metric="ip", kind="ivf", nlist=20, rerank=6, **ALL_FORMATS[fmt])
+@pytest.mark.parametrize("rerank", [2, 20])
+def test_batch_equals_single_on_both_sides_of_list_sharing(fmt, rerank):
+    ivf = DenseIndex(DIM, metric="ip", kind="ivf", nlist=20, rerank=rerank, **ALL_FORMATS[fmt])
     ids = np.arange(2000) * 3 + 1
     ivf.add(structured(2000, 11), ids=ids)
     ivf.delete(ids[::5].tolist())  # holes in every list

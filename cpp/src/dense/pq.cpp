@@ -184,16 +184,18 @@ inline uint32_t rows_at_or_above(const uint16_t* sums, uint32_t g) {
 #endif
 }
 
-// Expected queries per probed list (chunk x nprobe / nlist) from which a batch of 8-bit codes
-// is scanned list by list. Below it, and always for 4-bit codes, each query scans its own
-// lists best first. Measured on 200k x 384 (nlist 1024-2048, 64-query chunks, one thread, at
-// 1, 2, 4, 16 and 64 queries a list; bench/dense.md): list order fills the queues later, so
-// they take many more rows (perf: scan_list's row loop 39% of the time, not 29%). 4-bit codes
-// are small and stay cached, so reading a list once never paid: list order ran 0.98-1.06x
-// best first with a pool of k * 4 and 0.79-0.90x with k * 32 or more, even with every list
-// shared by all 64 queries. 8-bit codes, 4x the bytes, ran 1.12x at 16 and 64 queries a list
-// (pool k * 4; 0.99-1.12x at k * 64) and 0.92-1.03x at 1 and 4: 8 lies between.
-constexpr size_t kPq8ListShare = 8;
+// When a batch scans list by list (the visits sorted by list, each list read once for all the
+// queries of a chunk that probe it) rather than each query's lists best first, as a single
+// query does. Lists in address order stream well, but fill each queue in an order unrelated
+// to its scores, so its threshold rises later and it takes many more rows (perf: scan_list's
+// row loop 39% of the time, not 29%, at a pool of k * 128): the larger the pool, the more
+// that costs. Measured on 200k x 384 (nlist 1024 and 2048, 64-query chunks, k 10, one
+// thread; bench/dense.md), list order against best first: 4-bit codes 0.99-1.16x with a pool
+// of k * 2 to k * 8, 0.94-1.0x at k * 16, 0.79-0.90x at k * 32 or more, at 1 to 64 queries a
+// list alike; 8-bit codes (4x the bytes) 1.12x at 16 and 64 queries a list with a pool of
+// k * 4 (0.99-1.12x at k * 64), 0.92-1.03x at 1 and 4.
+constexpr size_t kListOrderPool = 128;  // pools below this many rows: list order
+constexpr size_t kPq8ListShare = 8;     // 8-bit codes, expected queries a list from which: list order
 
 struct QueryState {
   std::vector<uint8_t> lut8;  // 4-bit codes: the quantised table
@@ -395,10 +397,10 @@ void search_chunk(const IvfPqView& v, const float* Q, size_t nc, size_t k, size_
     qs.queue.reset(std::max(k, k * rerank));
   }
   // A single query visits its lists best first: the first lists fill the queue with good
-  // estimates, so its threshold rises at once and most later rows fail one compare. A batch
-  // does the same, except 8-bit codes shared by enough queries, visited list by list so each
-  // list is read once for all of them (the visits sorted by list).
-  if (nc > 1 && eight && nc * np >= kPq8ListShare * nlist) std::sort(w.visits.begin(), w.visits.end());
+  // estimates, so its threshold rises at once. A batch does the same unless list order pays
+  // (kListOrderPool, kPq8ListShare).
+  const bool list_order = std::max(k, k * rerank) < kListOrderPool || (eight && nc * np >= kPq8ListShare * nlist);
+  if (nc > 1 && list_order) std::sort(w.visits.begin(), w.visits.end());
   for (const uint64_t vis : w.visits) {
     const size_t l = static_cast<size_t>(vis >> 32), slot = static_cast<size_t>(vis & 0xffffffffu);
     if (v.l2) l2_list_table(v, Q + (slot / np) * d, l, w, w.queries[slot / np]);

@@ -129,8 +129,8 @@ size_t ivf_pq_search_one(const IvfPqView& v, const float* q, size_t k, size_t np
 inline constexpr size_t kSearchChunk = 64;
 
 /// ivf_pq_search_one for the nq rows of Q (nq x d): each query scans its lists best first as
-/// there, except 8-bit codes shared by enough queries of a chunk, scanned list by list
-/// (search_chunk in pq.cpp); chunks run on `threads` workers (0: one per CPU). Writes k
+/// there, except small re-scoring pools and 8-bit codes shared by many queries of a chunk,
+/// scanned list by list (kListOrderPool in pq.cpp); chunks run on `threads` workers (0: one per CPU). Writes k
 /// results per query (out_pos and out_scores nq x k), padded with -1 and NaN; query i's
 /// equal ivf_pq_search_one's for that query.
 void ivf_pq_search_batch(const IvfPqView& v, const float* Q, size_t nq, size_t k, size_t nprobe, size_t rerank,
