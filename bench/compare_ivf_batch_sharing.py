@@ -5,8 +5,8 @@ For each dtype and each (nlist, nprobe, batch) shape: the CPU-time q/s of ``sear
 medians. Indexes are cached under --cache (built once from compare_ivf.make_data's
 latent-structured rows).
 
-    PYTHONPATH=python python bench/compare_ivf_batch_sharing.py --n 200000 --nlist 1024 \\
-        --nprobe 32,64 --batch 64,256 --dtypes pq4-f16,rabitq,f32
+    PYTHONPATH=python python bench/compare_ivf_batch_sharing.py --n 200000 --nlist 1024,2048 \\
+        --dtypes pq4-f16,rabitq,f32 --nprobe 32,64 --batch 64,200 --rerank 4,32 --rounds 3
 """
 
 from __future__ import annotations

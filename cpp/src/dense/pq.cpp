@@ -191,11 +191,11 @@ inline uint32_t rows_at_or_above(const uint16_t* sums, uint32_t g) {
 // row loop 39% of the time, not 29%, at a pool of k * 128): the larger the pool, the more
 // that costs. Measured on 200k x 384 (nlist 1024 and 2048, 64-query chunks, k 10, one
 // thread; bench/dense.md), list order against best first: 4-bit codes 0.99-1.16x with a pool
-// of k * 2 to k * 8, 0.94-1.0x at k * 16, 0.79-0.90x at k * 32 or more, at 1 to 64 queries a
+// of k * 2 to k * 8, 0.94-1.0x at k * 16, 0.79-0.98x at k * 32 or more, at 1 to 64 queries a
 // list alike; 8-bit codes (4x the bytes) 1.12x at 16 and 64 queries a list with a pool of
 // k * 4 (0.99-1.12x at k * 64), 0.92-1.03x at 1 and 4.
 constexpr size_t kListOrderPool = 128;  // pools below this many rows: list order
-constexpr size_t kPq8ListShare = 8;     // 8-bit codes, expected queries a list from which: list order
+constexpr size_t kPq8ListShare = 8;     // 8-bit codes: list order from this many queries a list
 
 struct QueryState {
   std::vector<uint8_t> lut8;  // 4-bit codes: the quantised table
