@@ -211,7 +211,7 @@ struct SearchScratch {
   std::vector<float> rq, cw_norm;  // l2: the query's residual to a centroid, |codeword|^2
   std::vector<uint16_t> sums;
   std::vector<float> sums8;
-  std::vector<uint64_t> visits;   // (list << 32 | query in chunk), each query's best first
+  std::vector<uint64_t> visits;   // (list << 32 | query in chunk): by query, or sorted by list
   std::vector<float> visit_base;  // centroid score per (query, probe)
   std::vector<QueryState> queries;
   std::vector<Candidate> cand;
