@@ -256,7 +256,7 @@ void bind_pq(py::module_& m) {
         const float* pq_ = static_cast<const float*>(Q.data());
         {
           py::gil_scoped_release release;
-          dense::ivf_pq_search_batch(v, pq_, nq, k, nprobe, rerank, threads, op, os);  // lists read once per batch
+          dense::ivf_pq_search_batch(v, pq_, nq, k, nprobe, rerank, threads, op, os);
         }
         return py::make_tuple(out_pos, out_scores);
       },

@@ -341,7 +341,12 @@ void check_ivf_pq_at_every_level(size_t bits, bool f16, bool l2 = false) {
     ragfind::common::set_simd_level(level);
     const std::string lv = conf + ragfind::common::simd_level_name(level);
     std::vector<int64_t> ids;
+    // Chunks of 40 (one worker) and 14 (three) queries over 24 lists, 1.7 to 40 expected
+    // queries a probed list, pools of 2 to 4000 rows: both sides of every rule choosing
+    // between list order and best first (kListOrderPool, kPq8ListShare).
     for (auto [k, nprobe, rerank] : {std::tuple<size_t, size_t, size_t>{10, 3, 4},
+                                     {10, 3, 16},
+                                     {10, 8, 16},
                                      {10, 8, 1},
                                      {1, 24, 2},
                                      {5, 100, 30},

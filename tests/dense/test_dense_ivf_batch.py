@@ -103,3 +103,35 @@ def test_a_zero_query_with_cosine_is_refused_as_by_search():
         ivf.search(Q[2], 5)
     with pytest.raises(ValueError, match="zero vector"):
         ivf.search_batch(Q, 5)
+
+
+# Every list format, the coded ones included: a batch may read a list once for all the
+# queries that probe it or scan each query's lists best first, chosen by the expected queries
+# per probed list (batch x nprobe / nlist) and the re-scoring pool (k x rerank). The settings
+# below lie on both sides of every such rule (0.4 to 48 queries a list, pools of 20 and 200),
+# with deletes and filters.
+ALL_FORMATS = {
+    "f32": {"dtype": "f32"},
+    "f16": {"dtype": "f16"},
+    "i8": {"dtype": "i8"},
+    "pq4": {"dtype": "pq", "pq_m": 8},
+    "pq4-f16": {"dtype": "pq", "pq_m": 8, "rerank_dtype": "f16"},
+    "pq8": {"dtype": "pq", "pq_m": 8, "pq_bits": 8},
+    "rabitq": {"dtype": "rabitq"},
+}
+
+
+@pytest.mark.parametrize("fmt", list(ALL_FORMATS))
+@pytest.mark.parametrize("rerank", [2, 20])
+def test_batch_equals_single_on_both_sides_of_list_sharing(fmt, rerank):
+    ivf = DenseIndex(DIM, metric="ip", kind="ivf", nlist=20, rerank=rerank, **ALL_FORMATS[fmt])
+    ids = np.arange(2000) * 3 + 1
+    ivf.add(structured(2000, 11), ids=ids)
+    ivf.delete(ids[::5].tolist())  # holes in every list
+    rng = np.random.default_rng(12)
+    half = IdFilter(rng.choice(ids, 1000, replace=False).tolist())
+    Q = structured(60, 13)
+    for nq, nprobe in ((8, 1), (60, 1), (60, 16), (12, 20)):  # 0.4, 3, 48, 12 queries per list
+        for flt in (None, half):
+            for threads in (1, 3):
+                assert_equal_to_single(ivf, Q[:nq], 10, nprobe=nprobe, filter=flt, threads=threads)

@@ -184,6 +184,19 @@ inline uint32_t rows_at_or_above(const uint16_t* sums, uint32_t g) {
 #endif
 }
 
+// When a batch scans list by list (the visits sorted by list, each list read once for all the
+// queries of a chunk that probe it) rather than each query's lists best first, as a single
+// query does. Lists in address order stream well, but fill each queue in an order unrelated
+// to its scores, so its threshold rises later and it takes many more rows (perf: scan_list's
+// row loop 39% of the time, not 29%, at a pool of k * 128): the larger the pool, the more
+// that costs. Measured on 200k x 384 (nlist 1024 and 2048, 64-query chunks, k 10, one
+// thread; bench/dense.md), list order against best first: 4-bit codes 0.99-1.16x with a pool
+// of k * 2 to k * 8, 0.94-1.0x at k * 16, 0.79-0.98x at k * 32 or more, at 1 to 64 queries a
+// list alike; 8-bit codes (4x the bytes) 1.12x at 16 and 64 queries a list with a pool of
+// k * 4 (0.99-1.12x at k * 64), 0.92-1.03x at 1 and 4.
+constexpr size_t kListOrderPool = 128;  // pools below this many rows: list order
+constexpr size_t kPq8ListShare = 8;     // 8-bit codes: list order from this many queries a list
+
 struct QueryState {
   std::vector<uint8_t> lut8;  // 4-bit codes: the quantised table
   std::vector<float> lut;     // 8-bit codes: the float table
@@ -198,7 +211,7 @@ struct SearchScratch {
   std::vector<float> rq, cw_norm;  // l2: the query's residual to a centroid, |codeword|^2
   std::vector<uint16_t> sums;
   std::vector<float> sums8;
-  std::vector<uint64_t> visits;   // (list << 32 | query in chunk), list-major
+  std::vector<uint64_t> visits;   // (list << 32 | query in chunk): by query, or sorted by list
   std::vector<float> visit_base;  // centroid score per (query, probe)
   std::vector<QueryState> queries;
   std::vector<Candidate> cand;
@@ -383,8 +396,11 @@ void search_chunk(const IvfPqView& v, const float* Q, size_t nc, size_t k, size_
     // Not capped by the rows probed: a query left short by a filter or deletes scans more lists.
     qs.queue.reset(std::max(k, k * rerank));
   }
-  // A single query visits its lists best first; a batch list by list.
-  if (nc > 1) std::sort(w.visits.begin(), w.visits.end());
+  // A single query visits its lists best first: the first lists fill the queue with good
+  // estimates, so its threshold rises at once. A batch does the same unless list order pays
+  // (kListOrderPool, kPq8ListShare).
+  const bool list_order = std::max(k, k * rerank) < kListOrderPool || (eight && nc * np >= kPq8ListShare * nlist);
+  if (nc > 1 && list_order) std::sort(w.visits.begin(), w.visits.end());
   for (const uint64_t vis : w.visits) {
     const size_t l = static_cast<size_t>(vis >> 32), slot = static_cast<size_t>(vis & 0xffffffffu);
     if (v.l2) l2_list_table(v, Q + (slot / np) * d, l, w, w.queries[slot / np]);

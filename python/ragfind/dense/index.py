@@ -612,7 +612,8 @@ class DenseIndex:
 
         Same arguments as ``search``; the filter is compiled once for all rows. Each row gets
         exactly ``search``'s ids and scores: exact and HNSW run the single-query scan per row,
-        IVF groups the rows by list so each probed list is read once per batch (the batch
+        IVF f32/f16/i8 lists group the rows by list so each probed list is read once per batch
+        (coded lists mostly scan each row's lists best first, as ``search`` does; the batch
         kernels of ``search_batch_padded`` sum in another order: scores may differ in the last
         bits).
 

@@ -687,8 +687,10 @@ class IvfBackend:
     ) -> list:
         """``search`` for every row of ``Qm``: item i equals ``search(Qm[i], ...)``, ids and
         scores. f32/f16/i8 lists group the queries by list, so each probed list is read once per
-        batch (the C++ ivf_search_batch), as coded lists do (their search takes every query at
-        once); batches of fewer than ``_GROUP_MIN`` queries search one query at a time."""
+        batch (the C++ ivf_search_batch); coded lists take every query in one call, which scans
+        each query's lists best first as ``search`` does, or list by list where that pays (small
+        re-scoring pools, 8-bit PQ codes shared by many queries); batches of fewer than
+        ``_GROUP_MIN`` queries search one query at a time."""
         nq = Qm.shape[0]
         if nq < _GROUP_MIN:
             return [self.search(Qm[i], k, threshold, filter, threads, nprobe) for i in range(nq)]

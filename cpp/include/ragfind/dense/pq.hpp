@@ -125,14 +125,14 @@ struct IvfPqView {
 size_t ivf_pq_search_one(const IvfPqView& v, const float* q, size_t k, size_t nprobe, size_t rerank, int64_t* out_pos,
                          float* out_scores);
 
-/// Queries a batch searches together: their tables and queues stay in cache while each probed
-/// list is scanned for all of them.
+/// Queries a worker takes at a time from a batch: their tables and queues stay in cache.
 inline constexpr size_t kSearchChunk = 64;
 
-/// ivf_pq_search_one for the nq rows of Q (nq x d), each list's codes read once per chunk of
-/// queries that probe it; chunks run on `threads` workers (0: one per CPU). Writes k results
-/// per query (out_pos and out_scores nq x k), padded with -1 and NaN; query i's equal
-/// ivf_pq_search_one's for that query.
+/// ivf_pq_search_one for the nq rows of Q (nq x d): each query scans its lists best first as
+/// there, except small re-scoring pools and 8-bit codes shared by many queries of a chunk,
+/// scanned list by list (kListOrderPool in pq.cpp); chunks run on `threads` workers (0: one per CPU). Writes k
+/// results per query (out_pos and out_scores nq x k), padded with -1 and NaN; query i's
+/// equal ivf_pq_search_one's for that query.
 void ivf_pq_search_batch(const IvfPqView& v, const float* Q, size_t nq, size_t k, size_t nprobe, size_t rerank,
                          int threads, int64_t* out_pos, float* out_scores);
 
