@@ -105,6 +105,13 @@ def test_cranfield_chunked_equal(cranfield) -> None:
         assert_same(single, sharded, q, k=7, collapse="document", filters={"bucket": 1})
     doc = c["docs"][0]
     assert sharded.get_document(doc["id"]) == single.get_document(doc["id"])
+    # The router's results cache, sized at run time (as `ragfind serve --cache-size` does).
+    q = c["queries"][0][1]
+    sharded.set_cache_size(4)
+    assert not sharded.search(q, k=5).cached and sharded.search(q, k=5).cached
+    assert_same(single, sharded, q, k=5)
+    sharded.set_cache_size(0)
+    assert not sharded.search(q, k=5).cached and sharded.cache_stats()["results"]["max_entries"] == 0
 
 
 def _count_rounds(sharded) -> list:

@@ -188,6 +188,25 @@ def test_lru_cache_get_or_compute_and_disabled():
         ragfind.LRUCache(-1)
 
 
+def test_lru_cache_resize_keeps_the_most_recent():
+    c = ragfind.LRUCache(4)
+    for key in "abcd":
+        c.put(key, key.upper())
+    c.get("a")  # a is now the most recent: b, c go first
+    c.resize(2)
+    assert c.max_entries == 2 and len(c) == 2 and c.get("d") == "D" and c.get("a") == "A"
+    c.resize(3)
+    c.put("e", "E")
+    assert len(c) == 3
+    c.resize(0)  # empties and disables
+    c.put("f", "F")
+    assert len(c) == 0 and c.get("f") is None
+    for bad in (-1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="max_entries"):
+            c.resize(bad)
+    assert c.max_entries == 0
+
+
 def test_lru_cache_threads():
     c = ragfind.LRUCache(64)
 

@@ -213,6 +213,22 @@ def test_cache_hits_and_invalidation():
     assert not r.search("cats purr", k=3, use_cache=False).cached
 
 
+def test_set_cache_size_is_a_setting_of_the_process(tmp_path):
+    r = make(cache_size=8)
+    r.search("cats purr", k=3)
+    r.set_cache_size(0)  # disables both caches, dropping what they held
+    assert not r.search("cats purr", k=3).cached and not r.search("cats purr", k=3).cached
+    assert r.cache_stats()["results"]["entries"] == 0
+    r.set_cache_size(2)
+    r.search("cats purr", k=3)
+    assert r.search("cats purr", k=3).cached
+    r.save(tmp_path / "r")
+    loaded = ragfind.Retriever.load(tmp_path / "r", encoder=HashEncoder())
+    assert loaded.cache_stats()["results"]["max_entries"] == 8
+    with pytest.raises(ValueError, match="max_entries = -1"):
+        r.set_cache_size(-1)
+
+
 def test_delete_documents():
     r = make()
     assert r.delete_documents(["cats"]) == 1

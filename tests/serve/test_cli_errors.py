@@ -75,6 +75,7 @@ def test_earlier_messages_keep_their_text_and_exit_2(bm25_folder):
         (["--queue-depth", "0"], "queue_depth = 0"),
         (["--queue-wait-ms", "0"], "queue_wait_ms = 0"),
         (["--inline-ms", "-1"], "inline_ms = -1"),
+        (["--cache-size", "-1"], "cache_size = -1"),
     ],
 )
 def test_serve_rejects_bad_arguments(bm25_folder, argv, words):

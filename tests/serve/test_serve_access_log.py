@@ -40,3 +40,12 @@ def test_workers_get_the_access_log_choice(flag, expected):
     serve_cli.register(parser.add_subparsers())
     args = parser.parse_args(["serve", "/some/folder", *flag])
     assert expected in serve_cli._worker_args(args)
+
+
+def test_workers_get_the_cache_size():
+    parser = argparse.ArgumentParser()
+    serve_cli.register(parser.add_subparsers())
+    args = parser.parse_args(["serve", "/some/folder", "--cache-size", "0"])
+    out = serve_cli._worker_args(args)
+    assert out[out.index("--cache-size") + 1] == "0"
+    assert "--cache-size" not in serve_cli._worker_args(parser.parse_args(["serve", "/some/folder"]))

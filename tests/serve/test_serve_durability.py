@@ -94,6 +94,19 @@ def test_checkpoint_when_the_log_grows(bm25_folder):
     assert {"new0", "new1", "new2"} <= set(state(saved))
 
 
+def test_cache_size_is_served_but_not_saved(bm25_folder):
+    saved = ragfind.Retriever.load(bm25_folder).cache_stats()["results"]["max_entries"]
+    app = create_app(folder=bm25_folder, config=ServeConfig(cache_size=0, checkpoint_bytes=1))
+    c = TestClient(app)
+    for _ in range(2):
+        assert c.post("/search", json={"query": "cats"}).json()["cached"] is False
+    c.post("/documents", json={"documents": [{"id": "new", "text": "cats again"}]})  # a checkpoint
+    assert app.state.service.retriever.cache_stats()["results"]["max_entries"] == 0
+    assert ragfind.Retriever.load(bm25_folder).cache_stats()["results"]["max_entries"] == saved > 0
+    with pytest.raises(ValueError, match="cache_size = -2"):
+        ServeConfig(cache_size=-2)
+
+
 def test_replay_is_idempotent_over_a_folder_that_already_holds_the_records(bm25_folder):
     # A crash after the checkpoint's save but before the log is emptied: the saved folder holds
     # every record, and the log still lists them all.

@@ -63,6 +63,14 @@ def register(sub) -> None:
         help="searches whose kind averages under this run on the event loop without a thread hop "
         "(default 1; 0: always a thread)",
     )
+    p.add_argument(
+        "--cache-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="entries of the query-embedding and result caches, per process (default: the size saved "
+        "with the folder, 1024 unless set; 0: no caching)",
+    )
     p.add_argument("--encoder", default=None, help="query encoder folder or name (default: the saved one)")
     p.add_argument(
         "--max-body", type=int, default=1 << 20, metavar="BYTES", help="largest request body (default 1 MB)"
@@ -137,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
             queue_wait_ms=args.queue_wait_ms,
             inline_ms=args.inline_ms,
             freeze_gc=True,  # this process is the server: no full collection walks the retriever
+            cache_size=args.cache_size,
         )
         if args.worker_of:
             return _worker(args, config)
@@ -170,6 +179,8 @@ def _worker_args(args: argparse.Namespace) -> list:
     out += ["--queue-wait-ms", repr(args.queue_wait_ms), "--inline-ms", repr(args.inline_ms)]
     if args.encoder:
         out += ["--encoder", args.encoder]
+    if args.cache_size is not None:
+        out += ["--cache-size", str(args.cache_size)]
     return out
 
 

@@ -956,6 +956,10 @@ class ShardedRetriever:
     def cache_stats(self) -> dict:
         return self._head.cache_stats()
 
+    def set_cache_size(self, cache_size: int) -> None:
+        """:meth:`ragfind.Retriever.set_cache_size` of the router's caches."""
+        self._head.set_cache_size(cache_size)
+
     def clear_cache(self) -> None:
         self._head.clear_cache()
 

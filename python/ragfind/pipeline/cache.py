@@ -61,6 +61,16 @@ class LRUCache:
             while len(data) > self.max_entries:
                 data.popitem(last=False)
 
+    def resize(self, max_entries: int) -> None:
+        """Holds at most ``max_entries`` from now on, dropping the least recently used beyond it
+        (0 empties and disables the cache)."""
+        if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 0:
+            raise ValueError(f"max_entries = {max_entries!r}; expected an int >= 0")
+        with self._lock:
+            self.max_entries = max_entries
+            while len(self._data) > max_entries:
+                self._data.popitem(last=False)
+
     def get_or_compute(self, key: Hashable, compute: Callable[[], Any]) -> tuple[Any, bool]:
         """``(value, was_hit)``; on a miss ``compute()`` runs outside the lock and is stored."""
         value = self.get(key, _MISSING)

@@ -281,6 +281,7 @@ class Retriever:
         self.reranker_ref = reranker_ref
         self.embedding_cache = LRUCache(cache_size)
         self.result_cache = LRUCache(cache_size)
+        self._saved_cache_size = cache_size  # what save() records; set_cache_size leaves it
         defaults: list = [bm25] if bm25 is not None else []
         if encoder is not None:
             defaults.append(
@@ -990,6 +991,13 @@ class Retriever:
         """``{"embeddings": {...}, "results": {...}}`` hit/miss counters of both caches."""
         return {"embeddings": self.embedding_cache.stats(), "results": self.result_cache.stats()}
 
+    def set_cache_size(self, cache_size: int) -> None:
+        """Resizes the embedding and result caches to ``cache_size`` entries each (0 disables
+        them), keeping the most recently used entries that fit. A setting of this process, as
+        ``ragfind serve --cache-size``: :meth:`save` keeps the size the retriever was made with."""
+        self.embedding_cache.resize(cache_size)
+        self.result_cache.resize(cache_size)
+
     def clear_cache(self) -> None:
         """Empties both caches (and the compiled filters)."""
         self.embedding_cache.clear()
@@ -1014,7 +1022,7 @@ class Retriever:
             "weights": self.weights,
             "candidates": self.candidates,
             "rerank_candidates": self.rerank_candidates,
-            "cache_size": self.result_cache.max_entries,
+            "cache_size": self._saved_cache_size,
             "dense_kind": dense.kind if dense is not None else None,
         }
 

@@ -34,6 +34,8 @@ class ServeConfig:
             of the cycle collector's sight (:func:`gc.freeze`), so that no full collection
             walks the retriever again. It changes the whole process (``gc.get_referrers`` no
             longer sees frozen objects), so ``ragfind serve`` sets it and the default is off.
+        cache_size: entries of the retriever's embedding and result caches while served (0:
+            none); None keeps the size saved with the folder (1,024 by default).
     """
 
     api_key: str | None = None
@@ -47,6 +49,7 @@ class ServeConfig:
     queue_wait_ms: float = 2000.0
     inline_ms: float = 1.0
     freeze_gc: bool = False
+    cache_size: int | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -60,6 +63,9 @@ class ServeConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} = {v!r}; expected a positive int")
+        c = self.cache_size
+        if c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 0):
+            raise ValueError(f"cache_size = {c!r}; expected an int >= 0 or None")
         for name in ("queue_wait_ms", "inline_ms"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):

@@ -270,9 +270,11 @@ class Service:
     def __init__(
         self, retriever: Any, folder: str | os.PathLike | None, config: ServeConfig | None = None
     ) -> None:
-        self.retriever = retriever
-        self.folder = Path(folder) if folder is not None else None
         self.config = config or ServeConfig()
+        self.retriever = retriever
+        if retriever is not None:
+            self.size_caches(retriever)
+        self.folder = Path(folder) if folder is not None else None
         self.metrics = Metrics()
         self.write_lock = threading.Lock()
         self.started = time.time()
@@ -285,6 +287,11 @@ class Service:
                 log.warning("replaying %d write(s) from %s", len(records), self.log.path)
                 self.replayed = replay(retriever, records)
                 self.checkpoint()
+
+    def size_caches(self, retriever: Any) -> None:
+        """Gives ``retriever`` the configured cache size (:attr:`ServeConfig.cache_size`)."""
+        if self.config.cache_size is not None:
+            retriever.set_cache_size(self.config.cache_size)
 
     # ------------------------------------------------------------------ writes
 

@@ -99,6 +99,7 @@ class Follower:
             if state[0] != self.seen[0]:
                 try:
                     retriever, reloaded = load_retriever(self.folder, self.encoder), True
+                    self.service.size_caches(retriever)
                 except Exception as exc:  # mid-swap or mid-save: the next request retries
                     log.warning("worker %d: reloading %s failed, retrying: %s", os.getpid(), self.folder, exc)
                     time.sleep(0.01)
