@@ -411,7 +411,7 @@ def main() -> None:
             local: list = []  # in-process p50 per round, measured between the HTTP runs
             try:
                 wrk(url + "/health", 8, 1, None)  # warm-up
-                paired = paired_c1(url, folder, queries, args.paired)
+                paired = paired_c1(url, folder, queries, args.paired) if args.paired else None
                 for rnd in range(args.rounds):
                     qfile = tmp / "queries.json"
                     qfile.write_text(json.dumps([f"{q} local{rnd}" for q in queries[:300]]))
@@ -521,11 +521,12 @@ def report(corpus_name: str, n_docs: int, mode: str, res: dict, args) -> None:
                 f"{sum(x['socket_errors'] + x['non200'] for x in s32)}"
             )
     pc = res["paired_c1"]
-    print(
-        f"c=1 paired ({args.paired} steps): /health p50 {pc['health_p50']:.3f} ms, /search p50 "
-        f"{pc['search_p50']:.3f} ms, in-process p50 {pc['inproc_p50']:.3f} ms; median of "
-        f"(/search - /health - in-process) = {pc['extra_p50']:+.3f} ms (target <= +0.3)"
-    )
+    if pc:
+        print(
+            f"c=1 paired ({args.paired} steps): /health p50 {pc['health_p50']:.3f} ms, /search p50 "
+            f"{pc['search_p50']:.3f} ms, in-process p50 {pc['inproc_p50']:.3f} ms; median of "
+            f"(/search - /health - in-process) = {pc['extra_p50']:+.3f} ms (target <= +0.3)"
+        )
     o = res["overload"]
     if o:
         st = o["status"]

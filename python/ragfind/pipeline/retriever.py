@@ -730,7 +730,7 @@ class Retriever:
                 hit = self.result_cache.get(key)
                 if hit is not None:
                     dt = _now() - t0
-                    return result_from_fields(hit.passages, {"cache": dt, "total": dt}, True, queries, (), ())
+                    return result_from_fields(hit, {"cache": dt, "total": dt}, True, queries, (), ())
         runner = self.stage_runner
         generation = key[0] if key is not None else None  # only a cached result needs it
         if filters:
@@ -824,7 +824,9 @@ class Retriever:
         """``result``, cached under ``key`` (None: not cached) when it is whole and the documents
         did not change since ``generation`` was read, before the search."""
         if key is not None and not result.missing and generation == self.stage_runner.generation:
-            self.result_cache.put(key, result)
+            # The passages alone: a tuple of untracked objects, which the cycle collector stops
+            # walking after one look (a SearchResult would stay tracked while cached).
+            self.result_cache.put(key, result.passages)
         return result
 
     def _select_stages(self, names: Sequence[str] | None) -> list:
