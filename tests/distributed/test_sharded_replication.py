@@ -208,6 +208,49 @@ def test_stopped_copy_and_stopped_primary(ray_session, docs, tmp_path, fanout) -
         sharded.close()
 
 
+def test_a_stopped_copy_is_hedged_within_the_deadline(ray_session, docs, tmp_path) -> None:
+    """A search whose copy is stopped asks another in-sync copy after a quarter of the
+    deadline and answers within the deadline; with every copy of a shard stopped it fails
+    after one deadline, not one per copy."""
+    from ragfind.distributed.replication import HEDGE
+
+    ray = ray_session
+    q = "boundary layer flow"
+    deadline = 2.0
+    sharded = ShardedRetriever(
+        1, replicas=3, placement="any", work_dir=tmp_path, deadline=deadline, fanout="calls", **OPTS
+    )
+    stopped: list = []
+    try:
+        sharded.add_documents(docs[:150])
+        want = [(p.doc_id, p.score) for p in sharded.search(q, k=10, use_cache=False)]
+        pids = [ray.get(a.info.remote(), timeout=30)["pid"] for a in sharded._actors[0]]
+        os.kill(pids[0], signal.SIGSTOP)
+        stopped.append(pids[0])
+        took = []
+        for _ in range(6):  # the copies are taken in turn: the stopped one comes up
+            t = time.monotonic()
+            res = sharded.search(q, k=10, use_cache=False)
+            took.append(time.monotonic() - t)
+            assert [(x.doc_id, x.score) for x in res] == want
+        assert max(took) < deadline, took
+        assert max(took) >= HEDGE * deadline, took  # one search did wait for the hedge
+        assert (0, 0) in sharded._copies._busy  # the others are asked first from then on
+        assert sorted(took)[-2] < HEDGE * deadline, took
+        # Every copy stopped: one deadline in all, whatever the number of copies.
+        for pid in pids[1:]:
+            os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+        t = time.monotonic()
+        with pytest.raises(ShardUnavailableError):
+            sharded.search("supersonic wing", k=10, use_cache=False)
+        assert time.monotonic() - t < 2 * deadline
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+        sharded.close()
+
+
 def test_log_plan_drops_aborted_and_fenced_writes() -> None:
     from ragfind.distributed.shard import plan_records
 

@@ -54,6 +54,9 @@ class StalePrimaryError(RuntimeError):
 
 _TIMEOUT = object()
 
+#: The fraction of a read's deadline after which a silent copy is hedged by another.
+HEDGE = 0.25
+
 
 class _Failed:
     def __init__(self, exc: BaseException | None) -> None:
@@ -78,6 +81,8 @@ class Copies:
         self.fenced: list = [0] * n  # the newer term another router holds, once seen
         self.write_lock = threading.Lock()
         self._busy: dict = {}  # (shard, copy) -> a call not answered yet
+        self._probes: dict = {}  # (shard, copy) -> the healer's no-op call to a copy out of sync
+        self._dropped: dict = {}  # (shard, copy) -> when it last left the in-sync set
         self._rr = [0] * n
         self._rr_lock = threading.Lock()
         self._local = threading.local()
@@ -169,7 +174,15 @@ class Copies:
             self.aborts[s] = []
             # The others rejoin when they answer (here or in a later heal): a stopped copy
             # must not hold up the write that asked for this election.
-            self._recover(s, [c for c in range(len(reps)) if c != r], min(wait, self.deadline / 4))
+            # A copy dropped within the deadline (it failed or did not answer) is left to the
+            # healer, which asks it first without the lock: it is likely dead or stopped.
+            now = time.monotonic()
+            others = [
+                c
+                for c in range(len(reps))
+                if c != r and now - self._dropped.get((s, c), -1e9) > self.deadline
+            ]
+            self._recover(s, others, min(wait, self.deadline / 4))
             return True
         return False
 
@@ -179,9 +192,11 @@ class Copies:
             if isinstance(res, dict) and res["last"] == self.last[s] and res["term"] == self.term[s]:
                 self.in_sync[s].add(r)
 
-    def heal(self, s: int, wait: float | None = None) -> None:
+    def heal(self, s: int, wait: float | None = None, only: set | None = None) -> None:
         """Brings shard ``s``'s copies back into the in-sync set where they have recovered
-        (a new primary first when the primary is out). The write lock is held by the caller."""
+        (a new primary first when the primary is out). The write lock is held by the caller.
+        ``only``: the copies ``(shard, copy)`` that may be asked to recover (the healer's
+        answering ones); None: any."""
         if self.fenced[s]:
             return
         wait = self.deadline if wait is None else wait
@@ -189,8 +204,36 @@ class Copies:
             self._elect(s, wait)
             return
         out = [r for r in range(len(self.actors[s])) if r not in self.in_sync[s]]
+        if only is not None:
+            out = [r for r in out if (s, r) in only]
         if out:
             self._recover(s, out, wait)
+
+    def answering(self, shards: list) -> set:
+        """The copies ``(shard, copy)`` outside the in-sync set of ``shards`` (whose primary is
+        in it) that answered a no-op call since the last time asked; the others get one now
+        (unless one is still in flight). Never waits: a dead copy Ray is restarting, or a
+        stopped one, is simply not in the set."""
+        ready: set = set()
+        for s in shards:
+            if self.primary[s] not in self.in_sync[s] or self.aborts[s]:
+                continue
+            for r in range(len(self.actors[s])):
+                if r in self.in_sync[s]:
+                    continue
+                ref = self._probes.get((s, r))
+                if ref is None:
+                    self._probes[(s, r)] = self._call(s, r, "state")
+                    continue
+                if not self.ray.wait([ref], timeout=0)[0]:
+                    continue
+                del self._probes[(s, r)]  # answered or failed: a new one next time
+                try:
+                    self.ray.get(ref)
+                except Exception:  # noqa: BLE001 - dead or restarting: not answering
+                    continue
+                ready.add((s, r))
+        return ready
 
     def needs_heal(self) -> list:
         return [
@@ -232,66 +275,156 @@ class Copies:
         timeout: float | None = None,
         avoid: Mapping[int, int] | None = None,
     ) -> dict:
-        """``{shard: result}`` of ``calls[shard]`` on one in-sync copy of each shard (the
-        pinned one in a search; another in-sync copy when it fails or misses the deadline).
-        A shard none answers raises :class:`ShardUnavailableError`, or is left out with
-        ``partial``. ``avoid[shard]``: a copy that just failed this search, asked only when
-        no other copy of its shard is in sync."""
+        """``{shard: result}`` of ``calls[shard]`` on one in-sync copy of each shard: the
+        pinned one in a search, else any. A copy still silent after a quarter of the deadline
+        (``timeout``) is hedged: the same call goes to another in-sync copy and the first
+        answer counts, so silent copies cost one deadline in all. A copy that fails is
+        replaced at once, and the replacement has a deadline of its own. A shard none answers
+        raises :class:`ShardUnavailableError`, or is left out with ``partial``.
+        ``avoid[shard]``: a copy that just failed this search, asked only when no other copy
+        of its shard is in sync. ``primary``: the primary only (the write path, its lock
+        held): one that does not answer is replaced before the call is retried."""
+        if primary:
+            return self._read_primaries(calls, timeout)
+        ray = self.ray
         pins = getattr(self._local, "pins", None)
         tried: dict = {s: set() for s in calls}
         for s, r in (avoid or {}).items():
             if s in tried and self.in_sync[s] - {r}:
                 tried[s].add(r)
-        pending = dict(calls)
+        budget = self.deadline if timeout is None else timeout
         out: dict = {}
         last_error: dict = {}
         healed: set = set()
+        flying: dict = {}  # shard -> [(copy, ref)] of calls not answered yet
+        owner: dict = {}  # ref -> (shard, copy)
+        # Per shard: when its call is hedged (None: done) and when it gives up. A copy that
+        # fails (it says so) starts the shard's clock again, as a new call; silence does not.
+        hedge_at: dict = {}
+        end_at: dict = {}
+
+        def launch(s: int, hedge: bool = False) -> bool:
+            if not hedge and pins is not None and s in pins and pins[s] in self.in_sync[s] and not tried[s]:
+                r = pins[s]
+            else:
+                r = self._choose(s, tried[s])
+            if r is None and not hedge and s not in healed:
+                healed.add(s)
+                # No in-sync copy left: let a restarted one back in, if no write holds the
+                # lock for longer than the deadline.
+                if self.write_lock.acquire(timeout=budget):
+                    try:
+                        self.heal(s)
+                    finally:
+                        self.write_lock.release()
+                r = self._choose(s, set())
+            if r is None:
+                return False
+            tried[s].add(r)
+            ref = getattr(self.actors[s][r], calls[s][0]).remote(*calls[s][1:])
+            flying.setdefault(s, []).append((r, ref))
+            owner[ref] = (s, r)
+            if not hedge:
+                now = time.monotonic()
+                hedge_at[s], end_at[s] = now + budget * HEDGE, now + budget
+            return True
+
+        def give_up(s: int) -> None:
+            for r, ref in flying.pop(s, ()):
+                self._busy[(s, r)] = ref  # still running: read-only, it stays in sync
+            if not partial:
+                raise ShardUnavailableError(s, calls[s][0], budget, last_error.get(s))
+
+        for s in calls:
+            if not launch(s):
+                give_up(s)
+        refs = list(owner)
+        if refs:
+            # The usual case: every copy answers before the hedge; one get for all of them.
+            first = min(hedge_at.values()) - time.monotonic()
+            done, _ = ray.wait(refs, num_returns=len(refs), timeout=max(0.0, first))
+            if len(done) == len(refs):
+                try:
+                    for ref, res in zip(refs, ray.get(refs)):
+                        s, r = owner[ref]
+                        out[s] = res
+                        if pins is not None:
+                            pins[s] = r
+                    return out
+                except Exception:  # noqa: BLE001 - a copy failed: sorted out one by one below
+                    out.clear()
+        while flying:
+            now = time.monotonic()
+            for s in list(flying):
+                if now >= end_at[s]:
+                    last_error.setdefault(s, f"no copy answered within the {budget:.1f} s deadline")
+                    give_up(s)
+                elif hedge_at[s] is not None and now >= hedge_at[s]:
+                    hedge_at[s] = None
+                    if len(flying[s]) == 1:
+                        r, ref = flying[s][0]
+                        if launch(s, hedge=True):
+                            self._busy[(s, r)] = ref  # slow: later searches ask the others first
+            if not flying:
+                break
+            refs = [ref for calls_of in flying.values() for _, ref in calls_of]
+            wake = min(min(end_at[s], hedge_at[s] or end_at[s]) for s in flying)
+            done, _ = ray.wait(refs, num_returns=1, timeout=max(0.0, wake - time.monotonic()))
+            for ref in done:
+                s, r = owner[ref]
+                if s not in flying:
+                    continue
+                flying[s] = [c for c in flying[s] if c[1] != ref]
+                try:
+                    res: Any = ray.get(ref)
+                except Exception as exc:  # noqa: BLE001 - a dead copy or a task error: it failed
+                    res = _Failed(exc)
+                if isinstance(res, _Failed):
+                    last_error[s] = res.exc
+                    self._drop(s, r)
+                    if not flying[s]:
+                        del flying[s]
+                        if not launch(s):
+                            give_up(s)
+                    elif hedge_at[s] is None:
+                        launch(s, hedge=True)  # the copies left in flight were silent
+                    continue
+                out[s] = res
+                if pins is not None:
+                    pins[s] = r
+                for other, pending in flying.pop(s):
+                    self._busy[(s, other)] = pending  # the hedge it lost to: still running
+        return out
+
+    def _read_primaries(self, calls: Mapping[int, tuple], timeout: float | None) -> dict:
+        """:meth:`read` with ``primary``: each call on its shard's primary; one that fails or
+        misses ``timeout`` is replaced (a new primary elected) and asked again."""
+        tried: dict = {s: set() for s in calls}
+        pending = dict(calls)
+        out: dict = {}
+        last_error: dict = {}
         while pending:
             futs = {}
             for s, call in pending.items():
-                if primary:
-                    p = self.primary[s]
-                    r = p if p not in tried[s] and p in self.in_sync[s] else None
-                elif pins is not None and s in pins and pins[s] in self.in_sync[s] and not tried[s]:
-                    r = pins[s]
-                else:
-                    r = self._choose(s, tried[s])
-                if r is None and not primary and s not in healed:
-                    healed.add(s)
-                    # No in-sync copy left: let a restarted one back in, if no write holds
-                    # the lock for longer than the deadline.
-                    if self.write_lock.acquire(timeout=self.deadline):
-                        try:
-                            self.heal(s)
-                        finally:
-                            self.write_lock.release()
-                    r = self._choose(s, set())
-                if r is None:
-                    if not partial:
-                        raise ShardUnavailableError(s, call[0], self.deadline, last_error.get(s))
-                    continue
-                tried[s].add(r)
-                futs[s] = (r, getattr(self.actors[s][r], call[0]).remote(*call[1:]))
+                p = self.primary[s]
+                if p in tried[s] or p not in self.in_sync[s]:
+                    raise ShardUnavailableError(s, call[0], self.deadline, last_error.get(s))
+                tried[s].add(p)
+                futs[s] = (p, getattr(self.actors[s][p], call[0]).remote(*call[1:]))
             pending = {}
             got = self.wait({s: f for s, (_, f) in futs.items()}, timeout or self.deadline)
             for s, res in got.items():
                 r = futs[s][0]
                 if res is _TIMEOUT or isinstance(res, _Failed):
                     if res is _TIMEOUT:
-                        self._busy[(s, r)] = futs[s][1]  # read-only: it stays in sync
+                        self._busy[(s, r)] = futs[s][1]
                         last_error[s] = f"copy {r} missed the {self.deadline:.1f} s deadline"
                     else:
                         last_error[s] = res.exc
-                        self._drop(s, r)
-                    if primary:
-                        # The write path (its lock held): a primary that does not answer is
-                        # replaced before the write it precedes.
-                        self._drop(s, r)
-                        self.heal(s)
+                    self._drop(s, r)
+                    self.heal(s)
                     pending[s] = calls[s]
                     continue
-                if pins is not None:
-                    pins[s] = r
                 out[s] = res
         return out
 
@@ -299,6 +432,7 @@ class Copies:
         # A dead copy may come back (Ray restarts it) with the log replayed: it rejoins only
         # through recover, under the write lock.
         self.in_sync[s].discard(r)
+        self._dropped[(s, r)] = time.monotonic()
 
     # ------------------------------------------------------------------ writes
 
@@ -381,18 +515,26 @@ def _applied(res: Any) -> bool:
 
 
 def idle_healer(copies: Copies, stop: threading.Event, period: float = 0.2) -> threading.Thread:
-    """A daemon thread that lets recovered copies back in (when no write holds the lock)."""
+    """A daemon thread that lets recovered copies back in (when no write holds the lock).
+
+    Before it takes the write lock it asks each copy it would let back in for a no-op call,
+    and recovers only those that have answered one (:meth:`Copies.answering`, a round later):
+    a dead copy Ray is restarting, or a stopped one, would otherwise hold the lock, and every
+    write behind it, for a deadline each round."""
 
     def loop() -> None:
         while not stop.wait(period):
             todo = copies.needs_heal()
-            if not todo or not copies.write_lock.acquire(timeout=period):
+            if not todo:
+                continue
+            ready = copies.answering(todo)
+            if not copies.write_lock.acquire(timeout=period):
                 continue
             try:
                 for s in todo:
                     if stop.is_set():
                         break
-                    copies.heal(s)
+                    copies.heal(s, only=ready)
             except Exception:  # noqa: BLE001 - retried on the next round
                 pass
             finally:

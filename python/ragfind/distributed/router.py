@@ -287,8 +287,11 @@ class ShardedRetriever:
         max_restarts: how often Ray restarts a dead shard actor (-1: without limit).
         restart_wait: seconds ``save`` waits for the shards to write their folders (the
             constructor waits at least a minute for the actors to start).
-        deadline: seconds any other call waits for a copy (default 2): a search then asks
-            another in-sync copy, a write fails (and is never committed later).
+        deadline: seconds a call waits for the copies (default 2). A search's call that a copy
+            has not answered after a quarter of it also goes to another in-sync copy (a hedged
+            request; the first answer counts), so one stalled copy costs a search that quarter,
+            and a shard no copy answers within the deadline is unavailable; a write fails (and
+            is never committed later).
         write_deadline_per_doc: what a write of ``n`` documents adds to its deadline
             (``deadline + n * write_deadline_per_doc``): indexing takes time.
         wait_for_active_shards: copies of a shard that must be in sync before a write to it
@@ -916,8 +919,9 @@ class ShardedRetriever:
     ) -> ShardedSearchResult:
         """:meth:`ragfind.Retriever.search` over every shard, with the same results.
 
-        Each shard's phases go to one in-sync copy; a copy that fails or misses ``deadline`` is
-        replaced by another in-sync copy. ``partial=True``: a shard no copy answers is left out and
+        Each shard's phases go to one in-sync copy; a copy that fails is replaced by another
+        in-sync copy, and one still silent after a quarter of ``deadline`` is hedged by another
+        (each phase within one ``deadline`` in all). ``partial=True``: a shard no copy answers is left out and
         the result is marked ``partial`` (its ``missing_shards``); otherwise that is a
         :class:`ShardUnavailableError` naming the shard. One call per shard in the steady state
         (the router holds the BM25 statistics; see ``RELIABILITY.md``).
