@@ -177,7 +177,8 @@ def test_version_1_files_load_with_the_same_results(name, use_mmap, tmp_path):
     for q, row in zip(Q, want["results"]):
         ids, scores = old.search(q, k=want["k"])
         assert ids.tolist() == row["ids"]
-        np.testing.assert_array_equal(scores, np.asarray(row["scores"], np.float32))
+        # The fixture's scores came from one SIMD level; another sums in another order.
+        np.testing.assert_allclose(scores, np.asarray(row["scores"], np.float32), rtol=1e-6, atol=1e-6)
     # Saved again it is a version-2 file with the same results, and stays writable.
     old.save(tmp_path / "v2.rfd")
     assert struct.unpack_from("<I", (tmp_path / "v2.rfd").read_bytes(), 8)[0] == 2

@@ -32,10 +32,11 @@ def _same(single, sharded, queries) -> None:
         }
 
 
-@pytest.mark.parametrize("fanout", ["auto", "graph"])
+@pytest.mark.parametrize("fanout", ["calls", "graph"])
 def test_kill_mid_stream_loses_nothing_acknowledged(ray_session, tmp_path, fanout) -> None:
     # With "graph" the searches go through the search graph while the writes hold its copies
-    # (they answer "busy") and the kills break it.
+    # (they answer "busy") and the kills break it; the graph is up before the kills, because a
+    # copy killed while Ray compiles a graph can crash the driver (RELIABILITY.md).
     ray = ray_session
     c = load_collection("cranfield")
     docs, queries = c["docs"][:600], [q for _, q in c["queries"][:40]]

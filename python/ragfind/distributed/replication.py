@@ -299,7 +299,7 @@ class Copies:
         flying: dict = {}  # shard -> [(copy, ref)] of calls not answered yet
         owner: dict = {}  # ref -> (shard, copy)
         # Per shard: when its call is hedged (None: done) and when it gives up. A copy that
-        # fails (it says so) starts the shard's clock again, as a new call; silence does not.
+        # fails (it says so) starts the shard's clock again; silence does not.
         hedge_at: dict = {}
         end_at: dict = {}
 
@@ -386,8 +386,12 @@ class Copies:
                         del flying[s]
                         if not launch(s):
                             give_up(s)
-                    elif hedge_at[s] is None:
-                        launch(s, hedge=True)  # the copies left in flight were silent
+                        continue
+                    # A failure starts the clock again for the copies still asked (as a new
+                    # call would), and asks one more where those were silent.
+                    end_at[s] = max(end_at[s], time.monotonic() + budget)
+                    if hedge_at[s] is None:
+                        launch(s, hedge=True)
                     continue
                 out[s] = res
                 if pins is not None:
