@@ -18,7 +18,6 @@ import asyncio
 import gc
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -27,6 +26,7 @@ import orjson  # noqa: E402
 
 import ragfind  # noqa: E402
 from bench_serve import asgi_call, corpus  # noqa: E402
+from compare_fusion import median_us  # noqa: E402
 from ragfind.serve import ServeConfig, create_app  # noqa: E402
 from ragfind.serve.service import Service  # noqa: E402
 
@@ -95,14 +95,7 @@ def main() -> None:
     res: dict = {k: [] for k in fs}
     for _ in range(args.rounds):
         for name, f in fs.items():
-            for _ in range(50):
-                f()
-            ts = []
-            for _ in range(args.calls):
-                t = time.perf_counter()
-                f()
-                ts.append(time.perf_counter() - t)
-            res[name].append(statistics.median(ts) * 1e6)
+            res[name].append(median_us(f, args.calls))
     print("| row | p50 us (median of rounds) | range |")
     print("|---|---:|---|")
     for name, v in res.items():

@@ -13,11 +13,3 @@ def require_ray() -> Any:
             'ragfind.distributed needs Ray; install it with: pip install "ragfind[ray]"'
         ) from exc
     return ray
-
-
-def actor_errors() -> tuple:
-    """The exceptions that mean "this actor is dead or unreachable right now"."""
-    ray = require_ray()
-    ex = ray.exceptions
-    names = ("RayActorError", "ActorDiedError", "ActorUnavailableError", "ActorUnschedulableError")
-    return tuple(getattr(ex, n) for n in names if hasattr(ex, n))

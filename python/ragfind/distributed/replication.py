@@ -66,10 +66,9 @@ class _Failed:
 class Copies:
     """The shard actors (``actors[shard][copy]``) and the replication state of each shard."""
 
-    def __init__(self, ray: Any, actors: list, dead: tuple, deadline: float, start_wait: float) -> None:
+    def __init__(self, ray: Any, actors: list, deadline: float, start_wait: float) -> None:
         self.ray = ray
         self.actors = actors
-        self.dead = dead
         self.deadline = float(deadline)
         n = len(actors)
         self.term = [0] * n
@@ -114,13 +113,15 @@ class Copies:
                 if isinstance(key, tuple):
                     self._busy[key] = ref
                 continue
-            try:
-                out[key] = ray.get(ref)
-            except self.dead as exc:
-                out[key] = _Failed(exc)
-            except Exception as exc:  # noqa: BLE001 - a task error is this copy failing
-                out[key] = _Failed(exc)
+            out[key] = self._outcome(ref)
         return out
+
+    def _outcome(self, ref: Any) -> Any:
+        """A finished call's result, or ``_Failed`` when its copy died or the call raised."""
+        try:
+            return self.ray.get(ref)
+        except Exception as exc:  # noqa: BLE001 - a dead copy or a task error: this copy failed
+            return _Failed(exc)
 
     def _free(self, s: int, r: int) -> bool:
         fut = self._busy.get((s, r))
@@ -228,11 +229,8 @@ class Copies:
                 if not self.ray.wait([ref], timeout=0)[0]:
                     continue
                 del self._probes[(s, r)]  # answered or failed: a new one next time
-                try:
-                    self.ray.get(ref)
-                except Exception:  # noqa: BLE001 - dead or restarting: not answering
-                    continue
-                ready.add((s, r))
+                if not isinstance(self._outcome(ref), _Failed):  # else dead or restarting
+                    ready.add((s, r))
         return ready
 
     def needs_heal(self) -> list:
@@ -368,17 +366,14 @@ class Copies:
             if not flying:
                 break
             refs = [ref for calls_of in flying.values() for _, ref in calls_of]
-            wake = min(min(end_at[s], hedge_at[s] or end_at[s]) for s in flying)
+            wake = min(hedge_at[s] or end_at[s] for s in flying)  # a hedge comes before the end
             done, _ = ray.wait(refs, num_returns=1, timeout=max(0.0, wake - time.monotonic()))
             for ref in done:
                 s, r = owner[ref]
                 if s not in flying:
                     continue
                 flying[s] = [c for c in flying[s] if c[1] != ref]
-                try:
-                    res: Any = ray.get(ref)
-                except Exception as exc:  # noqa: BLE001 - a dead copy or a task error: it failed
-                    res = _Failed(exc)
+                res = self._outcome(ref)
                 if isinstance(res, _Failed):
                     last_error[s] = res.exc
                     self._drop(s, r)

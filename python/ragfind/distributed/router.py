@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ragfind.distributed import folder as fmt
-from ragfind.distributed._ray import actor_errors, require_ray
+from ragfind.distributed._ray import require_ray
 from ragfind.distributed.fanout import GraphFailed, SearchGraph
 from ragfind.distributed.partition import MAX_SHARDS, shard_of, shard_of_chunk
 from ragfind.distributed.replication import Copies, ShardUnavailableError, StalePrimaryError, idle_healer
@@ -414,7 +414,6 @@ class ShardedRetriever:
         self.wait_for_active_shards = active if active == "all" else int(active)
         ray = require_ray()
         self._ray = ray
-        self._dead = actor_errors()
         if not ray.is_initialized():
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         options = dict(retriever_options)
@@ -475,7 +474,7 @@ class ShardedRetriever:
         try:
             # Starting actors on a busy cluster takes a while: at least a minute.
             start_wait = max(self.restart_wait, 60.0)
-            self._copies = Copies(ray, self._actors, self._dead, self.deadline, start_wait)
+            self._copies = Copies(ray, self._actors, self.deadline, start_wait)
             for sh in range(self.num_shards):
                 if not self._copies.in_sync[sh]:
                     # Surface why (a folder that does not load, options that do not unpickle).
@@ -921,10 +920,10 @@ class ShardedRetriever:
 
         Each shard's phases go to one in-sync copy; a copy that fails is replaced by another
         in-sync copy, and one still silent after a quarter of ``deadline`` is hedged by another
-        (each phase within one ``deadline`` in all). ``partial=True``: a shard no copy answers is left out and
-        the result is marked ``partial`` (its ``missing_shards``); otherwise that is a
-        :class:`ShardUnavailableError` naming the shard. One call per shard in the steady state
-        (the router holds the BM25 statistics; see ``RELIABILITY.md``).
+        (silent copies cost a phase one ``deadline`` in all). ``partial=True``: a shard no copy
+        answers is left out and the result is marked ``partial`` (its ``missing_shards``);
+        otherwise that is a :class:`ShardUnavailableError` naming the shard. One call per shard
+        in the steady state (the router holds the BM25 statistics; see ``RELIABILITY.md``).
         """
         self._check_open()
         local = self._copies.pin()  # one copy per shard for all of this search's phases
