@@ -269,6 +269,99 @@ def test_log_plan_drops_aborted_and_fenced_writes() -> None:
     assert term == 2 and max_seq == 5
 
 
+def test_log_plan_drops_an_aborted_write_of_one_term_only() -> None:
+    from ragfind.distributed.shard import plan_records
+
+    log = [
+        {"op": "add", "term": 1, "seq": 1},
+        {"op": "add", "term": 1, "seq": 2},  # this copy's write 2 of term 1: taken back
+        {"op": "abort", "term": 2, "seqs": [2], "terms": [1]},
+        {"op": "add", "term": 2, "seq": 2},  # the write 2 the primary counts
+    ]
+    writes, _, max_seq = plan_records(log)
+    assert [(r["seq"], r["term"]) for r in writes] == [(1, 1), (2, 2)] and max_seq == 2
+    # An abort record's numbers count as used (never handed out again).
+    assert plan_records([{"op": "abort", "term": 1, "seqs": [7]}])[2] == 7
+
+
+def test_history_tells_a_copy_what_to_take_back_and_what_it_lacks(docs, tmp_path) -> None:
+    # Two copies in this process (no Ray), each with its own folder.
+    from ragfind.distributed.shard import WAL, ShardActor
+
+    a = ShardActor(0, str(tmp_path / "a"), dict(OPTS))
+    b = ShardActor(0, str(tmp_path / "b"), dict(OPTS))
+    try:
+        assert isinstance(a.promote(1, []), dict) and isinstance(b.recover(1, []), dict)
+        for c in (a, b):
+            c.add(1, 1, 0, docs[:5], list(range(5)))
+        b.add(1, 2, 1, docs[5:8], [5, 6, 7])  # the primary failed on write 2: b must give it back
+        a.add(1, 3, 1, docs[8:10], [8, 9])
+        # Every copy logs what it applied, in its own folder.
+        assert [r.get("seq") for r in b.wal.records() if r["op"] == "add"] == [1, 2]
+        assert (tmp_path / "a" / WAL).is_file() and (tmp_path / "b" / WAL).is_file()
+        pairs = [(q, b.terms[q]) for q in b.applied]
+        assert a.history(b.base, pairs, b.last) == {"take_back": [2]}
+        # The same number under another term is another write: given back too.
+        assert a.history(0, [(1, 1), (3, 7)], 3) == {"take_back": [3]}
+        plan = a.history(0, [(1, 1)], 1)
+        assert [r["seq"] for r in plan["records"]] == [3] and "files" not in plan
+        # After a snapshot the log no longer reaches back: the snapshot's files come along.
+        assert a.checkpoint() == 3
+        assert [r for r in a.wal.records() if r["op"] in ("add", "delete")] == []
+        plan = a.history(0, [(1, 1)], 1)
+        assert plan["lsn"] == 3 and plan["records"] == [] and "manifest.json" in plan["files"]
+        assert a.history(3, [], 3) == {"records": []}
+        fresh = ShardActor(0, str(tmp_path / "c"), dict(OPTS))
+        fresh._restart_from(plan)
+        assert fresh.last == 3 and sorted(fresh.digest()["ids"]) == sorted(a.digest()["ids"])
+        fresh.wal.close()
+    finally:
+        a.wal.close()
+        b.wal.close()
+
+
+@pytest.mark.parametrize("saved", [False, True])
+def test_a_copy_whose_disk_is_lost_recovers_from_the_primary(ray_session, docs, tmp_path, saved) -> None:
+    # Each copy keeps its own log and snapshots: a copy restarted with an empty folder (its
+    # node's disk lost) gets the writes back from the primary's log, or its snapshot.
+    import shutil
+
+    ray = ray_session
+    work = tmp_path / "work"
+    sharded = ShardedRetriever(
+        1, replicas=2, placement="any", work_dir=work, deadline=2.0, fanout="calls", **OPTS
+    )
+    try:
+        sharded.add_documents(docs[:100])
+        if saved:
+            sharded.save(tmp_path / "saved")
+        sharded.add_documents(docs[100:150])
+        sharded.delete_documents([docs[1]["id"]])
+        acked = {d["id"] for d in docs[:150]} - {docs[1]["id"]}
+        homes = sorted((work / "shard-0000").iterdir())
+        assert [h.name for h in homes] == ["copy-0", "copy-1"]
+        for h in homes:  # both logged every write (and, once saved, hold a snapshot)
+            assert (h / "wal.log").stat().st_size > 0
+            assert ((h / "snapshots").is_dir() and len(list((h / "snapshots").iterdir())) == 1) == saved
+        other = 1 - sharded._copies.primary[0]
+        shutil.rmtree(homes[other])
+        ray.kill(sharded._actors[0][other], no_restart=False)
+        sharded.add_documents(docs[150:170])  # acknowledged by the primary alone meanwhile
+        acked |= {d["id"] for d in docs[150:170]}
+        _settle(sharded)
+        _assert_converged(ray, sharded, acked, {docs[1]["id"]})
+        assert ray.get(sharded._actors[0][other].info.remote(), timeout=30)["documents"] == len(acked)
+        # The recovered copy logs in its own folder again, and takes writes as before.
+        assert (homes[other] / "wal.log").stat().st_size > 0
+        sharded.add_documents(docs[170:180])
+        acked |= {d["id"] for d in docs[170:180]}
+        _assert_converged(ray, sharded, acked, {docs[1]["id"]})
+        for _ in range(4):
+            assert sharded.get_document(docs[175]["id"])["text"] == docs[175]["text"]
+    finally:
+        sharded.close()
+
+
 def test_copies_of_a_shard_need_distinct_nodes(ray_session) -> None:
     # The session's Ray is one node: two copies of a shard cannot be spread.
     with pytest.raises(ValueError, match="needs 2 nodes .* the cluster has 1"):

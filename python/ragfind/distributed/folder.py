@@ -86,3 +86,32 @@ def write_manifest(folder: Path, data: dict) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, folder / MANIFEST)
+
+
+def read_tree(folder: str | os.PathLike) -> dict:
+    """``{relative path: bytes}`` of every file under ``folder``: a shard folder sent from one
+    node to another through Ray (no file system is shared)."""
+    root = Path(folder)
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def write_tree(folder: str | os.PathLike, files: dict) -> None:
+    """Writes :func:`read_tree`'s ``files`` under the new folder ``folder``, every file and
+    folder entry fsynced (the caller publishes it by a rename or a state file)."""
+    from ragfind.persist.atomic import fsync_dir
+
+    root = Path(folder)
+    root.mkdir(parents=True)
+    dirs = {root}
+    for rel, data in files.items():
+        dst = root / rel
+        if ".." in Path(rel).parts or Path(rel).is_absolute():
+            raise ShardedFolderError(f"refusing a file outside the folder: {rel!r}")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        with open(dst, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        dirs.add(dst.parent)
+    for d in sorted(dirs, key=lambda p: len(p.parts), reverse=True):
+        fsync_dir(d)

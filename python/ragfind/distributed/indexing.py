@@ -123,9 +123,14 @@ class _ShardBuilder:
                 vectors = np.frombuffer(b"".join(emb), np.float32).reshape(-1, self.dim)
             return self.r.add_documents(docs, embeddings=vectors)
 
-    def save(self, path: str) -> int:
-        self.r.save(path)
-        return len(self.r)
+    def folder(self) -> dict:
+        """The shard's saved folder as :func:`ragfind.distributed.folder.read_tree` files: it
+        goes to the driver through Ray (the builders' nodes share no file system with it)."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="ragfind-shard-") as tmp:
+            self.r.save(Path(tmp) / "shard")
+            return fmt.read_tree(Path(tmp) / "shard")
 
 
 def encoder_cpus(cluster_cpus: float, num_encoders: int) -> float:
@@ -258,7 +263,8 @@ def build(
                 bar.update(len(batch["doc"]))
         _get(ray, pending)
         tmp.mkdir()
-        ray.get([b.save.remote(os.fspath(tmp / fmt.shard_dir(s))) for s, b in enumerate(builders)])
+        for s, b in enumerate(builders):  # one at a time: the driver holds one shard's files
+            fmt.write_tree(tmp / fmt.shard_dir(s), ray.get(b.folder.remote()))
         fmt.write_manifest(
             tmp,
             {

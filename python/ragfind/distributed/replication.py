@@ -5,17 +5,18 @@ hold every acknowledged write and no failed one) and ``last``, the sequence numb
 acknowledged write. A write gets the next sequence number (never reused, also when the write
 fails) and goes to every in-sync copy at once with the term and ``prev = last``:
 
-- it is acknowledged only when the primary has applied it and logged it durably and every
-  other in-sync copy has applied it; a copy that fails, refuses (it missed a write: ``prev``
+- it is acknowledged only when every in-sync copy has applied it and logged it durably in its
+  own log; a copy that fails, refuses (it missed a write: ``prev``
   is not its last one) or misses the deadline leaves the in-sync set;
 - when the primary fails, the write fails: the copies that applied it take it back, an abort
-  record in the log keeps every later replay from committing it, and the primary leaves the
-  in-sync set. The next write first promotes a copy under a new term; the term record it logs
-  fences off whatever the old primary appends late.
+  record in their logs keeps every later replay from committing it, and the primary leaves the
+  in-sync set. The next write first promotes a copy under a new term (never one behind
+  ``last``); the term record it logs fences off the old primary.
 
-A copy outside the in-sync set rejoins through ``recover``: it replays the log past its last
-write (reloading from the snapshot when it holds a write the log does not count) and is let
-back only when its last write is ``last``, under the write lock, so no write slips between.
+A copy outside the in-sync set rejoins through ``recover``, from the primary: it gives back
+the writes the primary does not count and gets the ones it lacks (from the primary's log, or
+its snapshot when that log no longer reaches back), and is let back only when its last write
+is ``last``, under the write lock, so no write slips between.
 Searches read in-sync copies only, pinned per search, and never take the write lock.
 
 Every wait on a copy is bounded by ``deadline`` seconds.
@@ -149,24 +150,26 @@ class Copies:
         leave the in-sync set until they recover. False when no copy answered."""
         reps = self.actors[s]
         order = sorted(self.in_sync[s]) + [r for r in range(len(reps)) if r not in self.in_sync[s]]
+        if self.term[s] == 0:
+            order = self._startup_order(s, wait)
         for r in order:
             if not self._free(s, r):
                 continue
             term = self.term[s] + 1
-            res = self.wait({(s, r): self._call(s, r, "promote", term, list(self.aborts[s]))}, wait)[(s, r)]
-            if isinstance(res, _Refused):
+            # A copy behind the last acknowledged write refuses: each copy has its own log.
+            promote = (term, list(self.aborts[s]), self.last[s])
+            res = self.wait({(s, r): self._call(s, r, "promote", *promote)}, wait)[(s, r)]
+            if isinstance(res, _Refused) and res.why == "stale":
                 if self.term[s] > 0:
                     # Another router took the shard over after this one: it is fenced off.
                     self.fenced[s] = res.term
                     return False
-                # Starting (or attaching): go past the term the log and the copies hold.
+                # Starting (or attaching): go past the term the logs and the copies hold.
                 self.term[s] = max(self.term[s], res.term)
-                again = self._call(s, r, "promote", self.term[s] + 1, list(self.aborts[s]))
+                again = self._call(s, r, "promote", self.term[s] + 1, *promote[1:])
                 res = self.wait({(s, r): again}, wait)[(s, r)]
-            if not isinstance(res, dict):
-                continue
-            if self.in_sync[s] and res["last"] < self.last[s]:
-                continue  # it lacks an acknowledged write (cannot happen: the log holds them)
+            if not isinstance(res, dict) or res["last"] < self.last[s]:
+                continue  # failed, silent, or it lacks an acknowledged write
             self.term[s] = int(res["term"])
             self.primary[s] = r
             self.in_sync[s] = {r}
@@ -187,11 +190,44 @@ class Copies:
             return True
         return False
 
+    def _startup_order(self, s: int, wait: float) -> list:
+        """The copies of shard ``s`` to promote first when this router knows nothing of it (it
+        starts or attaches): those that answer within ``wait``, the most writes first (each
+        copy recovers from its own log, and one may have missed writes); the sequence numbers
+        go past every answering copy's."""
+        futs = {(s, r): self._call(s, r, "state") for r in range(len(self.actors[s])) if self._free(s, r)}
+        if futs:
+            # The first may take a while (actors starting); the others get one deadline more.
+            self.ray.wait(list(futs.values()), num_returns=1, timeout=wait)
+        states = {r: res for (_, r), res in self.wait(futs, self.deadline).items() if isinstance(res, dict)}
+        for st in states.values():
+            self.next_seq[s] = max(self.next_seq[s], int(st["log_max_seq"]) + 1)
+        return sorted(states, key=lambda r: (-int(states[r]["last"]), r))
+
     def _recover(self, s: int, copies: list, wait: float) -> None:
-        futs = {(s, r): self._call(s, r, "recover", self.term[s], []) for r in copies if self._free(s, r)}
+        """Copies of shard ``s`` outside the in-sync set catch up from the primary (its log,
+        or its snapshot when they are too far behind) and rejoin when they hold ``last``. A
+        recovery that outlasts ``wait`` goes on; the copy rejoins at a later heal."""
+        source = self.actors[s][self.primary[s]]
+        futs = {
+            (s, r): self._call(s, r, "recover", self.term[s], [], source, max(wait, 60.0))
+            for r in copies
+            if self._free(s, r)
+        }
         for (_, r), res in self.wait(futs, wait).items():
+            if isinstance(res, dict):
+                self.next_seq[s] = max(self.next_seq[s], int(res["log_max_seq"]) + 1)
             if isinstance(res, dict) and res["last"] == self.last[s] and res["term"] == self.term[s]:
                 self.in_sync[s].add(r)
+
+    def checkpoint(self, shards: Any, timeout: float) -> None:
+        """Every in-sync copy of ``shards`` snapshots itself on its own disk and empties its
+        log (the write lock held); a copy that fails leaves the in-sync set (it recovers
+        from the primary later). The primary's own result is checked by the caller's export."""
+        futs = {(s, r): self._call(s, r, "checkpoint") for s in shards for r in sorted(self.in_sync[s])}
+        for (s, r), res in self.wait(futs, timeout).items():
+            if r != self.primary[s] and not isinstance(res, int):
+                self._drop(s, r)
 
     def heal(self, s: int, wait: float | None = None, only: set | None = None) -> None:
         """Brings shard ``s``'s copies back into the in-sync set where they have recovered
@@ -428,7 +464,7 @@ class Copies:
         return out
 
     def _drop(self, s: int, r: int) -> None:
-        # A dead copy may come back (Ray restarts it) with the log replayed: it rejoins only
+        # A dead copy may come back (Ray restarts it) with its own log replayed: it rejoins only
         # through recover, under the write lock.
         self.in_sync[s].discard(r)
         self._dropped[(s, r)] = time.monotonic()

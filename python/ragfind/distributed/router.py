@@ -35,7 +35,7 @@ from ragfind.distributed._ray import require_ray
 from ragfind.distributed.fanout import GraphFailed, SearchGraph
 from ragfind.distributed.partition import MAX_SHARDS, shard_of, shard_of_chunk
 from ragfind.distributed.replication import Copies, ShardUnavailableError, StalePrimaryError, idle_healer
-from ragfind.distributed.shard import STATE, ShardActor, _Err, bm25_spec, bm25_stages
+from ragfind.distributed.shard import ShardActor, _Err, bm25_spec, bm25_stages
 from ragfind.persist.atomic import fsync_dir
 from ragfind.pipeline.results import SearchResult
 from ragfind.pipeline.retriever import Retriever
@@ -281,8 +281,9 @@ class ShardedRetriever:
             and is acknowledged once all of them hold it (see ``RELIABILITY.md``).
         address: the Ray cluster to connect to (``ray.init(address=...)``) when Ray is not
             initialised yet; None starts (or joins) a local Ray.
-        work_dir: where each shard keeps its write-ahead log and state (``shard-0000/`` ...);
-            on a cluster, a folder every node can reach. Default: a new temporary folder,
+        work_dir: where each copy of a shard keeps its own write-ahead log and snapshots
+            (``shard-0000/copy-0/`` ...), on the disk of the node it runs on: the same path on
+            every node, no shared file system needed. Default: a new temporary folder,
             removed by :meth:`close`.
         max_restarts: how often Ray restarts a dead shard actor (-1: without limit).
         restart_wait: seconds ``save`` waits for the shards to write their folders (the
@@ -305,7 +306,7 @@ class ShardedRetriever:
             nodes than ``replicas``); ``"any"``: where Ray puts them.
         name: a named collection: its shard actors are named and detached, so they outlive
             this router, :meth:`attach` finds them from any driver, and :meth:`close` leaves
-            them running (:meth:`destroy` stops them). Give a ``work_dir`` every node reaches.
+            them running (:meth:`destroy` stops them). Give a ``work_dir`` (kept on every node).
         actor_options: more ``ray.remote`` options for the shard actors (``num_cpus``, ...).
         fanout: how a search calls the shards. ``"graph"``: through a Ray Compiled Graph
             over one in-sync copy of each shard (channels set up once; about a quarter of the
@@ -454,17 +455,20 @@ class ShardedRetriever:
                         f"copies is running on this cluster ({exc})"
                     ) from None
                 continue
-            home = self.work_dir / fmt.shard_dir(s)
-            home.mkdir(parents=True, exist_ok=True)
+            # Each copy's own folder, on its own node's disk (the same path on every node).
+            homes = [self.work_dir / fmt.shard_dir(s) / f"copy-{r}" for r in range(self.replicas)]
+            seed = None
             if snapshot is not None:
-                _write_state(home, snapshot / fmt.shard_dir(s))
+                # The saved shard goes to its copies through Ray, not a shared file system.
+                lsn = int(manifest["lsn"][s]) if manifest is not None else 0
+                seed = ray.put({"files": fmt.read_tree(snapshot / fmt.shard_dir(s)), "lsn": lsn})
             self._actors.append(
                 [
                     shard_class.options(
                         max_restarts=max_restarts,
                         max_task_retries=0,
                         **{**dict(actor_options or {}), **copy_options(s, r), **_named(name, s, r)},
-                    ).remote(s, os.fspath(home), shard_options, r == 0)
+                    ).remote(s, os.fspath(homes[r]), shard_options, r == 0, seed)
                     for r in range(self.replicas)
                 ]
             )
@@ -989,8 +993,15 @@ class ShardedRetriever:
         with self._copies.write_lock:
             try:
                 tmp.mkdir()
-                calls = {s: ("save", os.fspath(tmp / fmt.shard_dir(s))) for s in range(self.num_shards)}
-                lsns = self._read_primaries(calls, timeout=self.restart_wait)
+                # Every in-sync copy snapshots itself on its own disk and empties its log; the
+                # primaries' snapshots come here through Ray (no file system is shared).
+                self._copies.checkpoint(range(self.num_shards), self.restart_wait)
+                exports = {s: ("export",) for s in range(self.num_shards)}
+                got = self._read_primaries(exports, self.restart_wait)
+                lsns = {}
+                for s, shard in got.items():
+                    fmt.write_tree(tmp / fmt.shard_dir(s), shard["files"])
+                    lsns[s] = shard["lsn"]
                 fmt.write_manifest(
                     tmp,
                     {
@@ -1013,13 +1024,6 @@ class ShardedRetriever:
                     os.replace(dst, old)
                 os.replace(tmp, dst)
                 fsync_dir(parent)
-                # The shards restart from the new folders from now on (and drop their logs).
-                self._read_primaries(
-                    {
-                        s: ("commit_snapshot", os.fspath(dst.resolve() / fmt.shard_dir(s)))
-                        for s in range(self.num_shards)
-                    }
-                )
                 if old is not None:
                     shutil.rmtree(old, ignore_errors=True)
             finally:
@@ -1229,17 +1233,6 @@ def _named(name: str | None, s: int, r: int) -> dict:
     if name is None:
         return {}
     return {"name": _actor_name(name, s, r), "namespace": NAMESPACE, "lifetime": "detached"}
-
-
-def _write_state(home: Path, snapshot: Path) -> None:
-    import json
-
-    tmp = home / (STATE + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump({"snapshot": os.fspath(snapshot)}, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, home / STATE)
 
 
 def _options_from_folder(shard0: Path, manifest: dict, given: dict) -> dict:

@@ -8,9 +8,13 @@ answers the router's search in one call: every stage's top list, BM25 scored wit
 collection statistics the router keeps (:class:`BM25Stats` here tells it what each write
 changed), and the stored rows of the lists' heads.
 
-On (re)start the actor loads the shard's last saved folder, if any, and replays the writes of
-the log that count (:func:`plan_records`). Copies of a shard share its folder and log; the
-primary of the current term appends the writes, any copy may append an abort record.
+Every copy keeps its own log and snapshots in its own folder (``home``, on its node's disk:
+no file system is shared). It logs each write it applies, fsynced before it answers, and an
+abort record for a failed write it takes back. On (re)start it loads its last snapshot, if any,
+and replays the writes of its log that count (:func:`plan_records`). A copy that missed writes
+(it was stopped, restarted elsewhere with an empty disk, or held a write that failed) recovers
+from the primary (:meth:`ShardActor.recover`): the writes it lacks come from the primary's log,
+or the primary's snapshot when its log no longer reaches back that far.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import functools
 import json
 import os
 import pickle
+import shutil
 import signal
 import threading
 import uuid
@@ -28,13 +33,15 @@ from typing import Any
 
 import numpy as np
 
-from ragfind.distributed.folder import MANIFEST
+from ragfind.distributed.folder import MANIFEST, read_tree, write_tree
 from ragfind.distributed.partition import ShardChunkIds
+from ragfind.persist.atomic import fsync_dir
 from ragfind.persist.wal import WriteLog
 from ragfind.pipeline.retriever import Retriever
 
 STATE = "state.json"
 WAL = "wal.log"
+SNAPSHOTS = "snapshots"
 KEEP_BATCHES = 4096  # batch ids a copy remembers (a crashed router's last one is recent)
 
 
@@ -221,22 +228,34 @@ class _Refused:
         self.why, self.last, self.term = why, int(last), int(term)
 
 
+def _seq(record: dict) -> int:
+    """A write record's sequence number (``lsn`` in logs written before)."""
+    return int(record.get("seq", record.get("lsn", 0)))
+
+
 def plan_records(records: list) -> tuple:
     """``(writes, term, max seq)`` of a log: the add/delete records that count, in order. A
     write named by an abort record is dropped (it was reported failed), and so is one whose
     term is older than a term record before it (a fenced-off primary appended it late)."""
     aborted: set = set()
+    pairs: set = set()  # (seq, term): that write only (another may come under its number)
     for r in records:
         if r.get("op") == "abort":
-            aborted.update(int(x) for x in r["seqs"])
+            seqs = [int(x) for x in r["seqs"]]
+            if "terms" in r:
+                pairs.update(zip(seqs, (int(t) for t in r["terms"])))
+            else:
+                aborted.update(seqs)
     writes, top, max_seq = [], 0, 0
     for r in records:
         term = int(r.get("term", 0))
         if r.get("op") in ("add", "delete"):
-            seq = int(r.get("seq", r.get("lsn", 0)))
+            seq = _seq(r)
             max_seq = max(max_seq, seq)
-            if term >= top and seq not in aborted:
+            if term >= top and seq not in aborted and (seq, term) not in pairs:
                 writes.append(r)
+        elif r.get("op") == "abort":
+            max_seq = max([max_seq, *(int(x) for x in r["seqs"])])
         top = max(top, term)
     return writes, top, max_seq
 
@@ -246,11 +265,14 @@ class ShardActor:
 
     Every write carries the router's primary term, its sequence number ``seq`` (never reused)
     and ``prev``, the write before it on this shard: a copy whose last write is not ``prev``
-    refuses it (it missed one) and leaves the in-sync set until :meth:`recover`. Only the
-    primary appends writes to the log; any copy may append an abort record.
+    refuses it (it missed one) and leaves the in-sync set until :meth:`recover`. Each copy
+    logs every write it applies in its own log (``home``), and an abort record for a failed
+    one it takes back.
     """
 
-    def __init__(self, shard: int, home: str, options: dict, primary: bool = False) -> None:
+    def __init__(
+        self, shard: int, home: str, options: dict, primary: bool = False, seed: dict | None = None
+    ) -> None:
         self.shard = int(shard)
         self.home = Path(home)
         self.home.mkdir(parents=True, exist_ok=True)
@@ -264,6 +286,10 @@ class ShardActor:
         self.incarnation = uuid.uuid4().hex
         self._fault: str | None = None
         self._mutex = threading.RLock()
+        if seed is not None and (not self._has_state() or self._snapshot()[1] < int(seed["lsn"])):
+            # A saved folder to start from (``load``), sent by the router: installed unless
+            # this copy's own disk holds a newer state (a restart on the same node).
+            self._install(seed["files"], int(seed["lsn"]), [])
         self._load()
 
     def _load(self) -> None:
@@ -284,12 +310,15 @@ class ShardActor:
         else:
             self.r = Retriever(**self.options, chunk_id_policy=self.chunk_ids)
         self.last = self.base
+        self.terms: dict = {}  # seq -> term of the writes applied since the snapshot
         self.bm25_stats.reset()  # a new index: the next acknowledgement sends full tables
         self.applied: list = []  # the seqs applied since the snapshot, in order
         self.replayed = 0
         self.log_term = 0
         self.log_max_seq = self.base
-        records = self.wal.records()
+        # Its own log: a torn tail (a crash mid-append, never acknowledged) is cut before it
+        # appends again.
+        records = self.wal.recover()
         # The batches of adds this copy holds: those a snapshot holds were carried over in
         # the term record that starts the log after it, the others are the log's adds.
         self.batch_ids: dict = {}
@@ -298,23 +327,25 @@ class ShardActor:
             if r.get("op") == "term":
                 self.batch_ids.update(dict.fromkeys(r.get("batches", ())))
         self._catch_up(records, self.base)
+        self.term = max(self.term, self.log_term)
 
     def _catch_up(self, records: list, floor: int) -> bool:
         """Applies the log's writes after ``last``; False when this copy holds a write the log
         does not count (aborted or fenced) or lacks one before ``last``: it must reload."""
         writes, self.log_term, top = plan_records(records)
         self.log_max_seq = max(self.log_max_seq, top)
-        counted = [int(r.get("seq", r.get("lsn"))) for r in writes]
+        counted = [_seq(r) for r in writes]
         # Writes up to ``floor`` are in the snapshot (the log is emptied at each save).
         mine = [q for q in self.applied if q > floor]
         if mine != [q for q in counted if q <= self.last]:
             return False
         for r in writes:
-            seq = int(r.get("seq", r.get("lsn")))
+            seq = _seq(r)
             if seq > self.last:
                 self._apply(r)
                 self.last = seq
                 self.applied.append(seq)
+                self.terms[seq] = int(r.get("term", 0))
                 self.replayed += 1
         return True
 
@@ -328,18 +359,88 @@ class ShardActor:
             self._load()
         return self.last
 
+    def _has_state(self) -> bool:
+        return (self.home / STATE).is_file()
+
     def _snapshot(self) -> tuple:
-        """(last saved shard folder or None, the last write it holds)."""
+        """(this copy's last snapshot folder or None, the last write it holds)."""
         p = self.home / STATE
         if not p.is_file():
             return None, 0
         with open(p, encoding="utf-8") as fh:
-            snapshot = json.load(fh).get("snapshot")
+            state = json.load(fh)
+        snapshot = state.get("snapshot")
         if snapshot is None:
             return None, 0
+        if "lsn" in state:
+            return os.fspath(self.home / snapshot), int(state["lsn"])
+        # Written by an older version: the saved sharded folder itself, its manifest beside.
         with open(Path(snapshot).parent / MANIFEST, encoding="utf-8") as fh:
             lsn = json.load(fh)["lsn"][self.shard]
         return snapshot, int(lsn)
+
+    def _publish(self, folder: Path, lsn: int, batches: list, aborted: list) -> None:
+        """Makes ``folder`` (under ``home/snapshots``, written and fsynced) this copy's snapshot
+        at write ``lsn`` and starts the log afresh: the term (fencing off an older primary),
+        the batches the snapshot holds and the aborted writes outlive the truncation."""
+        tmp = self.home / (STATE + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump({"snapshot": folder.relative_to(self.home).as_posix(), "lsn": int(lsn)}, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.home / STATE)
+        fsync_dir(self.home)
+        self.wal.reset()
+        self.wal.append({"op": "term", "term": self.term, "batches": list(batches)})
+        if aborted:
+            self.wal.append({"op": "abort", "term": self.term, "seqs": sorted(int(x) for x in aborted)})
+        for old in (self.home / SNAPSHOTS).iterdir():
+            if old.name != folder.name:
+                shutil.rmtree(old, ignore_errors=True)
+
+    def _new_snapshot_dir(self, lsn: int) -> Path:
+        return self.home / SNAPSHOTS / f"{int(lsn):012d}-{uuid.uuid4().hex[:8]}"
+
+    def _install(self, files: dict, lsn: int, batches: list, aborted: list = ()) -> None:
+        """Makes a snapshot sent by a peer (or the router) this copy's own (not loaded yet)."""
+        folder = self._new_snapshot_dir(lsn)
+        write_tree(folder, files)
+        self._publish(folder, lsn, batches, list(aborted))
+
+    def _restart_from(self, plan: dict) -> None:
+        """Starts this copy afresh from a peer's snapshot (``files``; None: from nothing), its
+        log emptied; the peer's writes after the snapshot are applied next."""
+        if plan["files"] is not None:
+            self._install(plan["files"], plan["lsn"], plan["batches"], plan["aborted"])
+        else:
+            (self.home / STATE).unlink(missing_ok=True)
+            fsync_dir(self.home)
+            self.wal.reset()
+            self.wal.append({"op": "term", "term": self.term, "batches": list(plan["batches"])})
+            if plan["aborted"]:
+                self.wal.append({"op": "abort", "term": self.term, "seqs": list(plan["aborted"])})
+            shutil.rmtree(self.home / SNAPSHOTS, ignore_errors=True)
+        self._load()
+
+    def _aborted(self) -> set:
+        """The writes this copy's log records as failed (whatever their term)."""
+        return {
+            int(x)
+            for r in self.wal.records()
+            if r.get("op") == "abort" and "terms" not in r
+            for x in r["seqs"]
+        }
+
+    def _log(self, rec: dict) -> None:
+        """Appends a write to this copy's log, fsynced; vectors as raw float32, not JSON."""
+        emb = rec.get("emb")
+        if isinstance(emb, np.ndarray):
+            a = np.ascontiguousarray(emb, dtype="<f4")
+            self.wal.append({**rec, "emb": {"shape": list(a.shape)}}, a.tobytes())
+        elif "_blob" in rec:
+            self.wal.append({k: v for k, v in rec.items() if k != "_blob"}, rec["_blob"])
+        else:
+            self.wal.append(rec)
 
     # ----- writes
 
@@ -379,23 +480,17 @@ class ShardActor:
         if self._fault == "stop_before_log":
             self._fault = None
             os.kill(os.getpid(), signal.SIGSTOP)  # stalls until the test sends SIGCONT
-        if self.primary:
-            try:
-                emb = rec.get("emb")
-                if isinstance(emb, np.ndarray):
-                    # Vectors go to the log as raw float32, not as JSON.
-                    a = np.ascontiguousarray(emb, dtype="<f4")
-                    self.wal.append({**rec, "emb": {"shape": list(a.shape)}}, a.tobytes())
-                else:
-                    self.wal.append(rec)
-            except BaseException:
-                self._load()  # take the write back: it was never durable
-                raise
-            self.log_max_seq = max(self.log_max_seq, seq)
+        try:
+            self._log(rec)  # every copy: a copy recovers from its own disk first
+        except BaseException:
+            self._load()  # take the write back: it was never durable
+            raise
+        self.log_max_seq = max(self.log_max_seq, seq)
         if self._fault == "exit_after_log":
             os._exit(1)
         self.last = int(seq)
         self.applied.append(int(seq))
+        self.terms[int(seq)] = int(term)
         # The acknowledgement carries what the write did to the BM25 statistics, so the
         # router's copy of them stays current without asking per search.
         # Whole tables when this copy's last report was not at ``prev`` (it caught up through
@@ -441,30 +536,96 @@ class ShardActor:
 
     @_guard
     @_exclusive
-    def promote(self, term: int, aborts: list) -> Any:
+    def promote(self, term: int, aborts: list, min_last: int = 0) -> Any:
         """Becomes the primary of ``term``: records the term (fencing off writes an older
-        primary may still append) and ``aborts``, then catches up with the log."""
+        primary may still append) and ``aborts``, then catches up with its log. A copy whose
+        last write is before ``min_last`` (the last acknowledged one) refuses: it lacks one."""
         if term <= max(self.term, self.log_term):
             # Terms only grow: two routers never hold the same one.
             return _Refused("stale", self.last, max(self.term, self.log_term))
+        if self.last < int(min_last):
+            return _Refused("behind", self.last, self.term)
         self.term = term
         self.primary = True
-        self.wal.recover()  # cut a torn tail before appending after it
         self.wal.append({"op": "term", "term": int(term)})
         self._sync(aborts)
         return self.state()
 
     @_guard
     @_exclusive
-    def recover(self, term: int, aborts: list) -> Any:
-        """Follows the primary of ``term``: catches up with the log (the writes this copy
-        missed applied, aborted ones taken back). Returns :meth:`state`."""
+    def recover(self, term: int, aborts: list, source: Any = None, timeout: float = 60.0) -> Any:
+        """Follows the primary of ``term`` (``source``, its actor): takes back the writes this
+        copy holds that the primary does not count (aborted, or never acknowledged), then
+        applies and logs the ones it lacks, from the primary's log, or installs the primary's
+        snapshot first when that log no longer reaches back to this copy's last write.
+        Returns :meth:`state`."""
         if term < self.term:
             return _Refused("stale", self.last, self.term)
         self.term = term
         self.primary = False
         self._sync(aborts)
+        if source is None:
+            return self.state()
+        import ray
+
+        for _ in range(3):
+            pairs = [(q, self.terms.get(q, -1)) for q in self.applied if q > self.base]
+            plan = ray.get(source.history.remote(self.base, pairs, self.last), timeout=timeout)
+            if isinstance(plan, _Err):
+                raise plan.exc
+            if plan.get("take_back"):
+                # Logged as failed here (by number and term: another write may come under
+                # the same number), then this copy reloads without them.
+                seqs = [int(q) for q in plan["take_back"]]
+                terms = [self.terms.get(q, -1) for q in seqs]
+                self.wal.append({"op": "abort", "term": self.term, "seqs": seqs, "terms": terms})
+                self._load()
+                continue
+            if "lsn" in plan:
+                self._restart_from(plan)
+            for rec in plan["records"]:
+                seq = _seq(rec)
+                if seq <= self.last:
+                    continue
+                self._apply(rec)
+                self._log(rec)
+                self.last = seq
+                self.applied.append(seq)
+                self.terms[seq] = int(rec.get("term", 0))
+                self.log_max_seq = max(self.log_max_seq, seq)
+            break
         return self.state()
+
+    @_guard
+    @_exclusive
+    def history(self, base: int, pairs: list, last: int) -> dict:
+        """What a copy recovering from this one needs, given what it holds: its snapshot's
+        last write ``base``, then ``pairs`` ``(seq, term)`` and ``last``. One of
+        ``{"take_back": seqs}`` (writes it holds that this copy does not count: aborted,
+        or another write under that number), ``{"records": the writes after last}``, or the
+        same with ``files``, ``lsn``, ``batches`` and ``aborted``: this copy's snapshot, when its
+        log does not reach back to ``last`` (or the other's history has a hole)."""
+        aborted = self._aborted()
+        mine = {q: self.terms.get(q) for q in self.applied if q > self.base}
+        theirs = {int(q): int(t) for q, t in pairs}
+        bad = [q for q, t in theirs.items() if q in aborted or (q > self.base and mine.get(q) != t)]
+        if bad:
+            return {"take_back": sorted(bad)}
+        writes = [r for r in plan_records(self.wal.records())[0] if _seq(r) > self.base]
+        lo = max(int(base), self.base)
+        holes = [q for q in mine if lo < q <= int(last) and q not in theirs]
+        if int(last) >= self.base and not holes:
+            return {"records": [r for r in writes if _seq(r) > int(last)]}
+        # This log does not reach back to the other's last write: start it from this
+        # snapshot (none: from nothing, the whole history being in this log).
+        snapshot, lsn = self._snapshot()
+        return {
+            "records": writes,
+            "files": read_tree(snapshot) if snapshot is not None else None,
+            "lsn": lsn,
+            "batches": list(self.batch_ids),
+            "aborted": sorted(aborted),
+        }
 
     def state(self) -> dict:
         return {
@@ -492,28 +653,28 @@ class ShardActor:
 
     @_guard
     @_exclusive
-    def save(self, path: str) -> int:
-        self.r.save(path)
+    def checkpoint(self) -> int:
+        """Saves this copy as its snapshot on its own disk and empties its log (a ``save``
+        of the collection). Returns the last write the snapshot holds."""
+        snapshot, lsn = self._snapshot()
+        if snapshot is not None and lsn == self.last and Path(snapshot).is_relative_to(self.home):
+            return self.last  # nothing written since this copy's last one
+        folder = self._new_snapshot_dir(self.last)
+        self.r.save(folder)
+        fsync_dir(folder.parent)
+        self._publish(folder, self.last, list(self.batch_ids), sorted(self._aborted()))
+        self.base = self.last
         return self.last
 
     @_guard
     @_exclusive
-    def commit_snapshot(self, path: str) -> None:
-        """After the sharded folder holding ``path`` is published: restart from it, empty the log."""
-        tmp = self.home / (STATE + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump({"snapshot": os.fspath(path)}, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        aborted = sorted({int(x) for r in self.wal.records() if r.get("op") == "abort" for x in r["seqs"]})
-        os.replace(tmp, self.home / STATE)
-        self.wal.reset()
-        # The term fences off an older primary, the aborts keep a stale copy from keeping a
-        # failed write: both outlive the truncation.
-        self.wal.append({"op": "term", "term": self.term, "batches": list(self.batch_ids)})
-        if aborted:
-            self.wal.append({"op": "abort", "term": self.term, "seqs": aborted})
-        self.base = self.last
+    def export(self) -> dict:
+        """:meth:`checkpoint`, then ``{"files": the snapshot's files, "lsn"}``: the shard's
+        folder for the router to write where the collection is saved."""
+        lsn = self.checkpoint()
+        if isinstance(lsn, _Err):
+            raise lsn.exc
+        return {"files": read_tree(self._snapshot()[0]), "lsn": lsn}
 
     # ----- reads
 
