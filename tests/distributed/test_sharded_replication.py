@@ -362,6 +362,35 @@ def test_a_copy_whose_disk_is_lost_recovers_from_the_primary(ray_session, docs, 
         sharded.close()
 
 
+def test_a_loaded_collection_lives_on_its_copies_own_disks(ray_session, docs, tmp_path) -> None:
+    # load() sends each saved shard to its copies (no shared file system); each keeps it as
+    # its own snapshot, so a copy Ray restarts comes back from its own folder.
+    ray = ray_session
+    first = ShardedRetriever(2, placement="any", work_dir=tmp_path / "a", fanout="calls", **OPTS)
+    try:
+        first.add_documents(docs[:120])
+        first.save(tmp_path / "saved")
+    finally:
+        first.close()
+    work = tmp_path / "b"
+    sharded = ShardedRetriever.load(
+        tmp_path / "saved", replicas=2, placement="any", work_dir=work, fanout="calls", **OPTS
+    )
+    try:
+        for home in sorted(work.glob("shard-*/copy-*")):
+            assert (home / "state.json").is_file() and len(list((home / "snapshots").iterdir())) == 1
+        sharded.add_documents(docs[120:140])
+        acked = {d["id"] for d in docs[:140]}
+        for s in range(2):
+            ray.kill(sharded._actors[s][0], no_restart=False)
+        sharded.add_documents(docs[140:150])
+        acked |= {d["id"] for d in docs[140:150]}
+        _settle(sharded)
+        _assert_converged(ray, sharded, acked, set())
+    finally:
+        sharded.close()
+
+
 def test_copies_of_a_shard_need_distinct_nodes(ray_session) -> None:
     # The session's Ray is one node: two copies of a shard cannot be spread.
     with pytest.raises(ValueError, match="needs 2 nodes .* the cluster has 1"):

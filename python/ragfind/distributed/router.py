@@ -457,18 +457,13 @@ class ShardedRetriever:
                 continue
             # Each copy's own folder, on its own node's disk (the same path on every node).
             homes = [self.work_dir / fmt.shard_dir(s) / f"copy-{r}" for r in range(self.replicas)]
-            seed = None
-            if snapshot is not None:
-                # The saved shard goes to its copies through Ray, not a shared file system.
-                lsn = int(manifest["lsn"][s]) if manifest is not None else 0
-                seed = ray.put({"files": fmt.read_tree(snapshot / fmt.shard_dir(s)), "lsn": lsn})
             self._actors.append(
                 [
                     shard_class.options(
                         max_restarts=max_restarts,
                         max_task_retries=0,
                         **{**dict(actor_options or {}), **copy_options(s, r), **_named(name, s, r)},
-                    ).remote(s, os.fspath(homes[r]), shard_options, r == 0, seed)
+                    ).remote(s, os.fspath(homes[r]), shard_options, r == 0)
                     for r in range(self.replicas)
                 ]
             )
@@ -478,6 +473,8 @@ class ShardedRetriever:
         try:
             # Starting actors on a busy cluster takes a while: at least a minute.
             start_wait = max(self.restart_wait, 60.0)
+            if snapshot is not None:
+                self._seed(snapshot, manifest, start_wait)
             self._copies = Copies(ray, self._actors, self.deadline, start_wait)
             for sh in range(self.num_shards):
                 if not self._copies.in_sync[sh]:
@@ -527,6 +524,16 @@ class ShardedRetriever:
         if fanout != "calls" and name is None:
             after = 0 if fanout == "graph" else _GRAPH_AFTER
             self._graph = SearchGraph(ray, self._copies, self.deadline, build_after=after)
+
+    def _seed(self, snapshot: Path, manifest: dict | None, wait: float) -> None:
+        """Sends each saved shard folder to its copies through Ray (no file system is shared),
+        one shard at a time; each copy keeps it on its own disk. Not a constructor argument:
+        Ray could not restart an actor whose arguments went out of scope with this router."""
+        for s, reps in enumerate(self._actors):
+            lsn = int(manifest["lsn"][s]) if manifest is not None else 0
+            files = self._ray.put(fmt.read_tree(snapshot / fmt.shard_dir(s)))
+            for res in self._ray.get([a.seed.remote(files, lsn) for a in reps], timeout=wait):
+                _raise_err(res)
 
     def _placement(self, placement: str, actor_options: dict) -> Any:
         """``(shard, copy) -> ray options``: with ``"spread"`` and more than one copy, each

@@ -270,9 +270,7 @@ class ShardActor:
     one it takes back.
     """
 
-    def __init__(
-        self, shard: int, home: str, options: dict, primary: bool = False, seed: dict | None = None
-    ) -> None:
+    def __init__(self, shard: int, home: str, options: dict, primary: bool = False) -> None:
         self.shard = int(shard)
         self.home = Path(home)
         self.home.mkdir(parents=True, exist_ok=True)
@@ -286,11 +284,19 @@ class ShardActor:
         self.incarnation = uuid.uuid4().hex
         self._fault: str | None = None
         self._mutex = threading.RLock()
-        if seed is not None and (not self._has_state() or self._snapshot()[1] < int(seed["lsn"])):
-            # A saved folder to start from (``load``), sent by the router: installed unless
-            # this copy's own disk holds a newer state (a restart on the same node).
-            self._install(seed["files"], int(seed["lsn"]), [])
         self._load()
+
+    @_guard
+    @_exclusive
+    def seed(self, files: dict, lsn: int) -> int:
+        """Starts from a saved shard folder sent by the router (``load``; ``files`` as
+        :func:`ragfind.distributed.folder.read_tree`'s) unless this copy's own folder holds
+        a snapshot as new. It is this copy's snapshot from then on, also across restarts.
+        Returns the last write held."""
+        if not self._has_state() or self._snapshot()[1] < int(lsn):
+            self._install(files, int(lsn), [])
+            self._load()
+        return self.last
 
     def _load(self) -> None:
         """The last saved folder plus the log's writes that count."""
