@@ -4,6 +4,7 @@ replica; with no replica left a search names the shard (or returns a partial res
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -179,6 +180,32 @@ def test_restart_without_a_save_replays_the_whole_log(ray_session, tmp_path) -> 
         assert ray.get(sharded._actors[0][0].info.remote())["replayed"] == 2
     finally:
         sharded.close()
+
+
+def test_a_shared_log_of_an_older_version_is_adopted_by_every_copy(ray_session, tmp_path) -> None:
+    # Older versions kept one log per shard, shared by its copies: a router on that work_dir
+    # gives each copy its own copy of it, so nothing acknowledged since the last save is lost.
+    import shutil
+
+    c = load_collection("cranfield")
+    sharded = ShardedRetriever(1, replicas=2, placement="any", work_dir=tmp_path, **OPTS)
+    try:
+        sharded.add_documents(c["docs"][:40])
+        sharded.delete_documents([c["docs"][0]["id"]])
+    finally:
+        sharded.close()
+    shard = tmp_path / "shard-0000"
+    os.replace(shard / "copy-0" / "wal.log", shard / "wal.log")  # the older layout
+    shutil.rmtree(shard / "copy-0")
+    shutil.rmtree(shard / "copy-1")
+    again = ShardedRetriever(1, replicas=2, placement="any", work_dir=tmp_path, **OPTS)
+    try:
+        assert len(again) == 39 and not (shard / "wal.log").exists()
+        for r in range(2):
+            assert (shard / f"copy-{r}" / "wal.log").is_file()
+            assert ray_session.get(again._actors[0][r].info.remote())["documents"] == 39
+    finally:
+        again.close()
 
 
 def test_wal_records_torn_tail_and_corruption(tmp_path) -> None:

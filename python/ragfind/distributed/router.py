@@ -35,7 +35,7 @@ from ragfind.distributed._ray import require_ray
 from ragfind.distributed.fanout import GraphFailed, SearchGraph
 from ragfind.distributed.partition import MAX_SHARDS, shard_of, shard_of_chunk
 from ragfind.distributed.replication import Copies, ShardUnavailableError, StalePrimaryError, idle_healer
-from ragfind.distributed.shard import ShardActor, _Err, bm25_spec, bm25_stages
+from ragfind.distributed.shard import STATE, WAL, ShardActor, _Err, bm25_spec, bm25_stages
 from ragfind.persist.atomic import fsync_dir
 from ragfind.pipeline.results import SearchResult
 from ragfind.pipeline.retriever import Retriever
@@ -457,6 +457,7 @@ class ShardedRetriever:
                 continue
             # Each copy's own folder, on its own node's disk (the same path on every node).
             homes = [self.work_dir / fmt.shard_dir(s) / f"copy-{r}" for r in range(self.replicas)]
+            _adopt_shared_log(self.work_dir / fmt.shard_dir(s), homes)
             self._actors.append(
                 [
                     shard_class.options(
@@ -1240,6 +1241,32 @@ def _named(name: str | None, s: int, r: int) -> dict:
     if name is None:
         return {}
     return {"name": _actor_name(name, s, r), "namespace": NAMESPACE, "lifetime": "detached"}
+
+
+def _adopt_shared_log(shard_home: Path, homes: list) -> None:
+    """A ``work_dir`` of an older version kept one log and state per shard, shared by its
+    copies (on a shared file system): each copy starts from a copy of them, so the writes
+    acknowledged since the last save are kept. Each copy's folder is written aside and renamed
+    into place; the shared files go last (a crash midway leaves them for the next start, and a
+    copy whose folder is missing then recovers from another)."""
+    old = [shard_home / name for name in (WAL, STATE) if (shard_home / name).is_file()]
+    if not old or any(h.exists() for h in homes):
+        return
+    for h in homes:
+        tmp = h.with_name(h.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for f in old:
+            with open(tmp / f.name, "wb") as fh:
+                fh.write(f.read_bytes())
+                fh.flush()
+                os.fsync(fh.fileno())
+        fsync_dir(tmp)
+        os.replace(tmp, h)
+    fsync_dir(shard_home)
+    for f in old:
+        f.unlink()
+    fsync_dir(shard_home)
 
 
 def _options_from_folder(shard0: Path, manifest: dict, given: dict) -> dict:

@@ -1,13 +1,18 @@
 """Prometheus text exposition (format 0.0.4) of the service's counters and latency histograms.
 
-Kept dependency-free: a few counters and fixed-bucket histograms under one lock.
+A few counters and fixed-bucket histograms under one lock. A request or a search only appends
+its figures to a queue (an atomic append, no lock: the histograms' bucket searches and the lock
+were ~4 us of a ~150 us served search); they are folded into the histograms in bulk, with NumPy,
+when the queue is long or the page is read, so the page always counts every one.
 """
 
 from __future__ import annotations
 
 import threading
 from bisect import bisect_left
-from collections import defaultdict
+from collections import defaultdict, deque
+
+import numpy as np
 
 __all__ = ["Metrics", "BUCKETS"]
 
@@ -41,6 +46,20 @@ class _Histogram:
         self.total += value
         self.n += 1
 
+    def observe_many(self, values: list) -> None:
+        """:meth:`observe` of each value, in one pass."""
+        a = np.asarray(values, dtype=np.float64)
+        where = np.searchsorted(_BOUNDS, a, side="left")  # NaN sorts last: +Inf only
+        for i, c in enumerate(np.bincount(where, minlength=len(BUCKETS) + 1)[: len(BUCKETS)].tolist()):
+            self.counts[i] += c
+        self.total += float(a.sum())  # NaN included, as observe adds it
+        self.n += len(values)
+
+
+_BOUNDS = np.asarray(BUCKETS, dtype=np.float64)
+#: Figures queued before a request folds them in (bounds the queue's memory).
+FOLD_AFTER = 4096
+
 
 class Metrics:
     """Request counts by route/method/status, per-stage search latencies, cache hits, writes."""
@@ -52,6 +71,39 @@ class Metrics:
         self._stage: dict = defaultdict(_Histogram)
         self._counters: dict = defaultdict(int)
         self._shed: dict = defaultdict(int)
+        self._queued: deque = deque()  # ("r", route, method, status, seconds) | ("s", timings, cached)
+
+    def _fold(self) -> None:
+        """Moves the queued figures into the counters and histograms (the lock held)."""
+        queue = self._queued
+        latency: dict = defaultdict(list)
+        stage: dict = defaultdict(list)
+        while True:
+            try:
+                item = queue.popleft()  # atomic against appends: none is lost
+            except IndexError:
+                break
+            if item[0] == "r":
+                _, route, method, status, seconds = item
+                self._requests[(route, method, status)] += 1
+                latency[route].append(seconds)
+            else:
+                _, timings, cached = item
+                for name, seconds in timings.items():
+                    stage[name].append(float(seconds))
+                self._counters[
+                    "ragfind_search_cache_hits_total" if cached else "ragfind_search_cache_misses_total"
+                ] += 1
+        for route, values in latency.items():
+            self._latency[(route,)].observe_many(values)
+        for name, values in stage.items():
+            self._stage[(name,)].observe_many(values)
+
+    def _queue(self, item: tuple) -> None:
+        self._queued.append(item)
+        if len(self._queued) >= FOLD_AFTER:
+            with self._lock:
+                self._fold()
 
     def shed(self, route: str, reason: str) -> None:
         """One request refused with 503 by the queue (``reason``: queue_full or queue_wait)."""
@@ -59,17 +111,11 @@ class Metrics:
             self._shed[(route, reason)] += 1
 
     def request(self, route: str, method: str, status: int, seconds: float) -> None:
-        with self._lock:
-            self._requests[(route, method, status)] += 1
-            self._latency[(route,)].observe(seconds)
+        self._queue(("r", route, method, status, seconds))
 
     def search(self, timings: dict, cached: bool) -> None:
-        with self._lock:
-            for stage, seconds in timings.items():
-                self._stage[(stage,)].observe(float(seconds))
-            self._counters[
-                "ragfind_search_cache_hits_total" if cached else "ragfind_search_cache_misses_total"
-            ] += 1
+        """One search's stage timings (``SearchResult.timings``, not changed afterwards)."""
+        self._queue(("s", timings, cached))
 
     def count(self, name: str, n: int = 1) -> None:
         with self._lock:
@@ -79,6 +125,7 @@ class Metrics:
         """The exposition text; ``extra``: ``{name: (type, help, value)}`` gauges read now."""
         out: list = []
         with self._lock:
+            self._fold()
             out.append("# HELP ragfind_http_requests_total HTTP requests by route, method and status.")
             out.append("# TYPE ragfind_http_requests_total counter")
             for (route, method, status), n in sorted(self._requests.items()):
