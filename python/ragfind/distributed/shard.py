@@ -603,33 +603,39 @@ class ShardActor:
         return self.state()
 
     @_guard
-    @_exclusive
     def history(self, base: int, pairs: list, last: int) -> dict:
         """What a copy recovering from this one needs, given what it holds: its snapshot's
         last write ``base``, then ``pairs`` ``(seq, term)`` and ``last``. One of
         ``{"take_back": seqs}`` (writes it holds that this copy does not count: aborted,
         or another write under that number), ``{"records": the writes after last}``, or the
         same with ``files``, ``lsn``, ``batches`` and ``aborted``: this copy's snapshot, when its
-        log does not reach back to ``last`` (or the other's history has a hole)."""
-        aborted = self._aborted()
-        mine = {q: self.terms.get(q) for q in self.applied if q > self.base}
+        log does not reach back to ``last`` (or the other's history has a hole).
+
+        Reads its log and snapshot files outside the copy's mutex (the search graph's reads
+        go on meanwhile): what it sends is cut to the writes held when the call began."""
+        with self._mutex:  # a consistent view of what this copy holds (cheap)
+            base_s, last_s = self.base, self.last
+            mine = {q: self.terms.get(q) for q in self.applied if q > base_s}
+            batches = list(self.batch_ids)
+            snapshot, lsn = self._snapshot()
+        records = self.wal.records()
+        aborted = {int(x) for r in records if r.get("op") == "abort" and "terms" not in r for x in r["seqs"]}
         theirs = {int(q): int(t) for q, t in pairs}
-        bad = [q for q, t in theirs.items() if q in aborted or (q > self.base and mine.get(q) != t)]
+        bad = [q for q, t in theirs.items() if q in aborted or (q > base_s and mine.get(q) != t)]
         if bad:
             return {"take_back": sorted(bad)}
-        writes = [r for r in plan_records(self.wal.records())[0] if _seq(r) > self.base]
-        lo = max(int(base), self.base)
+        writes = [r for r in plan_records(records)[0] if base_s < _seq(r) <= last_s]
+        lo = max(int(base), base_s)
         holes = [q for q in mine if lo < q <= int(last) and q not in theirs]
-        if int(last) >= self.base and not holes:
+        if int(last) >= base_s and not holes:
             return {"records": [r for r in writes if _seq(r) > int(last)]}
         # This log does not reach back to the other's last write: start it from this
         # snapshot (none: from nothing, the whole history being in this log).
-        snapshot, lsn = self._snapshot()
         return {
             "records": writes,
             "files": read_tree(snapshot) if snapshot is not None else None,
             "lsn": lsn,
-            "batches": list(self.batch_ids),
+            "batches": batches,
             "aborted": sorted(aborted),
         }
 
