@@ -345,3 +345,26 @@ def test_histogram_buckets_match_a_linear_scan():
     for v in values:
         h.observe(v)
     assert h.counts == reference(values) and h.n == len(values)
+
+
+def test_a_plain_query_answers_as_the_full_checks_do(client):
+    # {"query", "k"?} is taken by a short path; the same search with an optional field given
+    # its default goes through every check: the answers are the same.
+    for body in ({"query": "cats"}, {"query": "cats hunt mice", "k": 3}):
+        short = client.post("/search", json=body).json()
+        full = client.post("/search", json={**body, "rerank": True, "highlight": False}).json()
+        assert [r["chunk_id"] for r in short["results"]] == [r["chunk_id"] for r in full["results"]]
+        assert [r["score"] for r in short["results"]] == [r["score"] for r in full["results"]]
+    # Bodies the short path leaves to the checks get their errors.
+    for body, field in (
+        ({"query": " \t"}, "query"),
+        ({"query": ""}, "query"),
+        ({"query": 5}, "query"),
+        ({"query": "cats", "k": True}, "k"),
+        ({"query": "cats", "k": 0}, "k"),
+        ({"query": "cats", "k": 10**9}, "k"),
+        ({"query": "cats", "kk": 3}, "kk"),
+        ({"k": 3}, "query"),
+    ):
+        resp = client.post("/search", json=body)
+        assert resp.status_code == 400 and resp.json().get("field") == field, (body, resp.json())

@@ -453,6 +453,19 @@ class Service:
         result then carries ``"highlights": [[start, end], ...]``, equal to
         :attr:`ragfind.Passage.highlights`; without it the key is absent (not computed).
         """
+        if type(body) is dict and len(body) <= 2:
+            # Most requests: a query and maybe k, nothing else. Valid ones are taken here in a
+            # few checks; anything else goes through the checks below (and their errors).
+            query, k = body.get("query"), body.get("k", 10)
+            if (
+                type(query) is str
+                and type(k) is int
+                and 1 <= k <= self.config.max_k
+                and len(body) == 1 + ("k" in body)
+                and not query.isspace()
+                and query
+            ):
+                return self._answer(query, k, {"filters": None, "stages": None}, False)
         if not isinstance(body, dict):
             raise ApiError(400, f"the body is a JSON {_json_type(body)}; expected an object with 'query'")
         _only(body, SEARCH_KEYS, "the body")
@@ -479,6 +492,10 @@ class Service:
             kwargs["rerank"] = rerank
         if collapse is not None:
             kwargs["collapse"] = collapse
+        return self._answer(query, k, kwargs, highlight)
+
+    def _answer(self, query: Any, k: int, kwargs: dict, highlight: bool) -> dict:
+        """The search of a checked request, as ``/search`` answers it."""
         try:
             res = self.retriever.search(query, k=k, **kwargs)
         except (ValueError, TypeError) as exc:
