@@ -43,6 +43,23 @@ def _lat(fn, queries) -> list:
     return out
 
 
+def scifact_on_ray(cpus: int) -> tuple:
+    """Starts a local Ray with ``cpus`` CPUs (its workers see this PYTHONPATH) and returns
+    SciFact (``load_collection``'s dict) and the Retriever options every script here uses:
+    the shared MiniLM embeddings, one chunk per document, no caches."""
+    import ray
+    from sharded_helpers import load_collection
+
+    ray.init(
+        num_cpus=cpus,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}},
+    )
+    c = load_collection("scifact")
+    return c, dict(encoder=c["encoder"], chunk_size=None, contextualize=False, cache_size=0)
+
+
 class _Echo:
     def ping(self) -> int:
         return 0
@@ -58,23 +75,15 @@ def main() -> None:
     ap.add_argument("--cpus", type=int, default=2)
     args = ap.parse_args()
     import ray
-    from sharded_helpers import load_collection
 
     import ragfind
     from ragfind.distributed import ShardedRetriever
     from ragfind.distributed.fanout import SearchGraph
     from ragfind.distributed.replication import Copies
 
-    ray.init(
-        num_cpus=args.cpus,
-        include_dashboard=False,
-        log_to_driver=False,
-        runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}},
-    )
-    c = load_collection("scifact")
+    c, opts = scifact_on_ray(args.cpus)
     docs = c["docs"]
     queries = [q for _, q in c["queries"][: args.queries]]
-    opts = dict(encoder=c["encoder"], chunk_size=None, contextualize=False, cache_size=0)
     rows = []
     t = time.perf_counter()
     single = ragfind.Retriever(**opts)

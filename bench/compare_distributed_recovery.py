@@ -22,7 +22,6 @@ the copies end up holding the same documents.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import sys
@@ -31,6 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "distributed"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def main() -> None:
@@ -39,19 +39,12 @@ def main() -> None:
     ap.add_argument("--cpus", type=int, default=2)
     args = ap.parse_args()
     import ray
-    from sharded_helpers import load_collection
 
+    from compare_distributed import scifact_on_ray
     from ragfind.distributed import ShardedRetriever
 
-    ray.init(
-        num_cpus=args.cpus,
-        include_dashboard=False,
-        log_to_driver=False,
-        runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}},
-    )
-    c = load_collection("scifact")
+    c, opts = scifact_on_ray(args.cpus)
     docs = c["docs"]
-    opts = dict(encoder=c["encoder"], chunk_size=None, contextualize=False, cache_size=0)
     cases = ["own disk", "disk lost, log", "disk lost, snapshot"]
     times: dict = {k: [] for k in cases}
     adds, saves = [], []

@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ragfind.persist.atomic import fsync_dir
+
 MANIFEST = "shards.json"
 FORMAT_NAME = "ragfind-sharded"
 FORMAT_VERSION = 1
@@ -98,8 +100,6 @@ def read_tree(folder: str | os.PathLike) -> dict:
 def write_tree(folder: str | os.PathLike, files: dict) -> None:
     """Writes :func:`read_tree`'s ``files`` under the new folder ``folder``, every file and
     folder entry fsynced (the caller publishes it by a rename or a state file)."""
-    from ragfind.persist.atomic import fsync_dir
-
     root = Path(folder)
     root.mkdir(parents=True)
     dirs = {root}

@@ -174,7 +174,7 @@ class Copies:
             self.primary[s] = r
             self.in_sync[s] = {r}
             self.last[s] = int(res["last"])
-            self.next_seq[s] = max(self.next_seq[s], int(res["log_max_seq"]) + 1)
+            self._past(s, res)
             self.aborts[s] = []
             # The others rejoin when they answer (here or in a later heal): a stopped copy
             # must not hold up the write that asked for this election.
@@ -201,8 +201,12 @@ class Copies:
             self.ray.wait(list(futs.values()), num_returns=1, timeout=wait)
         states = {r: res for (_, r), res in self.wait(futs, self.deadline).items() if isinstance(res, dict)}
         for st in states.values():
-            self.next_seq[s] = max(self.next_seq[s], int(st["log_max_seq"]) + 1)
+            self._past(s, st)
         return sorted(states, key=lambda r: (-int(states[r]["last"]), r))
+
+    def _past(self, s: int, state: dict) -> None:
+        """Sequence numbers of shard ``s`` go on past every one a copy's log has used."""
+        self.next_seq[s] = max(self.next_seq[s], int(state["log_max_seq"]) + 1)
 
     def _recover(self, s: int, copies: list, wait: float) -> None:
         """Copies of shard ``s`` outside the in-sync set catch up from the primary (its log,
@@ -216,7 +220,7 @@ class Copies:
         }
         for (_, r), res in self.wait(futs, wait).items():
             if isinstance(res, dict):
-                self.next_seq[s] = max(self.next_seq[s], int(res["log_max_seq"]) + 1)
+                self._past(s, res)
             if isinstance(res, dict) and res["last"] == self.last[s] and res["term"] == self.term[s]:
                 self.in_sync[s].add(r)
 

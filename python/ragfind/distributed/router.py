@@ -1252,16 +1252,11 @@ def _adopt_shared_log(shard_home: Path, homes: list) -> None:
     old = [shard_home / name for name in (WAL, STATE) if (shard_home / name).is_file()]
     if not old or any(h.exists() for h in homes):
         return
+    files = {f.name: f.read_bytes() for f in old}
     for h in homes:
         tmp = h.with_name(h.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        for f in old:
-            with open(tmp / f.name, "wb") as fh:
-                fh.write(f.read_bytes())
-                fh.flush()
-                os.fsync(fh.fileno())
-        fsync_dir(tmp)
+        fmt.write_tree(tmp, files)
         os.replace(tmp, h)
     fsync_dir(shard_home)
     for f in old:

@@ -349,9 +349,7 @@ class ShardActor:
             seq = _seq(r)
             if seq > self.last:
                 self._apply(r)
-                self.last = seq
-                self.applied.append(seq)
-                self.terms[seq] = int(r.get("term", 0))
+                self._held(seq, int(r.get("term", 0)))
                 self.replayed += 1
         return True
 
@@ -396,13 +394,18 @@ class ShardActor:
             os.fsync(fh.fileno())
         os.replace(tmp, self.home / STATE)
         fsync_dir(self.home)
+        self._fresh_log(batches, aborted)
+        for old in (self.home / SNAPSHOTS).iterdir():
+            if old.name != folder.name:
+                shutil.rmtree(old, ignore_errors=True)
+
+    def _fresh_log(self, batches: list, aborted: Any) -> None:
+        """Empties the log, keeping what must outlive it: the term (fencing off an older
+        primary), the batches this copy holds and the writes known to have failed."""
         self.wal.reset()
         self.wal.append({"op": "term", "term": self.term, "batches": list(batches)})
         if aborted:
             self.wal.append({"op": "abort", "term": self.term, "seqs": sorted(int(x) for x in aborted)})
-        for old in (self.home / SNAPSHOTS).iterdir():
-            if old.name != folder.name:
-                shutil.rmtree(old, ignore_errors=True)
 
     def _new_snapshot_dir(self, lsn: int) -> Path:
         return self.home / SNAPSHOTS / f"{int(lsn):012d}-{uuid.uuid4().hex[:8]}"
@@ -421,21 +424,20 @@ class ShardActor:
         else:
             (self.home / STATE).unlink(missing_ok=True)
             fsync_dir(self.home)
-            self.wal.reset()
-            self.wal.append({"op": "term", "term": self.term, "batches": list(plan["batches"])})
-            if plan["aborted"]:
-                self.wal.append({"op": "abort", "term": self.term, "seqs": list(plan["aborted"])})
+            self._fresh_log(plan["batches"], plan["aborted"])
             shutil.rmtree(self.home / SNAPSHOTS, ignore_errors=True)
         self._load()
 
-    def _aborted(self) -> set:
-        """The writes this copy's log records as failed (whatever their term)."""
-        return {
-            int(x)
-            for r in self.wal.records()
-            if r.get("op") == "abort" and "terms" not in r
-            for x in r["seqs"]
-        }
+    @staticmethod
+    def _aborted(records: list) -> set:
+        """The writes a log's ``records`` name as failed (whatever their term)."""
+        return {int(x) for r in records if r.get("op") == "abort" and "terms" not in r for x in r["seqs"]}
+
+    def _held(self, seq: int, term: int) -> None:
+        """Counts write ``seq`` of ``term`` as the last one this copy holds."""
+        self.last = seq
+        self.applied.append(seq)
+        self.terms[seq] = term
 
     def _log(self, rec: dict) -> None:
         """Appends a write to this copy's log, fsynced; vectors as raw float32, not JSON."""
@@ -494,9 +496,7 @@ class ShardActor:
         self.log_max_seq = max(self.log_max_seq, seq)
         if self._fault == "exit_after_log":
             os._exit(1)
-        self.last = int(seq)
-        self.applied.append(int(seq))
-        self.terms[int(seq)] = int(term)
+        self._held(int(seq), int(term))
         # The acknowledgement carries what the write did to the BM25 statistics, so the
         # router's copy of them stays current without asking per search.
         # Whole tables when this copy's last report was not at ``prev`` (it caught up through
@@ -595,9 +595,7 @@ class ShardActor:
                     continue
                 self._apply(rec)
                 self._log(rec)
-                self.last = seq
-                self.applied.append(seq)
-                self.terms[seq] = int(rec.get("term", 0))
+                self._held(seq, int(rec.get("term", 0)))
                 self.log_max_seq = max(self.log_max_seq, seq)
             break
         return self.state()
@@ -619,7 +617,7 @@ class ShardActor:
             batches = list(self.batch_ids)
             snapshot, lsn = self._snapshot()
         records = self.wal.records()
-        aborted = {int(x) for r in records if r.get("op") == "abort" and "terms" not in r for x in r["seqs"]}
+        aborted = self._aborted(records)
         theirs = {int(q): int(t) for q, t in pairs}
         bad = [q for q, t in theirs.items() if q in aborted or (q > base_s and mine.get(q) != t)]
         if bad:
@@ -668,13 +666,16 @@ class ShardActor:
     def checkpoint(self) -> int:
         """Saves this copy as its snapshot on its own disk and empties its log (a ``save``
         of the collection). Returns the last write the snapshot holds."""
+        return self._checkpoint()
+
+    def _checkpoint(self) -> int:
         snapshot, lsn = self._snapshot()
         if snapshot is not None and lsn == self.last and Path(snapshot).is_relative_to(self.home):
             return self.last  # nothing written since this copy's last one
         folder = self._new_snapshot_dir(self.last)
         self.r.save(folder)
         fsync_dir(folder.parent)
-        self._publish(folder, self.last, list(self.batch_ids), sorted(self._aborted()))
+        self._publish(folder, self.last, list(self.batch_ids), self._aborted(self.wal.records()))
         self.base = self.last
         return self.last
 
@@ -683,9 +684,7 @@ class ShardActor:
     def export(self) -> dict:
         """:meth:`checkpoint`, then ``{"files": the snapshot's files, "lsn"}``: the shard's
         folder for the router to write where the collection is saved."""
-        lsn = self.checkpoint()
-        if isinstance(lsn, _Err):
-            raise lsn.exc
+        lsn = self._checkpoint()
         return {"files": read_tree(self._snapshot()[0]), "lsn": lsn}
 
     # ----- reads
