@@ -111,6 +111,21 @@ def test_result_rows(benchmark, setup, path):
         benchmark(lambda: passage_rows(results[int(q())]))
 
 
+@pytest.mark.parametrize("path", ["rows+orjson", "native"])
+def test_answer_json(benchmark, setup, path):
+    """A search's ``/search`` answer as JSON bytes, the search included: the rows built and
+    encoded by orjson (``render_json(Service.search(...))``), or its JSON text written natively
+    in one pass (``Service.search_json``, what the endpoint calls)."""
+    from ragfind.serve.service import render_json
+
+    r, queries = setup
+    s, q = Service(r, None), Cycle(queries)
+    if path == "native":
+        benchmark(lambda: s.search_json({"query": q(), "k": 10}))
+    else:
+        benchmark(lambda: render_json(s.search({"query": q(), "k": 10})))
+
+
 @pytest.fixture(scope="module")
 def answer(setup):
     r, queries = setup

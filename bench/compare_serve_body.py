@@ -6,9 +6,9 @@ SciFact BM25 retriever, ``--read-only``), whose app has, besides its own routes,
 exist only in this script (nothing in ``ragfind.serve`` changes):
 
 - ``POST /search-unsent``: ``ragfind serve``'s own ``/search`` endpoint (the headers, the
-  gate, the body parsed, the answer rendered, the metrics) over ``Service.search`` in full
-  (the rows built) whose answer is then dropped for its length: ``/search`` less rendering and
-  sending the large answer.
+  gate, the body parsed, the metrics) over ``Service.search_json`` in full (the answer's JSON
+  written) whose answer is then dropped for its length: ``/search`` less sending the large
+  answer.
 - ``POST /search-small``: the same endpoint over a handler that runs the search
   (``Retriever.search``, k=10) and answers only how many passages it found: ``/search`` less
   the rows, the validation and the large answer.
@@ -58,7 +58,7 @@ PATHS = (
 
 def answer_of_median_size(service, queries: list) -> tuple:
     """A real ``/search`` answer (dict, bytes) of median size over ``queries``."""
-    from ragfind.serve.app import render_json
+    from ragfind.serve.service import render_json
 
     answers = []
     for q in queries:
@@ -92,10 +92,10 @@ def server(folder: str, port: int, queries_file: str) -> None:
     --no-access-log`` builds it) with this script's five routes added."""
     import uvicorn
 
-    from ragfind.serve.app import create_app, render_json
+    from ragfind.serve.app import create_app
     from ragfind.serve.config import ServeConfig
     from ragfind.serve.protocol import http_protocol
-    from ragfind.serve.service import Service, load_retriever
+    from ragfind.serve.service import Service, load_retriever, render_json
 
     config = ServeConfig(read_only=True, freeze_gc=True)
     retriever = load_retriever(folder)
@@ -104,17 +104,17 @@ def server(folder: str, port: int, queries_file: str) -> None:
     queries = json.loads(Path(queries_file).read_text())
     answer, data = answer_of_median_size(service, queries)
     fixed = Service(retriever, None, config)
-    fixed.search = lambda body: answer  # the endpoint binds service.search when created
+    fixed.search_json = lambda body: answer  # the endpoint binds service.search_json when created
     app.direct[("POST", "/search-fixed")] = create_app(service=fixed, config=config).direct[
         ("POST", "/search")
     ]
     unsent = Service(retriever, None, config)
-    unsent.search = lambda body: {"results": len(service.search(body)["results"])}
+    unsent.search_json = lambda body: {"results": len(service.search_json(body))}
     app.direct[("POST", "/search-unsent")] = create_app(service=unsent, config=config).direct[
         ("POST", "/search")
     ]
     small = Service(retriever, None, config)
-    small.search = lambda body: {"results": len(retriever.search(body["query"], k=body["k"]))}
+    small.search_json = lambda body: {"results": len(retriever.search(body["query"], k=body["k"]))}
     app.direct[("POST", "/search-small")] = create_app(service=small, config=config).direct[
         ("POST", "/search")
     ]

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "json_writer.hpp"
 #include "ragfind/passages/columns.hpp"
 
 namespace py = pybind11;
@@ -381,6 +382,7 @@ struct RowMaker {
   PyTypeObject* type;                // owned: the passage class read natively
   std::vector<py::ssize_t> offsets;  // kRowFields slot offsets, in row order
   PyObject* names[kRowFields];       // owned, interned: the row's keys
+  std::string keys[kRowFields];      // each key as JSON text, '"name":' (after a ',' past the first)
   bool proxy_layout;                 // a mappingproxy's mapping is the word after its header
 };
 
@@ -420,26 +422,31 @@ PyObject* copy_numbers(PyObject* d, bool floats) {
   return out;
 }
 
+// The fields json_row reads, and its mappings; false when it would leave the passage to the fallback.
+bool row_fields(const RowMaker& f, PyObject* p, PyObject* (&v)[kRowFields]) {
+  if (Py_TYPE(p) != f.type) return false;
+  for (int i = 0; i < kRowFields; ++i) {
+    v[i] = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(p) + f.offsets[static_cast<size_t>(i)]);
+    if (v[i] == nullptr) return false;
+  }
+  if (!PyLong_CheckExact(v[kRowId]) || !PyFloat_CheckExact(v[kRowScore])) return false;
+  v[kRowRanks] = proxied_dict(f, v[kRowRanks]);
+  v[kRowScores] = proxied_dict(f, v[kRowScores]);
+  v[kRowMetadata] = proxied_dict(f, v[kRowMetadata]);
+  return v[kRowRanks] != nullptr && v[kRowScores] != nullptr && v[kRowMetadata] != nullptr;
+}
+
 // One passage's row, or nullptr: with an error set on failure, without one when the passage
 // holds something this reader leaves to the fallback (another class, an unset slot, a number
 // of another type, a mapping that is not a dict or a view of one).
 PyObject* json_row(const RowMaker& f, PyObject* p) {
-  if (Py_TYPE(p) != f.type) return nullptr;
   PyObject* v[kRowFields];
-  for (int i = 0; i < kRowFields; ++i) {
-    v[i] = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(p) + f.offsets[static_cast<size_t>(i)]);
-    if (v[i] == nullptr) return nullptr;
-  }
-  if (!PyLong_CheckExact(v[kRowId]) || !PyFloat_CheckExact(v[kRowScore])) return nullptr;
-  PyObject* ranks = proxied_dict(f, v[kRowRanks]);
-  PyObject* scores = proxied_dict(f, v[kRowScores]);
-  PyObject* metadata = proxied_dict(f, v[kRowMetadata]);
-  if (ranks == nullptr || scores == nullptr || metadata == nullptr) return nullptr;
+  if (!row_fields(f, p, v)) return nullptr;
   PyObject* owned[kRowFields] = {};
   owned[kRowScore] = finite_or_none(v[kRowScore]);
-  owned[kRowRanks] = copy_numbers(ranks, false);
-  owned[kRowScores] = owned[kRowRanks] != nullptr ? copy_numbers(scores, true) : nullptr;
-  owned[kRowMetadata] = owned[kRowScores] != nullptr ? PyDict_Copy(metadata) : nullptr;
+  owned[kRowRanks] = copy_numbers(v[kRowRanks], false);
+  owned[kRowScores] = owned[kRowRanks] != nullptr ? copy_numbers(v[kRowScores], true) : nullptr;
+  owned[kRowMetadata] = owned[kRowScores] != nullptr ? PyDict_Copy(v[kRowMetadata]) : nullptr;
   PyObject* row = owned[kRowMetadata] != nullptr ? PyDict_New() : nullptr;
   for (int i = 0; row != nullptr && i < kRowFields; ++i) {
     if (PyDict_SetItem(row, f.names[i], owned[i] != nullptr ? owned[i] : v[i]) != 0) Py_CLEAR(row);
@@ -479,6 +486,80 @@ PyObject* json_rows(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
 PyMethodDef json_rows_def = {"json_rows", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(json_rows)),
                              METH_FASTCALL, "rows(passages, fallback): each passage's JSON row, a list of dicts."};
 
+// {str: int} (floats: {str: float}, non-finite as null) as JSON; false for another key or value type.
+bool write_numbers(json::ByteWriter& out, PyObject* d, bool floats) {
+  out.push_back('{');
+  Py_ssize_t pos = 0;
+  PyObject *key, *value;
+  bool first = true;
+  while (PyDict_Next(d, &pos, &key, &value)) {
+    if (!PyUnicode_CheckExact(key) || !(floats ? PyFloat_CheckExact(value) : PyLong_CheckExact(value))) return false;
+    if (!first) out.push_back(',');
+    first = false;
+    if (!json::write_str(out, key)) return false;
+    out.push_back(':');
+    if (floats) json::write_float(out, PyFloat_AS_DOUBLE(value));
+    else if (!json::write_int(out, value)) return false;
+  }
+  out.push_back('}');
+  return true;
+}
+
+// One passage's row (json_row's dict) as JSON text; false where json_row or the JSON writer
+// leaves it to the general path.
+bool write_row(const RowMaker& f, PyObject* p, json::ByteWriter& out) {
+  PyObject* v[kRowFields];
+  if (!row_fields(f, p, v)) return false;
+  out.push_back('{');
+  for (int i = 0; i < kRowFields; ++i) {
+    out.append(f.keys[i]);
+    bool ok = true;
+    switch (i) {
+      case kRowScore: json::write_float(out, PyFloat_AS_DOUBLE(v[i])); break;
+      case kRowRanks: ok = write_numbers(out, v[i], false); break;
+      case kRowScores: ok = write_numbers(out, v[i], true); break;
+      default: ok = json::write_value(out, v[i]);
+    }
+    if (!ok) return false;
+  }
+  out.push_back('}');
+  return true;
+}
+
+// text(passages): the JSON text (bytes) of the list json_rows makes, written in one pass, or
+// None when a passage holds anything json_rows leaves to its fallback or JSON's general path
+// (the caller then renders the rows that way). A METH_O function: one call per answer.
+PyObject* json_text(PyObject* self, PyObject* passages) {
+  const auto* f = static_cast<const RowMaker*>(PyCapsule_GetPointer(self, kRowCapsule));
+  if (f == nullptr) return nullptr;
+  PyObject* seq = PySequence_Fast(passages, "json text: expected a sequence of passages");
+  if (seq == nullptr) return nullptr;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  PyObject* const* items = PySequence_Fast_ITEMS(seq);
+  thread_local json::ByteWriter out;  // its capacity kept from answer to answer
+  bool ok = true;
+  try {
+    out.clear();
+    out.push_back('[');
+    for (Py_ssize_t i = 0; ok && i < n; ++i) {
+      if (i > 0) out.push_back(',');
+      ok = write_row(*f, items[i], out);
+    }
+    out.push_back(']');
+  } catch (const std::bad_alloc&) {
+    Py_DECREF(seq);
+    return PyErr_NoMemory();
+  }
+  Py_DECREF(seq);
+  PyObject* text = ok ? PyBytes_FromStringAndSize(out.view().data(), static_cast<Py_ssize_t>(out.view().size()))
+                      : Py_NewRef(Py_None);
+  if (out.capacity() > (size_t{1} << 22)) out.release();  // one huge answer does not stay resident
+  return text;
+}
+
+PyMethodDef json_text_def = {"json_text", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(json_text)),
+                             METH_O, "text(passages): the JSON text of their rows (bytes), or None."};
+
 void free_row_maker(PyObject* capsule) {
   auto* f = static_cast<RowMaker*>(PyCapsule_GetPointer(capsule, kRowCapsule));
   if (f == nullptr) return;
@@ -496,7 +577,7 @@ bool proxy_layout_holds() {
   return *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(proxy.ptr()) + sizeof(PyObject)) == d.ptr();
 }
 
-py::object json_row_maker(const py::type& cls, const py::tuple& fields, const py::tuple& names) {
+py::object json_row_maker(const py::type& cls, const py::tuple& fields, const py::tuple& names, bool text) {
   auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
   if (fields.size() != kRowFields || names.size() != kRowFields)
     throw py::value_error("fields and names: expected " + std::to_string(kRowFields) + " each, got " +
@@ -511,6 +592,14 @@ py::object json_row_maker(const py::type& cls, const py::tuple& fields, const py
     PyObject* name = Py_NewRef(names[static_cast<size_t>(i)].ptr());
     PyUnicode_InternInPlace(&name);
     f->names[i] = name;
+    json::ByteWriter key;
+    if (i > 0) key.push_back(',');
+    if (!json::write_str(key, name)) {
+      for (int j = 0; j <= i; ++j) Py_DECREF(f->names[j]);
+      throw py::value_error("names[" + std::to_string(i) + "]: not UTF-8 (a lone surrogate)");
+    }
+    key.push_back(':');
+    f->keys[i] = key.view();
   }
   f->type = reinterpret_cast<PyTypeObject*>(Py_NewRef(cls.ptr()));
   PyObject* capsule = PyCapsule_New(f.get(), kRowCapsule, free_row_maker);
@@ -520,7 +609,7 @@ py::object json_row_maker(const py::type& cls, const py::tuple& fields, const py
     throw py::error_already_set();
   }
   f.release();
-  PyObject* fn = PyCFunction_NewEx(&json_rows_def, capsule, nullptr);
+  PyObject* fn = PyCFunction_NewEx(text ? &json_text_def : &json_rows_def, capsule, nullptr);
   Py_DECREF(capsule);
   if (fn == nullptr) throw py::error_already_set();
   return py::reinterpret_steal<py::object>(fn);
@@ -536,7 +625,7 @@ void bind_passages(py::module_& m) {
         "collector (for instances that can hold no cycle). TypeError when called with another number of values;\n"
         "at creation, TypeError for a field that is not a writable object slot, ValueError for a slot of\n"
         "another class.");
-  m.def("json_row_maker", &json_row_maker, py::arg("cls"), py::arg("fields"), py::arg("names"),
+  m.def("json_row_maker", &json_row_maker, py::arg("cls"), py::arg("fields"), py::arg("names"), py::arg("text") = false,
         "A function ``rows(passages, fallback)`` -> a list with one dict per passage: ``names[i]`` ->\n"
         "the passage's slot ``fields[i]`` (11 member descriptors of the slotted class ``cls``, in row\n"
         "order: doc_id, id, title, text, score, ranks, scores, metadata, source, start, end), where\n"
@@ -544,8 +633,12 @@ void bind_passages(py::module_& m) {
         "and a score that is NaN or infinite is None; every other value is kept as it is. A passage of\n"
         "another class, with an unset slot, an id that is not an int, a score or ``scores`` value that\n"
         "is not a float, a rank that is not an int, or another mapping type is answered by\n"
-        "``fallback(passage)`` instead. At creation, ValueError for another count of fields or names,\n"
-        "TypeError for a field that is not a writable object slot or a name that is not a str.");
+        "``fallback(passage)`` instead. With ``text``, a function ``text(passages)`` -> the JSON text of\n"
+        "those rows (UTF-8 bytes, equal once parsed to orjson's), or None when any passage would take the\n"
+        "fallback or holds a value other than an exact str, int (64-bit), float, bool, None, dict of str\n"
+        "keys, list or tuple (nested at most 64 deep), or a str with a lone surrogate. At creation,\n"
+        "ValueError for another count of fields or names, TypeError for a field that is not a writable\n"
+        "object slot or a name that is not a str.");
   py::class_<ColumnsHandle>(m, "PassageColumnsView",
                             "A read-only view of the passage columns (arrays checked once, kept alive):\n"
                             "``arena`` (uint8), ``chunks`` (int64, n x 8), ``docs`` (int64, n x 6), ``keys``\n"

@@ -437,8 +437,8 @@ class PassageColumnsView(metaclass=_Pybind11Type):
 
 def slot_filler(cls: type, fields: tuple[_Any, ...], untrack: bool = False) -> _Callable[..., _Any]: ...
 def json_row_maker(
-    cls: type, fields: tuple[_Any, ...], names: tuple[str, ...]
-) -> _Callable[[_Any, _Callable[[_Any], dict[str, _Any]]], list[dict[str, _Any]]]: ...
+    cls: type, fields: tuple[_Any, ...], names: tuple[str, ...], text: bool = False
+) -> _Callable[..., _Any]: ...
 
 # ----- WordPiece token counter for chunking (bind_text.cpp)
 

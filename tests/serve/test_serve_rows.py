@@ -278,3 +278,167 @@ def test_rows_when_the_fallback_empties_the_list():
 
     rows = service_module._json_rows(ps, fallback)
     assert rows == [old_passage_json(p) for p in ODD_PASSAGES]
+
+
+# ----- the answer's JSON text written natively (results_json, Service.search_json)
+
+
+def parsed_alike(a, b):
+    """Equal once parsed, floats staying floats and ints ints (1.0 is not 1)."""
+
+    def typed(v):
+        if isinstance(v, dict):
+            return {k: typed(x) for k, x in v.items()}, list(v)
+        if isinstance(v, list):
+            return [typed(x) for x in v]
+        return type(v), v
+
+    return typed(json.loads(a)) == typed(json.loads(b))
+
+
+def native_text(passages):
+    text = service_module._json_text(passages)
+    return None if text is None else bytes(text)
+
+
+@pytest.mark.parametrize("encoder", [None, "hash"])
+def test_search_json_answers_as_search_renders(data_dir, encoder):
+    docs, queries = scifact(data_dir, None if encoder is None else 800)
+    r = ragfind.Retriever(encoder=HashEncoder() if encoder else None, chunk_size=None, cache_size=0)
+    r.add_documents(docs)
+    rec = Recording(r)
+    s = Service(rec, None)
+    bodies = []
+    for n, q in enumerate(queries[:80]):
+        bodies.append({"query": q, "k": 10})
+        if n % 4 == 0:
+            bodies.append({"query": q, "k": 25, "highlight": True})
+        if n % 7 == 0:
+            bodies.append({"query": [q, q.lower()], "k": 5, "collapse": "document"})
+    for body in bodies:
+        new = s.search_json(body)
+        old = render_json(old_answer(rec.last, body.get("highlight") is True))
+        new_answer, old_answer_ = json.loads(new), json.loads(old)
+        new_answer.pop("timings"), old_answer_.pop("timings")
+        assert parsed_alike(json.dumps(new_answer), json.dumps(old_answer_))
+        assert list(json.loads(new)) == ["results", "timings", "timings_unit", "cached"]
+    # written natively: a search's passages all take the native text
+    res = r.search(queries[0], k=10)
+    assert native_text(res.passages) is not None
+    r.close()
+
+
+@pytest.mark.parametrize("p", ODD_PASSAGES, ids=range(len(ODD_PASSAGES)))
+def test_native_text_of_each_odd_passage(p):
+    """The text is the rows' JSON where the native rows are built, None where they fall back."""
+    called = []
+
+    def fallback(x):
+        called.append(x)
+        return passage_json(x)
+
+    rows = service_module._json_rows((p,), fallback)
+    text = native_text((p,))
+    if called:
+        assert text is None
+    else:
+        assert text is not None and parsed_alike(text, render_json(rows))
+
+
+STRINGS = [
+    "",
+    "plain ascii, longer than sixteen bytes for the wide scan",
+    'quote " backslash \\ slash / tab \t newline \n cr \r bell \x07 nul \x00 esc \x1b del \x7f',
+    "".join(chr(c) for c in range(0x20)) * 3,
+    "caf\u00e9 na\u00efve \u00ff",  # one byte per code point, past ASCII
+    "\u2014 dash \u03b2-amyloid \u4e2d\u6587 \ufeff",  # two bytes
+    "emoji \U0001f600 and \U00010348 gothic",  # four bytes
+    "x" * 15 + '"' + "y" * 40 + "\\" + "z" * 17 + "\n",
+    "\u00e9" * 15 + '"' + "\u00e9" * 40,
+    "\u03b2" * 31 + "\x01" + "a" * 31 + "\u03b2",
+]
+
+
+@pytest.mark.parametrize("value", STRINGS, ids=range(len(STRINGS)))
+def test_native_text_of_strings(value):
+    p = passage(0.5, {"bm25": 1}, {"bm25": 2.5}, metadata={value: value, "list": [value, (value,)]})
+    text = native_text((p,))
+    assert text is not None
+    assert parsed_alike(text, render_json(passage_rows((p,))))
+    assert json.loads(text)[0]["metadata"][value] == value
+    text.decode("utf-8")  # valid UTF-8 throughout
+
+
+def test_native_text_of_random_strings():
+    rng = np.random.default_rng(7)
+    alphabet = [*"abc XYZ09", '"', "\\", "\n", "\x00", "\x1f", "\x7f", "\u00e9", "\u00ff", "\u0100", "\u2028"]
+    alphabet += ["\uffff", "\U0001f600", "\U0010ffff"]
+    for _ in range(300):
+        s = "".join(rng.choice(alphabet, size=int(rng.integers(0, 80))))
+        p = passage(0.5, {"bm25": 1}, {"bm25": 2.5}, metadata={"s": s})
+        text = native_text((p,))
+        assert json.loads(text)[0]["metadata"]["s"] == s
+        assert parsed_alike(text, render_json(passage_rows((p,))))
+
+
+NUMBERS = [0, -1, 2**63 - 1, -(2**63), 1.0, -0.0, 0.1, 1e-7, 1.5e300, 5e-324, 1e308, 123456789.125, 2.0**60]
+
+
+def test_native_text_of_numbers_and_constants():
+    meta = {"n": NUMBERS, "t": True, "f": False, "none": None, "nested": {"a": [{"b": (1, 2.5)}], "c": {}}}
+    p = passage(0.5, {"bm25": 1}, {"bm25": 2.5}, metadata=meta)
+    text = native_text((p,))
+    assert parsed_alike(text, render_json(passage_rows((p,))))
+    got = json.loads(text)[0]["metadata"]
+    assert got["n"] == NUMBERS and [type(v) for v in got["n"]] == [type(v) for v in NUMBERS]
+    assert got["t"] is True and got["f"] is False and got["none"] is None
+    # NaN and the infinities are null, as orjson writes them
+    p = passage(0.5, {"bm25": 1}, {"bm25": 2.5}, metadata={"x": [math.nan, math.inf, -math.inf]})
+    assert json.loads(native_text((p,)))[0]["metadata"]["x"] == [None, None, None]
+
+
+class Text(str):
+    pass
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        {"big": 2**64},  # past 64 bits
+        {"key": {1: "a"}},  # a key that is not a str
+        {"s": "lone \ud800 surrogate"},
+        {"s": Text("a str subclass")},
+        {"np": np.float32(1.5)},
+        {"set": {1, 2}},
+        {"deep": json.loads("[" * 70 + "]" * 70)},
+    ],
+    ids=["int", "key", "surrogate", "subclass", "numpy", "set", "deep"],
+)
+def test_native_text_leaves_other_values_to_the_general_path(metadata):
+    p = passage(0.5, {"bm25": 1}, {"bm25": 2.5}, metadata=metadata)
+    assert native_text((p,)) is None
+    assert native_text((ODD_PASSAGES[0], p)) is None  # one such passage: the whole list
+
+
+def test_native_text_nests_up_to_its_depth():
+    p = passage(0.5, {"bm25": 1}, {"bm25": 2.5}, metadata={"deep": json.loads("[" * 60 + "]" * 60)})
+    assert parsed_alike(native_text((p,)), render_json(passage_rows((p,))))
+
+
+def test_native_text_of_a_large_answer_and_after():
+    long = "w\u00e9" * 3_000_000  # over the kept buffer's bound: written, then let go
+    p = passage(0.5, {"bm25": 1}, {"bm25": 2.5}, metadata={"long": long})
+    assert json.loads(native_text((p,)))[0]["metadata"]["long"] == long
+    assert native_text(()) == b"[]"
+    assert parsed_alike(native_text(ODD_PASSAGES[:2]), render_json(passage_rows(ODD_PASSAGES[:2])))
+
+
+def test_native_text_arguments():
+    with pytest.raises(TypeError, match="sequence"):
+        service_module._json_text(5)
+    assert (
+        _core.json_row_maker(
+            Passage, tuple(Passage.__dict__[n] for n in service_module._ROW_SLOTS), ROW_KEYS, True
+        )(())
+        == b"[]"
+    )

@@ -25,9 +25,9 @@ from starlette.staticfiles import StaticFiles
 
 from ragfind.serve.admission import Gate, Overloaded
 from ragfind.serve.config import ServeConfig
-from ragfind.serve.service import ApiError, Service, load_retriever, settle_heap
+from ragfind.serve.service import ApiError, Service, load_retriever, render_json, settle_heap
 
-try:  # the JSON codec of the serve extra: encoding ten passages took a fifth of a request
+try:  # the serve extra's JSON parser (answers are rendered by the service module)
     import orjson
 except ImportError:  # pragma: no cover - the stdlib codec, slower but the same JSON
     orjson = None
@@ -39,17 +39,6 @@ STATIC = Path(__file__).parent / "static"
 
 #: The headers of every JSON answer (content-length is added per answer).
 JSON_HEADERS = [(b"content-type", b"application/json")]
-
-
-def render_json(content: Any) -> bytes:
-    """``content`` as compact UTF-8 JSON: orjson when installed, else the stdlib codec (which
-    also names a type orjson does not know)."""
-    if orjson is not None:
-        try:
-            return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
-        except TypeError:
-            pass
-    return json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
 
 class FastJSONResponse(JSONResponse):
@@ -253,7 +242,7 @@ def create_app(
                 out = {"error": f"internal error: {type(exc).__name__}: {exc}", "status": 500}
                 status = 500
             try:
-                data = render_json(out)
+                data = out if type(out) is bytes else render_json(out)
             except Exception as exc:  # an answer JSON cannot hold: a bug, named
                 data, status = render_json({"error": f"internal error: {exc}", "status": 500}), 500
             await send(
@@ -316,7 +305,7 @@ def create_app(
 
         return forward
 
-    search = endpoint("/search", service.search, body=True, kind=search_kind)
+    search = endpoint("/search", service.search_json, body=True, kind=search_kind)
     routes = [
         Route("/", page, methods=["GET"]),
         Route("/health", endpoint("/health", service.health, auth=False, queued=False), methods=["GET"]),
