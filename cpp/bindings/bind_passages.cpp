@@ -158,6 +158,47 @@ void write_slot(PyObject* obj, py::ssize_t offset, PyObject* value) {
   Py_XDECREF(old);
 }
 
+// One ranked list as ColumnsHandle reads it: chunk ids and, by rank, the fused score (a list of
+// floats, the RRF table's own objects, shared, not copied; or an array) and the stage's score
+// (float32, as BM25 and dense stages give it, read as is; any other dtype as float64).
+struct RankedList {
+  RankedList(const I64& ids_, const py::object& fused, const py::array& stage_scores)
+      : fused_list(PyList_CheckExact(fused.ptr())), fused_obj(fused) {
+    // (An empty handle, not F64(), where no conversion is needed: F64() makes a numpy array.)
+    fused_array = fused_list ? py::reinterpret_borrow<F64>(py::handle()) : F64::ensure(fused);
+    if (!fused_list && !fused_array) throw py::error_already_set();
+    const bool f32 = py::array_t<float, py::array::c_style>::check_(stage_scores) && stage_scores.ndim() == 1;
+    ss64 = f32 ? py::reinterpret_borrow<F64>(py::handle()) : F64::ensure(stage_scores);
+    if (!f32 && !ss64) throw py::error_already_set();
+    ss32 = f32 ? static_cast<const float*>(stage_scores.data()) : nullptr;
+    n = ids_.ndim() == 1 ? ids_.shape(0) : -1;
+    const py::ssize_t n_fused = fused_list                ? PyList_GET_SIZE(fused.ptr())
+                                : fused_array.ndim() == 1 ? fused_array.shape(0)
+                                                          : -1;
+    if (n < 0 || n_fused < n || stage_scores.ndim() != 1 || stage_scores.shape(0) < n)
+      throw py::value_error("ids must be 1-D, fused and stage_scores 1-D and at least as long; got " +
+                            std::to_string(n) + ", " + std::to_string(n_fused) + ", " +
+                            std::to_string(stage_scores.size()));
+    ids = ids_.data();
+  }
+
+  // The fused score of rank i as a float: a new reference (the list's own float, or a
+  // conversion, which may raise).
+  PyObject* fused_at(py::ssize_t i) const {
+    if (!fused_list) return PyFloat_FromDouble(fused_array.data()[i]);
+    PyObject* item = PyList_GET_ITEM(fused_obj.ptr(), i);
+    return PyFloat_CheckExact(item) ? Py_NewRef(item) : PyNumber_Float(item);
+  }
+  double stage_at(py::ssize_t i) const { return ss32 != nullptr ? static_cast<double>(ss32[i]) : ss64.data()[i]; }
+
+  const bool fused_list;
+  const py::object& fused_obj;
+  F64 fused_array, ss64;
+  const float* ss32 = nullptr;
+  const int64_t* ids = nullptr;
+  py::ssize_t n = 0;
+};
+
 class ColumnsHandle {
  public:
   ColumnsHandle(const py::handle& arena, const py::handle& chunks, const py::handle& docs, const py::handle& keys,
@@ -216,44 +257,18 @@ class ColumnsHandle {
   py::tuple passages(const I64& ids, const py::object& fused, const py::array& stage_scores, const py::str& stage,
                      const py::tuple& rank_views, const py::object& highlights, const py::object& texts) const {
     if (!texts.is_none() && !PyList_CheckExact(texts.ptr())) throw py::type_error("texts: expected a list or None");
-    // fused: a list of floats (the RRF table's own objects, shared, not copied) or an array.
-    // (An empty handle, not F64(), where no conversion is needed: F64() makes a numpy array.)
-    const bool fused_list = PyList_CheckExact(fused.ptr());
-    F64 fused_array = fused_list ? py::reinterpret_borrow<F64>(py::handle()) : F64::ensure(fused);
-    if (!fused_list && !fused_array) throw py::error_already_set();
-    // stage_scores: float32 (BM25, dense) read as is; any other dtype as float64.
-    const bool f32 = py::array_t<float, py::array::c_style>::check_(stage_scores) && stage_scores.ndim() == 1;
-    F64 ss64 = f32 ? py::reinterpret_borrow<F64>(py::handle()) : F64::ensure(stage_scores);
-    if (!f32 && !ss64) throw py::error_already_set();
-    const py::ssize_t n = ids.ndim() == 1 ? ids.shape(0) : -1;
-    const py::ssize_t n_fused = fused_list                ? PyList_GET_SIZE(fused.ptr())
-                                : fused_array.ndim() == 1 ? fused_array.shape(0)
-                                                          : -1;
-    if (n < 0 || n_fused < n || stage_scores.ndim() != 1 || stage_scores.shape(0) < n)
-      throw py::value_error("ids must be 1-D, fused and stage_scores 1-D and at least as long; got " +
-                            std::to_string(n) + ", " + std::to_string(n_fused) + ", " +
-                            std::to_string(stage_scores.size()));
+    const RankedList list(ids, fused, stage_scores);
     PyTypeObject* type = reinterpret_cast<PyTypeObject*>(cls_.ptr());
     py::tuple no_args(0);
-    const int64_t* q = ids.data();
-    const float* ss32 = f32 ? static_cast<const float*>(stage_scores.data()) : nullptr;
-    const double* ss = f32 ? nullptr : ss64.data();
     try {
-      const std::vector<passages::FoundRow> rows = passages::read_rows(v_, q, n);
+      const std::vector<passages::FoundRow> rows = passages::read_rows(v_, list.ids, list.n);
       py::tuple out(rows.size());
       py::ssize_t j = 0;
       for (const passages::FoundRow& found : rows) {
         const py::ssize_t i = found.at;
         const passages::PassageRow& r = found.row;
-        py::object score;
-        if (fused_list) {
-          PyObject* item = PyList_GET_ITEM(fused.ptr(), i);
-          score =
-              py::reinterpret_steal<py::object>(own(PyFloat_CheckExact(item) ? Py_NewRef(item) : PyNumber_Float(item)));
-        } else {
-          score = py::reinterpret_steal<py::object>(own(PyFloat_FromDouble(fused_array.data()[i])));
-        }
-        const double stage_score = f32 ? static_cast<double>(ss32[i]) : ss[i];
+        py::object score = py::reinterpret_steal<py::object>(own(list.fused_at(i)));
+        const double stage_score = list.stage_at(i);
         // object.__new__(cls), then each field written to its slot.
         py::object p = py::reinterpret_steal<py::object>(own(type->tp_new(type, no_args.ptr(), nullptr)));
         PyObject* o = p.ptr();
@@ -299,7 +314,86 @@ class ColumnsHandle {
     } catch (const std::out_of_range& e) { throw py::value_error(e.what()); }
   }
 
+  // The JSON text of the result rows of passages(ids, fused, stage_scores, stage, ...), written
+  // from the columns with no passage made, or None (see the binding's docstring).
+  py::object rows_json(const I64& ids, const py::object& fused, const py::array& stage_scores,
+                       const py::str& stage) const {
+    const RankedList list(ids, fused, stage_scores);
+    json::ByteWriter stage_key;  // '"name":'
+    if (!PyUnicode_CheckExact(stage.ptr()) || !json::write_str(stage_key, stage.ptr())) return py::none();
+    stage_key.push_back(':');
+    std::vector<passages::FoundRow> rows;
+    try {
+      rows = passages::read_rows(v_, list.ids, list.n);
+    } catch (const std::out_of_range& e) { throw py::value_error(e.what()); }
+    PyObject* answer = json::written_bytes([&](json::ByteWriter& out) {
+      out.push_back('[');
+      for (size_t j = 0; j < rows.size(); ++j) {
+        if (j > 0) out.push_back(',');
+        if (!write_row_json(out, rows[j], list, stage_key.view())) return false;
+      }
+      out.push_back(']');
+      return true;
+    });
+    if (answer == nullptr) throw py::error_already_set();
+    return py::reinterpret_steal<py::object>(answer);
+  }
+
  private:
+  // One row of rows_json: the keys and values of the serving layer's result row (ROW_KEYS, in
+  // order) for the passage passages() would make of found; false where rows_json answers None.
+  bool write_row_json(json::ByteWriter& out, const passages::FoundRow& found, const RankedList& list,
+                      std::string_view stage_key) const {
+    const passages::PassageRow& r = found.row;
+    const py::ssize_t i = found.at;
+    const auto quoted = [&](std::string_view s) {
+      out.push_back('"');
+      if (!text::json::write_utf8(out, s)) return false;
+      out.push_back('"');
+      return true;
+    };
+    out.append("{\"doc_id\":");
+    if (!quoted(r.doc_id)) return false;
+    out.append(",\"chunk_id\":");
+    json::write_int64(out, r.id);
+    out.append(",\"title\":");
+    if (!quoted(r.title)) return false;
+    out.append(",\"text\":");
+    if (!quoted(r.text)) return false;
+    py::object score = py::reinterpret_steal<py::object>(own(list.fused_at(i)));
+    const double fused = PyFloat_AS_DOUBLE(score.ptr());
+    out.append(",\"score\":");
+    json::write_float(out, fused);
+    out.append(",\"ranks\":{");
+    out.append(stage_key);
+    json::write_int64(out, static_cast<long long>(i) + 1);
+    out.append("},\"scores\":{");
+    out.append(stage_key);
+    json::write_float(out, list.stage_at(i));
+    out.append(",\"fused\":");
+    json::write_float(out, fused);
+    out.append("},\"metadata\":");
+    if (r.metadata == "{}") {
+      out.append("{},\"source\":");
+      if (!quoted(r.doc_id)) return false;
+    } else {
+      py::object doc_id = py::reinterpret_steal<py::object>(text(r.doc_id));
+      py::object got = metadata_of_(py::reinterpret_steal<py::object>(text(r.metadata)), doc_id);
+      if (!PyTuple_Check(got.ptr()) || PyTuple_GET_SIZE(got.ptr()) != 2)
+        throw py::type_error("metadata_of must return a (metadata, source) tuple");
+      PyObject* metadata = json::dict_behind(PyTuple_GET_ITEM(got.ptr(), 0));
+      if (metadata == nullptr || !json::write_value(out, metadata)) return false;
+      out.append(",\"source\":");
+      if (!json::write_value(out, PyTuple_GET_ITEM(got.ptr(), 1))) return false;
+    }
+    out.append(",\"start\":");
+    json::write_int64(out, r.start);
+    out.append(",\"end\":");
+    json::write_int64(out, r.end);
+    out.push_back('}');
+    return true;
+  }
+
   U8 arena_;
   I64 chunks_, docs_, keys_, slots_;
   py::type cls_;
@@ -383,19 +477,9 @@ struct RowMaker {
   std::vector<py::ssize_t> offsets;  // kRowFields slot offsets, in row order
   PyObject* names[kRowFields];       // owned, interned: the row's keys
   std::string keys[kRowFields];      // each key as JSON text, '"name":' (after a ',' past the first)
-  bool proxy_layout;                 // a mappingproxy's mapping is the word after its header
 };
 
 constexpr const char* kRowCapsule = "ragfind._core.json_row_maker";
-
-// The dict behind a read-only view (types.MappingProxyType), borrowed; nullptr for another type
-// or a view of anything but an exact dict.
-PyObject* proxied_dict(const RowMaker& f, PyObject* m) {
-  if (PyDict_CheckExact(m)) return m;
-  if (!f.proxy_layout || Py_TYPE(m) != &PyDictProxy_Type) return nullptr;
-  PyObject* inner = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(m) + sizeof(PyObject));
-  return PyDict_CheckExact(inner) ? inner : nullptr;
-}
 
 // A finite float as it is, a NaN or an infinity as None (JSON has neither); a new reference.
 PyObject* finite_or_none(PyObject* v) { return Py_NewRef(std::isfinite(PyFloat_AS_DOUBLE(v)) ? v : Py_None); }
@@ -430,9 +514,9 @@ bool row_fields(const RowMaker& f, PyObject* p, PyObject* (&v)[kRowFields]) {
     if (v[i] == nullptr) return false;
   }
   if (!PyLong_CheckExact(v[kRowId]) || !PyFloat_CheckExact(v[kRowScore])) return false;
-  v[kRowRanks] = proxied_dict(f, v[kRowRanks]);
-  v[kRowScores] = proxied_dict(f, v[kRowScores]);
-  v[kRowMetadata] = proxied_dict(f, v[kRowMetadata]);
+  v[kRowRanks] = json::dict_behind(v[kRowRanks]);
+  v[kRowScores] = json::dict_behind(v[kRowScores]);
+  v[kRowMetadata] = json::dict_behind(v[kRowMetadata]);
   return v[kRowRanks] != nullptr && v[kRowScores] != nullptr && v[kRowMetadata] != nullptr;
 }
 
@@ -536,25 +620,17 @@ PyObject* json_text(PyObject* self, PyObject* passages) {
   if (seq == nullptr) return nullptr;
   const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
   PyObject* const* items = PySequence_Fast_ITEMS(seq);
-  thread_local json::ByteWriter out;  // its capacity kept from answer to answer
-  bool ok = true;
-  try {
-    out.clear();
+  PyObject* answer = json::written_bytes([&](json::ByteWriter& out) {
     out.push_back('[');
-    for (Py_ssize_t i = 0; ok && i < n; ++i) {
+    for (Py_ssize_t i = 0; i < n; ++i) {
       if (i > 0) out.push_back(',');
-      ok = write_row(*f, items[i], out);
+      if (!write_row(*f, items[i], out)) return false;
     }
     out.push_back(']');
-  } catch (const std::bad_alloc&) {
-    Py_DECREF(seq);
-    return PyErr_NoMemory();
-  }
+    return true;
+  });
   Py_DECREF(seq);
-  PyObject* text = ok ? PyBytes_FromStringAndSize(out.view().data(), static_cast<Py_ssize_t>(out.view().size()))
-                      : Py_NewRef(Py_None);
-  if (out.capacity() > (size_t{1} << 22)) out.release();  // one huge answer does not stay resident
-  return text;
+  return answer;
 }
 
 PyMethodDef json_text_def = {"json_text", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(json_text)),
@@ -568,15 +644,6 @@ void free_row_maker(PyObject* capsule) {
   delete f;
 }
 
-// Whether a mappingproxy holds its mapping in the word after the object header (true of every
-// CPython so far; checked on a real one, else the views are left to the fallback).
-bool proxy_layout_holds() {
-  py::dict d;
-  py::object proxy = py::reinterpret_steal<py::object>(own(PyDictProxy_New(d.ptr())));
-  if (Py_TYPE(proxy.ptr()) != &PyDictProxy_Type) return false;
-  return *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(proxy.ptr()) + sizeof(PyObject)) == d.ptr();
-}
-
 py::object json_row_maker(const py::type& cls, const py::tuple& fields, const py::tuple& names, bool text) {
   auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
   if (fields.size() != kRowFields || names.size() != kRowFields)
@@ -587,7 +654,6 @@ py::object json_row_maker(const py::type& cls, const py::tuple& fields, const py
       throw py::type_error("names[" + std::to_string(i) + "]: expected a str");
   auto f = std::make_unique<RowMaker>();
   f->offsets = slot_offsets(type, fields);
-  f->proxy_layout = proxy_layout_holds();
   for (int i = 0; i < kRowFields; ++i) {
     PyObject* name = Py_NewRef(names[static_cast<size_t>(i)].ptr());
     PyUnicode_InternInPlace(&name);
@@ -650,6 +716,15 @@ void bind_passages(py::module_& m) {
                     py::type, const py::tuple&, py::object, py::function>(),
            py::arg("arena"), py::arg("chunks"), py::arg("docs"), py::arg("keys"), py::arg("slots"), py::arg("cls"),
            py::arg("fields"), py::arg("empty"), py::arg("metadata_of"))
+      .def("rows_json", &ColumnsHandle::rows_json, py::arg("ids"), py::arg("fused"), py::arg("stage_scores"),
+           py::arg("stage"),
+           "The JSON text (UTF-8 bytes) of the list of result rows that the passages of\n"
+           "``passages(ids, fused, stage_scores, stage, ...)`` render as in ``ragfind serve`` (``doc_id``,\n"
+           "``chunk_id``, ``title``, ``text``, ``score``, ``ranks``, ``scores``, ``metadata``, ``source``,\n"
+           "``start``, ``end``; NaN and infinite scores null), written from the columns without making the\n"
+           "passages; None when a string of a row is not well-formed UTF-8, or its metadata holds a value\n"
+           "other than JSON's own types (its passage then shows what the row cannot). Raises as\n"
+           "``passages`` does.")
       .def("rows", &ColumnsHandle::rows, py::arg("ids"),
            "The rows ``(id, doc_id, text, title, start, end, metadata, context)`` of the live chunks\n"
            "``ids`` (int64 1-D), in the order given, absent ids skipped. ValueError for corrupt\n"

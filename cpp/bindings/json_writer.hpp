@@ -36,14 +36,18 @@ inline bool write_str(ByteWriter& out, PyObject* s) {
   return true;
 }
 
+inline void write_int64(ByteWriter& out, long long x) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);
+  out.append({buf, static_cast<size_t>(r.ptr - buf)});
+}
+
 // An exact int; false past 64 bits (signed), left to the general path.
 inline bool write_int(ByteWriter& out, PyObject* v) {
   int overflow = 0;
   const long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
   if (overflow != 0) return false;
-  char buf[24];
-  const auto r = std::to_chars(buf, buf + sizeof buf, x);
-  out.append({buf, static_cast<size_t>(r.ptr - buf)});
+  write_int64(out, x);
   return true;
 }
 
@@ -113,6 +117,57 @@ inline bool write_value(ByteWriter& out, PyObject* v, int depth) {
   if (PyList_CheckExact(v)) return write_items(out, PySequence_Fast_ITEMS(v), PyList_GET_SIZE(v), depth);
   if (PyTuple_CheckExact(v)) return write_items(out, PySequence_Fast_ITEMS(v), PyTuple_GET_SIZE(v), depth);
   return false;
+}
+
+// Whether a mappingproxy holds its mapping in the word after the object header (true of every
+// CPython so far; checked once on a real one, else views are left to the general path).
+inline bool proxy_layout_holds() {
+  PyObject* d = PyDict_New();
+  PyObject* proxy = d != nullptr ? PyDictProxy_New(d) : nullptr;
+  const bool holds = proxy != nullptr && Py_TYPE(proxy) == &PyDictProxy_Type &&
+                     *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(proxy) + sizeof(PyObject)) == d;
+  Py_XDECREF(proxy);
+  Py_XDECREF(d);
+  PyErr_Clear();
+  return holds;
+}
+
+// The exact dict m is, or that a read-only view of it (types.MappingProxyType) shows, borrowed;
+// nullptr for anything else.
+inline PyObject* dict_behind(PyObject* m) {
+  if (PyDict_CheckExact(m)) return m;
+  static const bool layout = proxy_layout_holds();
+  if (!layout || Py_TYPE(m) != &PyDictProxy_Type) return nullptr;
+  PyObject* inner = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(m) + sizeof(PyObject));
+  return PyDict_CheckExact(inner) ? inner : nullptr;
+}
+
+// What write(ByteWriter&) -> bool writes, as bytes, or None when it returns false; nullptr with
+// MemoryError set when out of memory. The writer is the thread's own (its capacity kept from
+// call to call, up to 4 MiB), or a new one when the thread is already inside such a call.
+template <class Write>
+PyObject* written_bytes(Write&& write) {
+  thread_local ByteWriter kept;
+  thread_local bool busy = false;
+  ByteWriter fresh;
+  ByteWriter& out = busy ? fresh : kept;
+  const bool outer = !busy;
+  busy = true;
+  struct Done {
+    bool outer;
+    ~Done() {
+      if (outer) busy = false;
+    }
+  } done{outer};
+  out.clear();
+  bool ok;
+  try {
+    ok = write(out);
+  } catch (const std::bad_alloc&) { return PyErr_NoMemory(); }
+  PyObject* text = ok ? PyBytes_FromStringAndSize(out.view().data(), static_cast<Py_ssize_t>(out.view().size()))
+                      : Py_NewRef(Py_None);
+  if (out.capacity() > (size_t{1} << 22)) out.release();
+  return text;
 }
 
 }  // namespace ragfind::bindings::json

@@ -88,7 +88,67 @@ void check_width(std::mt19937& rng, uint32_t max_unit) {
   }
 }
 
+// The reference decoder: code points from UTF-8 by their value ranges; false when not
+// well-formed (a shortest form only, no surrogates, nothing past U+10FFFF).
+bool decode(const std::string& bytes, std::vector<uint32_t>& cps) {
+  for (size_t i = 0; i < bytes.size();) {
+    const auto c = static_cast<unsigned char>(bytes[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + len > bytes.size()) return false;
+    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
+    for (size_t j = 1; j < len; ++j) {
+      const auto b = static_cast<unsigned char>(bytes[i + j]);
+      if ((b & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (b & 0x3F);
+    }
+    const uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < least[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    cps.push_back(cp);
+    i += len;
+  }
+  return true;
+}
+
+void check_utf8(const std::string& bytes) {
+  std::vector<uint32_t> cps;
+  std::string want;
+  const bool valid = decode(bytes, cps) && reference(cps, want);
+  for (bool simd : {true, false}) {
+    ByteWriter out;
+    const bool ok = write_utf8(out, bytes, simd);
+    CHECK(ok == valid);
+    if (ok && valid) CHECK(std::string(out.view()) == want);
+  }
+}
+
 }  // namespace
+
+TEST(utf8_bytes_against_the_reference_decoder) {
+  for (const char* s : {"", "plain", "\xC2\x80", "\xED\x9F\xBF", "\xEE\x80\x80", "\xF0\x90\x80\x80", "\xF4\x8F\xBF\xBF",
+                        "\x80", "\xC0\xAF", "\xC1\xBF", "\xE0\x80\xAF", "\xED\xA0\x80", "\xF0\x80\x80\x80",
+                        "\xF4\x90\x80\x80", "\xF5\x80\x80\x80", "\xC3", "a\xE2\x82", "\xFF"})
+    check_utf8(s);
+  std::mt19937 rng(99);
+  // Well-formed text of every length, then the same with a byte changed.
+  const std::vector<uint32_t> pool = {'a',    'b',    ' ',    '"',    '\\',    '\n',    0x1,
+                                      0x7F,   0x80,   0xE9,   0x7FF,  0x800,   0x3B2,   0x2014,
+                                      0xD7FF, 0xE000, 0xFFFD, 0xFFFF, 0x10000, 0x1F600, 0x10FFFF};
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::vector<uint32_t> cps(rng() % 60);
+    for (uint32_t& c : cps) c = rng() % 3 ? 0x20 + rng() % 0x5F : pool[rng() % pool.size()];
+    std::string bytes;
+    for (uint32_t c : cps) {
+      char buf[8];
+      char* end = write_code_point(buf, c < 0x80 ? '#' : c);
+      bytes.append(c < 0x80 ? std::string(1, static_cast<char>(c)) : std::string(buf, end));
+    }
+    check_utf8(bytes);
+    if (!bytes.empty()) {
+      bytes[rng() % bytes.size()] = static_cast<char>(rng() % 256);
+      check_utf8(bytes);
+    }
+  }
+}
 
 TEST(wide_scan_and_text_equal_the_scalar_and_the_reference) {
   std::mt19937 rng(12345);

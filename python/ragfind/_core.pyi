@@ -434,6 +434,9 @@ class PassageColumnsView(metaclass=_Pybind11Type):
         highlights: object,
         texts: list[str] | None = None,
     ) -> tuple[_Any, ...]: ...
+    def rows_json(
+        self, ids: _NDArray[_i64], fused: list[float] | _np.ndarray, stage_scores: _np.ndarray, stage: str
+    ) -> bytes | None: ...
 
 def slot_filler(cls: type, fields: tuple[_Any, ...], untrack: bool = False) -> _Callable[..., _Any]: ...
 def json_row_maker(

@@ -180,7 +180,7 @@ def test_native_passages_equal_the_rows_path(monkeypatch, chunk_size):
         }
 
     ranked = results()  # search and passages in one runner step
-    monkeypatch.delattr(LocalStages, "ranked_passages")
+    monkeypatch.delattr(LocalStages, "ranked_list")
     native = results()  # the first stage, then the passages of its list
     monkeypatch.delattr(LocalStages, "passages")
     slow = results()

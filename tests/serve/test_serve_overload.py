@@ -28,14 +28,15 @@ def blocking(bm25_folder):
 
     def make(**config):
         r = ragfind.Retriever.load(bm25_folder)
-        search = r.search
+        stage = r.first_stages[0]  # BM25: every way to search it goes through here
+        search = stage.search
 
         def slow_search(query, *args, **kwargs):
             if query == "slow":
                 assert release.wait(60), "the test never released the slow search"
             return search(query, *args, **kwargs)
 
-        r.search = slow_search
+        stage.search = slow_search
         return create_app(r, config=ServeConfig(**config))
 
     yield make, release

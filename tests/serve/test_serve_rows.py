@@ -442,3 +442,152 @@ def test_native_text_arguments():
         )(())
         == b"[]"
     )
+
+
+# ----- rows written straight from the store (Retriever.search_rows_json)
+
+WORDS = ["alpha", "beta", "gamma", "delta", "omega", "kappa", "sigma"]
+ODD_TEXT = [
+    'quote " here',
+    "back\\slash",
+    "tab\tand\nnewline\x01",
+    "caf\u00e9",
+    "\u03b2-amyloid \u2014",
+    "\U0001f600",
+]
+
+
+def every_kind_of_document(i):
+    """Documents with metadata of every shape, titles and texts that need escapes, code points
+    of every width; "bigint" alone carries an int JSON's writer leaves to the passages."""
+    md = [{}, {"source": f"src-{i}"}, {"url": f"http://x/{i}"}, {"lang": "en", "n": i, "f": 0.5}][i % 4]
+    if i % 10 == 7:
+        md = {"nested": {"a": [1, 2.5, None, True, "\u00e9"]}, "source": "s\u00e9"}
+    text = (
+        " ".join(WORDS[(i * j) % len(WORDS)] for j in range(1, 30 + i % 20))
+        + " "
+        + ODD_TEXT[i % len(ODD_TEXT)]
+    )
+    return {
+        "id": f"d{i}",
+        "title": f'Title "{i}" {ODD_TEXT[(i + 1) % len(ODD_TEXT)]}',
+        "text": text,
+        "metadata": md,
+    }
+
+
+@pytest.mark.parametrize("chunk_size", [None, 16])
+def test_rows_json_equal_the_rendered_passages(chunk_size):
+    docs = [every_kind_of_document(i) for i in range(80)]
+    docs.append({"id": "bigint", "text": "zebra alpha", "metadata": {"n": 2**70}})
+    r = ragfind.Retriever(encoder=None, cache_size=0, chunk_size=chunk_size)
+    r.add_documents(docs)
+    r.delete_documents([f"d{i}" for i in range(0, 80, 9)])
+    for q in [
+        "alpha",
+        "beta gamma",
+        "omega kappa sigma",
+        "caf\u00e9",
+        "delta",
+        "\U0001f600",
+        "nothingmatches",
+    ]:
+        for k in (1, 5, 40, 1500):
+            got = r.search_rows_json(q, k)
+            passages = r.search(q, k=k, use_cache=False).passages
+            if any(p.doc_id == "bigint" for p in passages):
+                assert got is None  # the passages show what the writer leaves
+                continue
+            text, timings, cached = got
+            assert not cached and set(timings) >= {"bm25", "first_stage", "store", "total"}
+            assert parsed_alike(text, render_json(passage_rows(passages)))
+            assert [list(row) for row in json.loads(text)] == [list(ROW_KEYS)] * len(passages)
+    assert r.search_rows_json("nothingmatches", 3)[0] == b"[]"
+    assert r.search_rows_json("zebra", 3) is None
+    r.close()
+
+
+def test_rows_json_through_the_results_cache():
+    r = ragfind.Retriever(encoder=None, chunk_size=None)
+    r.add_documents([every_kind_of_document(i) for i in range(40)])
+    text, _, cached = r.search_rows_json("alpha", 5)
+    assert not cached
+    again, timings, cached = r.search_rows_json("alpha", 5)
+    assert cached and again == text and "cache" in timings
+    # search() answers from the same entry, passages equal to a fresh search's
+    res = r.search("alpha", k=5)
+    assert res.cached
+    assert [_fields(p) for p in res] == [_fields(p) for p in r.search("alpha", k=5, use_cache=False)]
+    assert res[0].highlights == r.search("alpha", k=5, use_cache=False)[0].highlights
+    stats = r.cache_stats()["results"]
+    assert (stats["hits"], stats["misses"]) == (2, 1)
+    # an entry of passages (a search() first) is left to search()
+    r.search("beta", k=5)
+    assert r.search_rows_json("beta", 5) is None
+    # a write empties the cache
+    r.add_documents([{"id": "new", "text": "alpha alpha alpha"}])
+    text, _, cached = r.search_rows_json("alpha", 5)
+    assert not cached
+    assert "new" in [row["doc_id"] for row in json.loads(r.search_rows_json("alpha", 100)[0])]
+    r.close()
+
+
+def _fields(p):
+    return (p.id, p.doc_id, p.text, p.title, p.source, p.score, p.start, p.end, dict(p.metadata))
+
+
+def test_rows_json_only_for_one_ranked_list(data_dir):
+    docs, _ = scifact(data_dir, 200)
+    hybrid = ragfind.Retriever(encoder=HashEncoder(), chunk_size=None, cache_size=0)
+    hybrid.add_documents(docs)
+    assert hybrid.search_rows_json("cells", 5) is None  # two stages: fused
+    hybrid.close()
+    r = ragfind.Retriever(encoder=None, chunk_size=None, cache_size=0)
+    r.add_documents(docs)
+    for query, k in [
+        ("", 5),
+        ("   ", 5),
+        (5, 5),
+        (["cells"], 5),
+        ("cells", 0),
+        ("cells", "5"),
+        ("cells", True),
+    ]:
+        assert r.search_rows_json(query, k) is None  # search() says what is wrong
+    assert r.search_rows_json("cells", 5) is not None
+    r.close()
+
+
+def test_rows_json_of_text_that_is_not_utf8():
+    """A mapped file's arena is checked for bounds, not UTF-8: such a row is left to the
+    passages, which show U+FFFD where the bytes are not UTF-8."""
+    r = ragfind.Retriever(encoder=None, chunk_size=None, cache_size=0)
+    r.add_documents([{"id": "a", "text": "alpha zzqqmark omega"}, {"id": "b", "text": "alpha beta"}])
+    arena = r.store.columns._arena.buf
+    at = bytes(arena).find(b"zzqqmark")
+    arena[at + 2] = 0xFF
+    assert r.search_rows_json("omega", 5) is None
+    assert "\ufffd" in r.search("omega", k=5)[0].text
+    assert r.search_rows_json("beta", 5) is not None  # the other document's rows are fine
+    s = Service(r, None)
+    assert "\ufffd" in json.loads(s.search_json({"query": "omega", "k": 5}))["results"][0]["text"]
+    r.close()
+
+
+@pytest.mark.parametrize("cache_size", [0, 1024])
+def test_service_search_json_from_the_store_as_search_renders(data_dir, cache_size):
+    docs, queries = scifact(data_dir, 1500)
+    r = ragfind.Retriever(encoder=None, chunk_size=None, cache_size=cache_size)
+    r.add_documents(docs)
+    s = Service(r, None)
+    for q in list(dict.fromkeys(queries))[:60]:  # each once: the first search is not cached
+        body = {"query": q, "k": 10}
+        new = json.loads(s.search_json(body))
+        old = json.loads(render_json(s.search(body)))
+        assert parsed_alike(json.dumps(new["results"]), json.dumps(old["results"]))
+        assert new["cached"] is False and old["cached"] is (cache_size > 0)
+        assert list(new["timings"]) == list(old["timings"]) or cache_size
+    if cache_size:
+        assert json.loads(s.search_json({"query": "fresh query text", "k": 3}))["cached"] is False
+        assert json.loads(s.search_json({"query": "fresh query text", "k": 3}))["cached"] is True
+    r.close()

@@ -49,6 +49,11 @@ class LRUCache:
             self.hits += 1
             return value
 
+    def peek(self, key: Hashable, default: Any = None) -> Any:
+        """The value for ``key`` or ``default``, neither counted nor marked as used."""
+        with self._lock:
+            return self._data.get(key, default)
+
     def put(self, key: Hashable, value: Any) -> None:
         """Store ``value`` under ``key``, evicting the least recently used entry when full."""
         if self.max_entries == 0:

@@ -257,6 +257,15 @@ class PassageColumns:
         appended to ``texts`` when given."""
         return self.view().passages(ids, fused, stage_scores, stage, rank_views(stage), highlights, texts)
 
+    def rows_json(
+        self, ids: np.ndarray, fused: Sequence[float], stage_scores: np.ndarray, stage: str
+    ) -> bytes | None:
+        """The JSON text of the list of result rows (as ``ragfind serve`` renders
+        :meth:`passages` of the same arguments), written natively from the columns with no
+        passage made; None when a row's strings are not well-formed UTF-8 or its metadata holds
+        values other than JSON's own types (then :meth:`passages` shows them)."""
+        return self.view().rows_json(ids, fused, stage_scores, stage)
+
     # ----- files
 
     def save(self, path: str | os.PathLike) -> None:

@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -108,6 +108,18 @@ def _positive_int(value: Any, name: str, allow_none: bool = False) -> int | None
 def _path_of(model: Any) -> str | None:
     path = getattr(model, "path", None)
     return os.fspath(path) if path is not None else None
+
+
+class RankedList(NamedTuple):
+    """A results-cache entry of a search that was one ranked list: its ids, fused and stage
+    scores, and stage, from which the runner builds the passages again (or writes their rows)
+    while the documents are as they were (the cache key holds their generation). Far smaller
+    than the passages, whose texts would otherwise stay alive in the cache."""
+
+    ids: np.ndarray
+    fused: list
+    scores: np.ndarray
+    stage: str
 
 
 class Retriever:
@@ -712,25 +724,15 @@ class Retriever:
         if collapse is not None and collapse not in COLLAPSE:
             raise ValueError(f"collapse = {collapse!r}; expected None or 'document'")
         run = self.first_stages if stages is None else self._select_stages(stages)
-        key = None
-        if use_cache and self.result_cache.max_entries:
-            try:
-                key = (
-                    self.stage_runner.generation,
-                    queries,
-                    k,
-                    freeze(dict(filters)) if filters else None,
-                    bool(rerank),
-                    collapse,
-                    tuple([s.name for s in run]),
-                )
-            except TypeError:
-                key = None
-            if key is not None:
-                hit = self.result_cache.get(key)
-                if hit is not None:
-                    dt = _now() - t0
-                    return result_from_fields(hit, {"cache": dt, "total": dt}, True, queries, (), ())
+        key = self._cache_key(queries, k, filters, rerank, collapse, run) if use_cache else None
+        if key is not None:
+            hit = self.result_cache.get(key)
+            if hit is not None:
+                if type(hit) is RankedList:
+                    hl = LazyHighlighter(queries, self._analyzer())
+                    hit = self.stage_runner.passages(hit.ids, hit.fused, hit.scores, hit.stage, hl, hl.texts)
+                dt = _now() - t0
+                return result_from_fields(hit, {"cache": dt, "total": dt}, True, queries, (), ())
         runner = self.stage_runner
         generation = key[0] if key is not None else None  # only a cached result needs it
         if filters:
@@ -751,12 +753,15 @@ class Retriever:
         ):
             # One exact ranked list: its fused top `head` is its own top `head`, in its order.
             depth = head
-            ranked = None if rerankers else getattr(runner, "ranked_passages", None)
-            fused = None if ranked is None else self._rrf_of_one(run[0].name, head)
+            ranked = self._ranked(run)
+            fused = None if ranked is None or rerankers else self._rrf_of_one(run[0].name, head)
             if fused is not None:
-                # ... and a runner that builds its passages from its own store in the same step.
+                # ... and a runner that builds its passages from its own store.
+                ids, scores = ranked(run[0], queries[0], head, flt, timings)
+                t = _now()
                 hl = LazyHighlighter(queries, self._analyzer())
-                passages = ranked(run[0], queries[0], head, flt, fused, hl, hl.texts, timings)
+                passages = runner.passages(ids, fused, scores, run[0].name, hl, hl.texts)
+                timings["store"] = _now() - t
                 timings["fusion"] = 0.0  # the list's own order: nothing to fuse
                 timings["total"] = _now() - t0
                 return self._answered(
@@ -823,11 +828,98 @@ class Retriever:
     def _answered(self, key: Any, generation: Any, result: SearchResult) -> SearchResult:
         """``result``, cached under ``key`` (None: not cached) when it is whole and the documents
         did not change since ``generation`` was read, before the search."""
-        if key is not None and not result.missing and generation == self.stage_runner.generation:
+        if not result.missing:
             # The passages alone: a tuple of untracked objects, which the cycle collector stops
             # walking after one look (a SearchResult would stay tracked while cached).
-            self.result_cache.put(key, result.passages)
+            self._keep(key, generation, result.passages)
         return result
+
+    def _keep(self, key: Any, generation: Any, entry: Any) -> None:
+        """Caches ``entry`` under ``key`` (None: not cached) when the documents did not change
+        since ``generation`` was read, before the search."""
+        if key is not None and generation == self.stage_runner.generation:
+            self.result_cache.put(key, entry)
+
+    def _cache_key(self, queries: tuple, k: int, filters: Any, rerank: Any, collapse: Any, run: list) -> Any:
+        """The results cache's key of a search (None: not cached: no cache, or a filter value
+        that cannot be hashed)."""
+        if not self.result_cache.max_entries:
+            return None
+        try:
+            return (
+                self.stage_runner.generation,
+                queries,
+                k,
+                freeze(dict(filters)) if filters else None,
+                bool(rerank),
+                collapse,
+                tuple([s.name for s in run]),
+            )
+        except TypeError:
+            return None
+
+    def _ranked(self, run: list) -> Any:
+        """The runner's ``ranked_list`` when a search of the stages ``run`` is one exact ranked
+        list whose passages the runner builds from its own store (one BM25 stage); else None."""
+        runner = self.stage_runner
+        if (
+            len(run) != 1
+            or getattr(run[0], "kind", None) != "bm25"
+            or getattr(runner, "passages", None) is None
+        ):
+            return None
+        return getattr(runner, "ranked_list", None)
+
+    def search_rows_json(self, query: str, k: int = 10) -> tuple | None:
+        """:meth:`search` ``(query, k)``'s passages as the JSON text of their result rows, as
+        ``ragfind serve`` answers them (``doc_id``, ``chunk_id``, ``title``, ``text``,
+        ``score``, ``ranks``, ``scores``, ``metadata``, ``source``, ``start``, ``end``; see
+        :func:`ragfind.serve.service.passage_json`), written straight from the store with no
+        :class:`Passage` made: ``(text, timings, cached)``, the results cache consulted and
+        filled as :meth:`search` does.
+
+        None when that search is not one ranked list the runner writes itself (several stages
+        or re-rankers, a runner without it), the cache holds its passages, or a row holds what
+        JSON's own types cannot show: :meth:`search` then answers (and raises for a bad query
+        or ``k``, which this leaves to it)."""
+        t0 = _now()
+        if type(query) is not str or not query or query.isspace() or type(k) is not int or k < 1:
+            return None
+        run = self.first_stages
+        runner = self.stage_runner
+        ranked = self._ranked(run)
+        write = getattr(runner, "rows_json", None)
+        rerankers = self.reranker is not None or bool(self.rerank_stages)
+        fused = None if ranked is None or write is None or rerankers else self._rrf_of_one(run[0].name, k)
+        if fused is None:
+            return None
+        queries = (query,)
+        key = self._cache_key(queries, k, None, True, None, run)
+        generation = key[0] if key is not None else None
+        if key is not None:
+            hit = self.result_cache.peek(key)
+            if hit is not None:
+                if type(hit) is not RankedList:
+                    return None  # passages: search() answers from them
+                text = write(hit.ids, hit.fused, hit.scores, hit.stage)
+                if text is None:
+                    return None
+                self.result_cache.get(key)  # counted as a hit, made the most recent
+                dt = _now() - t0
+                return text, {"cache": dt, "total": dt}, True
+        timings: dict = {}
+        ids, scores = ranked(run[0], query, k, None, timings)
+        t = _now()
+        text = write(ids, fused, scores, run[0].name)
+        if text is None:  # a row the passages show better: built and cached by search()
+            return None
+        if key is not None:
+            self.result_cache.get(key)  # counted as a miss
+        timings["store"] = _now() - t
+        timings["fusion"] = 0.0
+        timings["total"] = _now() - t0
+        self._keep(key, generation, RankedList(ids, fused[: len(ids)], scores, run[0].name))
+        return text, timings, False
 
     def _select_stages(self, names: Sequence[str] | None) -> list:
         if names is None:

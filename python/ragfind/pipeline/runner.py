@@ -198,33 +198,25 @@ class LocalStages:
         :meth:`fetch` when a search has one list."""
         return self.store.passages(ids, fused, stage_scores, stage, highlights, texts)
 
-    def ranked_passages(
-        self,
-        stage: Any,
-        query: str,
-        k: int,
-        flt: Any,
-        fused: list,
-        highlights: Any,
-        texts: list | None,
-        timings: dict,
-    ) -> tuple:
-        """The passages of ``stage``'s top ``k`` for one phrasing (``flt``: the compiled filter
-        or None), best first: :meth:`first_stage` and :meth:`passages` of a search with one
-        list, in one step. ``fused``: the fused score of each rank (at least ``k``). Sets the
-        stage's, ``first_stage`` and ``store`` timings. Optional, as :meth:`passages` is: the
-        Retriever uses it for a search of one exact list (one BM25 stage, one phrasing) when a
-        runner has it."""
+    def ranked_list(self, stage: Any, query: str, k: int, flt: Any, timings: dict) -> tuple:
+        """``stage``'s top ``k`` for one phrasing (``flt``: the compiled filter or None),
+        ``(ids, scores)`` best first, the stage's and ``first_stage`` timings set: the search of
+        :meth:`first_stage` for one list, without its bookkeeping. Optional, as :meth:`passages`
+        is: the Retriever uses it for a search of one exact list (one BM25 stage, one
+        phrasing) when a runner has both."""
         t0 = _now()
         if flt is not None and len(flt) == 0:
             ids, scores = np.zeros(0, np.int64), np.zeros(0, np.float32)
         else:
             ids, scores = _list_arrays(*stage.search(query, k, flt))
-        t1 = _now()
-        passages = self.store.passages(ids, fused, scores, stage.name, highlights, texts)
-        timings[stage.name] = timings["first_stage"] = t1 - t0
-        timings["store"] = _now() - t1
-        return passages
+        timings[stage.name] = timings["first_stage"] = _now() - t0
+        return ids, scores
+
+    def rows_json(self, ids: np.ndarray, fused: Any, stage_scores: np.ndarray, stage: str) -> bytes | None:
+        """The JSON text of the result rows of :meth:`passages` of the same list, written from
+        the store with no passage made, or None (:meth:`DocumentStore.rows_json`). Optional: the
+        Retriever's :meth:`~ragfind.Retriever.search_rows_json` needs it."""
+        return self.store.rows_json(ids, fused, stage_scores, stage)
 
     def count_chunks(self) -> int:
         return self.store.count_chunks()

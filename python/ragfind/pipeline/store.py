@@ -185,6 +185,12 @@ class DocumentStore:
         with self.lock:
             return self.columns.passages(ids, fused, stage_scores, stage, highlights, texts)
 
+    def rows_json(self, ids: Any, fused: Any, stage_scores: Any, stage: str) -> bytes | None:
+        """The JSON text of the result rows of :meth:`passages` of the same list, written from
+        the columns (:meth:`PassageColumns.rows_json`)."""
+        with self.lock:
+            return self.columns.rows_json(ids, fused, stage_scores, stage)
+
     def fetch_sql(self, ids: Sequence[int]) -> dict:
         """:meth:`fetch` read from the SQLite tables (the reference the columns must equal)."""
         id_list = [int(i) for i in ids]

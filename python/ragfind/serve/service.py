@@ -490,7 +490,24 @@ class Service:
 
     def search_json(self, body: Any) -> bytes:
         """:meth:`search`'s answer as the JSON ``/search`` sends (:func:`render_json` of it),
-        its rows written natively when they can be (:func:`results_json`)."""
+        its rows written natively: for a body of a query and ``k`` alone, straight from the
+        retriever's store when it can (:meth:`ragfind.Retriever.search_rows_json`, no passage
+        made), else from the passages (:func:`results_json`)."""
+        plain = self._plain(body)
+        if plain is not None and orjson is not None:
+            rows = getattr(self.retriever, "search_rows_json", None)
+            got = None if rows is None else rows(*plain)
+            if got is not None:
+                text, timings, cached = got
+                self.metrics.search(timings, cached)
+                return orjson.dumps(
+                    {
+                        "results": orjson.Fragment(text),
+                        "timings": {k_: v * 1e3 for k_, v in timings.items()},
+                        "timings_unit": "ms",
+                        "cached": cached,
+                    }
+                )
         res, highlight = self._search(body)
         passages = getattr(res, "passages", res)
         rows = results_json(passages, highlight)
@@ -498,11 +515,10 @@ class Service:
             return render_json(self._answer(res, passage_rows(passages, highlight)))
         return orjson.dumps(self._answer(res, rows))
 
-    def _search(self, body: Any) -> tuple:
-        """The search of a checked body, counted in the metrics: ``(result, highlight)``."""
+    def _plain(self, body: Any) -> tuple | None:
+        """``(query, k)`` of a valid body of a query and maybe ``k``, nothing else (most
+        requests: taken in a few checks), else None (checked in full by :meth:`_search`)."""
         if type(body) is dict and len(body) <= 2:
-            # Most requests: a query and maybe k, nothing else. Valid ones are taken here in a
-            # few checks; anything else goes through the checks below (and their errors).
             query, k = body.get("query"), body.get("k", 10)
             if (
                 type(query) is str
@@ -512,7 +528,14 @@ class Service:
                 and not query.isspace()
                 and query
             ):
-                return self._run(query, k, {"filters": None, "stages": None}), False
+                return query, k
+        return None
+
+    def _search(self, body: Any) -> tuple:
+        """The search of a checked body, counted in the metrics: ``(result, highlight)``."""
+        plain = self._plain(body)
+        if plain is not None:
+            return self._run(*plain, {"filters": None, "stages": None}), False
         if not isinstance(body, dict):
             raise ApiError(400, f"the body is a JSON {_json_type(body)}; expected an object with 'query'")
         _only(body, SEARCH_KEYS, "the body")

@@ -164,4 +164,51 @@ bool write_units(ByteWriter& out, const Unit* p, std::size_t n, bool simd = true
   return true;
 }
 
+// The length of the well-formed UTF-8 sequence at p (its lead byte past ASCII), or 0: a stray
+// continuation byte, an overlong form, a surrogate, a code point past U+10FFFF or a truncated
+// sequence (what Python's strict decoder refuses).
+inline std::size_t utf8_sequence(const unsigned char* p, std::size_t n) {
+  const unsigned c = p[0];
+  const auto cont = [&](std::size_t i) { return i < n && (p[i] & 0xC0) == 0x80; };
+  if (c < 0xC2) return 0;
+  if (c < 0xE0) return cont(1) ? 2 : 0;
+  if (c < 0xF0) {
+    if (!cont(1) || !cont(2)) return 0;
+    if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] >= 0xA0)) return 0;
+    return 3;
+  }
+  if (c < 0xF5) {
+    if (!cont(1) || !cont(2) || !cont(3)) return 0;
+    if ((c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] >= 0x90)) return 0;
+    return 4;
+  }
+  return 0;
+}
+
+// UTF-8 bytes as the inside of a JSON string (escaped, multi-byte sequences copied); false
+// when they are not well-formed UTF-8 (what was written is then unfinished). `simd`: as in
+// write_units.
+inline bool write_utf8(ByteWriter& out, std::string_view s, bool simd = true) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const std::size_t n = s.size();
+  char* w = out.room(n * 6);
+  std::size_t i = 0;
+  while (i < n) {
+    const std::size_t k = simd ? plain_prefix(p + i, n - i) : plain_prefix_scalar(p + i, n - i);
+    std::memcpy(w, p + i, k);
+    w += k, i += k;
+    if (i == n) break;
+    if (p[i] < 0x80) {
+      w = write_escape(w, p[i++]);
+      continue;
+    }
+    const std::size_t len = utf8_sequence(p + i, n - i);
+    if (len == 0) return false;
+    std::memcpy(w, p + i, len);
+    w += len, i += len;
+  }
+  out.commit(w);
+  return true;
+}
+
 }  // namespace ragfind::text::json
