@@ -486,7 +486,9 @@ class Service:
         :attr:`ragfind.Passage.highlights`; without it the key is absent (not computed).
         """
         res, highlight = self._search(body)
-        return self._answer(res, passage_rows(getattr(res, "passages", res), highlight))
+        return self._answer(
+            passage_rows(getattr(res, "passages", res), highlight), res.timings, bool(res.cached)
+        )
 
     def search_json(self, body: Any) -> bytes:
         """:meth:`search`'s answer as the JSON ``/search`` sends (:func:`render_json` of it),
@@ -494,26 +496,18 @@ class Service:
         retriever's store when it can (:meth:`ragfind.Retriever.search_rows_json`, no passage
         made), else from the passages (:func:`results_json`)."""
         plain = self._plain(body)
-        if plain is not None and orjson is not None:
-            rows = getattr(self.retriever, "search_rows_json", None)
-            got = None if rows is None else rows(*plain)
-            if got is not None:
-                text, timings, cached = got
-                self.metrics.search(timings, cached)
-                return orjson.dumps(
-                    {
-                        "results": orjson.Fragment(text),
-                        "timings": {k_: v * 1e3 for k_, v in timings.items()},
-                        "timings_unit": "ms",
-                        "cached": cached,
-                    }
-                )
+        store_rows = getattr(self.retriever, "search_rows_json", None) if orjson is not None else None
+        got = None if plain is None or store_rows is None else store_rows(*plain)
+        if got is not None:
+            text, timings, cached = got
+            self.metrics.search(timings, cached)
+            return orjson.dumps(self._answer(orjson.Fragment(text), timings, cached))
         res, highlight = self._search(body)
         passages = getattr(res, "passages", res)
         rows = results_json(passages, highlight)
         if rows is None:
-            return render_json(self._answer(res, passage_rows(passages, highlight)))
-        return orjson.dumps(self._answer(res, rows))
+            rows = passage_rows(passages, highlight)
+        return render_json(self._answer(rows, res.timings, bool(res.cached)))
 
     def _plain(self, body: Any) -> tuple | None:
         """``(query, k)`` of a valid body of a query and maybe ``k``, nothing else (most
@@ -575,13 +569,14 @@ class Service:
         return res
 
     @staticmethod
-    def _answer(res: Any, results: Any) -> dict:
-        """The answer to a search: ``results`` (its rows) and its timings."""
+    def _answer(results: Any, timings: dict, cached: bool) -> dict:
+        """The answer to a search: ``results`` (its rows), its timings (seconds, answered in
+        milliseconds) and whether the cache answered."""
         return {
             "results": results,
-            "timings": {k_: v * 1e3 for k_, v in res.timings.items()},
+            "timings": {k_: v * 1e3 for k_, v in timings.items()},
             "timings_unit": "ms",
-            "cached": bool(res.cached),
+            "cached": cached,
         }
 
     def explain(self, body: Any) -> dict:
