@@ -160,6 +160,15 @@ def ms(text: str) -> float:
     return float(m.group(1)) * UNITS[m.group(2)]
 
 
+#: --pin: (the server's CPUs, wrk's CPUs) for taskset, or None (the scheduler places both).
+PIN: tuple | None = None
+
+
+def pinned(cmd: list, side: int) -> list:
+    """``cmd`` under ``taskset -c`` to its side's CPUs of :data:`PIN` (0 server, 1 wrk)."""
+    return cmd if PIN is None else ["taskset", "-c", PIN[side], *cmd]
+
+
 def wrk(url: str, clients: int, seconds: float, script: Path | None, timeout_s: float = 10) -> dict:
     cmd = [
         "wrk",
@@ -174,7 +183,7 @@ def wrk(url: str, clients: int, seconds: float, script: Path | None, timeout_s: 
     cmd += ["--timeout", f"{max(1, round(timeout_s))}s"]
     if script is not None:
         cmd += ["-s", str(script)]
-    out = subprocess.run([*cmd, url], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(pinned([*cmd, url], 1), capture_output=True, text=True, check=True).stdout
     lat = dict(re.findall(r"^\s+(50|99)%\s+(\S+)\s*$", out, re.M))
     n = int(re.search(r"(\d+) requests in", out).group(1))
     errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
@@ -260,7 +269,7 @@ def serve(folder: Path, *flags: str) -> tuple:
     env = dict(os.environ, PYTHONPATH=str(SERVER_PYTHON))
     cmd = [sys.executable, "-m", "ragfind", "serve", str(folder), "--port", str(port), "--read-only"]
     # As an operator benchmarks: no access log (uvicorn formats its line even below info).
-    proc = subprocess.Popen([*cmd, "--log-level", "error", "--no-access-log", *flags], env=env)
+    proc = subprocess.Popen(pinned([*cmd, "--log-level", "error", "--no-access-log", *flags], 0), env=env)
     for _ in range(1200):
         try:
             c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
@@ -359,6 +368,13 @@ def main() -> None:
     )
     ap.add_argument("--paired", type=int, default=1000, help="paired c=1 steps (default 1000)")
     ap.add_argument("--serve-flags", default="", help="more ragfind serve flags, e.g. '--inline-ms 0'")
+    ap.add_argument(
+        "--pin",
+        default=None,
+        metavar="SERVER:WRK",
+        help="CPU lists for taskset, the server's and wrk's, e.g. 0:1 (a one-process server on a core "
+        "of its own, the load generator on the other); default: the scheduler places both",
+    )
     ap.add_argument("--overload-clients", type=int, default=128, help="0: no overload run")
     ap.add_argument("--queue-depth", type=int, default=32, help="the overload server's --queue-depth")
     ap.add_argument("--queue-wait-ms", type=float, default=250, help="the overload server's --queue-wait-ms")
@@ -386,6 +402,12 @@ def main() -> None:
     if args.highlight:
         global EXTRA_FIELDS, HIGHLIGHT
         EXTRA_FIELDS, HIGHLIGHT = ', "highlight": true', {"highlight": True}
+    if args.pin is not None:
+        global PIN
+        server_cpus, _, wrk_cpus = args.pin.partition(":")
+        if not server_cpus or not wrk_cpus or shutil.which("taskset") is None:
+            raise SystemExit("--pin needs SERVER:WRK CPU lists and taskset (util-linux)")
+        PIN = (server_cpus, wrk_cpus)
     if args.server_python is not None:
         global SERVER_PYTHON
         SERVER_PYTHON = args.server_python.resolve()
