@@ -31,9 +31,10 @@ rm -rf "$LOG_DIR" && mkdir -p "$LOG_DIR"
 
 if [ "$#" -eq 0 ]; then
   # The native core: BM25 + analyzer, dense kernels/exact/HNSW wrapper, fusion, MaxSim/late
-  # interaction, plus the reliability suites (properties, concurrency, crash safety, fuzz seeds).
+  # interaction, the passage columns and the JSON rows written from them, plus the reliability
+  # suites (properties, concurrency, crash safety, fuzz seeds).
   set -- tests/sparse tests/dense tests/late tests/pipeline/test_pipeline_fusion.py tests/reliability \
-    -p no:cacheprovider -q
+    tests/pipeline/test_passage_columns.py tests/serve/test_serve_rows.py -p no:cacheprovider -q
 fi
 
 # alloc_dealloc_mismatch=0: hnswlib's own Python bindings (third party, not instrumented) free
