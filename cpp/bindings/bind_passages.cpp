@@ -572,21 +572,12 @@ PyMethodDef json_rows_def = {"json_rows", reinterpret_cast<PyCFunction>(reinterp
 
 // {str: int} (floats: {str: float}, non-finite as null) as JSON; false for another key or value type.
 bool write_numbers(json::ByteWriter& out, PyObject* d, bool floats) {
-  out.push_back('{');
-  Py_ssize_t pos = 0;
-  PyObject *key, *value;
-  bool first = true;
-  while (PyDict_Next(d, &pos, &key, &value)) {
-    if (!PyUnicode_CheckExact(key) || !(floats ? PyFloat_CheckExact(value) : PyLong_CheckExact(value))) return false;
-    if (!first) out.push_back(',');
-    first = false;
-    if (!json::write_str(out, key)) return false;
-    out.push_back(':');
-    if (floats) json::write_float(out, PyFloat_AS_DOUBLE(value));
-    else if (!json::write_int(out, value)) return false;
-  }
-  out.push_back('}');
-  return true;
+  return json::write_dict_with(out, d, [floats](json::ByteWriter& o, PyObject* v) {
+    if (!floats) return PyLong_CheckExact(v) && json::write_int(o, v);
+    if (!PyFloat_CheckExact(v)) return false;
+    json::write_float(o, PyFloat_AS_DOUBLE(v));
+    return true;
+  });
 }
 
 // One passage's row (json_row's dict) as JSON text; false where json_row or the JSON writer

@@ -68,9 +68,9 @@ inline void write_float(ByteWriter& out, double x) {
 
 inline bool write_value(ByteWriter& out, PyObject* v, int depth = 0);
 
-// An exact dict of str keys, in its order.
-inline bool write_dict(ByteWriter& out, PyObject* d, int depth) {
-  if (depth >= kMaxDepth) return false;
+// An exact dict of str keys, in its order, each value written by write(out, value) -> bool.
+template <class Write>
+bool write_dict_with(ByteWriter& out, PyObject* d, Write&& write) {
   out.push_back('{');
   Py_ssize_t pos = 0;
   PyObject *key, *value;
@@ -81,10 +81,16 @@ inline bool write_dict(ByteWriter& out, PyObject* d, int depth) {
     first = false;
     if (!write_str(out, key)) return false;
     out.push_back(':');
-    if (!write_value(out, value, depth + 1)) return false;
+    if (!write(out, value)) return false;
   }
   out.push_back('}');
   return true;
+}
+
+// An exact dict of str keys, in its order.
+inline bool write_dict(ByteWriter& out, PyObject* d, int depth) {
+  if (depth >= kMaxDepth) return false;
+  return write_dict_with(out, d, [depth](ByteWriter& o, PyObject* v) { return write_value(o, v, depth + 1); });
 }
 
 inline bool write_items(ByteWriter& out, PyObject* const* items, Py_ssize_t n, int depth) {
