@@ -251,6 +251,52 @@ def test_a_stopped_copy_is_hedged_within_the_deadline(ray_session, docs, tmp_pat
         sharded.close()
 
 
+def test_a_graph_compile_holding_copies_up_fails_no_search_or_write(ray_session, docs, tmp_path) -> None:
+    """Ray compiling the search graph holds up the copies' ordinary calls (seconds on busy
+    cores): a search or a write overlapping a compile waits up to COMPILE_GRACE deadlines for
+    its copy instead of failing; once the compile is over the deadline is one deadline."""
+    import threading
+
+    from ragfind.distributed.replication import COMPILE_GRACE
+
+    ray = ray_session
+    q = "boundary layer flow"
+    deadline = 1.0
+    sharded = ShardedRetriever(1, work_dir=tmp_path, deadline=deadline, fanout="calls", **OPTS)
+    pid = ray.get(sharded._actors[0][0].info.remote(), timeout=30)["pid"]
+    resumes: list = []
+
+    def hold_up(seconds: float) -> None:
+        os.kill(pid, signal.SIGSTOP)
+        timer = threading.Timer(seconds, os.kill, (pid, signal.SIGCONT))
+        timer.start()
+        resumes.append(timer)
+
+    try:
+        sharded.add_documents(docs[:100])
+        want = [(p.doc_id, p.score) for p in sharded.search(q, k=10)]
+        with sharded._copies.compiling():
+            hold_up(2.0 * deadline)
+            t = time.monotonic()
+            assert [(p.doc_id, p.score) for p in sharded.search(q, k=10)] == want
+            assert 1.5 * deadline < time.monotonic() - t < COMPILE_GRACE * deadline
+            hold_up(2.0 * deadline)
+            assert sharded.add_documents(docs[100:110]) == 10
+        assert len(sharded) == 110 and 0 in sharded._copies.in_sync[0]
+        hold_up(3.0 * deadline)
+        t = time.monotonic()
+        with pytest.raises(ShardUnavailableError, match="within 1.0 s"):
+            sharded.search("supersonic wing", k=10)
+        assert time.monotonic() - t < 2.5 * deadline
+        resumes[-1].join()
+        assert [(p.doc_id, p.score) for p in sharded.search(q, k=10)][:1]
+    finally:
+        for timer in resumes:
+            timer.join()
+        os.kill(pid, signal.SIGCONT)
+        sharded.close()
+
+
 def test_log_plan_drops_aborted_and_fenced_writes() -> None:
     from ragfind.distributed.shard import plan_records
 

@@ -56,8 +56,9 @@ def test_workers_see_every_acknowledged_write_and_die_with_the_writer(bm25_folde
                 assert f"owl{n}" in search_ids(url, "owls voles", auth)
                 got = httpx.get(url + f"/documents/owl{n}", headers=auth)
                 assert got.status_code == 200 and got.json()["id"] == f"owl{n}"
-            health = httpx.get(url + "/health")
-            assert health.json()["documents"] == 6 + n + 1
+            for _ in range(4):  # the routes that never queue follow the writer too
+                assert httpx.get(url + "/health").json()["documents"] == 6 + n + 1
+                assert httpx.get(url + "/info", headers=auth).json()["documents"] == 6 + n + 1
         assert (
             httpx.post(
                 url + "/documents", json={"documents": [{"id": "owl0", "text": "x"}]}, headers=auth
@@ -153,3 +154,31 @@ def test_a_follower_applies_the_log_reloads_after_checkpoints_and_rewinds(bm25_f
     follower.catch_up()
     assert {"owl", "bat"} <= ids()
     writer.close()
+
+
+def test_every_route_of_a_worker_follows_the_writer(bm25_folder):
+    """The routes that never queue (/health, /info, /metrics) apply the writer's log first too:
+    a worker that took none of the requests since a write reports it all the same."""
+    from starlette.testclient import TestClient
+
+    from ragfind.serve.app import create_app
+    from ragfind.serve.service import Service
+    from ragfind.serve.workers import Follower
+
+    writer = Service(ragfind.Retriever.load(bm25_folder), bm25_folder)
+    n = len(writer.retriever)
+    follower = Follower(Service(None, None), bm25_folder, writer_socket="unused")
+    try:
+        with TestClient(create_app(service=follower.service, follower=follower)) as client:
+            for i, route in enumerate(["/health", "/info", "/metrics", "/health"]):
+                writer.add({"documents": [{"id": f"owl{i}", "text": "owls hunt voles"}]})
+                if i == 3:
+                    writer.checkpoint()  # a reload, not a replay
+                resp = client.get(route)
+                assert resp.status_code == 200
+                if route == "/metrics":
+                    assert f"ragfind_documents {n + i + 1}" in resp.text
+                else:
+                    assert resp.json()["documents"] == n + i + 1
+    finally:
+        writer.close()

@@ -16,6 +16,10 @@ and recovery stay ordinary calls, and any search the graph cannot take falls bac
 - The graph's copies are on the router's node: Ray's channels to another node go through the
   raylets, and a node stopped mid-transfer crashed a raylet in the cluster tests (Ray 2.60,
   ``MutableObjectProvider::HandlePushMutableObject``). Elsewhere searches make ordinary calls.
+- Compiling a graph and warming it up hold up the copies' ordinary calls (0.3-0.9 s here
+  idle, seconds on busy cores): a wait on the copies that overlaps a compile gets
+  ``COMPILE_GRACE`` deadlines (:class:`.replication.Copies`), so no search or write fails
+  for it.
 - While it waits for the next search, each actor of a graph polls its channel (Ray's
   ``ReadAcquire`` spins with ``sched_yield``): about half a core per shard copy, measured,
   though it yields to other work. A graph no search has used for ``idle_after`` seconds is
@@ -172,9 +176,11 @@ class SearchGraph:
                 dag = MultiOutputNode(
                     [copies.actors[s][r].graph_first_stage.bind(inp) for s, r in enumerate(on)]
                 )
-            # Sending a search waits for the copies to take it: within the deadline too.
-            graph = dag.experimental_compile(_submit_timeout=self.deadline)
-            self._ray.get(graph.execute(None), timeout=_WARM_UP_WAIT)
+            # Meanwhile the copies answer ordinary calls late: their waits get longer.
+            with copies.compiling():
+                # Sending a search waits for the copies to take it: within the deadline too.
+                graph = dag.experimental_compile(_submit_timeout=self.deadline)
+                self._ray.get(graph.execute(None), timeout=_WARM_UP_WAIT)
         except Exception:  # noqa: BLE001 - a copy died or is stopped: ordinary calls meanwhile
             if graph is not None:
                 self._tear_down(graph)

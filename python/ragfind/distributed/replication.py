@@ -19,14 +19,17 @@ its snapshot when that log no longer reaches back), and is let back only when it
 is ``last``, under the write lock, so no write slips between.
 Searches read in-sync copies only, pinned per search, and never take the write lock.
 
-Every wait on a copy is bounded by ``deadline`` seconds.
+Every wait on a copy is bounded by ``deadline`` seconds, or ``COMPILE_GRACE`` times that for
+a wait that overlapped Ray compiling the router's search graph (:mod:`.fanout`), which holds
+up the copies' ordinary calls meanwhile.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ragfind.distributed.shard import _Err, _Refused
@@ -58,6 +61,11 @@ _TIMEOUT = object()
 #: The fraction of a read's deadline after which a silent copy is hedged by another.
 HEDGE = 0.25
 
+#: How many deadlines a wait on the copies gets when Ray compiled the search graph meanwhile:
+#: the compile's own calls on the copies hold up theirs (0.3-0.9 s here idle, 2-4 s with the
+#: cores busy), and a search or write must not fail for the router's own background work.
+COMPILE_GRACE = 4.0
+
 
 class _Failed:
     def __init__(self, exc: BaseException | None) -> None:
@@ -86,11 +94,29 @@ class Copies:
         self._rr = [0] * n
         self._rr_lock = threading.Lock()
         self._local = threading.local()
+        self._compiling = 0  # compiles of the search graph under way
+        self._compiled = float("-inf")  # when the last one ended (time.monotonic)
         with self.write_lock:
             for s in range(n):
                 self._elect(s, start_wait)
 
     # ------------------------------------------------------------------ waiting
+
+    @contextlib.contextmanager
+    def compiling(self) -> Iterator[None]:
+        """Held while Ray compiles and warms up a search graph over these copies."""
+        with self._rr_lock:
+            self._compiling += 1
+        try:
+            yield
+        finally:
+            with self._rr_lock:
+                self._compiling -= 1
+                self._compiled = time.monotonic()
+
+    def _held_up(self, since: float) -> bool:
+        """A compile of the search graph ran at some moment after ``since``."""
+        return self._compiling > 0 or self._compiled >= since
 
     def wait(self, futures: Mapping[Any, Any], timeout: float) -> dict:
         """``{key: result}`` for each future; ``_Failed`` for a dead copy, ``_TIMEOUT`` for one
@@ -100,7 +126,12 @@ class Copies:
         out: dict = {}
         ready: set = set()
         if refs:
+            start = time.monotonic()
             done, _ = ray.wait(refs, num_returns=len(refs), timeout=max(timeout, 0.0))
+            if len(done) < len(refs) and self._held_up(start):
+                rest = [ref for ref in refs if ref not in set(done)]
+                left = start + timeout * COMPILE_GRACE - time.monotonic()
+                done += ray.wait(rest, num_returns=len(rest), timeout=max(left, 0.0))[0]
             ready = set(done)
         if ready and len(ready) == len(refs):
             try:
@@ -340,6 +371,8 @@ class Copies:
         # fails (it says so) starts the shard's clock again; silence does not.
         hedge_at: dict = {}
         end_at: dict = {}
+        started = time.monotonic()
+        graced: set = set()
 
         def launch(s: int, hedge: bool = False) -> bool:
             if not hedge and pins is not None and s in pins and pins[s] in self.in_sync[s] and not tried[s]:
@@ -371,7 +404,8 @@ class Copies:
             for r, ref in flying.pop(s, ()):
                 self._busy[(s, r)] = ref  # still running: read-only, it stays in sync
             if not partial:
-                raise ShardUnavailableError(s, calls[s][0], budget, last_error.get(s))
+                waited = budget * (COMPILE_GRACE if s in graced else 1.0)
+                raise ShardUnavailableError(s, calls[s][0], waited, last_error.get(s))
 
         for s in calls:
             if not launch(s):
@@ -394,8 +428,11 @@ class Copies:
         while flying:
             now = time.monotonic()
             for s in list(flying):
+                if now >= end_at[s] and s not in graced and self._held_up(started):
+                    graced.add(s)
+                    end_at[s] += budget * (COMPILE_GRACE - 1)
                 if now >= end_at[s]:
-                    last_error.setdefault(s, f"no copy answered within the {budget:.1f} s deadline")
+                    last_error.setdefault(s, "no copy answered within the deadline")
                     give_up(s)
                 elif hedge_at[s] is not None and now >= hedge_at[s]:
                     hedge_at[s] = None

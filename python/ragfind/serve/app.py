@@ -213,10 +213,10 @@ def create_app(
             params = scope.get("path_params")
             if params and "doc_id" in params:
                 args.append(params["doc_id"])
-            if not queued:
-                return handler(*args)
             if follower is not None:
                 await follower.sync()  # every acknowledged write is seen, whoever took it
+            if not queued:
+                return handler(*args)
             return await gate.call(route, kind(*args) if kind else None, handler, *args)
 
         async def run(scope, receive, send) -> None:

@@ -8,7 +8,7 @@ uvicorn's or gunicorn's ``--workers``, over one folder that a single writer proc
 - Each **worker** loads the folder by itself, answers searches, explanations, document reads,
   ``/health`` and ``/metrics``, and forwards ``POST /documents`` and ``DELETE /documents/{id}``
   to the writer, which makes them durable before it answers, exactly as a single process does.
-- A worker **follows** the writer through the folder: before each queued request it compares
+- A worker **follows** the writer through the folder: before each request it compares
   two ``stat`` results (the manifest and the write log) with what it last applied, and on a
   change replays the new log records (or reloads the folder after a checkpoint replaced it). A
   write acknowledged by any worker is therefore seen by every request that starts after the
@@ -112,7 +112,7 @@ class Follower:
             replay(retriever, records[self.applied :])
             self.applied = len(records)
             if reloaded:
-                # Published once it holds the logged writes too (/health reads it unsynced).
+                # Published once it holds the logged writes too (requests past their sync read it).
                 self.service.retriever = retriever
                 if self.service.config.freeze_gc:
                     settle_heap()  # the old retriever can go, the new one stays
