@@ -56,6 +56,9 @@ class Follower:
         self.service = service
         self.folder = Path(folder)
         self.log_path = self.folder / LOG_FILE
+        # Every request stats both: plain strings, not a Path join each time.
+        self._manifest_str = os.fspath(self.folder / MANIFEST)
+        self._log_str = os.fspath(self.log_path)
         self.writer_socket = writer_socket
         self.encoder = encoder
         self._lock = threading.Lock()
@@ -68,11 +71,11 @@ class Follower:
 
     def _state(self) -> tuple:
         try:
-            manifest = os.stat(self.folder / MANIFEST).st_ino
+            manifest = os.stat(self._manifest_str).st_ino
         except FileNotFoundError:
             manifest = None
         try:
-            st = os.stat(self.log_path)
+            st = os.stat(self._log_str)
             wal = (st.st_ino, st.st_size)
         except FileNotFoundError:
             wal = None
