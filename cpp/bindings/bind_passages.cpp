@@ -327,13 +327,9 @@ class ColumnsHandle {
       rows = passages::read_rows(v_, list.ids, list.n);
     } catch (const std::out_of_range& e) { throw py::value_error(e.what()); }
     PyObject* answer = json::written_bytes([&](json::ByteWriter& out) {
-      out.push_back('[');
-      for (size_t j = 0; j < rows.size(); ++j) {
-        if (j > 0) out.push_back(',');
-        if (!write_row_json(out, rows[j], list, stage_key.view())) return false;
-      }
-      out.push_back(']');
-      return true;
+      return json::write_array_with(out, rows.size(), [&](json::ByteWriter& o, size_t j) {
+        return write_row_json(o, rows[j], list, stage_key.view());
+      });
     });
     if (answer == nullptr) throw py::error_already_set();
     return py::reinterpret_steal<py::object>(answer);
@@ -612,13 +608,8 @@ PyObject* json_text(PyObject* self, PyObject* passages) {
   const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
   PyObject* const* items = PySequence_Fast_ITEMS(seq);
   PyObject* answer = json::written_bytes([&](json::ByteWriter& out) {
-    out.push_back('[');
-    for (Py_ssize_t i = 0; i < n; ++i) {
-      if (i > 0) out.push_back(',');
-      if (!write_row(*f, items[i], out)) return false;
-    }
-    out.push_back(']');
-    return true;
+    return json::write_array_with(out, static_cast<size_t>(n),
+                                  [&](json::ByteWriter& o, size_t i) { return write_row(*f, items[i], o); });
   });
   Py_DECREF(seq);
   return answer;

@@ -87,6 +87,18 @@ bool write_dict_with(ByteWriter& out, PyObject* d, Write&& write) {
   return true;
 }
 
+// An array of n elements, element i written by write(out, i) -> bool.
+template <class Write>
+bool write_array_with(ByteWriter& out, size_t n, Write&& write) {
+  out.push_back('[');
+  for (size_t i = 0; i < n; ++i) {
+    if (i > 0) out.push_back(',');
+    if (!write(out, i)) return false;
+  }
+  out.push_back(']');
+  return true;
+}
+
 // An exact dict of str keys, in its order.
 inline bool write_dict(ByteWriter& out, PyObject* d, int depth) {
   if (depth >= kMaxDepth) return false;
@@ -95,13 +107,8 @@ inline bool write_dict(ByteWriter& out, PyObject* d, int depth) {
 
 inline bool write_items(ByteWriter& out, PyObject* const* items, Py_ssize_t n, int depth) {
   if (depth >= kMaxDepth) return false;
-  out.push_back('[');
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    if (i > 0) out.push_back(',');
-    if (!write_value(out, items[i], depth + 1)) return false;
-  }
-  out.push_back(']');
-  return true;
+  return write_array_with(out, static_cast<size_t>(n),
+                          [items, depth](ByteWriter& o, size_t i) { return write_value(o, items[i], depth + 1); });
 }
 
 inline bool write_value(ByteWriter& out, PyObject* v, int depth) {

@@ -128,11 +128,11 @@ class Copies:
         if refs:
             start = time.monotonic()
             done, _ = ray.wait(refs, num_returns=len(refs), timeout=max(timeout, 0.0))
-            if len(done) < len(refs) and self._held_up(start):
-                rest = [ref for ref in refs if ref not in set(done)]
-                left = start + timeout * COMPILE_GRACE - time.monotonic()
-                done += ray.wait(rest, num_returns=len(rest), timeout=max(left, 0.0))[0]
             ready = set(done)
+            if len(ready) < len(refs) and self._held_up(start):
+                rest = [ref for ref in refs if ref not in ready]
+                left = start + timeout * COMPILE_GRACE - time.monotonic()
+                ready.update(ray.wait(rest, num_returns=len(rest), timeout=max(left, 0.0))[0])
         if ready and len(ready) == len(refs):
             try:
                 # All answered (the usual case): one get for all of them.

@@ -485,7 +485,7 @@ class Service:
         result then carries ``"highlights": [[start, end], ...]``, equal to
         :attr:`ragfind.Passage.highlights`; without it the key is absent (not computed).
         """
-        res, highlight = self._search(body)
+        res, highlight = self._search(body, self._plain(body))
         return self._answer(
             passage_rows(getattr(res, "passages", res), highlight), res.timings, bool(res.cached)
         )
@@ -502,7 +502,7 @@ class Service:
             text, timings, cached = got
             self.metrics.search(timings, cached)
             return orjson.dumps(self._answer(orjson.Fragment(text), timings, cached))
-        res, highlight = self._search(body)
+        res, highlight = self._search(body, plain)
         passages = getattr(res, "passages", res)
         rows = results_json(passages, highlight)
         if rows is None:
@@ -525,9 +525,9 @@ class Service:
                 return query, k
         return None
 
-    def _search(self, body: Any) -> tuple:
-        """The search of a checked body, counted in the metrics: ``(result, highlight)``."""
-        plain = self._plain(body)
+    def _search(self, body: Any, plain: tuple | None) -> tuple:
+        """The search of a checked body (``plain``: its :meth:`_plain`), counted in the metrics:
+        ``(result, highlight)``."""
         if plain is not None:
             return self._run(*plain, {"filters": None, "stages": None}), False
         if not isinstance(body, dict):
