@@ -4,8 +4,11 @@ falls on all engines alike. Reports medians of wall-clock q/s and of CPU-time q/
 time of the single search thread, less sensitive to other processes on a loaded machine), and
 for each recall@10 target the fastest setting that reaches it, per engine, by each clock.
 
-    PYTHONPATH=python python bench/compare_ivf_pq_rounds.py --n 200000 --nlist 1024 --pq-m 48 \\
+    PYTHONPATH=python python bench/compare_ivf_pq_rounds.py --n 200000 --nlist 1024 \\
         --nq 300 --probes 16,24,32,48 --reranks 8,16,32,64 --rounds 5
+
+``--pq-m`` (default: ragfind's own default, dim / 4 sub-spaces) is also faiss IVFPQFastScan's m,
+so both code rows have the same bytes.
 
 ``--ragfind`` picks the ragfind configurations: ``pq4`` / ``pq8`` (``--pq-m`` / ``--pq8-m``
 sub-spaces of 4 / 8 bits, or ``pq8m24``: 24 of them), each optionally ``-f16`` (re-scoring
@@ -43,6 +46,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare_ivf import TARGETS, make_data, recall  # noqa: E402
 from ragfind import DenseIndex  # noqa: E402
+from ragfind.dense.ivf_codes import default_pq_m  # noqa: E402
 
 K = 10
 
@@ -159,7 +163,7 @@ def main() -> None:
     ap.add_argument("--latent", type=int, default=12)
     ap.add_argument("--noise", type=float, default=0.25)
     ap.add_argument("--nlist", type=int, default=1024)
-    ap.add_argument("--pq-m", type=int, default=48)
+    ap.add_argument("--pq-m", type=int, default=None, help="4-bit sub-spaces (default: ragfind's, dim / 4)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--probes", default="16,24,32,48")
     ap.add_argument("--reranks", default="8,16,32,64")
@@ -174,6 +178,8 @@ def main() -> None:
     )
     ap.add_argument("--rss-dir", default=None, help="save the engines here and measure RssAnon after load")
     a = ap.parse_args()
+    if a.pq_m is None:
+        a.pq_m = default_pq_m(a.dim)
     X, Q = make_data(a.n, a.nq, a.dim, a.latent, a.noise, seed=0)
     if a.metric == "l2":
         scale = np.linspace(0.5, 1.5, a.n, dtype=np.float32)[np.random.default_rng(1).permutation(a.n)]

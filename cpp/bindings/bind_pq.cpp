@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,16 @@ void check_array(const py::array& a, const char* name, char kind, size_t itemsiz
   if (a.ndim() != ndim)
     fail_value(std::string(name) + " must be " + std::to_string(ndim) + "-D, got " + std::to_string(a.ndim()) + "-D");
   if ((a.flags() & py::array::c_style) == 0) fail_value(std::string(name) + " must be C-contiguous");
+}
+
+// The coarse form passed with these centroids (None: none), refused when made from others.
+const dense::CoarseCentroids* coarse_of(const py::object& coarse, const py::array& centroids) {
+  if (coarse.is_none()) return nullptr;
+  const auto& cc = coarse.cast<const dense::CoarseCentroids&>();
+  if (!dense::coarse_matches(cc, static_cast<const float*>(centroids.data()), static_cast<size_t>(centroids.shape(0)),
+                             static_cast<size_t>(centroids.shape(1))))
+    fail_value("coarse was not made from these centroids (coarse_centroids(centroids))");
+  return &cc;
 }
 
 // Codebooks from an (m, ksub, dsub) float32 array (ksub 16 or 256): copied, or with `borrow`
@@ -184,7 +195,7 @@ void bind_pq(py::module_& m) {
       "ivf_pq_search",
       [](py::array centroids, py::array codewords, py::array blocks, py::array row0, py::array lens, py::object pos,
          py::array exact, py::array Q, size_t k, size_t nprobe, size_t rerank, int threads, py::object start,
-         py::object allowed, const std::string& metric) -> py::tuple {
+         py::object allowed, const std::string& metric, py::object coarse) -> py::tuple {
         if (metric != "ip" && metric != "l2") fail_value("metric must be 'ip' or 'l2', got '" + metric + "'");
         const dense::PqCodebook pq = codebook(codewords, true);  // codewords outlives the search
         const bool eight = pq.bits == 8;
@@ -248,6 +259,7 @@ void bind_pq(py::module_& m) {
         else v.exact = static_cast<const float*>(exact.data());
         v.n_exact = n_exact;
         v.l2 = metric == "l2";
+        v.coarse = coarse_of(coarse, centroids);
         const size_t nq = static_cast<size_t>(Q.shape(0));
         py::array_t<int64_t> out_pos({nq, k});
         py::array_t<float> out_scores({nq, k});
@@ -263,12 +275,37 @@ void bind_pq(py::module_& m) {
       py::arg("centroids"), py::arg("codewords"), py::arg("blocks"), py::arg("row0"), py::arg("lens"), py::arg("pos"),
       py::arg("exact"), py::arg("Q"), py::arg("k"), py::arg("nprobe"), py::arg("rerank"), py::arg("threads") = 0,
       py::arg("start") = py::none(), py::arg("allowed") = py::none(), py::arg("metric") = "ip",
+      py::arg("coarse") = py::none(),
       "IVF-PQ search by inner product or (metric 'l2') squared distance, ascending (4-bit fast scan or 8-bit float "
       "tables, re-scoring of the "
       "k * rerank best against exact, float32 or float16 rows): (positions (nq, k) padded with -1, "
       "scores (nq, k) padded with NaN). 4-bit blocks are pq4_pack's, 8-bit ones the code rows "
       "(m bytes each) flattened. Row i of list l is pos[row0[l] + i], or with pos=None start[l] + i; "
-      "allowed (uint8 per row of exact) admits rows.");
+      "allowed (uint8 per row of exact) admits rows; coarse (coarse_centroids(centroids)) picks the same lists "
+      "faster.");
+
+  py::class_<dense::CoarseCentroids, std::shared_ptr<dense::CoarseCentroids>>(
+      m, "CoarseCentroids", "Centroids in int8 for a first pass over a query's list scores (coarse_centroids).")
+      .def_property_readonly("nlist", [](const dense::CoarseCentroids& c) { return c.nlist; })
+      .def_property_readonly("dim", [](const dense::CoarseCentroids& c) { return c.d; });
+
+  m.def(
+      "coarse_centroids",
+      [](py::array centroids) {
+        check_array(centroids, "centroids", 'f', 4, 2, "float32");
+        const size_t nlist = static_cast<size_t>(centroids.shape(0)), d = static_cast<size_t>(centroids.shape(1));
+        if (nlist == 0 || d == 0) fail_value("centroids must not be empty");
+        auto cc = std::make_shared<dense::CoarseCentroids>();
+        const float* C = static_cast<const float*>(centroids.data());
+        try {
+          py::gil_scoped_release release;
+          *cc = dense::make_coarse_centroids(C, nlist, d);
+        } catch (const std::invalid_argument& e) { fail_value(e.what()); }
+        return cc;
+      },
+      py::arg("centroids"),
+      "The int8 form of (nlist, d) float32 centroids that ivf_pq_search(coarse=) picks lists with: the same lists "
+      "and scores as a full float32 scan.");
 
   m.def(
       "rabitq_rotation",
@@ -320,7 +357,7 @@ void bind_pq(py::module_& m) {
       "ivf_rabitq_search",
       [](py::array centroids, py::array rotation, py::array rot_centroids, py::array bits, py::array norm,
          py::array ipq, py::array cdot, py::array start, py::array lens, py::array exact, py::array Q, size_t k,
-         size_t nprobe, size_t rerank, int threads, py::object allowed) -> py::tuple {
+         size_t nprobe, size_t rerank, int threads, py::object allowed, py::object coarse) -> py::tuple {
         check_array(centroids, "centroids", 'f', 4, 2, "float32");
         check_array(rotation, "rotation", 'f', 4, 2, "float32");
         check_array(rot_centroids, "rot_centroids", 'f', 4, 2, "float32");
@@ -363,6 +400,7 @@ void bind_pq(py::module_& m) {
         v.exact = static_cast<const float*>(exact.data());
         v.allowed = al;
         v.n_rows = n;
+        v.coarse = coarse_of(coarse, centroids);
         const size_t nq = static_cast<size_t>(Q.shape(0));
         py::array_t<int64_t> out_pos({nq, k});
         py::array_t<float> out_scores({nq, k});
@@ -388,11 +426,13 @@ void bind_pq(py::module_& m) {
       py::arg("centroids"), py::arg("rotation"), py::arg("rot_centroids"), py::arg("bits"), py::arg("norm"),
       py::arg("ipq"), py::arg("cdot"), py::arg("start"), py::arg("lens"), py::arg("exact"), py::arg("Q"), py::arg("k"),
       py::arg("nprobe"), py::arg("rerank"), py::arg("threads") = 0, py::arg("allowed") = py::none(),
+      py::arg("coarse") = py::none(),
       "IVF-RaBitQ search by inner product (q . c + c . r exact, (q - c) . r estimated from the code with "
       "the query residual quantised to 4 bits; rot_centroids = centroids @ rotation.T, cdot = centroid . "
       "residual per row; then exact re-scoring of the k * rerank best in "
       "upper-bound order until no bound reaches the k-th score): (positions (nq, k) padded with -1, "
-      "scores (nq, k) padded with NaN, stats (nq, 3): rows estimated, candidates pooled, rows re-scored).");
+      "scores (nq, k) padded with NaN, stats (nq, 3): rows estimated, candidates pooled, rows re-scored); coarse "
+      "(coarse_centroids(centroids)) picks the same lists faster.");
 
   m.def(
       "rabitq_scan",

@@ -322,10 +322,14 @@ std::vector<std::pair<float, int64_t>> reference_search(const IvfPqFixture& f, c
 
 namespace {
 
-void check_ivf_pq_at_every_level(size_t bits, bool f16, bool l2 = false) {
+void check_ivf_pq_at_every_level(size_t bits, bool f16, bool l2 = false, bool coarse = false) {
   const IvfPqFixture f = make_ivf_pq(bits, f16, l2);
-  const IvfPqView v = f.view();
-  const std::string conf = "bits=" + std::to_string(bits) + (f16 ? " f16 " : " f32 ") + (l2 ? "l2 " : "ip ");
+  IvfPqView v = f.view();
+  // The int8 first pass over the centroids must pick the very lists of the full scan.
+  const CoarseCentroids cc = make_coarse_centroids(f.centroids.data(), f.nlist, f.d);
+  if (coarse) v.coarse = &cc;
+  const std::string conf =
+      "bits=" + std::to_string(bits) + (f16 ? " f16 " : " f32 ") + (l2 ? "l2 " : "ip ") + (coarse ? "coarse " : "");
   const size_t nq = 40;
   const std::vector<float> Q = [&] {
     std::mt19937 rng(5);
@@ -391,13 +395,16 @@ void check_ivf_pq_at_every_level(size_t bits, bool f16, bool l2 = false) {
 }  // namespace
 
 TEST(ivf_pq_search_equals_the_plain_loop_at_every_level) {
-  check_ivf_pq_at_every_level(4, false);
-  check_ivf_pq_at_every_level(4, true);
-  check_ivf_pq_at_every_level(8, false);
-  check_ivf_pq_at_every_level(8, true);
-  check_ivf_pq_at_every_level(4, false, true);
-  check_ivf_pq_at_every_level(4, true, true);
-  check_ivf_pq_at_every_level(8, false, true);
+  for (bool coarse : {false, true}) {
+    check_ivf_pq_at_every_level(4, false, false, coarse);
+    check_ivf_pq_at_every_level(4, true, false, coarse);
+    check_ivf_pq_at_every_level(8, false, false, coarse);
+    check_ivf_pq_at_every_level(8, true, false, coarse);
+    check_ivf_pq_at_every_level(4, false, true, coarse);
+    check_ivf_pq_at_every_level(4, true, true, coarse);
+    check_ivf_pq_at_every_level(8, false, true, coarse);
+    check_ivf_pq_at_every_level(8, true, true, coarse);
+  }
 }
 
 TEST(ivf_pq_search_rejects_positions_outside_exact) {

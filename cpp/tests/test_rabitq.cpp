@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "check.hpp"
+#include "ragfind/dense/coarse.hpp"
 #include "ragfind/dense/ivf_rabitq.hpp"
 #include "ragfind/dense/rabitq.hpp"
 
@@ -520,6 +521,30 @@ TEST(ivf_rabitq_search_is_the_same_at_every_level) {
     }
   }
   ragfind::common::set_simd_level(ragfind::common::best_simd_level());
+}
+
+TEST(ivf_rabitq_search_with_the_int8_centroid_pass_is_the_same) {
+  const Lists L = make_lists(64, 1500, 24, 5);
+  const CoarseCentroids cc = make_coarse_centroids(L.C.data(), L.nlist, L.d);
+  std::vector<uint8_t> few(L.n, 0);  // 3 admitted rows: the search goes past nprobe lists
+  for (size_t i : {size_t(7), size_t(700), size_t(1400)}) few[i] = 1;
+  for (const uint8_t* allowed : {static_cast<const uint8_t*>(nullptr), static_cast<const uint8_t*>(few.data())}) {
+    const IvfRabitqView plain = L.view(allowed);
+    IvfRabitqView with = plain;
+    with.coarse = &cc;
+    for (size_t qi = 0; qi < 20; ++qi) {
+      const float* q = L.X.data() + qi * 71 * L.d;
+      for (size_t nprobe : {size_t(1), size_t(4), L.nlist}) {
+        int64_t p0[10], p1[10];
+        float s0[10], s1[10];
+        RabitqSearchStats a, b;
+        const size_t n0 = ivf_rabitq_search_one(plain, q, 10, nprobe, 4, p0, s0, &a);
+        CHECK_EQ(ivf_rabitq_search_one(with, q, 10, nprobe, 4, p1, s1, &b), n0);
+        for (size_t i = 0; i < n0; ++i) CHECK(p0[i] == p1[i] && s0[i] == s1[i]);
+        CHECK(a.scanned == b.scanned && a.pooled == b.pooled && a.rescored == b.rescored);
+      }
+    }
+  }
 }
 
 RAGFIND_TEST_MAIN

@@ -182,3 +182,42 @@ def test_ivf_pq_search_with_pos_or_start_finds_the_exact_top_k():
         _core.ivf_pq_search(*args, pos, s.data, Q, 10, 16, 1, 1, start=s.start)
     with pytest.raises(ValueError, match="allowed must have"):
         _core.ivf_pq_search(*args, pos, s.data, Q, 10, 16, 1, 1, allowed=allowed[:5])
+
+
+@pytest.mark.parametrize("metric", ["cosine", "l2"])
+def test_the_int8_centroid_pass_picks_the_lists_of_a_float32_scan(metric):
+    from ragfind import DenseIndex
+    from ragfind.dense import ivf_codes
+
+    X = _rows(3000, 32, seed=7)
+    Q = _rows(40, 32, seed=8)
+    ix = DenseIndex(32, metric=metric, kind="ivf", dtype="pq", pq_m=8, rerank=4)  # automatic nlist: retrains
+    ix.add(X[:600])
+    codes = ix._backend._codes
+
+    def both():
+        with_pass = [ix.search(q, 10, nprobe=3) for q in Q]
+        saved = ivf_codes.PqCodes.coarse
+        ivf_codes.PqCodes.coarse = lambda self, c: None  # the float32 scan of every centroid
+        try:
+            without = [ix.search(q, 10, nprobe=3) for q in Q]
+        finally:
+            ivf_codes.PqCodes.coarse = saved
+        for (a, sa), (b, sb) in zip(with_pass, without):
+            np.testing.assert_array_equal(a, b)
+            np.testing.assert_array_equal(sa, sb)
+
+    both()
+    first = codes.coarse(ix._backend.snapshot.centroids)
+    ix.add(X[600:])  # 5x the rows: new centroids, and the pass is made again from them
+    assert ix._backend.snapshot.centroids.shape[0] > first.nlist
+    both()
+    assert codes.coarse(ix._backend.snapshot.centroids) is not first
+    s = ix._backend.snapshot
+    with pytest.raises(ValueError, match="not made from these centroids"):
+        _core.ivf_pq_search(
+            s.centroids, s.code_params, s.codes[0], s.code_start, s.lens, None, s.data, Q[:1], 10, 3, 4,
+            start=s.start, coarse=first,
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="finite"):
+        _core.coarse_centroids(np.full((4, 32), np.nan, np.float32))

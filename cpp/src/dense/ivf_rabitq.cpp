@@ -113,12 +113,22 @@ size_t ivf_rabitq_search_one(const IvfRabitqView& v, const float* q, size_t k, s
   const size_t d = v.d, nlist = v.nlist;
   if (k == 0 || nlist == 0) return 0;
   const SimilarityKernels& S = similarity_kernels();
-  std::vector<float> cscore(nlist);
-  S.dot_rows_f32(q, v.centroids, nlist, d, cscore.data());
-  std::vector<std::pair<float, int64_t>> cs(nlist);
-  for (size_t l = 0; l < nlist; ++l) cs[l] = {-cscore[l], static_cast<int64_t>(l)};
   const size_t np = std::min(std::max<size_t>(nprobe, 1), nlist);
-  std::partial_sort(cs.begin(), cs.begin() + static_cast<std::ptrdiff_t>(np), cs.end());
+  // (-score, list) of every list, the np best first and in order (ties to the lower list).
+  std::vector<std::pair<float, int64_t>> cs;
+  auto rank_all = [&](size_t sorted) {
+    std::vector<float> cscore(nlist);
+    S.dot_rows_f32(q, v.centroids, nlist, d, cscore.data());
+    cs.resize(nlist);
+    for (size_t l = 0; l < nlist; ++l) cs[l] = {-cscore[l], static_cast<int64_t>(l)};
+    std::partial_sort(cs.begin(), cs.begin() + static_cast<std::ptrdiff_t>(sorted), cs.end());
+  };
+  if (v.coarse != nullptr) {
+    thread_local CoarseScratch w;
+    best_lists(*v.coarse, v.centroids, q, np, false, w, cs);
+  } else {
+    rank_all(np);
+  }
   // One rotated query serves every list: R(q - c) = Rq - Rc.
   std::vector<float> q_rot(d);
   S.dot_rows_f32(q, v.rotation, d, d, q_rot.data());
@@ -151,7 +161,7 @@ size_t ivf_rabitq_search_one(const IvfRabitqView& v, const float* q, size_t k, s
   };
   for (size_t p = 0; p < np; ++p) scan_list(p);
   if (scanned < k && np < nlist) {
-    std::sort(cs.begin() + static_cast<std::ptrdiff_t>(np), cs.end());
+    rank_all(nlist);  // the first np as before
     for (size_t p = np; scanned < k && p < nlist; ++p) scan_list(p);
   }
   for (Candidate& c : cand) c.upper = upper_of(v, c.pos, c.est, errs[c.probe]);

@@ -55,8 +55,52 @@ PqCodebook train_pq(const float* X, size_t n, size_t d, size_t m, size_t bits, i
   return pq;
 }
 
+namespace {
+
+// Sub-vectors of D dimensions against 16 codewords: the 16 squared distances in a loop that
+// vectorises, then the first smallest, a row at a time (the nearest-centroid kernel's blocking
+// and the per-sub-space copies cost more than the arithmetic at 2 to 8 dimensions).
+template <size_t D>
+void encode_short(const PqCodebook& pq, const float* X, size_t n, int threads, uint8_t* codes) {
+  constexpr size_t kRows = 512;
+  const size_t m = pq.m, d = pq.d;
+  const float* cw = pq.data();
+  common::parallel_for((n + kRows - 1) / kRows, common::resolve_threads(threads, (n + kRows - 1) / kRows),
+                       [&](size_t b, int) {
+                         float dist[16];
+                         for (size_t i = b * kRows; i < std::min(n, (b + 1) * kRows); ++i)
+                           for (size_t j = 0; j < m; ++j) {
+                             const float* x = X + i * d + j * D;
+                             const float* w = cw + j * 16 * D;
+                             for (size_t c = 0; c < 16; ++c) {
+                               float s = 0.f;
+                               for (size_t t = 0; t < D; ++t) s += (x[t] - w[c * D + t]) * (x[t] - w[c * D + t]);
+                               dist[c] = s;
+                             }
+                             float best = dist[0];
+                             uint32_t at = 0;
+                             for (uint32_t c = 1; c < 16; ++c) {  // branch-free: the order is random
+                               const bool lt = dist[c] < best;
+                               best = lt ? dist[c] : best;
+                               at = lt ? c : at;
+                             }
+                             codes[i * m + j] = static_cast<uint8_t>(at);
+                           }
+                       });
+}
+
+}  // namespace
+
 void encode_pq(const PqCodebook& pq, const float* X, size_t n, int threads, uint8_t* codes) {
   if (n == 0) return;
+  if (pq.ksub == 16) {
+    switch (pq.dsub) {
+      case 2: return encode_short<2>(pq, X, n, threads, codes);
+      case 4: return encode_short<4>(pq, X, n, threads, codes);
+      case 8: return encode_short<8>(pq, X, n, threads, codes);
+      default: break;
+    }
+  }
   std::vector<float> sub(n * pq.dsub);
   std::vector<int64_t> nearest(n);
   for (size_t j = 0; j < pq.m; ++j) {
@@ -75,7 +119,34 @@ void decode_pq(const PqCodebook& pq, const uint8_t* codes, size_t n, float* out)
     }
 }
 
+namespace {
+
+// The table of sub-vectors of D dimensions: a loop the compiler unrolls over the D products and
+// vectorises over the codewords (the row kernel's per-call cost dominates at 2 to 8 dimensions).
+template <size_t D>
+void lut_ip_short(const PqCodebook& pq, const float* q, float* lut) {
+  const float* cw = pq.data();
+  for (size_t j = 0; j < pq.m; ++j) {
+    const float* qj = q + j * D;
+    const float* w = cw + j * pq.ksub * D;
+    float* out = lut + j * pq.ksub;
+    for (size_t c = 0; c < pq.ksub; ++c) {
+      float s = 0.f;
+      for (size_t t = 0; t < D; ++t) s += qj[t] * w[c * D + t];
+      out[c] = s;
+    }
+  }
+}
+
+}  // namespace
+
 void pq_lut_ip(const PqCodebook& pq, const float* q, float* lut) {
+  switch (pq.dsub) {
+    case 2: return lut_ip_short<2>(pq, q, lut);
+    case 4: return lut_ip_short<4>(pq, q, lut);
+    case 8: return lut_ip_short<8>(pq, q, lut);
+    default: break;
+  }
   // The SIMD row kernel, a sub-space at a time (256-codeword tables cost m * 256 dot products).
   const SimilarityKernels& S = similarity_kernels();
   for (size_t j = 0; j < pq.m; ++j)
@@ -92,6 +163,22 @@ void pack_pq4(const uint8_t* codes, size_t n, size_t m, uint8_t* out) {
       out[(b * mpad + j) * 16 + r % 16] |= static_cast<uint8_t>((codes[i * m + j] & 15) << shift);
   }
 }
+
+namespace {
+
+// nearbyint(x) clamped to [0, 255], NaN to 0; inline where SSE2 rounds (to nearest even, as
+// nearbyint in the default mode) without a library call.
+inline uint8_t round_to_byte(float x) {
+  if (!(x >= 0.f)) return 0;
+  if (x >= 255.f) return 255;
+#if defined(__SSE2__)
+  return static_cast<uint8_t>(_mm_cvtss_si32(_mm_set_ss(x)));
+#else
+  return static_cast<uint8_t>(std::nearbyint(x));
+#endif
+}
+
+}  // namespace
 
 void quantise_pq4_lut_into(const float* lut, size_t m, uint8_t* lut8, float* bias, float* scale) {
   const size_t mpad = pq4_mpad(m);
@@ -110,10 +197,7 @@ void quantise_pq4_lut_into(const float* lut, size_t m, uint8_t* lut8, float* bia
   for (size_t j = 0; j < m; ++j) {
     const float* t = lut + j * 16;
     const float lo = *std::min_element(t, t + 16);
-    for (size_t c = 0; c < 16; ++c) {
-      const float v = std::nearbyint((t[c] - lo) * inv);
-      lut8[j * 16 + c] = v >= 255.f ? 255 : v >= 0.f ? static_cast<uint8_t>(v) : 0;  // NaN -> 0
-    }
+    for (size_t c = 0; c < 16; ++c) lut8[j * 16 + c] = round_to_byte((t[c] - lo) * inv);
   }
   *bias = static_cast<float>(b);
   *scale = sc;
@@ -132,23 +216,72 @@ Pq4Lut quantise_pq4_lut(const float* lut, size_t m) {
 // nprobe lists and one quantised table serves them all (a list adds its centroid's score);
 // the lists are then visited one at a time, each scanned for every query of the batch that
 // probes it, so its codes are read once per batch. Each query keeps its k * rerank best
-// estimates in a bounded queue; a row can only enter with a byte sum at or above the smallest
-// sum whose estimate reaches the queue's worst, so most rows are dropped by one integer
+// estimates in a pool; a row can only enter with a byte sum at or above the smallest
+// sum whose estimate reaches the pool's threshold, so most rows are dropped by one integer
 // compare. The survivors are re-scored exactly in row order (addresses ascending, prefetched).
-// The queue keeps the best by (estimate, position), whatever order rows are offered in, so a
+// The pool keeps the best by (estimate, position), whatever order rows are offered in, so a
 // batch returns what single searches return.
 
 namespace {
 
 using Candidate = common::Scored<int64_t>;
-using CandidateQueue = common::BasicTopKQueue<int64_t>;
+
+// The cap best estimates offered (ties to the lower position), kept as a reservoir: once cap
+// rows are held the worst of them is the threshold, rows below it are turned away, the rest
+// appended, and at 2 * cap the best cap are kept (nth_element) and the threshold rises. An
+// offer costs O(1) amortised where a heap of cap paid a mispredicted sift each; the rows kept
+// are the same whatever order they come in.
+class CandidatePool {
+ public:
+  void reset(size_t cap) {
+    cap_ = std::max<size_t>(cap, 1);
+    rows_.clear();
+    full_ = false;
+    thr_ = -std::numeric_limits<float>::infinity();
+  }
+  bool full() const { return full_; }
+  /// Rows estimated below this cannot enter (meaningful once full()).
+  float threshold() const { return thr_; }
+  /// Rows held: min(rows offered, cap) while fewer than cap were offered.
+  size_t size() const { return rows_.size(); }
+  void offer(float est, int64_t at) {
+    if (full_ && est < thr_) return;
+    rows_.push_back({est, at});
+    if (rows_.size() == cap_ && !full_) {
+      full_ = true;
+      thr_ = std::min_element(rows_.begin(), rows_.end(), [](const Candidate& a, const Candidate& b) {
+               return a.score < b.score;
+             })->score;
+    } else if (rows_.size() >= 2 * cap_) {
+      keep_best();
+    }
+  }
+  /// The cap best rows offered (any order).
+  const std::vector<Candidate>& rows() {
+    keep_best();
+    return rows_;
+  }
+
+ private:
+  void keep_best() {
+    if (rows_.size() <= cap_) return;
+    std::nth_element(rows_.begin(), rows_.begin() + static_cast<std::ptrdiff_t>(cap_ - 1), rows_.end(),
+                     common::RanksBefore{});
+    rows_.resize(cap_);
+    thr_ = rows_[cap_ - 1].score;
+  }
+  size_t cap_ = 1;
+  std::vector<Candidate> rows_;
+  bool full_ = false;
+  float thr_ = 0;
+};
 
 inline float estimate(float base, float scale, uint32_t sum) { return base + scale * static_cast<float>(sum); }
 
 // The smallest byte sum whose estimate might reach thr (65536: none); a relative margin covers
-// rounding (a fused multiply-add here and not there), the queue then decides exactly.
+// rounding (a fused multiply-add here and not there), the pool then decides exactly.
 uint32_t min_passing_sum(float base, float scale, float thr) {
-  if (!std::isfinite(base) || !std::isfinite(scale) || !(scale > 0.f)) return 0;  // the queue decides
+  if (!std::isfinite(base) || !std::isfinite(scale) || !(scale > 0.f)) return 0;  // the pool decides
   if (thr == std::numeric_limits<float>::infinity()) return 65536;
   if (!std::isfinite(thr)) return 0;  // -inf or NaN
   const float slack = 1e-5f * (std::fabs(base) + std::fabs(thr) + scale * 65536.f);
@@ -186,7 +319,7 @@ inline uint32_t rows_at_or_above(const uint16_t* sums, uint32_t g) {
 
 // When a batch scans list by list (the visits sorted by list, each list read once for all the
 // queries of a chunk that probe it) rather than each query's lists best first, as a single
-// query does. Lists in address order stream well, but fill each queue in an order unrelated
+// query does. Lists in address order stream well, but fill each pool in an order unrelated
 // to its scores, so its threshold rises later and it takes many more rows (perf: scan_list's
 // row loop 39% of the time, not 29%, at a pool of k * 128): the larger the pool, the more
 // that costs. Measured on 200k x 384 (nlist 1024 and 2048, 64-query chunks, k 10, one
@@ -201,12 +334,13 @@ struct QueryState {
   std::vector<uint8_t> lut8;  // 4-bit codes: the quantised table
   std::vector<float> lut;     // 8-bit codes: the float table
   float bias = 0, scale = 1;
-  CandidateQueue queue{0};
+  CandidatePool pool;
 };
 
 struct SearchScratch {
   std::vector<float> cscore;
-  std::vector<std::pair<float, int64_t>> cs;
+  std::vector<std::pair<float, int64_t>> cs, best;
+  CoarseScratch coarse;
   std::vector<float> lut;
   std::vector<float> rq, cw_norm;  // l2: the query's residual to a centroid, |codeword|^2
   std::vector<uint16_t> sums;
@@ -222,24 +356,24 @@ SearchScratch& scratch() {
   return s;
 }
 
-// The 8-bit version of scan_list: float sums, compared with the queue's threshold directly.
+// The 8-bit version of scan_list: float sums, compared with the pool's threshold directly.
 void scan_list8(const IvfPqView& v, const Pq4ScanKernels& K, size_t l, float centroid_score, QueryState& qs,
                 std::vector<float>& sums) {
   const size_t n = static_cast<size_t>(v.len[l]), r0 = static_cast<size_t>(v.row0[l]), m = v.pq->m;
   if (sums.size() < n) sums.resize(n);
   K.scan8(v.blocks + r0 * m, n, m, qs.lut.data(), sums.data());
-  CandidateQueue& queue = qs.queue;
+  CandidatePool& pool = qs.pool;
   const int64_t* pos = v.pos == nullptr ? nullptr : v.pos + r0;
   const int64_t first = v.pos == nullptr ? v.start[l] : 0;
   const int64_t n_exact = static_cast<int64_t>(v.n_exact);
   for (size_t r = 0; r < n; ++r) {
     const float est = centroid_score + sums[r];
-    if (queue.full() && !(est >= queue.threshold())) continue;
+    if (pool.full() && !(est >= pool.threshold())) continue;
     const int64_t at = pos == nullptr ? first + static_cast<int64_t>(r) : pos[r];
     if (at == -1) continue;
     if (at < -1 || at >= n_exact) throw std::invalid_argument("ivf_pq_search: pos holds a row outside exact");
     if (v.allowed != nullptr && v.allowed[at] == 0) continue;
-    queue.insert(est, at);
+    pool.offer(est, at);
   }
 }
 
@@ -252,12 +386,19 @@ void scan_list(const IvfPqView& v, const Pq4ScanKernels& K, size_t mpad, size_t 
   if (sums.size() < nb * kPqBlock) sums.resize(nb * kPqBlock);
   K.scan(v.blocks + (r0 / kPqBlock) * mpad * 16, nb, mpad, qs.lut8.data(), sums.data());
   const float base = centroid_score + qs.bias, scale = qs.scale;
-  CandidateQueue& queue = qs.queue;
+  CandidatePool& pool = qs.pool;
   const int64_t* pos = v.pos == nullptr ? nullptr : v.pos + r0;
   const int64_t first = v.pos == nullptr ? v.start[l] : 0;
   const int64_t n_exact = static_cast<int64_t>(v.n_exact);
-  uint32_t g = queue.full() ? min_passing_sum(base, scale, queue.threshold()) : 0;
+  // The passing sum follows the pool's threshold once a block: within a block the rows above
+  // a stale one are offered and the pool turns the extra ones away exactly.
+  uint32_t g = 0;
+  float g_for = -std::numeric_limits<float>::infinity();
   for (size_t b = 0; b < nb; ++b) {
+    if (pool.full() && pool.threshold() != g_for) {
+      g_for = pool.threshold();
+      g = min_passing_sum(base, scale, g_for);
+    }
     const size_t rows = std::min(kPqBlock, n - b * kPqBlock);
     const uint16_t* s = sums.data() + b * kPqBlock;
     uint32_t mask = rows_at_or_above(s, g);
@@ -270,12 +411,18 @@ void scan_list(const IvfPqView& v, const Pq4ScanKernels& K, size_t mpad, size_t 
       if (at == -1) continue;
       if (at < -1 || at >= n_exact) throw std::invalid_argument("ivf_pq_search: pos holds a row outside exact");
       if (v.allowed != nullptr && v.allowed[at] == 0) continue;
-      if (queue.insert(estimate(base, scale, s[i]), at) && queue.full()) {
-        g = min_passing_sum(base, scale, queue.threshold());
-        mask &= rows_at_or_above(s, g);
-      }
+      pool.offer(estimate(base, scale, s[i]), at);
     }
   }
+}
+
+// The first codes of list l, so the next list's scan does not start on a run of misses before
+// the hardware prefetcher has caught its stream.
+inline void prefetch_codes(const IvfPqView& v, size_t l) {
+  const size_t unit = v.pq->bits == 8 ? v.pq->m : pq4_mpad(v.pq->m) * 16 / kPqBlock;  // bytes a row
+  const char* p = reinterpret_cast<const char*>(v.blocks) + static_cast<size_t>(v.row0[l]) * unit;
+  const size_t bytes = std::min<size_t>(static_cast<size_t>(v.len[l]) * unit, 1024);
+  for (size_t t = 0; t < bytes; t += 64) __builtin_prefetch(p + t);
 }
 
 // Higher is better: q . c, or -|q - c|^2 with l2.
@@ -306,21 +453,24 @@ void l2_list_table(const IvfPqView& v, const float* q, size_t l, SearchScratch& 
   }
 }
 
-// Re-scores the queue's rows exactly and writes the k best (padding -1 / NaN).
-void rescore(const IvfPqView& v, const float* q, size_t k, const CandidateQueue& queue, std::vector<Candidate>& cand,
+// Re-scores the pool's rows exactly and writes the k best (padding -1 / NaN).
+void rescore(const IvfPqView& v, const float* q, size_t k, CandidatePool& pool, std::vector<Candidate>& cand,
              int64_t* out_pos, float* out_scores) {
   const SimilarityKernels& S = similarity_kernels();
   const size_t d = v.pq->d;
   const bool f16 = v.exact == nullptr;
   const size_t row_bytes = d * (f16 ? sizeof(uint16_t) : sizeof(float));
   const char* rows = f16 ? reinterpret_cast<const char*>(v.exact_f16) : reinterpret_cast<const char*>(v.exact);
-  cand.assign(queue.entries().begin(), queue.entries().end());
+  cand.assign(pool.rows().begin(), pool.rows().end());
   std::sort(cand.begin(), cand.end(), [](const Candidate& a, const Candidate& b) { return a.doc < b.doc; });
   constexpr size_t kAhead = 2;  // rows prefetched ahead of the one scored (more did not help)
   auto prefetch = [&](size_t i) {
     const char* row = rows + static_cast<size_t>(cand[i].doc) * row_bytes;
     for (size_t t = 0; t < row_bytes; t += 64) __builtin_prefetch(row + t);
   };
+  // The first line of every row first: each row sits on its own page, so this starts the
+  // address translations of all of them, not two at a time.
+  for (const Candidate& c : cand) __builtin_prefetch(rows + static_cast<size_t>(c.doc) * row_bytes);
   for (size_t i = 0; i < std::min(kAhead, cand.size()); ++i) prefetch(i);
   for (size_t i = 0; i < cand.size(); ++i) {
     if (i + kAhead < cand.size()) prefetch(i + kAhead);
@@ -371,16 +521,21 @@ void search_chunk(const IvfPqView& v, const float* Q, size_t nc, size_t k, size_
   }
   for (size_t qi = 0; qi < nc; ++qi) {
     const float* q = Q + qi * d;
-    centroid_scores(v, S, q, w.cscore.data());
-    for (size_t l = 0; l < nlist; ++l) w.cs[l] = {-w.cscore[l], static_cast<int64_t>(l)};
     // The np best lists (ties to the lower list), best first: the threshold rises sooner.
-    auto mid = w.cs.begin() + static_cast<std::ptrdiff_t>(np);
-    std::nth_element(w.cs.begin(), mid, w.cs.end());
-    std::sort(w.cs.begin(), mid);
+    if (v.coarse != nullptr) {
+      best_lists(*v.coarse, v.centroids, q, np, v.l2, w.coarse, w.best);
+    } else {
+      centroid_scores(v, S, q, w.cscore.data());
+      for (size_t l = 0; l < nlist; ++l) w.cs[l] = {-w.cscore[l], static_cast<int64_t>(l)};
+      auto mid = w.cs.begin() + static_cast<std::ptrdiff_t>(np);
+      std::nth_element(w.cs.begin(), mid, w.cs.end());
+      std::sort(w.cs.begin(), mid);
+      w.best.assign(w.cs.begin(), mid);
+    }
     for (size_t p = 0; p < np; ++p) {
-      const size_t l = static_cast<size_t>(w.cs[p].second);
+      const size_t l = static_cast<size_t>(w.best[p].second);
       w.visits.push_back(uint64_t(l) << 32 | (qi * np + p));
-      w.visit_base[qi * np + p] = -w.cs[p].first;
+      w.visit_base[qi * np + p] = -w.best[p].first;
     }
     QueryState& qs = w.queries[qi];
     if (v.l2) {
@@ -394,30 +549,32 @@ void search_chunk(const IvfPqView& v, const float* Q, size_t nc, size_t k, size_
       quantise_pq4_lut_into(w.lut.data(), pq.m, qs.lut8.data(), &qs.bias, &qs.scale);
     }
     // Not capped by the rows probed: a query left short by a filter or deletes scans more lists.
-    qs.queue.reset(std::max(k, k * rerank));
+    qs.pool.reset(std::max(k, k * rerank));
   }
-  // A single query visits its lists best first: the first lists fill the queue with good
+  // A single query visits its lists best first: the first lists fill the pool with good
   // estimates, so its threshold rises at once. A batch does the same unless list order pays
   // (kListOrderPool, kPq8ListShare).
   const bool list_order = std::max(k, k * rerank) < kListOrderPool || (eight && nc * np >= kPq8ListShare * nlist);
   if (nc > 1 && list_order) std::sort(w.visits.begin(), w.visits.end());
-  for (const uint64_t vis : w.visits) {
+  for (size_t i = 0; i < w.visits.size(); ++i) {
+    const uint64_t vis = w.visits[i];
     const size_t l = static_cast<size_t>(vis >> 32), slot = static_cast<size_t>(vis & 0xffffffffu);
+    if (i + 1 < w.visits.size()) prefetch_codes(v, static_cast<size_t>(w.visits[i + 1] >> 32));
     if (v.l2) l2_list_table(v, Q + (slot / np) * d, l, w, w.queries[slot / np]);
     if (eight) scan_list8(v, K, l, w.visit_base[slot], w.queries[slot / np], w.sums8);
     else scan_list(v, K, mpad, l, w.visit_base[slot], w.queries[slot / np], w.sums);
   }
-  // While the queue is short of k it admits every admitted row offered, so its size is the
+  // While the pool is short of k it admits every admitted row offered, so its size is the
   // admitted rows seen: a short query scans the next lists in centroid order (rare: a filter or
   // deletes); the first np lists of the full order are the ones already scanned.
   if (np < nlist) {
     for (size_t qi = 0; qi < nc; ++qi) {
       QueryState& qs = w.queries[qi];
-      if (qs.queue.entries().size() >= k) continue;
+      if (qs.pool.size() >= k) continue;
       centroid_scores(v, S, Q + qi * d, w.cscore.data());
       for (size_t l = 0; l < nlist; ++l) w.cs[l] = {-w.cscore[l], static_cast<int64_t>(l)};
       std::sort(w.cs.begin(), w.cs.end());
-      for (size_t p = np; qs.queue.entries().size() < k && p < nlist; ++p) {
+      for (size_t p = np; qs.pool.size() < k && p < nlist; ++p) {
         const size_t l = static_cast<size_t>(w.cs[p].second);
         if (v.l2) l2_list_table(v, Q + qi * d, l, w, qs);
         if (eight) scan_list8(v, K, l, -w.cs[p].first, qs, w.sums8);
@@ -426,7 +583,7 @@ void search_chunk(const IvfPqView& v, const float* Q, size_t nc, size_t k, size_
     }
   }
   for (size_t qi = 0; qi < nc; ++qi)
-    rescore(v, Q + qi * d, k, w.queries[qi].queue, w.cand, out_pos + qi * k, out_scores + qi * k);
+    rescore(v, Q + qi * d, k, w.queries[qi].pool, w.cand, out_pos + qi * k, out_scores + qi * k);
 }
 
 }  // namespace
@@ -456,7 +613,7 @@ void ivf_pq_search_batch(const IvfPqView& v, const float* Q, size_t nq, size_t k
     return;
   }
   const int nt = common::resolve_threads(threads, nq);
-  // Chunks small enough that every query's queue and table stay in cache, and at least one
+  // Chunks small enough that every query's pool and table stay in cache, and at least one
   // per worker.
   const size_t chunk = std::max<size_t>(1, std::min<size_t>(kSearchChunk, (nq + nt - 1) / nt));
   const size_t nchunks = (nq + chunk - 1) / chunk;

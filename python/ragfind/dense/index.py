@@ -563,18 +563,13 @@ class DenseIndex:
         if filter is not None and _is_number(filter):
             min_score = self._old_min_score(filter, min_score)
             filter = None  # noqa: A001
-        if (
-            type(k) is not int
-            or k < 1
-            or min_score is not None
-            or max_distance is not None
-            or fingerprint
-            or threads is not None
-            or nprobe is not None
-        ):
+        if type(k) is not int or k < 1 or min_score is not None or max_distance is not None or fingerprint:
             self._check_search_args(k, min_score, max_distance, fingerprint)
-            threads = check_threads(threads, self._cfg.threads) if threads is not None else None
-            nprobe = None if nprobe is None else _check_nprobe(nprobe)
+        # A plain int passes as is (this runs per query); anything else gets the full check.
+        if threads is not None and (type(threads) is not int or threads < 0):
+            threads = check_threads(threads, self._cfg.threads)
+        if nprobe is not None and (type(nprobe) is not int or nprobe < 1):
+            nprobe = _check_nprobe(nprobe)
         # Fast path (this runs per query): the backend's one dot product both proves the vector
         # finite (NaN/inf propagate into it) and gives the cosine norm.
         if type(q) is np.ndarray and q.dtype is _F32 and q.shape == (self._cfg.dim,) and q.flags.c_contiguous:

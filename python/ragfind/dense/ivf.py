@@ -77,7 +77,8 @@ _GROW_NLIST = 1.5
 def _coded_results(pos: np.ndarray, scores: np.ndarray, threshold: Any, l2: bool) -> tuple:
     """One query's (positions, scores) from a coded search: padding cut, threshold applied
     (the scores are exact and in rank order, so the ones kept are a prefix)."""
-    n = int(np.count_nonzero(pos >= 0))
+    k = pos.shape[0]
+    n = k if k == 0 or pos[k - 1] >= 0 else int(np.count_nonzero(pos >= 0))  # the padding is a suffix
     if threshold is not None:
         t = np.float32(threshold)
         n = int(np.count_nonzero(scores[:n] <= t if l2 else scores[:n] >= t))
@@ -257,10 +258,19 @@ class IvfBackend:
         self._iv_reset(nlist)
 
     def _fit_codes(self, X: np.ndarray, C: np.ndarray) -> Any:
-        """New code parameters from training rows X and centroids C; the residuals (an
-        assignment of every row) only for codes that learn from them."""
-        learns = getattr(self._codes, "learns_from_residuals", True)
-        return self._codes.fit(self._residuals(X, C) if learns else None)
+        """New code parameters from training rows X and centroids C; codes that learn from
+        residuals get those of the rows they train on (``training_index``)."""
+        if not getattr(self._codes, "learns_from_residuals", True):
+            return self._codes.fit(None)
+        # Only the rows fit trains on, a block at a time into one array: the residuals of every
+        # row at once were two more copies of X (seconds of page faults at 200k x 384).
+        idx = self._codes.training_index(X.shape[0])
+        n = X.shape[0] if idx is None else idx.shape[0]
+        R = np.empty((n, X.shape[1]), np.float32)
+        for b in range(0, n, _WRITE_BLOCK):
+            e = min(n, b + _WRITE_BLOCK)
+            R[b:e] = self._residuals(X[b:e] if idx is None else X[idx[b:e]], C)
+        return self._codes.fit(R)
 
     def _residuals(self, X: np.ndarray, C: np.ndarray, lists: np.ndarray | None = None) -> np.ndarray:
         """X minus the centroid of each row's list (its nearest in C unless ``lists`` says)."""

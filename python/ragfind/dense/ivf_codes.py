@@ -32,7 +32,10 @@ import numpy as np
 from ragfind import _core
 
 _SEED = 1234
-_TRAIN_ROWS = 65_536  # residuals the PQ codebooks are trained on at most
+# Residuals the PQ codebooks are trained on at most: 256 a codeword (faiss's k-means default,
+# 65,536 for 8 bits), and no fewer than 16,384 (1,024 a codeword for 4 bits).
+_TRAIN_PER_CODEWORD = 256
+_TRAIN_ROWS_MIN = 16_384
 _BLOCK = 32  # rows per fast-scan block
 _STEP = 16_384  # code rows written or read per step
 
@@ -48,7 +51,22 @@ def round_up(n: np.ndarray, align: int) -> np.ndarray:
     return (n + align - 1) // align * align
 
 
-class PqCodes:
+class _CoarseCentroids:
+    """What both coded searches share: the int8 form of the centroids they pick lists with
+    (the same lists as a float32 scan of the centroids, about a quarter of the bytes read)."""
+
+    # (centroids, their int8 form) of the last search: made again when the centroids are
+    # replaced (retraining, load), never when they are the same object.
+    _coarse: tuple | None = None
+
+    def coarse(self, centroids: np.ndarray) -> Any:
+        c = self._coarse
+        if c is None or c[0] is not centroids:
+            c = self._coarse = (centroids, _core.coarse_centroids(centroids))
+        return c[1]
+
+
+class PqCodes(_CoarseCentroids):
     """4-bit PQ codes of residuals in fast-scan blocks (Pq8Codes: 8-bit ones)."""
 
     name = "pq"
@@ -63,9 +81,18 @@ class PqCodes:
     def header(self) -> dict:
         return {"pq_m": self.m, "pq_bits": self.bits}
 
+    @property
+    def train_rows(self) -> int:
+        """Residuals ``fit`` trains on at most."""
+        return max(_TRAIN_PER_CODEWORD << self.bits, _TRAIN_ROWS_MIN)
+
+    def training_index(self, n: int) -> np.ndarray | None:
+        """The rows of n whose residuals ``fit`` trains on, ascending (None: all of them)."""
+        return _sample_index(n, self.train_rows)
+
     def fit(self, residuals: np.ndarray) -> np.ndarray:
         """New codewords for these residuals (``params`` is set by the caller once it commits)."""
-        R = _sample(residuals, _TRAIN_ROWS)
+        R = _sample(residuals, self.train_rows)
         if R.shape[0] < 1 << self.bits:  # k-means needs a row per codeword: repeat the few there are
             R = np.resize(R, (1 << self.bits, R.shape[1]))
         return _core.pq_train(np.ascontiguousarray(R), self.m, self.bits, 10, _SEED, self.threads)
@@ -124,6 +151,7 @@ class PqCodes:
         return _core.ivf_pq_search(
             s.centroids, s.code_params, s.codes[0], s.code_start, s.lens, None, s.data, Q, k, nprobe,
             rerank, threads, start=s.start, allowed=allowed, metric=self.metric,
+            coarse=self.coarse(s.centroids),
         )  # fmt: skip
 
     def sections(self, codes: tuple) -> list:
@@ -168,11 +196,11 @@ class Pq8Codes(PqCodes):
         return _core.ivf_pq_search(
             s.centroids, s.code_params, np.ascontiguousarray(s.codes[0]).reshape(-1), s.code_start,
             s.lens, None, s.data, Q, k, nprobe, rerank, threads, start=s.start, allowed=allowed,
-            metric=self.metric,
+            metric=self.metric, coarse=self.coarse(s.centroids),
         )  # fmt: skip
 
 
-class RabitqCodes:
+class RabitqCodes(_CoarseCentroids):
     """RaBitQ codes at the list positions: sign bits of the rotated residual, its norm,
     <xbar, o'> and centroid . residual (ragfind/dense/rabitq.hpp, ivf_rabitq.hpp)."""
 
@@ -250,7 +278,7 @@ class RabitqCodes:
         rc = self.rotated_centroids(s.centroids, s.code_params)
         pos, scores, _stats = _core.ivf_rabitq_search(
             s.centroids, s.code_params, rc, bits, norm, ipq, cdot, s.start, s.lens, s.data, Q, k,
-            nprobe, rerank, threads, allowed,
+            nprobe, rerank, threads, allowed, coarse=self.coarse(s.centroids),
         )  # fmt: skip
         return pos, scores
 
@@ -288,10 +316,15 @@ class RabitqCodes:
         return (read("rabitq_bits", np.uint64, (count, self.words)), norm, ipq, cdot)
 
 
+def _sample_index(n: int, most: int) -> np.ndarray | None:
+    if n <= most:
+        return None
+    return np.sort(np.random.default_rng(_SEED).choice(n, most, replace=False))
+
+
 def _sample(X: np.ndarray, most: int) -> np.ndarray:
-    if X.shape[0] <= most:
-        return X
-    return X[np.sort(np.random.default_rng(_SEED).choice(X.shape[0], most, replace=False))]
+    idx = _sample_index(X.shape[0], most)
+    return X if idx is None else X[idx]
 
 
 def make_codes(dtype: str, dim: int, pq_m: int | None, pq_bits: int, threads: int, metric: str = "ip") -> Any:

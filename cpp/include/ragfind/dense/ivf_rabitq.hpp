@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ragfind/dense/coarse.hpp"
+
 namespace ragfind::dense {
 
 /// The confidence of the bound the search skips by, in standard deviations of the estimate's
@@ -32,9 +34,10 @@ struct IvfRabitqView {
   const float* cdot = nullptr;           // centroid . residual per position
   const int64_t* start = nullptr;
   const int64_t* len = nullptr;
-  const float* exact = nullptr;      // n_rows x d float32 rows for re-scoring
-  const uint8_t* allowed = nullptr;  // per position, nullptr: all
-  size_t n_rows = 0;                 // positions: a list reaching past them throws
+  const float* exact = nullptr;             // n_rows x d float32 rows for re-scoring
+  const uint8_t* allowed = nullptr;         // per position, nullptr: all
+  size_t n_rows = 0;                        // positions: a list reaching past them throws
+  const CoarseCentroids* coarse = nullptr;  // when set, picks the lists (the same as a full scan)
 };
 
 /// What one search did (for tests and tuning).

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ragfind/common/cpu.hpp"
+#include "ragfind/dense/coarse.hpp"
 
 namespace ragfind::dense {
 
@@ -111,6 +112,9 @@ struct IvfPqView {
   /// built for the query's residual to its centroid (-|q - c - r|^2 = -|q - c|^2 + sum over
   /// j of 2 (q - c)_j . r_j - |r_j|^2), rows re-scored by squared distance, ascending.
   bool l2 = false;
+  /// When set (made from centroids), the lists are picked by its int8 first pass: the same
+  /// lists and scores as a full float32 scan of the centroids, at a fraction of the reads.
+  const CoarseCentroids* coarse = nullptr;
 };
 
 /// Top-k positions by inner product for one query: the nprobe lists of the best centroids are
