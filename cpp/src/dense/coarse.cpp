@@ -22,9 +22,10 @@ constexpr int kQueryMax = 16383;  // dot_rows_i8's bound for an exact int32 sum
 
 float up(double x) { return std::nextafter(static_cast<float>(x), std::numeric_limits<float>::infinity()); }
 
-// The exact scores of every list, as a full scan gives them.
-void all_lists(const float* C, size_t nlist, size_t d, const float* q, size_t np, bool l2,
-               std::vector<std::pair<float, int64_t>>& out) {
+}  // namespace
+
+void best_lists_full(const float* C, size_t nlist, size_t d, const float* q, size_t np, bool l2,
+                     std::vector<std::pair<float, int64_t>>& out) {
   const SimilarityKernels& S = similarity_kernels();
   out.resize(nlist);
   for (size_t l = 0; l < nlist; ++l) {
@@ -36,8 +37,6 @@ void all_lists(const float* C, size_t nlist, size_t d, const float* q, size_t np
   std::sort(out.begin(), mid);
   out.resize(np);
 }
-
-}  // namespace
 
 CoarseCentroids make_coarse_centroids(const float* C, size_t nlist, size_t d) {
   CoarseCentroids cc;
@@ -102,7 +101,7 @@ void best_lists(const CoarseCentroids& cc, const float* C, const float* q, size_
   float qmax = 0.f;
   for (size_t j = 0; j < d; ++j) qmax = std::max(qmax, std::fabs(q[j]));
   // Far from 1, the products of the scales could leave float's range: the full scan.
-  if (np >= nlist || !(qmax >= 1e-20f && qmax <= 1e20f)) return all_lists(C, nlist, d, q, np, l2, out);
+  if (np >= nlist || !(qmax >= 1e-20f && qmax <= 1e20f)) return best_lists_full(C, nlist, d, q, np, l2, out);
   const SimilarityKernels& S = similarity_kernels();
   const float sq = qmax / static_cast<float>(kQueryMax);
   w.q16.resize(d);
@@ -164,7 +163,7 @@ void best_lists(const CoarseCentroids& cc, const float* C, const float* q, size_
     }
   }
   const float floor = h.front();
-  if (!std::isfinite(floor)) return all_lists(C, nlist, d, q, np, l2, out);
+  if (!std::isfinite(floor)) return best_lists_full(C, nlist, d, q, np, l2, out);
   std::vector<std::pair<float, int64_t>>& cand = w.cand;
   cand.clear();
   for (size_t l = 0; l < nlist; ++l) {

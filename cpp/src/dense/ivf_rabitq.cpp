@@ -114,20 +114,13 @@ size_t ivf_rabitq_search_one(const IvfRabitqView& v, const float* q, size_t k, s
   if (k == 0 || nlist == 0) return 0;
   const SimilarityKernels& S = similarity_kernels();
   const size_t np = std::min(std::max<size_t>(nprobe, 1), nlist);
-  // (-score, list) of every list, the np best first and in order (ties to the lower list).
+  // (-score, list) of the np best lists, best first (ties to the lower list).
   std::vector<std::pair<float, int64_t>> cs;
-  auto rank_all = [&](size_t sorted) {
-    std::vector<float> cscore(nlist);
-    S.dot_rows_f32(q, v.centroids, nlist, d, cscore.data());
-    cs.resize(nlist);
-    for (size_t l = 0; l < nlist; ++l) cs[l] = {-cscore[l], static_cast<int64_t>(l)};
-    std::partial_sort(cs.begin(), cs.begin() + static_cast<std::ptrdiff_t>(sorted), cs.end());
-  };
   if (v.coarse != nullptr) {
     thread_local CoarseScratch w;
     best_lists(*v.coarse, v.centroids, q, np, false, w, cs);
   } else {
-    rank_all(np);
+    best_lists_full(v.centroids, nlist, d, q, np, false, cs);
   }
   // One rotated query serves every list: R(q - c) = Rq - Rc.
   std::vector<float> q_rot(d);
@@ -161,7 +154,7 @@ size_t ivf_rabitq_search_one(const IvfRabitqView& v, const float* q, size_t k, s
   };
   for (size_t p = 0; p < np; ++p) scan_list(p);
   if (scanned < k && np < nlist) {
-    rank_all(nlist);  // the first np as before
+    best_lists_full(v.centroids, nlist, d, q, nlist, false, cs);  // the first np as before
     for (size_t p = np; scanned < k && p < nlist; ++p) scan_list(p);
   }
   for (Candidate& c : cand) c.upper = upper_of(v, c.pos, c.est, errs[c.probe]);

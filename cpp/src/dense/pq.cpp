@@ -338,8 +338,7 @@ struct QueryState {
 };
 
 struct SearchScratch {
-  std::vector<float> cscore;
-  std::vector<std::pair<float, int64_t>> cs, best;
+  std::vector<std::pair<float, int64_t>> best;  // a query's lists, best first
   CoarseScratch coarse;
   std::vector<float> lut;
   std::vector<float> rq, cw_norm;  // l2: the query's residual to a centroid, |codeword|^2
@@ -425,17 +424,6 @@ inline void prefetch_codes(const IvfPqView& v, size_t l) {
   for (size_t t = 0; t < bytes; t += 64) __builtin_prefetch(p + t);
 }
 
-// Higher is better: q . c, or -|q - c|^2 with l2.
-void centroid_scores(const IvfPqView& v, const SimilarityKernels& S, const float* q, float* out) {
-  const size_t d = v.pq->d;
-  if (!v.l2) {
-    S.dot_rows_f32(q, v.centroids, v.nlist, d, out);
-    return;
-  }
-  S.l2_rows_f32(q, v.centroids, v.nlist, d, out);
-  for (size_t l = 0; l < v.nlist; ++l) out[l] = -out[l];
-}
-
 // l2: the table of query q for list l, 2 (q - c)_j . codeword - |codeword|^2, into qs.
 void l2_list_table(const IvfPqView& v, const float* q, size_t l, SearchScratch& w, QueryState& qs) {
   const PqCodebook& pq = *v.pq;
@@ -508,8 +496,6 @@ void search_chunk(const IvfPqView& v, const float* Q, size_t nc, size_t k, size_
   const Pq4ScanKernels& K = pq4_scan_kernels();
   SearchScratch& w = scratch();
   if (w.queries.size() < nc) w.queries.resize(nc);
-  w.cscore.resize(nlist);
-  w.cs.resize(nlist);
   const bool eight = pq.bits == 8;
   w.lut.resize(pq.m * pq.ksub);
   w.visits.clear();
@@ -522,16 +508,8 @@ void search_chunk(const IvfPqView& v, const float* Q, size_t nc, size_t k, size_
   for (size_t qi = 0; qi < nc; ++qi) {
     const float* q = Q + qi * d;
     // The np best lists (ties to the lower list), best first: the threshold rises sooner.
-    if (v.coarse != nullptr) {
-      best_lists(*v.coarse, v.centroids, q, np, v.l2, w.coarse, w.best);
-    } else {
-      centroid_scores(v, S, q, w.cscore.data());
-      for (size_t l = 0; l < nlist; ++l) w.cs[l] = {-w.cscore[l], static_cast<int64_t>(l)};
-      auto mid = w.cs.begin() + static_cast<std::ptrdiff_t>(np);
-      std::nth_element(w.cs.begin(), mid, w.cs.end());
-      std::sort(w.cs.begin(), mid);
-      w.best.assign(w.cs.begin(), mid);
-    }
+    if (v.coarse != nullptr) best_lists(*v.coarse, v.centroids, q, np, v.l2, w.coarse, w.best);
+    else best_lists_full(v.centroids, nlist, d, q, np, v.l2, w.best);
     for (size_t p = 0; p < np; ++p) {
       const size_t l = static_cast<size_t>(w.best[p].second);
       w.visits.push_back(uint64_t(l) << 32 | (qi * np + p));
@@ -571,14 +549,12 @@ void search_chunk(const IvfPqView& v, const float* Q, size_t nc, size_t k, size_
     for (size_t qi = 0; qi < nc; ++qi) {
       QueryState& qs = w.queries[qi];
       if (qs.pool.size() >= k) continue;
-      centroid_scores(v, S, Q + qi * d, w.cscore.data());
-      for (size_t l = 0; l < nlist; ++l) w.cs[l] = {-w.cscore[l], static_cast<int64_t>(l)};
-      std::sort(w.cs.begin(), w.cs.end());
+      best_lists_full(v.centroids, nlist, d, Q + qi * d, nlist, v.l2, w.best);
       for (size_t p = np; qs.pool.size() < k && p < nlist; ++p) {
-        const size_t l = static_cast<size_t>(w.cs[p].second);
+        const size_t l = static_cast<size_t>(w.best[p].second);
         if (v.l2) l2_list_table(v, Q + qi * d, l, w, qs);
-        if (eight) scan_list8(v, K, l, -w.cs[p].first, qs, w.sums8);
-        else scan_list(v, K, mpad, l, -w.cs[p].first, qs, w.sums);
+        if (eight) scan_list8(v, K, l, -w.best[p].first, qs, w.sums8);
+        else scan_list(v, K, mpad, l, -w.best[p].first, qs, w.sums);
       }
     }
   }

@@ -38,9 +38,14 @@ struct CoarseScratch {
   std::vector<std::pair<float, int64_t>> cand;
 };
 
-/// The np best lists of query q into out as (-score, list), best first (ties to the lower
-/// list): score q . c, or with l2 -|q - c|^2, each exactly the float a full scan with
-/// similarity_kernels().dot_f32 / l2sq_f32 gives. Requires 1 <= np <= nlist.
+/// The np best of the nlist lists of query q into out as (-score, list), best first (ties to
+/// the lower list): score q . c, or with l2 -|q - c|^2, by similarity_kernels().dot_f32 /
+/// l2sq_f32 on every centroid. Requires 1 <= np <= nlist.
+void best_lists_full(const float* C, size_t nlist, size_t d, const float* q, size_t np, bool l2,
+                     std::vector<std::pair<float, int64_t>>& out);
+
+/// best_lists_full from the int8 first pass: the same lists and scores, reading a quarter of
+/// the bytes.
 void best_lists(const CoarseCentroids& cc, const float* C, const float* q, size_t np, bool l2, CoarseScratch& w,
                 std::vector<std::pair<float, int64_t>>& out);
 
