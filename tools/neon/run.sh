@@ -56,6 +56,7 @@ sources=(
   cpp/src/kernels/pq_scan/neon.cpp
   cpp/src/kernels/pq_scan/dispatch.cpp
   cpp/src/dense/pq.cpp
+  cpp/src/dense/coarse.cpp
   cpp/src/dense/kmeans.cpp
   cpp/tests/check_kernels.cpp
 )
