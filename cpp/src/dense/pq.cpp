@@ -449,7 +449,8 @@ void rescore(const IvfPqView& v, const float* q, size_t k, CandidatePool& pool, 
   const bool f16 = v.exact == nullptr;
   const size_t row_bytes = d * (f16 ? sizeof(uint16_t) : sizeof(float));
   const char* rows = f16 ? reinterpret_cast<const char*>(v.exact_f16) : reinterpret_cast<const char*>(v.exact);
-  cand.assign(pool.rows().begin(), pool.rows().end());
+  const std::vector<Candidate>& kept = pool.rows();
+  cand.assign(kept.begin(), kept.end());
   std::sort(cand.begin(), cand.end(), [](const Candidate& a, const Candidate& b) { return a.doc < b.doc; });
   constexpr size_t kAhead = 2;  // rows prefetched ahead of the one scored (more did not help)
   auto prefetch = [&](size_t i) {

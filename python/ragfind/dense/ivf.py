@@ -53,7 +53,7 @@ from ragfind.dense._common import (
     query_norm,
     set_slots,
 )
-from ragfind.dense.ivf_codes import round_up
+from ragfind.dense.ivf_codes import round_up, sample_index
 from ragfind.ids import IdFilter, as_id_filter, empty_ids
 
 # Training rows per centroid at most, and Lloyd iterations: faiss's IVF defaults. 64 rows per
@@ -222,10 +222,7 @@ class IvfBackend:
     @staticmethod
     def _train_sample(n: int, nlist: int) -> np.ndarray | None:
         """Sorted positions of the k-means sample of n rows, or None for all of them."""
-        m = min(n, max(_TRAIN_PER_LIST * nlist, 10_000))
-        if m == n:
-            return None
-        return np.sort(np.random.default_rng(_SEED).choice(n, m, replace=False))
+        return sample_index(n, max(_TRAIN_PER_LIST * nlist, 10_000))
 
     def _kmeans(self, X: np.ndarray, nlist: int) -> tuple[np.ndarray, float]:
         metric = "l2" if self.cfg.metric == "l2" else "ip"

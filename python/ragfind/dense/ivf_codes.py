@@ -88,11 +88,12 @@ class PqCodes(_CoarseCentroids):
 
     def training_index(self, n: int) -> np.ndarray | None:
         """The rows of n whose residuals ``fit`` trains on, ascending (None: all of them)."""
-        return _sample_index(n, self.train_rows)
+        return sample_index(n, self.train_rows)
 
     def fit(self, residuals: np.ndarray) -> np.ndarray:
-        """New codewords for these residuals (``params`` is set by the caller once it commits)."""
-        R = _sample(residuals, self.train_rows)
+        """New codewords for these residuals, the rows ``training_index`` picked (``params`` is
+        set by the caller once it commits)."""
+        R = residuals
         if R.shape[0] < 1 << self.bits:  # k-means needs a row per codeword: repeat the few there are
             R = np.resize(R, (1 << self.bits, R.shape[1]))
         return _core.pq_train(np.ascontiguousarray(R), self.m, self.bits, 10, _SEED, self.threads)
@@ -316,15 +317,11 @@ class RabitqCodes(_CoarseCentroids):
         return (read("rabitq_bits", np.uint64, (count, self.words)), norm, ipq, cdot)
 
 
-def _sample_index(n: int, most: int) -> np.ndarray | None:
+def sample_index(n: int, most: int) -> np.ndarray | None:
+    """Sorted positions of a fixed-seed sample of ``most`` of n rows, or None for all of them."""
     if n <= most:
         return None
     return np.sort(np.random.default_rng(_SEED).choice(n, most, replace=False))
-
-
-def _sample(X: np.ndarray, most: int) -> np.ndarray:
-    idx = _sample_index(X.shape[0], most)
-    return X if idx is None else X[idx]
 
 
 def make_codes(dtype: str, dim: int, pq_m: int | None, pq_bits: int, threads: int, metric: str = "ip") -> Any:
