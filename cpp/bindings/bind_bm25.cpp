@@ -90,7 +90,7 @@ py::str to_pystr(std::string_view s) {
 class PyAnalyzer {
  public:
   PyAnalyzer(bool lowercase, const std::vector<std::string>& stopwords, py::object stem_words, bool split_identifiers,
-             py::object tokenizer, bool cjk_bigrams, bool symbol_letters)
+             py::object tokenizer, bool cjk_bigrams, bool symbol_letters, bool caps_text_symbols, bool fold_accents)
       : tokenizer_(tokenizer.is_none() ? nullptr : std::make_shared<GilHeld>(tokenizer)) {
     if (!tokenizer.is_none() && !PyCallable_Check(tokenizer.ptr()))
       throw py::type_error("tokenizer: expected a callable str -> list[str] or None, got " + type_name(tokenizer));
@@ -115,6 +115,8 @@ class PyAnalyzer {
     opt.split_identifiers = split_identifiers;
     opt.cjk_bigrams = cjk_bigrams;
     opt.symbol_letters = symbol_letters;
+    opt.caps_text_symbols = caps_text_symbols;
+    opt.fold_accents = fold_accents;
     core_ = std::make_shared<Analyzer>(opt, stopwords, std::move(stem));
   }
 
@@ -889,9 +891,10 @@ void bind_bm25(py::module_& m) {
       });
 
   py::class_<PyAnalyzer, std::shared_ptr<PyAnalyzer>>(m, "Analyzer")
-      .def(py::init<bool, const std::vector<std::string>&, py::object, bool, py::object, bool, bool>(),
+      .def(py::init<bool, const std::vector<std::string>&, py::object, bool, py::object, bool, bool, bool, bool>(),
            py::arg("lowercase"), py::arg("stopwords"), py::arg("stem_words"), py::arg("split_identifiers"),
-           py::arg("tokenizer"), py::arg("cjk_bigrams") = false, py::arg("symbol_letters") = false)
+           py::arg("tokenizer"), py::arg("cjk_bigrams") = false, py::arg("symbol_letters") = false,
+           py::arg("caps_text_symbols") = true, py::arg("fold_accents") = false)
       .def("analyze", &PyAnalyzer::analyze, py::arg("text"))
       .def("analyze_offsets", &PyAnalyzer::analyze_offsets, py::arg("text"))
       .def("match_offsets", &PyAnalyzer::match_offsets, py::arg("texts"), py::arg("terms"))

@@ -63,7 +63,7 @@ __all__ += [
 ]
 
 # --- pipeline: fusion, chunking, retriever, context, eval ---
-from ragfind.fusion import fuse_scores, rrf  # noqa: E402
+from ragfind.fusion import convex, fit_convex_weight, fuse_scores, rrf  # noqa: E402
 from ragfind.pipeline.cache import LRUCache  # noqa: E402
 from ragfind.pipeline.chunking import Chunk, chunk, chunk_documents, default_context  # noqa: E402
 from ragfind.pipeline.context import AssembledContext, assemble_context  # noqa: E402
@@ -73,6 +73,8 @@ from ragfind.pipeline.stages import BM25Stage, DenseStage, LateInteractionStage,
 __all__ += [
     "rrf",
     "fuse_scores",
+    "convex",
+    "fit_convex_weight",
     "Chunk",
     "chunk",
     "chunk_documents",

@@ -17,6 +17,14 @@ Analyzer::Analyzer(TokenizerOptions options, const std::vector<std::string>& sto
   }
 }
 
+// The word the stemmer sees: with fold_accents, the surface without its Latin accents. Folding
+// comes first so that an accented and a plain spelling stem alike (résumé and resume -> resum;
+// folding the stems instead would give resume and resum).
+std::string_view Analyzer::folded(std::string_view surface, std::string& buf) const {
+  if (options().fold_accents && fold_accents(surface, buf)) return buf;
+  return surface;
+}
+
 std::uint32_t Analyzer::intern_surface(std::string_view s, std::vector<std::uint32_t>& pending) {
   bool inserted = false;
   const std::uint32_t id = surfaces_.insert(s, &inserted);
@@ -24,7 +32,8 @@ std::uint32_t Analyzer::intern_surface(std::string_view s, std::vector<std::uint
     if (stopwords_.find(s) != StringTable::kNotFound) {
       surface_stem_.push_back(kStop);
     } else if (!stem_) {
-      surface_stem_.push_back(stems_.insert(s));
+      std::string buf;
+      surface_stem_.push_back(stems_.insert(folded(s, buf)));
     } else {
       surface_stem_.push_back(kPending);
       pending.push_back(id);
@@ -40,7 +49,11 @@ void Analyzer::resolve_pending(std::vector<std::uint32_t>& pending) {
   if (unresolved_.empty()) return;
   std::vector<std::string_view> words;
   words.reserve(unresolved_.size());
-  for (std::uint32_t id : unresolved_) words.push_back(surfaces_.get(id));
+  std::vector<std::string> bufs(options().fold_accents ? unresolved_.size() : 0);
+  for (std::size_t i = 0; i < unresolved_.size(); ++i) {
+    const std::string_view w = surfaces_.get(unresolved_[i]);
+    words.push_back(bufs.empty() ? w : folded(w, bufs[i]));
+  }
   std::vector<std::string> stems;
   stem_(words, stems);
   if (stems.size() != words.size()) throw std::runtime_error("stemmer returned a different number of words");
@@ -101,7 +114,13 @@ void Analyzer::analyze_token_lists(const std::vector<std::vector<std::string_vie
 }
 
 void Analyzer::stem_unknown(std::vector<std::string>& stems, const std::vector<std::size_t>& unknown_at) const {
-  if (unknown_at.empty() || !stem_) return;  // without a stemmer the surface is the stem
+  if (unknown_at.empty()) return;
+  if (!stem_) {  // without a stemmer the (folded) surface is the stem
+    std::string buf;
+    for (std::size_t j : unknown_at)
+      if (options().fold_accents && fold_accents(stems[j], buf)) stems[j] = buf;
+    return;
+  }
   // Distinct unknown surfaces, each stemmed once.
   std::vector<std::string> surfaces;
   std::vector<std::size_t> which(unknown_at.size());
@@ -112,7 +131,11 @@ void Analyzer::stem_unknown(std::vector<std::string>& stems, const std::vector<s
     if (it->second == surfaces.size()) surfaces.push_back(w);
     which[j] = it->second;
   }
-  std::vector<std::string_view> words(surfaces.begin(), surfaces.end());
+  std::vector<std::string> bufs(options().fold_accents ? surfaces.size() : 0);
+  std::vector<std::string_view> words;
+  words.reserve(surfaces.size());
+  for (std::size_t i = 0; i < surfaces.size(); ++i)
+    words.push_back(bufs.empty() ? std::string_view(surfaces[i]) : folded(surfaces[i], bufs[i]));
   std::vector<std::string> out;
   stem_(words, out);
   if (out.size() != words.size()) throw std::runtime_error("stemmer returned a different number of words");

@@ -42,8 +42,13 @@ class Analyzer:
     for the whole identifier or for one of its parts finds the document, and the exact
     identifier ranks first. With ``symbol_letters`` a one-letter token is kept (and counted)
     when it is written as a symbol: a capital (``T cells``, ``vitamin D``, ``hepatitis B``) or a
-    Greek letter (``TNF-α``); lone lower-case letters and digits stay dropped.
-    ``split_identifiers=False, symbol_letters=False`` gives exactly bm25s's tokens.
+    Greek letter (``TNF-α``); lone lower-case letters and digits stay dropped. In a text with no
+    lower-case letter at all (``I AM INTERESTED IN ...``) case says nothing, so there a capital
+    is not a symbol (unless ``caps_text_symbols``). With ``fold_accents`` the accents of Latin
+    letters are removed from the terms, so ``cafe`` finds ``café`` and ``naive`` finds ``naïve``
+    (composed or decomposed; Unicode NFD with the combining marks dropped, before stemming).
+    ``split_identifiers=False, symbol_letters=False, fold_accents=False`` gives exactly bm25s's
+    tokens.
     Invalid UTF-8 bytes and lone surrogates are treated as separators. Stemming (PyStemmer's
     Snowball) runs once per distinct word form and is cached.
 
@@ -56,6 +61,15 @@ class Analyzer:
         split_identifiers: also emit identifier parts and compounds (see above).
         symbol_letters: keep one-letter capitals and Greek letters as terms (see above). Indexes
             saved before this option existed load with it off, so they analyze as before.
+        caps_text_symbols: with ``symbol_letters``, keep one-letter capitals even in a text
+            without lower-case letters (the default before 2026-12-07; off: +0.011 nDCG@10 on
+            LISA's all-caps texts, no change elsewhere, bench/quality.md). Indexes saved
+            before the option existed load with it on.
+        fold_accents: remove the accents of Latin letters from the terms (``café`` ->
+            ``cafe``; Latin-1 Supplement, Latin Extended-A/B and Additional; other scripts are
+            left as they are). Applied before stemming, so that both spellings stem alike
+            (``résumé`` and ``resume`` -> ``resum``). No change in nDCG@10 on the five English collections of
+            bench/quality.md. Indexes saved before the option existed load with it off.
         tokenizer: optional Python callable ``str -> list[str]`` replacing the built-in
             tokenizer; its tokens are lower-cased, filtered and stemmed as configured and all
             count towards the length.
@@ -84,6 +98,8 @@ class Analyzer:
         tokenizer: Callable[[str], list[str]] | None = None,
         cjk: bool = False,
         symbol_letters: bool = True,
+        caps_text_symbols: bool = False,
+        fold_accents: bool = True,
     ) -> None:
         if isinstance(stopwords, str):
             if stopwords not in ("english", "en"):
@@ -116,6 +132,8 @@ class Analyzer:
             "split_identifiers": bool(split_identifiers),
             "custom_tokenizer": tokenizer is not None,
             "symbol_letters": bool(symbol_letters),
+            "caps_text_symbols": bool(caps_text_symbols),
+            "fold_accents": bool(fold_accents),
         }
         if cjk:
             self._config["cjk"] = True  # absent for the others: older files read the same
@@ -129,6 +147,8 @@ class Analyzer:
             tokenizer,
             bool(cjk),
             bool(symbol_letters),
+            bool(caps_text_symbols),
+            bool(fold_accents),
         )
 
     @classmethod
@@ -150,6 +170,7 @@ class Analyzer:
                 split_identifiers=False,
                 tokenizer=str.split,
                 symbol_letters=False,
+                fold_accents=False,
             )
             a._config["custom_tokenizer"] = False
         else:
@@ -206,13 +227,19 @@ class Analyzer:
     def from_config(cls, config: dict, tokenizer: Callable[[str], list[str]] | None = None) -> Analyzer:
         """Rebuilds an analyzer from :meth:`config` (pass the tokenizer if one was used).
 
-        A config without ``symbol_letters`` (saved before the option existed) gets it off.
+        A config without ``symbol_letters`` or ``fold_accents`` (saved before the option
+        existed) gets it off, one without ``caps_text_symbols`` gets it on: it analyzes as its
+        index was built.
         """
-        symbols = bool(config.get("symbol_letters", False))
+        settings = {
+            "symbol_letters": bool(config.get("symbol_letters", False)),
+            "caps_text_symbols": bool(config.get("caps_text_symbols", True)),
+            "fold_accents": bool(config.get("fold_accents", False)),
+        }
         name = config.get("name")
         if name in ANALYZER_NAMES and tokenizer is None:
             a = cls.named(name)
-            if a._config["symbol_letters"] == symbols:
+            if all(a._config[k] == v for k, v in settings.items()):
                 return a
         a = cls(
             lowercase=config["lowercase"],
@@ -221,7 +248,7 @@ class Analyzer:
             split_identifiers=config["split_identifiers"],
             tokenizer=tokenizer,
             cjk=bool(config.get("cjk", False)),
-            symbol_letters=symbols,
+            **settings,
         )
         if name in ANALYZER_NAMES and tokenizer is None:
             a._config["name"] = name  # saved again, it loads the same way
@@ -234,6 +261,7 @@ class Analyzer:
         return (
             f"Analyzer(lowercase={c['lowercase']}, stopwords={c['stopwords']!r}, stemmer={c['stemmer']!r}, "
             f"split_identifiers={c['split_identifiers']}, symbol_letters={c['symbol_letters']}, "
+            f"caps_text_symbols={c['caps_text_symbols']}, fold_accents={c['fold_accents']}, "
             f"tokenizer={self._tokenizer!r})"
         )
 

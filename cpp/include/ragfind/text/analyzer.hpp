@@ -84,6 +84,7 @@ class Analyzer {
   static constexpr std::size_t kMaxSurfaces = std::size_t(1) << 26;
 
   std::uint32_t intern_surface(std::string_view s, std::vector<std::uint32_t>& pending);
+  std::string_view folded(std::string_view stem, std::string& buf) const;
   void resolve_pending(std::vector<std::uint32_t>& pending);
   void finish_stream(std::size_t first_token, TokenStream& out) const;
   void stem_unknown(std::vector<std::string>& stems, const std::vector<std::size_t>& unknown_at) const;

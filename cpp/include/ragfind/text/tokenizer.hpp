@@ -17,6 +17,12 @@
 // the length. Other one-character runs (a, the s of 's, the t of don't, lone digits) stay
 // dropped, as are capitals right after an apostrophe (DON'T). On SciFact this gains nDCG@10
 // on both query sets, where keeping every one-character run loses on the train queries.
+// Without caps_text_symbols, a capital is not a symbol in a text with no lower-case letter at
+// all (an all-caps text: I AM INTERESTED IN ...), where case tells nothing (LISA: +0.011
+// nDCG@10, no change on the other four collections of bench/quality.md). The text is scanned
+// for a lower-case letter only when a one-letter capital turns up.
+// With fold_accents, a combining accent (U+0300..U+036F) after a word character stays in the
+// word (decomposed café is one word, as the composed one); the Analyzer folds the terms.
 // With cjk_bigrams, a run is cut where it changes between CJK (cjk.hpp) and other characters;
 // each CJK piece gives its overlapping character bigrams (a lone character: itself), all counted,
 // as Lucene's CJKAnalyzer does; the other pieces are analyzed as runs of their own.
@@ -39,6 +45,8 @@ struct TokenizerOptions {
   bool split_identifiers = true;
   bool cjk_bigrams = false;
   bool symbol_letters = false;
+  bool caps_text_symbols = true;  // capitals are symbols even in a text without lower case
+  bool fold_accents = false;      // combining accents stay in words (the Analyzer folds terms)
 };
 
 class Tokenizer {
@@ -76,12 +84,22 @@ class Tokenizer {
       compound_runs = 0;
       compound_digit = false;
     };
+    int text_has_lower = -1;  // unknown until a one-letter capital needs it
+    auto symbol_letter = [&](std::uint32_t cp, std::size_t from) {
+      if (!opt_.symbol_letters || !is_symbol_letter(cp) || (from == 0 && (before_run == '\'' || before_run == 0x2019)))
+        return false;
+      if (opt_.caps_text_symbols || !is_upper(cp)) return true;
+      if (text_has_lower < 0) text_has_lower = has_lower_letter(text) ? 1 : 0;
+      return text_has_lower == 1;
+    };
     // s.run[from, to) as one run starting at code point `at`.
     auto flush_piece = [&](std::size_t from, std::size_t to, std::size_t at) {
       s.token.clear();
       append_lower(s.token, s.run, from, to);
-      if (to - from >= 2 || (to - from == 1 && opt_.symbol_letters && is_symbol_letter(s.run[from]) &&
-                             !(from == 0 && (before_run == '\'' || before_run == 0x2019))))
+      std::size_t letters = to - from;  // combining accents do not count as characters
+      if (opt_.fold_accents)
+        for (std::size_t j = from; j < to; ++j) letters -= is_combining_accent(s.run[j]) ? 1 : 0;
+      if (letters >= 2 || (letters == 1 && symbol_letter(s.run[from], from)))
         emit(std::string_view(s.token), true, at, at + (to - from));
       if (split) {
         emit_parts(s, from, to, at, emit);
@@ -126,7 +144,7 @@ class Tokenizer {
     while (p < end) {
       std::uint32_t cp = decode_utf8(p, end);
       const std::size_t at = cp_index++;
-      if (is_word_char(cp)) {
+      if (is_word_char(cp) || (opt_.fold_accents && !s.run.empty() && is_combining_accent(cp))) {
         if (s.run.empty()) run_begin = at;
         s.run.push_back(cp);
         continue;

@@ -33,6 +33,20 @@ inline constexpr std::uint32_t kReplacementChar = 0xFFFD;
 bool is_word_char_nonascii(std::uint32_t cp);
 /// Simple (1:1) lower-case mapping for a non-ASCII code point.
 std::uint32_t to_lower_nonascii(std::uint32_t cp);
+/// True for a non-ASCII lower-case letter: the lower-case form of some capital.
+bool is_lower_nonascii(std::uint32_t cp);
+
+/// True when text holds a lower-case letter (a-z, or the lower-case form of any capital).
+bool has_lower_letter(std::string_view text);
+
+/// A combining diacritical mark (U+0300..U+036F): part of a word when accents are folded.
+inline bool is_combining_accent(std::uint32_t cp) { return cp >= 0x300 && cp <= 0x36F; }
+
+/// Writes `in` with the accents of Latin letters removed into `out` (Unicode NFD, then the
+/// combining marks U+0300..U+036F dropped, for the Latin-1 Supplement, Latin Extended-A/B and
+/// Latin Extended Additional blocks: café -> cafe, naïve -> naive, Łódź -> Łodz). Returns false,
+/// leaving `out` untouched, when nothing changes (every ASCII string).
+bool fold_accents(std::string_view in, std::string& out);
 
 /// Python's \w: alphanumeric or underscore.
 inline bool is_word_char(std::uint32_t cp) {
