@@ -7,16 +7,26 @@
 
 ``RagfindDocumentStore`` keeps documents in a :class:`ragfind.Retriever` (BM25 over the
 content, the SQLite store) and their embeddings in a :class:`ragfind.DenseIndex` (documents
-without an embedding are found by BM25 only). ``filters`` use Haystack's syntax and are
-evaluated with Haystack's own ``document_matches_filter``; the documents they allow then
-restrict the searches inside the indexes.
+without an embedding are found by BM25 only).
+
+``filters`` use Haystack's syntax, with the semantics of Haystack's ``document_matches_filter``.
+They run in the Retriever's metadata index: ``== != > >= < <= in not in`` and ``AND OR NOT`` on
+``meta.<key>`` (or a bare key) and ``id`` become its filter, the same documents Haystack would
+match (a bool equals 0 or 1, a missing key compares as None). What that filter cannot say is
+left to ``document_matches_filter``, on the documents the rest of the filter allows only:
+strings that may be dates (Haystack compares them as dates, and orders strings only as dates),
+lists and nested keys (``meta.a.b``), ``content`` and the other Document fields, a meta key
+named ``title`` or ``doc_id`` (the Retriever's own fields), numbers beyond 2**53. A malformed
+filter raises ``FilterError`` when Haystack's would: on a document that reaches its bad part.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -25,7 +35,30 @@ from haystack.document_stores.errors import DuplicateDocumentError
 from haystack.document_stores.types import DuplicatePolicy, FilterPolicy, apply_filter_policy
 from haystack.utils.filters import document_matches_filter
 
-from ragfind.integrations import all_documents, existing_ids
+from ragfind.integrations import (
+    KIND_BOOL,
+    KIND_NUM,
+    KIND_OTHER,
+    KIND_STR,
+    NOTHING,
+    UNDECIDED,
+    Bounds,
+    all_documents,
+    any_str,
+    bounds_and,
+    bounds_not,
+    bounds_or,
+    exact,
+    exact_number,
+    existing_ids,
+    field_kinds,
+    python_eq,
+    python_range,
+    rows_of,
+    search_filter,
+    select_documents,
+    valued,
+)
 
 __all__ = [
     "RagfindBM25Retriever",
@@ -34,7 +67,7 @@ __all__ = [
     "RagfindHybridRetriever",
 ]
 
-_DOC_KEY = "_haystack"  # the Haystack document's own fields, kept beside its meta
+_DOC_KEY = "_haystack"  # the Haystack document's own fields (embedding, ...), kept beside its meta
 _BM25_SCALE = 8.0  # Haystack's InMemoryDocumentStore scales BM25 scores by expit(s / 8)
 
 
@@ -88,6 +121,7 @@ class RagfindDocumentStore:
             rrf_k=rrf_k,
         )
         self.dense: Any = None  # the DenseIndex, made at the first embedding (its dimension)
+        self._chunkless: set = set()  # ids of the documents without chunks (_chunkless_rows)
         self._lock = threading.Lock()
 
     def to_dict(self) -> dict[str, Any]:
@@ -121,11 +155,38 @@ class RagfindDocumentStore:
             ValueError: a filter without ``operator`` / ``conditions`` at its top.
             haystack.errors.FilterError: a malformed condition.
         """
-        docs = self._documents()
         if not filters:
-            return docs
+            return self._documents()
         _check_filters(filters)
-        return [d for d in docs if document_matches_filter(filters=filters, document=d)]
+        if len(self.retriever) == 0:
+            return []  # Haystack evaluates a filter per document: none, nothing to raise
+        made: dict = {}
+
+        def matches(row: tuple) -> bool:
+            d = made[row[0]] = _to_document(row[0], row[2], row[3])
+            return document_matches_filter(filters=filters, document=d)
+
+        rows = select_documents(self.retriever, self._bounds(filters), matches, self._chunkless_rows())
+        return [made.get(r[0]) or _to_document(r[0], r[2], r[3]) for r in rows]
+
+    def _bounds(self, filters: dict[str, Any]) -> Bounds:
+        r = self.retriever
+        return _Translation(set(r.fields), lambda f: field_kinds(r, f)).bounds(filters)
+
+    def _chunkless_rows(self) -> list:
+        """``(rowid, doc_id, title, text, metadata JSON)`` of the stored documents without chunks
+        (blank content): the metadata index never sees them, so filters test them one by one."""
+        with self._lock:  # a write may be changing the set
+            ids = list(self._chunkless)
+        return rows_of(self.retriever, ids) if ids else []
+
+    def _note_chunkless(self, docs: list, n_chunks: int) -> None:
+        blank = [d.id for d in docs if not (d.content or "").strip()]
+        # Indexed whole (chunk_size=None), a document has one chunk unless its text is blank;
+        # should the counts ever disagree, every document of the write is looked up.
+        suspects = blank if n_chunks == len(docs) - len(blank) else [d.id for d in docs]
+        store = self.retriever.store
+        self._chunkless.update(i for i in suspects if not len(store.chunks_of([i])))
 
     def write_documents(
         self, documents: list[Document], policy: DuplicatePolicy = DuplicatePolicy.NONE
@@ -169,7 +230,7 @@ class RagfindDocumentStore:
             replace_ids = [d.id for d in docs if d.id in stored]
             if replace_ids:
                 self._delete(replace_ids)
-            self.retriever.add_documents(rows)
+            self._note_chunkless(docs, self.retriever.add_documents(rows))
             if embedded:
                 if self.dense is None:
                     self.dense = self._new_dense(dim)
@@ -185,6 +246,7 @@ class RagfindDocumentStore:
 
     def _delete(self, ids: list) -> None:
         self.retriever.delete_documents(ids)
+        self._chunkless.difference_update(ids)
         if self.dense is not None:
             held = set(np.asarray(self.dense.ids).tolist())
             gone = [i for i in ids if i in held]
@@ -207,23 +269,33 @@ class RagfindDocumentStore:
 
     # ----- retrieval (what the retriever components call)
 
-    def _allowed(self, filters: dict[str, Any] | None) -> list | None:
-        """The ids ``filters`` allows, or None for no filter."""
+    def _search_filter(self, filters: dict[str, Any] | None) -> dict | None:
+        """The Retriever filter of the chunks ``filters`` allows (None: no filter)."""
         if not filters:
             return None
-        return [d.id for d in self.filter_documents(filters)]
+        _check_filters(filters)
+        return search_filter(self.retriever, self._bounds(filters), _matcher(filters))
+
+    def _allowed(self, filters: dict[str, Any] | None) -> list | None:
+        """The ids ``filters`` allows (documents without chunks included), or None for no filter."""
+        if not filters:
+            return None
+        _check_filters(filters)
+        bounds = self._bounds(filters)
+        return select_documents(self.retriever, bounds, _matcher(filters), self._chunkless_rows(), full=False)
 
     def bm25_retrieval(
         self, query: str, filters: dict[str, Any] | None = None, top_k: int = 10, scale_score: bool = False
     ) -> list[Document]:
         """The ``top_k`` best documents for ``query`` by BM25, with their scores."""
-        hits = self._bm25(query, self._allowed(filters), top_k)
+        if top_k <= 0 or len(self.retriever) == 0:
+            return []
+        hits = self._bm25(query, self._search_filter(filters), top_k)
         return self._scored(hits, lambda s: _expit(s / _BM25_SCALE) if scale_score else s)
 
-    def _bm25(self, query: str, allowed: list | None, top_k: int) -> list:
-        if top_k <= 0 or len(self.retriever) == 0 or allowed == []:
+    def _bm25(self, query: str, flt: dict | None, top_k: int) -> list:
+        if top_k <= 0 or len(self.retriever) == 0 or flt is NOTHING:
             return []
-        flt = {"doc_id": {"$in": allowed}} if allowed is not None else None
         res = self.retriever.search(query, k=top_k, filters=flt, stages=["bm25"])
         return [(p.doc_id, float(p.scores["bm25"])) for p in res]
 
@@ -247,6 +319,8 @@ class RagfindDocumentStore:
         return_embedding: bool = False,
     ) -> list[Document]:
         """The ``top_k`` documents nearest ``query_embedding`` (documents with an embedding)."""
+        if len(self.retriever) == 0:
+            return []
         hits = self._embedding(query_embedding, self._allowed(filters), top_k)
         if self.embedding_similarity_function == "cosine":
             scale = (lambda s: (s + 1.0) / 2.0) if scale_score else (lambda s: s)
@@ -266,11 +340,13 @@ class RagfindDocumentStore:
         """BM25 and embedding retrieval (``candidates`` each) fused by RRF; scores are the fused ones."""
         from ragfind.fusion import rrf
 
-        allowed = self._allowed(filters)
+        if top_k <= 0 or len(self.retriever) == 0:
+            return []
         depth = max(candidates, top_k)
-        lists = [[d for d, _ in self._bm25(query, allowed, depth)]]
+        lists = [[d for d, _ in self._bm25(query, self._search_filter(filters), depth)]]
+        dense = query_embedding and self.dense is not None and len(self.dense) > 0
         lists.append(
-            [d for d, _ in self._embedding(query_embedding, allowed, depth)] if query_embedding else []
+            [d for d, _ in self._embedding(query_embedding, self._allowed(filters), depth)] if dense else []
         )
         w = list(weights) if weights is not None else [1.0, 1.0]
         keep = [i for i, x in enumerate(lists) if x]
@@ -291,6 +367,11 @@ class RagfindDocumentStore:
         return out
 
 
+def _matcher(filters: dict[str, Any]) -> Any:
+    """Haystack's evaluator on a stored ``(doc_id, title, text, metadata dict)`` row."""
+    return lambda row: document_matches_filter(filters=filters, document=_to_document(row[0], row[2], row[3]))
+
+
 def _check_filters(filters: dict[str, Any]) -> None:
     if "operator" not in filters and "conditions" not in filters:
         raise ValueError(
@@ -304,7 +385,10 @@ def _to_row(d: Document) -> dict:
     fields.pop("content", None)
     fields.pop("id", None)
     fields.pop("score", None)
-    fields["has_content"] = d.content is not None
+    # Only what differs from a plain text document is kept (most documents: nothing).
+    fields = {k: v for k, v in fields.items() if v is not None}
+    if d.content is None:
+        fields["has_content"] = False
     try:
         json.dumps(meta)
     except (TypeError, ValueError) as exc:
@@ -313,16 +397,198 @@ def _to_row(d: Document) -> dict:
         ) from exc
     if _DOC_KEY in meta:
         raise ValueError(f"write_documents: meta key {_DOC_KEY!r} is reserved by RagfindDocumentStore")
-    return {"id": d.id, "text": d.content or "", "metadata": {**meta, _DOC_KEY: json.dumps(fields)}}
+    if fields:
+        meta = {**meta, _DOC_KEY: json.dumps(fields)}
+    return {"id": d.id, "text": d.content or "", "metadata": meta}
 
 
 def _to_document(doc_id: str, text: str, metadata: dict) -> Document:
-    meta = dict(metadata)
-    fields = json.loads(meta.pop(_DOC_KEY, "{}"))
+    """The Haystack document of a stored row (``metadata`` is the row's own dict: it is consumed)."""
+    raw = metadata.pop(_DOC_KEY, None)
+    if raw is None:  # a plain text document (_to_row)
+        return _plain_document(doc_id, text, metadata)
+    fields = json.loads(raw)
     has_content = fields.pop("has_content", True)
-    return Document.from_dict(
-        {**fields, "id": doc_id, "content": text if has_content else None, "meta": meta}
+    content = text if has_content else None
+    if fields.keys() <= _PLAIN_FIELDS and not fields.get("blob") and not fields.get("sparse_embedding"):
+        # What Document.from_dict would build, without its per-field conversions (a search
+        # or filter_documents builds one Document per result).
+        return Document(id=doc_id, content=content, meta=metadata, embedding=fields.get("embedding"))
+    return Document.from_dict({**fields, "id": doc_id, "content": content, "meta": metadata})
+
+
+_PLAIN_FIELDS = frozenset(("blob", "embedding", "sparse_embedding"))
+_DOCUMENT_LAYOUT = ("id", "content", "blob", "meta", "score", "embedding", "sparse_embedding")
+
+
+# Whether Document is still the plain dataclass _plain_document builds directly.
+_FAST_DOCUMENT = tuple(f.name for f in dataclasses.fields(Document)) == _DOCUMENT_LAYOUT and not hasattr(
+    Document, "__slots__"
+)
+
+
+def _plain_document(doc_id: str, text: str, meta: dict) -> Document:
+    """``Document(id=doc_id, content=text, meta=meta)``, built without Haystack's ``__init__``
+    wrappers (legacy fields, in-place mutation tracking, an id hash it skips for a given id),
+    which cost several times the rest of a ``filter_documents`` row. The same object as the
+    constructor's, built so only while Document has exactly these fields in its ``__dict__``."""
+    if not _FAST_DOCUMENT:
+        return Document(id=doc_id, content=text, meta=meta)
+    d = object.__new__(Document)
+    d.__dict__.update(
+        id=doc_id, content=text, blob=None, meta=meta, score=None, embedding=None, sparse_embedding=None
     )
+    return d
+
+
+# ---------------------------------------------------------------------------- filters
+
+_LOGIC = ("AND", "OR", "NOT")
+_COMPARISONS = ("==", "!=", ">", ">=", "<", "<=", "in", "not in")
+_ORDER = {">": "$gt", ">=": "$gte", "<": "$lt", "<=": "$lte"}
+_DOCUMENT_FIELDS = frozenset(f.name for f in dataclasses.fields(Document))
+# Metadata keys the Retriever's filter syntax cannot name: its own fields and operators.
+_UNNAMEABLE = frozenset(("doc_id", "title", "$and", "$or", "$not"))
+_PROBE = Document(id="probe", content=None, meta={})
+
+
+def _maybe_date(s: str) -> bool:
+    """True for a str Haystack may read as a date: ``==`` is also true for another spelling of
+    the same instant. Wider than Haystack's own test (which wants ``YYYY-MM-DD``), so that a
+    change there cannot make a date compare as a plain string here."""
+    return len(s) >= 8 and s[:4].isdigit()
+
+
+def _on_missing(op: str, value: Any) -> bool:
+    """What Haystack's condition gives a document without the field (its value is None)."""
+    return document_matches_filter({"field": "meta.x", "operator": op, "value": value}, _PROBE)
+
+
+class _Translation:
+    """A Haystack filter -> :class:`Bounds` over the Retriever's metadata index.
+
+    Args:
+        fields: the Retriever's filter fields (its metadata keys seen, ``doc_id``, ``title``).
+        kinds: metadata key -> the kinds of value it held (KIND_* bits), or None.
+    """
+
+    def __init__(self, fields: set, kinds: Any) -> None:
+        self.fields = fields
+        self.kinds = kinds
+
+    # A malformed part is UNDECIDED: Haystack raises FilterError for it on each document that
+    # reaches it, so its evaluator sees every document (and raises where Haystack would).
+
+    def bounds(self, flt: Any) -> Bounds:
+        if not isinstance(flt, dict):
+            return UNDECIDED
+        if "field" in flt:
+            return self.comparison(flt)
+        op, conditions = flt.get("operator"), flt.get("conditions")
+        if op not in _LOGIC or not isinstance(conditions, list):
+            return UNDECIDED
+        parts = [self.bounds(c) for c in conditions]
+        if op == "OR":
+            return bounds_or(parts)
+        both = bounds_and(parts)
+        return both if op == "AND" else bounds_not(both)
+
+    def comparison(self, c: dict[str, Any]) -> Bounds:
+        if "operator" not in c or "value" not in c or c["operator"] not in _COMPARISONS:
+            return UNDECIDED
+        field, op, value = c["field"], c["operator"], c["value"]
+        if op in ("in", "not in") and not isinstance(value, list):
+            return UNDECIDED
+        ordering = op in _ORDER
+        where, key = self.target(field)
+        if where == "absent":
+            return exact(_on_missing(op, value))
+        if where == "unknown":
+            return Bounds(True, False, ordering)  # an ordering may raise (strings are dates)
+        if where == "id":
+            key, kinds = "doc_id", KIND_STR
+        else:
+            kinds = self.kinds(key)
+            if kinds is None:
+                return Bounds(True, False, ordering)
+            if where == "nested":
+                # meta.a.b is None on every document whose "a" is not a dict.
+                if not kinds & KIND_OTHER:
+                    return exact(_on_missing(op, value))
+                if _on_missing(op, value):
+                    return Bounds(True, {key: None}, ordering and valued(key))
+                return Bounds(valued(key), False, ordering and valued(key))
+        is_id = where == "id"
+        if op in ("==", "!="):
+            b = self.eq(key, value, kinds, is_id)
+            return b if op == "==" else bounds_not(b)
+        if op in ("in", "not in"):
+            b = bounds_or([self.eq(key, v, kinds, is_id) for v in value])
+            return b if op == "in" else bounds_not(b)
+        return self.order(key, _ORDER[op], value, kinds, is_id)
+
+    def target(self, field: Any) -> tuple:
+        """Where ``field`` lives: ``("meta", key)``, ``("id", None)``, ``("nested", root key)``
+        (``meta.a.b``), ``("absent", None)`` (None on every document) or ``("unknown", None)``
+        (the framework's evaluator decides)."""
+        if not isinstance(field, str):
+            return ("unknown", None)
+        if "." in field:
+            parts = field.split(".")
+            if parts[0] != "meta":
+                return ("unknown", None)
+            key = parts[1]
+            where = "meta" if len(parts) == 2 else "nested"
+        elif field == "id":
+            return ("id", None)
+        elif field in _DOCUMENT_FIELDS:
+            return ("unknown", None)
+        else:
+            key, where = field, "meta"  # a bare key is a meta key, as in Haystack's legacy filters
+        if key == _DOC_KEY or key not in self.fields:
+            return ("absent", None)  # the store refuses _DOC_KEY in meta; no document has the key
+        if key in _UNNAMEABLE:
+            return ("unknown", None)
+        return (where, key)
+
+    @staticmethod
+    def eq(key: str, v: Any, kinds: int, is_id: bool) -> Bounds:
+        """Haystack's ``==``: Python's ``==``, or two ISO dates of the same instant."""
+        if v is None:
+            return exact(False if is_id else {key: None})
+        if isinstance(v, str):
+            if not _maybe_date(v):
+                return exact(python_eq(key, v, kinds))
+            # The same string surely; another that starts with a digit may be the same date.
+            maybe = True if is_id else {key: {"$gte": "0", "$lt": ":"}} if kinds & KIND_STR else False
+            return Bounds(maybe, python_eq(key, v, kinds))
+        if isinstance(v, bool) or exact_number(v):
+            return exact(python_eq(key, v, kinds))
+        if isinstance(v, float) and v != v:
+            return exact(False)  # NaN equals nothing
+        if isinstance(v, (int, float)):
+            return Bounds(valued(key), False) if kinds & (KIND_NUM | KIND_BOOL) else exact(False)
+        if isinstance(v, datetime):
+            return Bounds(True if is_id else any_str(key) if kinds & KIND_STR else False, False)
+        if isinstance(v, (list, dict)):
+            return Bounds(valued(key), False) if kinds & KIND_OTHER else exact(False)
+        return Bounds(valued(key), False)
+
+    @staticmethod
+    def order(key: str, op: str, v: Any, kinds: int, is_id: bool) -> Bounds:
+        """Haystack's ``> >= < <=``: False for None; strings compare only as dates (another
+        str raises FilterError), a list raises FilterError, values that do not compare a
+        TypeError: the documents that may raise are ``risky``."""
+        if v is None:
+            return exact(False)
+        if is_id:
+            return UNDECIDED
+        if isinstance(v, bool) or exact_number(v):
+            numbers = python_range(key, op, v, kinds)
+            if kinds & (KIND_STR | KIND_OTHER):
+                return Bounds(valued(key), numbers, valued(key))
+            return exact(numbers)
+        return Bounds(valued(key), False, valued(key))
 
 
 def _check_top_k(top_k: int) -> None:

@@ -45,15 +45,34 @@ from llama_index.core.vector_stores.types import (
 from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 
 from ragfind.integrations import (
+    KIND_BOOL,
+    KIND_NUM,
+    KIND_OTHER,
+    KIND_STR,
+    NOTHING,
+    Bounds,
     FunctionEncoder,
     all_documents,
+    any_str,
+    bounds_and,
+    bounds_not,
+    bounds_or,
     check_kwargs,
     check_search_args,
     dense_search,
     doc_ids_where,
+    exact,
+    exact_number,
     existing_ids,
-    ids_filter,
+    f_and,
+    f_or,
+    field_kinds,
     passage_metadata,
+    python_eq,
+    python_range,
+    search_filter,
+    select_documents,
+    valued,
 )
 
 __all__ = ["RagfindRetriever", "RagfindVectorStore", "to_ragfind_filters"]
@@ -129,42 +148,105 @@ class RagfindRetriever(BaseRetriever):
 
 # ---------------------------------------------------------------------------- vector store
 
-# LlamaIndex operators the Retriever's filters evaluate the same way (a missing field fails
-# them in both); "!=" and "nin" hold for a missing field in LlamaIndex, not in SQL.
-_NATIVE_OPS = {
-    FilterOperator.EQ: "$eq",
+_ORDER = {
     FilterOperator.GT: "$gt",
     FilterOperator.GTE: "$gte",
     FilterOperator.LT: "$lt",
     FilterOperator.LTE: "$lte",
-    FilterOperator.IN: "$in",
 }
-_SCALAR = (str, int, float, bool)
+_HIDDEN_KEYS = ("_node_content", "_node_type")  # the stored node itself, not its metadata
+# Metadata keys the Retriever's filter syntax cannot name: its own fields and operators.
+_UNNAMEABLE = frozenset(("doc_id", "title", "$and", "$or", "$not"))
 
 
-def _native(filters: MetadataFilters) -> dict | None:
-    """The Retriever filter equal to ``filters``, or None when it cannot say it (OR, NOT,
-    nesting, other operators, two conditions of one operator on one key)."""
-    if filters.condition not in (None, FilterCondition.AND):
-        return None
-    out: dict = {}
-    for f in filters.filters:
-        if not isinstance(f, MetadataFilter) or f.operator not in _NATIVE_OPS:
-            return None
-        op = _NATIVE_OPS[f.operator]
-        value = f.value
-        if op == "$in":
-            if not isinstance(value, list) or not all(isinstance(v, _SCALAR) for v in value):
-                return None
-        elif not isinstance(value, _SCALAR):
-            return None
+class _Translation:
+    """LlamaIndex ``MetadataFilters`` -> :class:`Bounds` over the Retriever's metadata index,
+    with the semantics of :func:`_evaluate` (LlamaIndex's in-memory filters).
+
+    Args:
+        fields: the Retriever's filter fields (its metadata keys seen, ``doc_id``, ``title``).
+        kinds: metadata key -> the kinds of value it held (KIND_* bits), or None.
+    """
+
+    def __init__(self, fields: set, kinds: Any) -> None:
+        self.fields = fields
+        self.kinds = kinds
+
+    def bounds(self, filters: MetadataFilters) -> Bounds:
+        parts = [self.bounds(f) if isinstance(f, MetadataFilters) else self.leaf(f) for f in filters.filters]
+        cond = filters.condition or FilterCondition.AND
+        if cond == FilterCondition.AND:
+            return bounds_and(parts)
+        if cond == FilterCondition.OR:
+            return bounds_or(parts)
+        if cond == FilterCondition.NOT:
+            return bounds_not(bounds_or(parts))
+        raise ValueError(f"filters: condition {cond!r} is not supported")
+
+    def leaf(self, f: MetadataFilter) -> Bounds:
+        op, v = f.operator, f.value
         # LlamaIndex's stores keep the source document's id under "doc_id" (and "ref_doc_id").
         key = "ref_doc_id" if f.key == "doc_id" else f.key
-        conds = out.setdefault(key, {})
-        if op in conds or key in ("_node_content", "_node_type"):
-            return None
-        conds[op] = value
-    return out
+        if key in _HIDDEN_KEYS or key not in self.fields:
+            return exact(_match(op, v, None))  # no document has the key
+        kinds = self.kinds(key) if key not in _UNNAMEABLE else None
+        if kinds is None:
+            return Bounds(True, False)
+        if op in (FilterOperator.EQ, FilterOperator.NE):
+            b = _eq(key, v, kinds)
+            return b if op == FilterOperator.EQ else bounds_not(b)
+        if op in _ORDER:
+            return _order(key, _ORDER[op], v, kinds)
+        if op in (FilterOperator.IN, FilterOperator.NIN):
+            if isinstance(v, list):
+                b = bounds_or([_eq(key, x, kinds) for x in v])
+                return b if op == FilterOperator.IN else bounds_not(b)
+            if isinstance(v, str):  # `x in "..."`: a substring of a str value, else a TypeError
+                strs = any_str(key) if kinds & KIND_STR else False
+                if op == FilterOperator.IN:
+                    return Bounds(strs, False)
+                return Bounds(f_or([{key: None}, strs]), {key: None})
+            if v is None or isinstance(v, (int, float)):  # `x in 5`: a TypeError, no match
+                return exact(False if op == FilterOperator.IN else {key: None})
+            return Bounds(True, False)
+        if op in (FilterOperator.TEXT_MATCH, FilterOperator.TEXT_MATCH_INSENSITIVE):
+            if not isinstance(v, str) or not kinds & KIND_STR:
+                return exact(False)
+            return exact(any_str(key)) if v == "" else Bounds(any_str(key), False)
+        if op == FilterOperator.IS_EMPTY:
+            empty = f_or([{key: None}, {key: ""} if kinds & KIND_STR else False])
+            return Bounds(True, empty) if kinds & KIND_OTHER else exact(empty)  # [] is empty too
+        if op in (FilterOperator.CONTAINS, FilterOperator.ANY, FilterOperator.ALL):
+            return Bounds(valued(key), False)  # list membership, substrings
+        return Bounds(valued(key), False, valued(key))  # _match raises for an operator it lacks
+
+
+def _eq(key: str, v: Any, kinds: int) -> Bounds:
+    """LlamaIndex's ``==`` on a document holding a value (Python's ``==``)."""
+    if isinstance(v, (str, bool)) or exact_number(v):
+        return exact(python_eq(key, v, kinds))
+    if v is None:
+        return exact(False)
+    if isinstance(v, float) and v != v:
+        return exact(False)  # NaN equals nothing
+    if isinstance(v, (int, float)):
+        return Bounds(valued(key), False) if kinds & (KIND_NUM | KIND_BOOL) else exact(False)
+    if isinstance(v, (list, dict)):
+        return Bounds(valued(key), False) if kinds & KIND_OTHER else exact(False)
+    return Bounds(valued(key), False)
+
+
+def _order(key: str, op: str, v: Any, kinds: int) -> Bounds:
+    """LlamaIndex's ``> >= < <=``: Python's, values that do not compare never matching."""
+    if isinstance(v, bool) or exact_number(v):
+        return exact(python_range(key, op, v, kinds))
+    if isinstance(v, str):  # str against str only; Python and the index both order code points
+        return exact({key: {op: v}} if kinds & KIND_STR else False)
+    if v is None:
+        return exact(False)
+    if isinstance(v, list):
+        return Bounds(valued(key), False) if kinds & KIND_OTHER else exact(False)
+    return Bounds(valued(key), False)
 
 
 def _match(op: FilterOperator, value: Any, have: Any) -> bool:
@@ -228,29 +310,36 @@ def _evaluate(filters: MetadataFilters, metadata: Mapping[str, Any]) -> bool:
 
 def to_ragfind_filters(retriever: Any, filters: Any) -> dict | None:
     """A Retriever filter for LlamaIndex ``MetadataFilters`` (a dict passes through as the
-    Retriever's own syntax). AND of ``== > >= < <= in`` conditions maps to the Retriever's
-    operators, evaluated in its index; anything else (OR, NOT, nesting, ``!= nin any all
-    contains text_match text_match_insensitive is_empty``) is evaluated over the stored
-    metadata with LlamaIndex's semantics, and the ids it allows become the filter."""
+    Retriever's own syntax), with the semantics of LlamaIndex's in-memory filters (values
+    that do not compare, e.g. a str and an int, never match).
+
+    Runs in the Retriever's metadata index: ``== != > >= < <= in nin`` on str, number and bool
+    values, ``is_empty``, ``text_match`` of "" and AND / OR / NOT nested to any depth become
+    its filter. The rest (``contains any all text_match text_match_insensitive``, list values,
+    ``in``/``nin`` of a str, a key named ``title``, numbers beyond 2**53) is evaluated over the
+    stored metadata, on the documents the rest of the filter allows only, and the ids it allows
+    join the filter."""
     if filters is None or isinstance(filters, Mapping):
         return dict(filters) if filters else None
     if not isinstance(filters, MetadataFilters):
         raise TypeError(f"filters is a {type(filters).__name__}; expected MetadataFilters or a dict")
     if not filters.filters:
         return None
-    native = _native(filters)
-    if native is not None:
-        if any(key not in retriever.fields for key in native):
-            return {"doc_id": {"$in": []}}  # a field no node has: nothing matches, as in LlamaIndex
-        return native
-    docs = all_documents(retriever)
-    allowed = {d for d, _, _, md in docs if _evaluate(filters, _user_metadata(md))}
-    return ids_filter(allowed, [d for d, *_ in docs])
+    return search_filter(retriever, _bounds(retriever, filters), _matcher(filters))
+
+
+def _bounds(retriever: Any, filters: MetadataFilters) -> Bounds:
+    return _Translation(set(retriever.fields), lambda f: field_kinds(retriever, f)).bounds(filters)
+
+
+def _matcher(filters: MetadataFilters) -> Any:
+    return lambda row: _evaluate(filters, _user_metadata(row[3]))
 
 
 def _user_metadata(md: Mapping[str, Any]) -> dict:
-    """A stored node's metadata as LlamaIndex's filters see it (``doc_id``: the source document)."""
-    out = {k: v for k, v in md.items() if k not in ("_node_content", "_node_type")}
+    """A stored node's metadata as LlamaIndex's filters see it (``doc_id``: the source document,
+    stored as ``ref_doc_id``)."""
+    out = {k: v for k, v in md.items() if k not in _HIDDEN_KEYS and k != "doc_id"}
     if "ref_doc_id" in out:
         out["doc_id"] = out["ref_doc_id"]
     return out
@@ -373,42 +462,50 @@ class RagfindVectorStore(BasePydanticVectorStore):
 
     # ----- reads
 
-    def _select(self, node_ids: list[str] | None, filters: MetadataFilters | None) -> list:
+    def _select(
+        self, node_ids: list[str] | None, filters: MetadataFilters | None, full: bool = False
+    ) -> list:
+        """The stored nodes of ``node_ids`` (in that order; all when None, in store order) that
+        ``filters`` allows: ids, or ``(id, title, text, metadata)`` rows when ``full``."""
         r = self._retriever
         if r is None:
             return []
+        wanted = None if node_ids is None else existing_ids(r, node_ids)
         if filters is None or not filters.filters:
-            return [d for d, *_ in all_documents(r)] if node_ids is None else existing_ids(r, node_ids)
-        allowed = {d for d, _, _, md in all_documents(r) if _evaluate(filters, _user_metadata(md))}
-        if node_ids is None:
-            return [d for d, *_ in all_documents(r) if d in allowed]
-        return [i for i in existing_ids(r, node_ids) if i in allowed]
+            if wanted is None:
+                return all_documents(r) if full else [d for d, *_ in all_documents(r)]
+            if not full:
+                return wanted
+            docs = (r.get_document(i) for i in wanted)
+            return [(d["id"], d["title"], d["text"], d["metadata"]) for d in docs]
+        b = _bounds(r, filters)
+        if wanted is not None:
+            ids = exact({"doc_id": {"$in": wanted}})
+            b = bounds_and([ids, b])
+        rows = select_documents(r, b, _matcher(filters), full=full)
+        if wanted is None:
+            return rows
+        at = {(x[0] if full else x): x for x in rows}
+        return [at[i] for i in wanted if i in at]
 
     def get_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None) -> list:
         """The stored nodes of ``node_ids`` (in that order; all when None) that ``filters`` allows."""
-        out = []
-        for i in self._select(node_ids, filters):
-            d = self._retriever.get_document(i)
-            out.append(metadata_dict_to_node(d["metadata"], text=d["text"]))
-        return out
+        return [
+            metadata_dict_to_node(md, text=text) for _, _, text, md in self._select(node_ids, filters, True)
+        ]
 
     def _query_filters(self, query: VectorStoreQuery) -> dict | None:
         r = self._retriever
-        flt = to_ragfind_filters(r, query.filters) or {}
-        extra = []
+        parts = [to_ragfind_filters(r, query.filters) or True]
         # Empty lists restrict nothing (VectorIndexRetriever passes node_ids=[]), as in
         # LlamaIndex's own SimpleVectorStore.
         if query.node_ids:
-            extra.append(set(map(str, query.node_ids)))
+            parts.append({"doc_id": {"$in": [str(i) for i in query.node_ids]}})
         if query.doc_ids:
             refs = [str(d) for d in query.doc_ids]
-            extra.append(set(doc_ids_where(r, {"ref_doc_id": refs})) if "ref_doc_id" in r.fields else set())
-        if not extra:
-            return flt or None
-        allowed = set.intersection(*extra)
-        if flt:
-            allowed &= set(doc_ids_where(r, flt))
-        return ids_filter(allowed, [d for d, *_ in all_documents(r)])
+            parts.append({"ref_doc_id": {"$in": refs}} if "ref_doc_id" in r.fields else False)
+        both = f_and(parts)
+        return None if both is True else NOTHING if both is False else both
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """Runs a ``VectorStoreQuery`` (see the class docstring for the modes).
