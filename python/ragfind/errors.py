@@ -52,13 +52,20 @@ class ModelMismatchError(ValueError):
     """Vectors made by one model are about to be compared with vectors made by another."""
 
 
-def check_k(k: Any) -> int:
-    """``k`` as an int: TypeError unless an int (bools are not), ValueError unless >= 1."""
+def check_k(k: Any, n: int | None = None) -> int:
+    """``k`` as an int: TypeError unless an int (bools are not), ValueError unless >= 1.
+
+    The one check of ``k`` in every index, the Retriever, the CLI and the service. With ``n``
+    (the documents or chunks there are), a larger ``k`` is clamped to ``max(n, 1)``: asking
+    for more results than exist is not a mistake, and the native code must never see a ``k``
+    past int64 (nor size a buffer by it).
+    """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         raise TypeError(f"k must be a positive int, got {type(k).__name__} ({k!r})")
     if k <= 0:
         raise ValueError(f"k must be a positive int, got {k!r}")
-    return int(k)
+    k = int(k)
+    return k if n is None or k <= n else max(int(n), 1)
 
 
 # The id mistakes, worded once (the BM25 bindings build the same sentences in C++).
@@ -69,8 +76,8 @@ def describe_ids(items: list) -> str:
     return f"{items[:5]!r}{' ...' if len(items) > 5 else ''}"
 
 
-def other_id_kind(index_kind: str, kind: str) -> IdKindError:
-    return IdKindError(f"ids: this index has {index_kind} ids, got {kind} ids")
+def other_id_kind(index_kind: str, kind: str, what: str = "ids") -> IdKindError:
+    return IdKindError(f"{what}: this index has {index_kind} ids, got {kind} ids")
 
 
 def ids_needed() -> IdKindError:

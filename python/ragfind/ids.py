@@ -29,7 +29,7 @@ from ragfind.errors import (
     unknown_ids,
 )
 
-__all__ = ["IdFilter", "IdMap", "as_id_filter", "empty_ids", "id_kind"]
+__all__ = ["IdFilter", "IdMap", "as_id_filter", "check_filter_kind", "empty_ids", "id_kind"]
 
 
 def id_kind(ids: list) -> str:
@@ -141,6 +141,14 @@ def as_id_filter(filter: Any) -> IdFilter | None:  # noqa: A002 - the API's name
     if filter is None or isinstance(filter, IdFilter):
         return filter
     return IdFilter(filter)
+
+
+def check_filter_kind(flt: IdFilter | None, kind: str | None) -> None:
+    """IdKindError when ``flt`` holds ids of the other kind than the index's ``kind``, as an add
+    of such ids gets: every id is then unknown, so the filter is a mistake, not an empty set.
+    An empty filter, and an index without ids yet, take either kind."""
+    if flt is not None and flt.kind is not None and kind is not None and flt.kind != kind:
+        raise other_id_kind(kind, flt.kind, "filter")
 
 
 # ----------------------------------------------------------------------------- row-numbered indexes
@@ -316,7 +324,9 @@ class IdMap:
         return np.where(rows >= 0, self.row_ids[np.maximum(rows, 0)], -1)
 
     def compile_mask(self, flt: IdFilter) -> np.ndarray:
-        """uint8 per row: 1 for a live row whose id the filter allows (other ids are ignored)."""
+        """uint8 per row: 1 for a live row whose id the filter allows (ids the index does not
+        hold are ignored; ids of the other kind are an IdKindError)."""
+        check_filter_kind(flt, self.kind)
         mask = np.zeros(self.n_rows, np.uint8)
         if not len(flt) or flt.kind != self.kind:
             return mask

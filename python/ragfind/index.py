@@ -36,6 +36,8 @@ __all__ = [
     "Explanation",
     "Contribution",
     "check_threads",
+    "check_dim",
+    "MAX_DIM",
     "renamed_option",
     "pairs_from_padded",
 ]
@@ -162,6 +164,21 @@ def check_threads(threads: Any, default: int = 0) -> int:
     if threads < 0:
         raise ValueError(f"threads: expected None or an int >= 0 (0 = one per core), got {int(threads)}")
     return int(threads)
+
+
+#: The largest vector dimension an index takes. Embedding models stay far below it (MiniLM 384,
+#: BGE 1,024, OpenAI's text-embedding-3-large 3,072, 7B-parameter embedders 4,096; ColBERT's
+#: token vectors 128); a dimension past it is a mistake (a vocabulary size, a count of
+#: vectors) that would otherwise surface only at the first add, as a failed allocation.
+MAX_DIM = 65_536
+
+
+def check_dim(dim: Any) -> int:
+    """``dim`` as an int in [1, MAX_DIM]: the one check of the dimension a dense or
+    late-interaction index is built with (ValueError otherwise, bools included)."""
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or not 0 < dim <= MAX_DIM:
+        raise ValueError(f"dim must be a positive integer up to {MAX_DIM:,}, got {dim!r}")
+    return int(dim)
 
 
 def renamed_option(options: dict, old: str, new: str, value: Any, where: str) -> Any:

@@ -94,12 +94,24 @@ def test_writes_are_all_or_nothing(small) -> None:
         sharded.delete_documents([c["docs"][1]["id"], "no-such-doc"])
     assert len(sharded) == n
     assert sharded.get_document(c["docs"][1]["id"])["id"] == c["docs"][1]["id"]
-    # A shard that refuses its part (metadata that is not JSON) takes the others' back out.
+    # Metadata that is not JSON is refused by the router's document check, before any shard.
     bad = [dict(new[i]) for i in range(6)]
     bad[3]["metadata"] = {"x": object()}
-    with pytest.raises(ValueError, match="JSON"):
+    with pytest.raises(TypeError, match=r"documents\[3\]\.metadata\.x .*expected a JSON value"):
         sharded.add_documents(bad)
     assert len(sharded) == n
+    # A field keeps its kind across shards: the router knows what every shard holds.
+    sharded.add_documents([{"id": "kind-0", "text": "kinds", "metadata": {"year": 2020}}])
+    with pytest.raises(TypeError, match="field 'year' holds number values"):
+        sharded.add_documents([dict(new[i], metadata={"year": str(i)}) for i in range(6)])
+    assert len(sharded) == n + 1
+    # A shard that refuses its part takes the others' back out: here the shard holding
+    # kind-0 refuses, behind a router that has not seen that write (as one attached later).
+    sharded._kinds = {}
+    with pytest.raises(TypeError, match="field 'year' holds number values"):
+        sharded.add_documents([dict(new[i], metadata={"year": str(i)}) for i in range(6)])
+    assert len(sharded) == n + 1
+    sharded.delete_documents(["kind-0"])
 
 
 def test_save_load_and_shard_folders(small, tmp_path) -> None:

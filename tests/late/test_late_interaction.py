@@ -347,7 +347,8 @@ def test_late_id_rules_and_errors_change_nothing():
     assert index.ids.tolist() == [10, 11] and 4 not in index
     ids, scores = index.search(doc, 10**12)  # k clamped
     assert ids.tolist() == [10, 11] and np.all(scores == scores[0])  # ties: insertion order
-    assert index.search(doc, 5, filter=["x"])[0].shape == (0,)  # other-kind ids: none held
+    with pytest.raises(IdKindError, match=r"^filter: this index has int ids, got str ids$"):
+        index.search(doc, 5, filter=["x"])  # ids of the other kind: a mistake, as in add
     empty = LateInteractionIndex(4)
     assert empty.ids.dtype == np.int64 and empty.id_kind is None
     s_ids, _ = empty.search(doc, 3)

@@ -108,8 +108,15 @@ def test_demo_with_own_queries_and_top_k(capsys):
 
 
 @pytest.mark.parametrize(
-    ("argv", "match"), [(["-k", "0"], "--top-k must be >= 1"), (["--repeat", "0"], "--repeat")]
+    ("argv", "match"),
+    [
+        (["-k", "0"], "argument -k/--top-k: k must be a positive int, got 0"),
+        (["--repeat", "0"], "argument --repeat"),
+    ],
 )
-def test_demo_rejects_bad_arguments(argv, match):
-    with pytest.raises(SystemExit, match=match):
+def test_demo_rejects_bad_arguments(argv, match, capsys):
+    with pytest.raises(SystemExit) as exc:
         main(["demo", *argv])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and match in err, err

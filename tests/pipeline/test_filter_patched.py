@@ -151,7 +151,7 @@ def test_selection_filter_without_rows_as_ids_has_no_bitmap():
         [""] * 20,
         [{"t": i % 4} for i in range(20)],
     )
-    store = type("S", (), {"fields": {"t"}, "generation": 0})()
+    store = type("S", (), {"fields": {"t"}, "kinds": {}, "generation": 0})()
     flt = FilterCompiler(meta, store)({"t": 1})
     assert flt.id_bits() is None  # chunk ids are not row numbers: the ids are listed instead
     assert flt.ids.tolist() == [6, 10, 14, 18, 22]
@@ -170,7 +170,7 @@ def test_selection_filter_bitmap_is_read_only_and_matches_ids():
         [""] * 200,
         [{"t": i % 4} for i in range(200)],
     )
-    store = type("S", (), {"fields": {"t"}, "generation": 0})()
+    store = type("S", (), {"fields": {"t"}, "kinds": {}, "generation": 0})()
     flt = FilterCompiler(meta, store)({"t": {"$in": [1, 2]}})
     words = flt.id_bits()
     assert words.dtype == np.uint64 and not words.flags.writeable

@@ -254,7 +254,7 @@ def test_empty_store_and_bad_queries():
         r.search(3)
     with pytest.raises(TypeError, match=r"query\[1\] is a NoneType"):
         r.search(["a", None])
-    with pytest.raises(ValueError, match="k = 0"):
+    with pytest.raises(ValueError, match=r"^k must be a positive int, got 0$"):
         r.search("a", k=0)
 
 
@@ -267,7 +267,7 @@ def test_duplicate_document_ids_change_nothing():
         r.add_documents([{"id": "x", "text": "a"}, {"id": "x", "text": "b"}])
     with pytest.raises(TypeError, match="metadata'\\] is a list"):
         r.add_documents([{"id": "y", "text": "a", "metadata": [1]}])
-    with pytest.raises(ValueError, match="not JSON-serialisable"):
+    with pytest.raises(TypeError, match="expected a JSON value"):
         r.add_documents([{"id": "y", "text": "a", "metadata": {"f": object()}}])
     assert (len(r), r.n_chunks, len(r.bm25), len(r.dense)) == before
     assert r.search("fresh text", k=5).doc_ids != ["new"]

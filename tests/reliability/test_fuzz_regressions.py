@@ -17,12 +17,20 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools" / "fuzz"))
 
-from _common import check_analyzer, check_loader, check_query, check_query_parser, check_retriever  # noqa: E402
+from _common import (  # noqa: E402
+    check_add_documents,
+    check_analyzer,
+    check_loader,
+    check_query,
+    check_query_parser,
+    check_retriever,
+)
 
 CHECKS = {
     "analyzer": check_analyzer,
     "query": check_query,
     "query_parser": check_query_parser,
+    "add_documents": check_add_documents,
     "load_bm25": lambda data: check_loader("bm25", data),
     "load_dense_exact": lambda data: check_loader("dense-exact", data),
     "load_dense_hnsw": lambda data: check_loader("dense-hnsw", data),

@@ -127,10 +127,11 @@ def test_empty_results_keep_the_id_dtype(tmp_path):
         s.search_tokenized(["zzz"], k=3),
         s.search_tokenized(["alpha"], k=3, filter=[]),
         s.search_tokenized(["alpha"], k=3, filter=["b"]),
-        s.search_tokenized(["alpha"], k=3, filter=[1, 2]),  # ints never match str ids
         *s.search_batch_tokenized([["zzz"], ["alpha"]], k=3, filter=["missing"]),
     ]:
         assert ids.dtype == object and len(ids) == 0
+    with pytest.raises(IdKindError, match=r"^filter: this index has str ids, got int ids$"):
+        s.search_tokenized(["alpha"], k=3, filter=[1, 2])  # ids of the other kind: a mistake
     s.delete(["a", "b"])
     assert s.ids.dtype == object and s.search_tokenized(["alpha"], k=3)[0].dtype == object
     s.add_tokenized([["gamma"]], ids=["c"])

@@ -587,8 +587,8 @@ def test_str_ids_and_id_errors_change_nothing(tmp_path):
     assert ids.dtype == object and ids.tolist() == ["b", "a"]
     ids, _ = index.search({2: 1.0}, k=10, filter=["a", "nope"])
     assert ids.tolist() == ["a"]
-    ids, _ = index.search({2: 1.0}, k=10, filter=[1, 2])  # other-kind ids: none held
-    assert ids.dtype == object and ids.shape == (0,)
+    with pytest.raises(IdKindError, match=r"^filter: this index has str ids, got int ids$"):
+        index.search({2: 1.0}, k=10, filter=[1, 2])  # ids of the other kind: a mistake, as in add
     b_ids, b_scores = index.search_batch_padded([{2: 1.0}, {29: 1.0}], k=5)
     assert b_ids.shape == (2, 3) and b_ids[1].tolist() == [None] * 3 and np.all(b_scores[1] == -np.inf)
     index.delete("b")

@@ -491,3 +491,58 @@ def check_query_parser(data: bytes) -> None:
                 spans = highlight(d, q, index.analyzer)
                 assert all(0 <= b < e <= len(d) for b, e in spans)
                 assert all(e1 < b2 for (_, e1), (b2, _) in zip(spans, spans[1:]))
+
+
+# ---------------------------------------------------------------------------- add_documents
+#
+# A write is JSON text (decoded with surrogates allowed, so invalid Unicode reaches the check):
+# a list of documents, or one document. The mode byte first: bit 0 adds to a retriever that
+# already holds RETRIEVER_DOCS (their fields have kinds), bit 1 JSON-decodes with NaN and
+# Infinity (Python's json takes them), bit 2 turns the list into two writes (halves), bit 3
+# decodes invalid UTF-8 into lone surrogates (else into U+FFFD).
+
+
+def check_add_documents(data: bytes) -> None:
+    """A batch of documents: either it is kept (found by id, loadable after a save, the same
+    document back) or it raises TypeError/ValueError and leaves the retriever as it was."""
+    from ragfind import Retriever
+
+    if not data:
+        return
+    mode, text = data[0], data[1:].decode("utf-8", "surrogateescape" if data[0] & 8 else "replace")
+
+    def refuse_constant(name: str):
+        raise ValueError(name)
+
+    try:
+        batch = json.loads(text) if mode & 2 else json.loads(text, parse_constant=refuse_constant)
+    except (ValueError, RecursionError):
+        return
+    if not isinstance(batch, list):
+        batch = [batch]
+    writes = [batch[: len(batch) // 2], batch[len(batch) // 2 :]] if mode & 4 else [batch]
+    r = Retriever(encoder=None, chunk_size=None, contextualize=False)
+    try:
+        if mode & 1:
+            r.add_documents(RETRIEVER_DOCS)
+        kept = {d: r.get_document(d) for d in (x["id"] for x in RETRIEVER_DOCS if mode & 1)}
+        for docs in writes:
+            before = (len(r), r.n_chunks)
+            try:
+                r.add_documents(docs)
+            except (TypeError, ValueError):
+                assert (len(r), r.n_chunks) == before, "a refused write left something behind"
+                continue
+            for d in docs:
+                kept[str(d["id"])] = r.get_document(d["id"])
+        with tempfile.TemporaryDirectory(prefix="ragfind-fuzz-") as tmp:
+            r.save(Path(tmp) / "kb")
+            back = Retriever.load(Path(tmp) / "kb", encoder=None)
+            try:
+                assert len(back) == len(kept)
+                for i, d in kept.items():
+                    assert back.get_document(i) == d, i
+            finally:
+                back.close()
+    finally:
+        r.close()

@@ -18,7 +18,7 @@ python -c "import atheris" 2>/dev/null || { echo "tools/fuzz/run.sh needs atheri
 OUT=build/fuzz
 mkdir -p "$OUT/artifacts"
 failed=0
-for target in ${FUZZ_TARGETS:-analyzer query query_parser load_bm25 load_dense_exact load_dense_hnsw load_dense_ivf load_late load_sparse load_retriever}; do
+for target in ${FUZZ_TARGETS:-analyzer query query_parser add_documents load_bm25 load_dense_exact load_dense_hnsw load_dense_ivf load_late load_sparse load_retriever}; do
   mkdir -p "$OUT/$target"
   max_len=8192
   [ "$target" = load_retriever ] && max_len=16384  # a whole folder: SQLite store + manifest + 2 indexes

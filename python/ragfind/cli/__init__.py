@@ -6,6 +6,7 @@ import argparse
 import importlib
 import os
 import sys
+from typing import NoReturn
 
 # Subcommand modules under ragfind.cli; each defines register(subparsers) which adds its parser
 # and sets ``func`` (a callable taking the parsed args and returning an exit code).
@@ -23,8 +24,17 @@ COMMANDS = [
 ]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors end, as the commands' own, in one line on stderr
+    (naming the option and what it expected) and exit status 2; ``--help`` shows the usage.
+    Subparsers are of the same class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ragfind", description="Fast, exact retrieval for RAG.")
+    parser = _Parser(prog="ragfind", description="Fast, exact retrieval for RAG.")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         importlib.import_module(f"ragfind.cli.{name}").register(sub)

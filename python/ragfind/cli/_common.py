@@ -1,44 +1,162 @@
-"""Helpers shared by the ``index``, ``search``, ``eval`` and ``bench`` subcommands."""
+"""Helpers shared by the ``index``, ``search``, ``eval`` and ``bench`` subcommands: the corpus
+reader and the argparse types of their options (a bad value names its option)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 
-def read_documents(path: str) -> Iterator[dict]:
-    """Documents from a JSON-lines file or a BEIR folder (its ``corpus.jsonl``).
+def read_documents(path: str) -> Iterator[tuple[int, dict]]:
+    """``(line number, document)`` of each document of a JSON-lines file or a BEIR folder (its
+    ``corpus.jsonl``), for ``ragfind index``.
 
     Each line is ``{"id" | "_id", "text", "title"?, "metadata"?}``; other keys become metadata.
 
     Raises:
-        SystemExit: the file is missing or a line is not a JSON object with an id and a text.
+        SystemExit: the file is missing, or a line is not UTF-8, not JSON, not an object, or
+            lacks a usable id or text, or has a title or metadata of the wrong type: one line
+            naming the file and the line number.
     """
     p = Path(path)
     if p.is_dir():
         p = p / "corpus.jsonl"
     if not p.is_file():
-        raise SystemExit(f"ragfind: no corpus at {str(path)!r} (expected a .jsonl file or a BEIR folder)")
-    with open(p, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
+        raise SystemExit(
+            f"ragfind index: no corpus at {str(path)!r} (expected a .jsonl file or a BEIR folder)"
+        )
+    with open(p, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            bad = _line_error(p, n)
+            try:
+                line = raw.decode("utf-8-sig" if n == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                raise bad(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = json.loads(line.strip(), parse_constant=_not_json)
+            except json.JSONDecodeError as exc:
+                raise bad(f"not JSON ({exc.msg} at column {exc.colno})") from None
             except ValueError as exc:
-                raise SystemExit(f"ragfind: {p}:{n}: not JSON ({exc})") from exc
+                raise bad(f"not JSON ({exc})") from None
             if not isinstance(obj, dict):
-                raise SystemExit(f"ragfind: {p}:{n}: expected a JSON object")
-            doc_id = obj.pop("id", obj.pop("_id", None))
+                raise bad(f"the line is {_a_json_type(obj)}; expected an object with an 'id' and a 'text'")
+            doc_id = obj.pop("id", None)
+            alt_id = obj.pop("_id", None)
+            doc_id = alt_id if doc_id is None else doc_id
             text = obj.pop("text", None)
-            if doc_id is None or not isinstance(text, str):
-                raise SystemExit(f"ragfind: {p}:{n}: a document needs an 'id' (or '_id') and a str 'text'")
-            title = obj.pop("title", "") or ""
-            metadata = obj.pop("metadata", None) or {}
-            metadata.update(obj)
-            yield {"id": str(doc_id), "title": str(title), "text": text, "metadata": metadata}
+            if doc_id is None:
+                raise bad("a document needs an 'id' (or '_id') and a 'text'; this one has no id")
+            if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)) or doc_id == "":
+                raise bad(
+                    f"'id' is {_a_json_type(doc_id)} ({doc_id!r}); expected a non-empty string or an integer"
+                )
+            if text is None:
+                raise bad("a document needs an 'id' (or '_id') and a 'text'; this one has no text")
+            if not isinstance(text, str):
+                raise bad(f"'text' is {_a_json_type(text)}; expected a string")
+            title = obj.pop("title", None)
+            if title is not None and not isinstance(title, str):
+                raise bad(f"'title' is {_a_json_type(title)}; expected a string")
+            metadata = obj.pop("metadata", None)
+            if metadata is not None and not isinstance(metadata, dict):
+                raise bad(f"'metadata' is {_a_json_type(metadata)}; expected an object")
+            metadata = {**(metadata or {}), **obj}
+            yield n, {"id": str(doc_id), "title": title or "", "text": text, "metadata": metadata}
+
+
+def _line_error(path: Path, n: int) -> Any:
+    return lambda what: SystemExit(f"ragfind index: {path}:{n}: {what}")
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _a_json_type(v: Any) -> str:
+    """The JSON type of a parsed value with its article: "an array", "a string", "null"."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, (int, float)):
+        return "a number"
+    if isinstance(v, str):
+        return "a string"
+    return "an array" if isinstance(v, list) else "an object"
+
+
+# ----------------------------------------------------------------------------- option types
+# argparse reports what these raise as "argument --NAME: MESSAGE", so each bad value names its
+# option; a plain ValueError would read "invalid <function name> value".
+
+
+def positive_int(text: str) -> int:
+    """An int >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def nonnegative_int(text: str) -> int:
+    """An int >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def k_value(text: str) -> int:
+    """A search's k, checked as the library checks it (:func:`ragfind.errors.check_k`: the
+    same message); a k past the number of passages is clamped by the search."""
+    from ragfind.errors import check_k
+
+    try:
+        k = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"k must be a positive int, got {text!r}") from None
+    try:
+        return check_k(k)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def chunk_size(text: str) -> int | str | None:
+    """``auto``, ``none`` (whole documents: None) or a positive number of tokens."""
+    low = text.strip().lower()
+    if low in ("auto", "none"):
+        return None if low == "none" else "auto"
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive number of tokens, 'auto' or 'none', got {text!r}"
+        )
+    return value
+
+
+def overlap_fraction(text: str) -> float:
+    """A chunk overlap, as a fraction of the chunk in [0, 0.5]."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 0.5:  # NaN fails it too
+        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 0.5], got {text!r}")
+    return value
 
 
 def parse_filters(items: list) -> dict:

@@ -6,6 +6,8 @@ import argparse
 import statistics
 import time
 
+from ragfind.cli._common import k_value, positive_int
+
 
 def register(sub) -> None:
     p = sub.add_parser("bench", help="measure search latency (per stage, p50/p95) and cache-hit latency")
@@ -13,8 +15,8 @@ def register(sub) -> None:
     p.add_argument(
         "--queries", default=None, help="file of queries, one per line (default: chunk texts' first words)"
     )
-    p.add_argument("-n", type=int, default=200, help="queries to time (default 200)")
-    p.add_argument("-k", type=int, default=10, help="passages per search (default 10)")
+    p.add_argument("-n", type=positive_int, default=200, help="queries to time (default 200)")
+    p.add_argument("-k", type=k_value, default=10, help="passages per search (default 10)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 

@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from ragfind.cli._common import k_value, positive_int
+
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -24,7 +26,7 @@ def register(sub) -> None:
         description="Index the bundled demo knowledge base and answer a few queries, printing "
         "ranked results (id, score, title) and timings.",
     )
-    p.add_argument("-k", "--top-k", type=int, default=3, help="results shown per query (default 3)")
+    p.add_argument("-k", "--top-k", type=k_value, default=3, help="results shown per query (default 3)")
     p.add_argument(
         "-q",
         "--query",
@@ -36,7 +38,7 @@ def register(sub) -> None:
     p.add_argument("--bm25-only", action="store_true", help="BM25 alone (no encoder, no fusion)")
     p.add_argument(
         "--repeat",
-        type=int,
+        type=positive_int,
         default=20,
         help="times each query is run; the median latency is reported (default 20)",
     )

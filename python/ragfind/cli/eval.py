@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from ragfind.cli._common import chunk_size, positive_int
+
 
 def register(sub) -> None:
     p = sub.add_parser("eval", help="evaluate BM25, dense and hybrid retrieval on a BEIR-layout folder")
@@ -33,9 +35,12 @@ def register(sub) -> None:
         default="ndcg@10,recall@100,mrr@10,map@100",
         help="comma list of metric@depth (default ndcg@10,recall@100,mrr@10,map@100)",
     )
-    p.add_argument("--depth", type=int, default=100, help="documents ranked per query (default 100)")
+    p.add_argument("--depth", type=positive_int, default=100, help="documents ranked per query (default 100)")
     p.add_argument(
-        "--chunk-size", default="none", help="tokens per chunk when building ('none': whole documents)"
+        "--chunk-size",
+        type=chunk_size,
+        default=None,
+        help="tokens per chunk when building, 'auto' or 'none' (default: whole documents)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
@@ -104,14 +109,7 @@ def run(args: argparse.Namespace) -> int:
     if args.index:
         retriever = ragfind.Retriever.load(args.index)
     else:
-        size = (
-            None
-            if str(args.chunk_size).lower() == "none"
-            else "auto"
-            if args.chunk_size == "auto"
-            else int(args.chunk_size)
-        )
-        retriever = build_from_beir(data, args.encoder, args.embeddings, size, not args.quiet)
+        retriever = build_from_beir(data, args.encoder, args.embeddings, args.chunk_size, not args.quiet)
     print(f"ragfind eval: {data!r}; retriever ready in {time.perf_counter() - t0:.1f} s")
     qids, texts = data.query_items()
     names = [s.name for s in retriever.first_stages]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+from ragfind.cli._common import positive_int
+
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -33,7 +35,7 @@ def register(sub) -> None:
         "auto: builder when it can",
     )
     p.add_argument("--unfused", action="store_true", help="builder: standard ONNX operators only")
-    p.add_argument("--max-length", type=int, default=None, help="truncation length in word pieces")
+    p.add_argument("--max-length", type=positive_int, default=None, help="truncation length in word pieces")
     p.add_argument(
         "--pooling",
         default=None,

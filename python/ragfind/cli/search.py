@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from ragfind.cli._common import k_value, nonnegative_int
+
 
 def register(sub) -> None:
     p = sub.add_parser("search", help="search a retriever folder and print passages with stage timings")
@@ -12,7 +14,7 @@ def register(sub) -> None:
     p.add_argument(
         "query", nargs="+", help="the question; several arguments are phrasings fused together (RAG-Fusion)"
     )
-    p.add_argument("-k", type=int, default=5, help="passages to return (default 5)")
+    p.add_argument("-k", type=k_value, default=5, help="passages to return (default 5)")
     p.add_argument(
         "--filter",
         action="append",
@@ -23,7 +25,7 @@ def register(sub) -> None:
     p.add_argument("--reranker", default=None, help="cross-encoder folder to re-rank with")
     p.add_argument(
         "--context",
-        type=int,
+        type=nonnegative_int,
         default=0,
         metavar="TOKENS",
         help="also print the assembled prompt under this token budget",

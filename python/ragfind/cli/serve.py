@@ -184,13 +184,74 @@ def _worker_args(args: argparse.Namespace) -> list:
     return out
 
 
+#: The private folders of ``--workers`` writers (the Unix socket the workers forward writes
+#: to): ``ragfind-serve-<pid>-<random>`` in the temporary folder, mode 0700.
+_PRIVATE_PREFIX = "ragfind-serve-"
+
+
+def _private_folder() -> str:
+    """A new private folder for this writer, named after its pid, after removing those of
+    writers that are gone (a ``kill -9`` leaves its folder behind: nothing runs then)."""
+    import os
+    import tempfile
+
+    _remove_stale_folders(tempfile.gettempdir())
+    return tempfile.mkdtemp(prefix=f"{_PRIVATE_PREFIX}{os.getpid()}-")
+
+
+def _remove_stale_folders(tmp: str) -> None:
+    """Removes this user's writer folders under ``tmp`` whose pid runs no process any more."""
+    import os
+    import shutil
+    import stat
+
+    try:
+        names = os.listdir(tmp)
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(_PRIVATE_PREFIX) :].split("-", 1)[0]
+        if not name.startswith(_PRIVATE_PREFIX) or not pid.isdigit():
+            continue  # another program's, or a folder from before they held the pid
+        path = os.path.join(tmp, name)
+        try:
+            st = os.lstat(path)
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+                continue
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            continue  # gone meanwhile, or a live process of another user
+
+
+def _on_exit(remove) -> None:
+    """Runs ``remove`` on every exit that can be caught: a return or an exception (atexit), and
+    SIGTERM, SIGINT and SIGHUP. uvicorn handles SIGTERM/SIGINT while it serves (a graceful
+    shutdown), then raises the signal again with the handler found before it: this one, which
+    removes and then dies of the signal as it would have. A ``kill -9`` cannot be caught: the
+    next writer's start removes the folder (:func:`_remove_stale_folders`)."""
+    import atexit
+    import signal
+
+    atexit.register(remove)
+
+    def handler(sig, frame) -> None:
+        remove()
+        signal.signal(sig, signal.SIG_DFL)
+        signal.raise_signal(sig)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, handler)
+
+
 def _writer(args: argparse.Namespace, config, app) -> int:
     """The process that owns the folder: serves forwarded writes on a private Unix socket and
     runs the workers on the public port (see ragfind.serve.workers)."""
+    import logging
     import os
     import shutil
     import socket
-    import tempfile
 
     import uvicorn
 
@@ -201,13 +262,16 @@ def _writer(args: argparse.Namespace, config, app) -> int:
         sock = socket.create_server((args.host, args.port), family=family, backlog=2048)
     except OSError as exc:
         raise SystemExit(f"ragfind serve: cannot listen on {args.host}:{args.port}: {exc}") from exc
-    private = tempfile.mkdtemp(prefix="ragfind-serve-")  # mode 0700: only this user reaches the writer
+    private = _private_folder()  # mode 0700: only this user reaches the writer
+    _on_exit(lambda: shutil.rmtree(private, ignore_errors=True))
     uds = os.path.join(private, "writer.sock")
     env = dict(os.environ)
     if config.api_key:
         env["RAGFIND_API_KEY"] = config.api_key  # not on the command line, where ps shows it
     workers = Workers(args.workers, [*_worker_args(args), "--writer-socket", uds], sock, env)
     inner = app
+    host = f"[{args.host}]" if family == socket.AF_INET6 else args.host
+    public = f"http://{host}:{sock.getsockname()[1]}"  # the port bound, when --port 0 picked it
 
     async def writer_app(scope, receive, send):
         if scope["type"] != "lifespan":
@@ -217,6 +281,10 @@ def _writer(args: argparse.Namespace, config, app) -> int:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 workers.start()
+                # What one process prints for its port; uvicorn prints only the writer's socket.
+                logging.getLogger("uvicorn.error").info(
+                    "Uvicorn running on %s with %d workers (Press CTRL+C to quit)", public, args.workers
+                )
             elif message["type"] == "lifespan.shutdown":
                 workers.stop()  # no worker forwards a write past this point
             return message

@@ -53,8 +53,8 @@ from ragfind.errors import (
     repeated_id,
     unknown_ids,
 )
-from ragfind.ids import IdFilter, id_kind
-from ragfind.index import Contribution, Explanation, check_threads
+from ragfind.ids import IdFilter, as_id_filter, check_filter_kind, id_kind
+from ragfind.index import Contribution, Explanation, check_dim, check_threads
 
 __all__ = ["DenseIndex", "dot", "cosine", "l2sq"]
 
@@ -145,7 +145,7 @@ class DenseIndex:
     """Top-k search over embedding vectors with integer or string ids.
 
     Args:
-        dim: vector dimension (> 0).
+        dim: vector dimension, 1 to 65,536 (``ragfind.index.MAX_DIM``).
         metric: "cosine" (vectors normalised at add time, score = cosine similarity),
             "ip" (inner product) or "l2" (squared Euclidean distance, smaller is better).
         dtype: storage of an exact index: "f32", "f16" (half the memory; values must fit
@@ -192,7 +192,8 @@ class DenseIndex:
         threads: default worker threads for searches (0 = automatic).
 
     Raises:
-        ValueError: for an unknown metric/dtype/kind, a non-positive dim or an HNSW index
+        ValueError: for an unknown metric/dtype/kind, a dim outside [1, 65,536]
+            (``ragfind.index.MAX_DIM``), an HNSW index
             with a dtype other than "f32", IVF options out of range, dtype "pq"/"rabitq"
             with another kind than "ivf" or rerank 0, "rabitq" with metric "l2".
 
@@ -218,8 +219,7 @@ class DenseIndex:
         pq_bits: int = 4,
         rerank_dtype: str = "f32",
     ) -> None:
-        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim <= 0:
-            raise ValueError(f"dim must be a positive integer, got {dim!r}")
+        dim = check_dim(dim)
         if metric not in _METRICS:
             raise ValueError(f"metric must be one of {_METRICS}, got {metric!r}")
         if dtype not in ENCODINGS and dtype not in CODED_DTYPES:
@@ -558,13 +558,16 @@ class DenseIndex:
             ValueError: wrong dimension, NaN/inf, zero query with cosine, k < 1, a
                 threshold for the other metric family, a fingerprint mismatch, nprobe < 1,
                 threads < 0.
-            TypeError: non-floating query, a non-int k or threads.
+            TypeError: non-floating query, a non-int k or threads; IdKindError (a TypeError): a
+                filter of ids of the other kind than the index's.
         """
         if filter is not None and _is_number(filter):
             min_score = self._old_min_score(filter, min_score)
             filter = None  # noqa: A001
         if type(k) is not int or k < 1 or min_score is not None or max_distance is not None or fingerprint:
             self._check_search_args(k, min_score, max_distance, fingerprint)
+        if filter is not None and not callable(filter):
+            filter = self._id_filter(filter)  # noqa: A001
         # A plain int passes as is (this runs per query); anything else gets the full check.
         if threads is not None and (type(threads) is not int or threads < 0):
             threads = check_threads(threads, self._cfg.threads)
@@ -631,8 +634,8 @@ class DenseIndex:
             with self._write_lock:
                 items = list(self._backend.id_to_slot)
             filter = IdFilter([x for x in items if filter(x)])  # noqa: A001
-        elif filter is not None and not isinstance(filter, IdFilter):
-            filter = IdFilter(filter)  # noqa: A001 - compiled once, reused by every row
+        elif filter is not None:
+            filter = self._id_filter(filter)  # noqa: A001 - compiled once, reused by every row
         threshold = min_score if self._cfg.metric != "l2" else max_distance
         grouped = getattr(self._backend, "search_batch", None)
         if grouped is not None:  # IVF: queries grouped by list, the same answers
@@ -678,10 +681,18 @@ class DenseIndex:
                 f"k={k} exceeds the {len(self)} vectors in the index and the padded ({Qm.shape[0]}, {k}) "
                 f"output would hold {Qm.shape[0] * int(k):,} entries; pass k <= len(index)"
             )
+        if filter is not None and not callable(filter):
+            filter = self._id_filter(filter)  # noqa: A001
         if self._cfg.metric == "cosine":
             Qm = normalise_rows(Qm, "Q")
         threshold = min_score if self._cfg.metric != "l2" else max_distance
         return self._backend.search_batch_padded(Qm, int(k), threshold, filter, threads, nprobe)
+
+    def _id_filter(self, filter: Any) -> IdFilter:  # noqa: A002
+        """``filter`` (ids, an IdFilter) as an IdFilter; IdKindError for ids of the other kind."""
+        flt = as_id_filter(filter)
+        check_filter_kind(flt, self._backend.id_kind)
+        return flt
 
     def _check_search_args(self, k: Any, min_score: Any, max_distance: Any, fingerprint: Any) -> None:
         check_k(k)

@@ -16,13 +16,16 @@ take no lock and read in-sync copies only, and every call on a copy has a deadli
 
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
 import shutil
+import sys
 import tempfile
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +40,7 @@ from ragfind.distributed.partition import MAX_SHARDS, shard_of, shard_of_chunk
 from ragfind.distributed.replication import Copies, ShardUnavailableError, StalePrimaryError, idle_healer
 from ragfind.distributed.shard import STATE, WAL, ShardActor, _Err, bm25_spec, bm25_stages
 from ragfind.persist.atomic import fsync_dir
+from ragfind.pipeline.documents import check_documents, check_field_kinds
 from ragfind.pipeline.results import SearchResult
 from ragfind.pipeline.retriever import Retriever
 from ragfind.pipeline.runner import StageLists
@@ -420,6 +424,7 @@ class ShardedRetriever:
         options = dict(retriever_options)
         stages = options.get("stages", ())
         self._generation = 0  # counts the writes: the head caches results per generation
+        self._kinds: dict | None = None  # metadata field -> kinds of value (_field_kinds)
         head = Retriever(
             **{k: v for k, v in options.items() if k != "stages"},
             stages=stages() if callable(stages) else stages,
@@ -469,6 +474,7 @@ class ShardedRetriever:
                 ]
             )
         self._closed = False
+        _at_exit(self)
         self._stop = threading.Event()
         self._failed: dict = {}
         try:
@@ -808,24 +814,9 @@ class ShardedRetriever:
         ``embeddings`` (one row per chunk, in order) are split by the router, which chunks the
         documents to count their chunks (as the shards will)."""
         self._check_open()
-        docs = [dict(d) if isinstance(d, Mapping) else d for d in documents]
+        docs = check_documents(documents)
         if not docs:
             return 0
-        Retriever.check_documents(docs)
-        seen: set = set()
-        for n, d in enumerate(docs):
-            if "id" not in d or "text" not in d:
-                lacks = "id" if "id" not in d else "text"
-                raise ValueError(f"documents[{n}] lacks {lacks!r}; expected keys 'id' and 'text'")
-            if not isinstance(d["text"], str):
-                raise TypeError(f"documents[{n}]['text'] is a {type(d['text']).__name__}; expected str")
-            key = str(d["id"])
-            if key in seen:
-                raise ValueError(f"documents[{n}] repeats id {key!r}; document ids must be unique")
-            seen.add(key)
-            d["id"] = key
-            if d.get("metadata") is not None:
-                d["metadata"] = dict(d["metadata"])
         rows = None
         if embeddings is not None:
             if not any(hasattr(st, "prepare") for st in self._head.first_stages):
@@ -843,6 +834,9 @@ class ShardedRetriever:
             rows = [emb[e - counts.get(d["id"], 0) : e] for d, e in zip(docs, ends)]
         with self._copies.write_lock:
             self._check_batches()
+            # Each shard keeps its fields' kinds; the router keeps them across shards.
+            kinds = self._field_kinds()
+            batch_kinds = check_field_kinds(docs, lambda f: kinds.get(f, 0))
             by_shard: dict = {}
             for n, d in enumerate(docs):
                 by_shard.setdefault(shard_of(d["id"], self.num_shards), []).append(n)
@@ -868,6 +862,7 @@ class ShardedRetriever:
             try:
                 out = self._write_shards(calls, len(docs))
             except BaseException:
+                self._kinds = None  # a shard that took and gave back a part keeps its kinds
                 # All or nothing: the shards that took their part give it back.
                 undo = {s: ("delete", [docs[n]["id"] for n in by_shard[s]]) for s in self._failed}
                 if undo:
@@ -880,7 +875,20 @@ class ShardedRetriever:
                 raise
             finally:
                 self._generation += 1
+            for f, bits in batch_kinds.items():
+                kinds[f] = kinds.get(f, 0) | bits
             return sum(_written(r) for r in out.values())
+
+    def _field_kinds(self) -> dict:
+        """Metadata field -> the kinds of value the shards hold (read once, then kept up to
+        date by this router's writes; a field is the same field on every shard)."""
+        if self._kinds is None:
+            kinds: dict = {}
+            for i in self._infos().values():
+                for f, bits in i.get("kinds", {}).items():
+                    kinds[f] = kinds.get(f, 0) | bits
+            self._kinds = kinds
+        return self._kinds
 
     def delete_documents(self, doc_ids: Iterable[Any]) -> int:
         """Removes documents and their chunks from their shards; returns the chunks removed.
@@ -1153,26 +1161,46 @@ class ShardedRetriever:
 
     def close(self) -> None:
         """Stops this router; the shard actors too, unless the collection is named (see
-        :meth:`destroy`). Removes the default work folder. Idempotent."""
+        :meth:`destroy`). Removes the default work folder. Idempotent.
+
+        Never starts Ray: once Ray is down (``ray.shutdown()``, or the interpreter exiting:
+        a router left open is closed at exit, and by ``__del__``), the actors, placement
+        groups and search graph went with it, and only this process's part is undone.
+        Calling Ray then would start a fresh local cluster (``ray.kill`` initialises Ray on
+        demand) and wait for it, so the script would never end."""
         if getattr(self, "_closed", True):
             return
         self._closed = True
+        _OPEN.discard(self)
         stop = getattr(self, "_stop", None)
         if stop is not None:
             stop.set()
-        if self._graph is not None:
+        ray_up = self._ray_running()
+        if self._graph is not None and ray_up:
             self._graph.close()  # before the actors stop: they would fail its loops
         if getattr(self, "name", None) is not None:
             return
-        for reps in self._actors:
-            for a in reps:
-                try:
-                    self._ray.kill(a, no_restart=True)
-                except Exception:
-                    pass
-        self._remove_groups()
+        if ray_up:
+            for reps in self._actors:
+                for a in reps:
+                    try:
+                        self._ray.kill(a, no_restart=True)
+                    except Exception:
+                        pass
+            self._remove_groups()
         if self._own_work_dir:
             shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def _ray_running(self) -> bool:
+        """Ray is up in this process, and may be called without starting it (is_initialized
+        itself never starts it); False while the interpreter is finalizing."""
+        ray = getattr(self, "_ray", None)
+        if ray is None or sys.is_finalizing():
+            return False
+        try:
+            return bool(ray.is_initialized())
+        except Exception:  # noqa: BLE001 - Ray's modules torn down at exit
+            return False
 
     def _remove_groups(self) -> None:
         from ray.util.placement_group import remove_placement_group
@@ -1225,6 +1253,29 @@ class ShardedRetriever:
 
 
 NAMESPACE = "ragfind"
+
+#: The routers not yet closed, closed at exit by :func:`_close_open`.
+_OPEN: weakref.WeakSet = weakref.WeakSet()
+_HOOKED: list = []
+
+
+def _at_exit(router: ShardedRetriever) -> None:
+    """Records an open router, to be closed at interpreter exit. The hook is registered on the
+    first router, after ``import ray`` registered Ray's own: atexit runs the later hook first,
+    so routers close while Ray still runs (their work folders go too). Should Ray's hook run
+    first anyway (Ray imported again, say), :meth:`ShardedRetriever.close` leaves Ray alone."""
+    _OPEN.add(router)
+    if not _HOOKED:
+        _HOOKED.append(True)
+        atexit.register(_close_open)
+
+
+def _close_open() -> None:
+    for router in list(_OPEN):
+        try:
+            router.close()
+        except Exception:  # noqa: BLE001 - best effort at exit, as __del__
+            pass
 
 
 def _actor_name(name: str | None, s: int, r: int) -> str:

@@ -696,6 +696,7 @@ class ShardActor:
             "chunks": r.n_chunks,
             "max_seq": _max_seq(r),
             "fields": sorted(r.store.fields),
+            "kinds": {f: r.field_kinds(f) for f in r.store.fields},
             "first_stages": [s.name for s in r.first_stages],
             "rerank_stages": [s.name for s in r.rerank_stages],
             "applied": self.last,

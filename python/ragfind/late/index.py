@@ -16,7 +16,7 @@ import numpy as np
 from ragfind import _core
 from ragfind.errors import IndexFileError, check_k
 from ragfind.ids import IdFilter, IdMap, as_id_filter
-from ragfind.index import Contribution, Explanation, check_threads, renamed_option
+from ragfind.index import Contribution, Explanation, check_dim, check_threads, renamed_option
 from ragfind.persist.sectioned import SectionedFile, refuse_old_version, write_sectioned
 
 __all__ = ["maxsim", "LateInteractionIndex", "MaxSimExplanation", "TokenMatch"]
@@ -51,10 +51,10 @@ class LateInteractionIndex:
     def __init__(self, dim: int, dtype: str = "float32"):
         """Create an empty index of ``dim``-dimensional token vectors stored as ``dtype``.
 
-        Raises ValueError on a non-positive dim or a dtype other than "float32"/"float16".
+        Raises ValueError on a dim outside [1, 65,536] (``ragfind.index.MAX_DIM``) or a dtype
+        other than "float32"/"float16".
         """
-        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim <= 0:
-            raise ValueError(f"dim must be a positive integer, got {dim!r}")
+        dim = check_dim(dim)
         if str(dtype) not in _DTYPES:
             raise ValueError(f"dtype must be 'float32' or 'float16', got {dtype!r}")
         self._dim = int(dim)
@@ -339,7 +339,7 @@ class LateInteractionIndex:
         nprobe = renamed_option(old, "n_probe", "nprobe", nprobe, "LateInteractionIndex.search")
         _no_more_options(old, "search")
         nprobe = 4 if nprobe is None else nprobe
-        k = check_k(k)
+        k = check_k(k, len(self))
         threads = check_threads(threads)
         q = self._query(query_vectors)
         flt = as_id_filter(filter)

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Union
 
+from ragfind.pipeline.documents import check_documents
+
 __all__ = [
     "Chunk",
     "chunk",
@@ -420,11 +422,31 @@ def chunk_documents(
         Every document's chunks, in document order.
 
     Raises:
-        ValueError: a document without an id or text, or an id given twice. TypeError: a
-        document that is not a mapping, a non-str text, or a context callable returning a
-        non-str.
+        What :meth:`ragfind.Retriever.add_documents` raises for a document it may not hold
+        (:func:`ragfind.pipeline.documents.check_documents`: a missing id or text, an id given
+        twice, a non-str text, NaN metadata, ...), and TypeError for a context callable
+        returning a non-str.
     """
-    docs = _checked_documents(documents)
+    return _chunk_checked(
+        check_documents(documents, check_kinds=False),
+        size=size,
+        overlap=overlap,
+        tokenizer=tokenizer,
+        contextualize=contextualize,
+        show_progress=show_progress,
+    )
+
+
+def _chunk_checked(
+    docs: list,
+    *,
+    size: int,
+    overlap: float | int,
+    tokenizer: TokenizerLike,
+    contextualize: None | bool | Callable[[Mapping[str, Any], Chunk], str],
+    show_progress: bool,
+) -> list[Chunk]:
+    """:func:`chunk_documents` of documents that passed the document check."""
     size, overlap_tokens = _check_size(size, overlap)
     if contextualize is True:
         contextualize = default_context
@@ -485,7 +507,11 @@ def whole_documents(
     """One chunk per non-blank document: its text without the outer whitespace, as
     :func:`chunk_documents` cuts a document under its size, but with no tokenizer pass
     (``n_tokens`` is -1: not counted). Checks and ``contextualize`` as there."""
-    docs = _checked_documents(documents)
+    return _whole_checked(check_documents(documents, check_kinds=False), contextualize)
+
+
+def _whole_checked(docs: list, contextualize: None | bool | Callable) -> list[Chunk]:
+    """:func:`whole_documents` of documents that passed the document check."""
     if contextualize is True:
         contextualize = default_context
     out: list[Chunk] = []
@@ -497,26 +523,6 @@ def whole_documents(
 
 #: Documents tokenized per batch (the progress bar moves once per batch).
 _BATCH = 2048
-
-
-def _checked_documents(documents: Iterable[Mapping[str, Any]]) -> list:
-    docs = list(documents)
-    seen: set = set()
-    for n, d in enumerate(docs):
-        # type() first: an ABC isinstance check costs more than the rest of the loop.
-        if type(d) is not dict and not isinstance(d, Mapping):
-            raise TypeError(f"documents[{n}] is a {type(d).__name__}; expected a dict with 'id' and 'text'")
-        if "id" not in d or "text" not in d:
-            raise ValueError(
-                f"documents[{n}] lacks {'id' if 'id' not in d else 'text'!r}; expected keys 'id' and 'text'"
-            )
-        if not isinstance(d["text"], str):
-            raise TypeError(f"documents[{n}]['text'] is a {type(d['text']).__name__}; expected str")
-        key = str(d["id"])
-        if key in seen:
-            raise ValueError(f"documents[{n}] repeats id {key!r}; document ids must be unique")
-        seen.add(key)
-    return docs
 
 
 def _splits_on_whitespace(tok: Any) -> bool:

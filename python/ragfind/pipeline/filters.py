@@ -17,7 +17,7 @@ Syntax (Mongo / Chroma style)::
     {"draft": False}                                # booleans
     {"tags": {"$exists": True}}                     # the key is present (null included)
     {"year": {"$not": {"$gte": 2020}}}              # negates a field's conditions
-    {"$and": [{...}, {...}]}, {"$or": [{...}, {...}]}, {"$not": {...}}   # nested to any depth
+    {"$and": [{...}, {...}]}, {"$or": [{...}, {...}]}, {"$not": {...}}   # nested up to 32 levels
 
 Several fields in one dict, or several operators on one field, must all hold. ``doc_id`` and
 ``title`` (:data:`BUILTIN_FIELDS`) are fields too (an int ``doc_id`` matches as ``str(id)``, as
@@ -30,6 +30,7 @@ or None: ``{"f": None}`` matches a null or missing ``f``, ``{"f": {"$ne": None}}
 from __future__ import annotations
 
 import json
+import math
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping
@@ -49,6 +50,7 @@ __all__ = [
     "MetadataFilters",
     "FilterCompiler",
     "SelectionFilter",
+    "MAX_FILTER_DEPTH",
 ]
 
 #: Document fields every filter may use besides the metadata keys.
@@ -57,15 +59,43 @@ OPERATORS = ("$eq", "$ne", "$in", "$nin", "$gt", "$gte", "$lt", "$lte", "$exists
 LOGICAL_OPERATORS = ("$and", "$or", "$not")
 _RANGE = {"$gt": (True, False), "$gte": (True, True), "$lt": (False, False), "$lte": (False, True)}
 #: Bits of MetadataIndex.kinds(): null, str, number, bool, other (a list or an object).
-_NULL, _STR, _NUM, _BOOL, _OTHER = 1, 2, 4, 8, 16
-_KIND_NAMES = ((_STR, "str"), (_NUM, "number"), (_BOOL, "bool"), (_OTHER, "list/object"))
+KIND_NULL, KIND_STR, KIND_NUM, KIND_BOOL, KIND_OTHER = 1, 2, 4, 8, 16
+_KIND_NAMES = ((KIND_STR, "str"), (KIND_NUM, "number"), (KIND_BOOL, "bool"), (KIND_OTHER, "list/object"))
+#: The deepest a filter may nest: dicts inside dicts (through $and, $or, $not or a field's
+#: operators) count a level each, as does a list inside a list. Real filters use a few levels;
+#: the bound keeps every recursive walk of a filter far from Python's recursion limit.
+MAX_FILTER_DEPTH = 32
+_SCALARS = frozenset((str, int, float, bool, type(None)))
 METADATA_MAGIC = b"RFMETA\x00\x01"
 METADATA_VERSION = 1
 
 
 def check_filters(filters: Any) -> None:
-    if filters is not None and not isinstance(filters, Mapping):
+    """TypeError unless None or a dict; ValueError past :data:`MAX_FILTER_DEPTH` levels.
+
+    The first check of every filter, before anything walks it recursively (the results cache
+    key, the compiler), so a filter nested a thousand levels deep is a ValueError naming its
+    depth, not a RecursionError."""
+    if filters is None:
+        return
+    if not isinstance(filters, Mapping):
         raise TypeError(f"filters is a {type(filters).__name__}; expected a dict of field -> condition")
+    stack = [(filters, 1)]  # iterative: the point is not to recurse
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_FILTER_DEPTH:
+            raise ValueError(
+                f"filters are nested {depth} levels deep; at most {MAX_FILTER_DEPTH} are allowed "
+                "(a level is a dict, or a list inside a list)"
+            )
+        in_dict = isinstance(node, Mapping)
+        for v in node.values() if in_dict else node:
+            if type(v) in _SCALARS:
+                continue  # most values of a long $in list: no ABC check for them
+            if isinstance(v, Mapping):
+                stack.append((v, depth + 1))
+            elif isinstance(v, (list, tuple, set)):
+                stack.append((v, depth if in_dict else depth + 1))
 
 
 def _internal(name: str) -> str:
@@ -74,13 +104,14 @@ def _internal(name: str) -> str:
 
 def _kind_bit(v: Any) -> int:
     if isinstance(v, bool):
-        return _BOOL
+        return KIND_BOOL
     if isinstance(v, (int, float)):
-        return _NUM
-    return _STR
+        return KIND_NUM
+    return KIND_STR
 
 
-def _kind_names(bits: int) -> str:
+def kind_names(bits: int) -> str:
+    """The kinds of value in ``bits`` of :meth:`MetadataIndex.kinds`, in words."""
     return " and ".join(n for b, n in _KIND_NAMES if bits & b)
 
 
@@ -186,12 +217,14 @@ class _Compiler:
             )
         if v is None:
             return
-        held = self.kinds(_internal(name)) & ~_NULL
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"filters[{name!r}][{op!r}] = {v!r}; expected a finite number")
+        held = self.kinds(_internal(name)) & ~KIND_NULL
         bit = _kind_bit(v)
         if held and not held & bit:
             raise TypeError(
-                f"filters[{name!r}][{op!r}]: {v!r} is a {_kind_names(bit)} but field {name!r} holds "
-                f"{_kind_names(held)} values"
+                f"filters[{name!r}][{op!r}]: {v!r} is a {kind_names(bit)} but field {name!r} holds "
+                f"{kind_names(held)} values"
             )
 
 
@@ -392,11 +425,18 @@ class FilterCompiler:
         if hit is not None and hit[0] == generation:
             return hit[1]
         # Checked again after a write: the fields and kinds a filter is checked against change.
-        tree = filter_tree(filters, self.store.fields, self.index.kinds)
+        tree = filter_tree(filters, self.store.fields, self.kinds)
         allowed = self.index.refresh(hit[1]) if hit is not None else self.index.compile(tree)
         if key is not None and generation == self.store.generation:
             self.cache.put(key, (generation, allowed))
         return allowed
+
+    def kinds(self, name: str) -> int:
+        """Kinds of value field ``name`` (internal name) holds: the index's, and the store's
+        record of documents without chunks, which the index never sees; ``doc_id`` and
+        ``title`` are str, also before the first document."""
+        held = self.store.kinds.get(name[2:], 0) if name.startswith("m:") else KIND_STR
+        return self.index.kinds(name) | held
 
     def clear(self) -> None:
         self.cache.clear()

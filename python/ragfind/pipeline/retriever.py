@@ -34,10 +34,12 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
+from ragfind.errors import check_k
 from ragfind.pipeline.cache import LRUCache, freeze
 from ragfind.pipeline.chunk_ids import ChunkIdPolicy, sequential_chunk_ids
-from ragfind.pipeline.chunking import Chunk, chunk_documents, default_context, load_tokenizer, whole_documents
-from ragfind.pipeline.filters import BUILTIN_FIELDS, MetadataFilters, check_filters, metadata_of
+from ragfind.pipeline.chunking import Chunk, _chunk_checked, _whole_checked, default_context, load_tokenizer
+from ragfind.pipeline.documents import check_documents, check_field_kinds
+from ragfind.pipeline.filters import BUILTIN_FIELDS, MetadataFilters, check_filters
 from ragfind.pipeline.highlights import LazyHighlighter
 from ragfind.pipeline.results import (
     Passage,
@@ -66,8 +68,10 @@ __all__ = [
 ]
 
 #: The keys a document may have; anything else is a ValueError (a typo would drop data).
-DOCUMENT_KEYS = ("id", "title", "text", "metadata")
 COLLAPSE = (None, "document")
+#: A search's k up to this is taken as given; a larger one is clamped to the chunks there are
+#: (counting them costs a store query, or a call to every shard).
+_K_COUNTED = 1000
 _EMPTY: Mapping = MappingProxyType({})
 #: Adds of at least this many documents show progress bars unless ``show_progress=False``.
 PROGRESS_DOCUMENTS = 10_000
@@ -451,27 +455,15 @@ class Retriever:
         """Fields filters may use: ``doc_id``, ``title`` and every metadata key seen."""
         return sorted(set(BUILTIN_FIELDS) | self.store.fields)
 
-    @staticmethod
-    def check_documents(docs: list) -> None:
-        """Raises the TypeError or ValueError :meth:`add_documents` raises for a malformed
-        document (not a dict, a key other than id/title/text/metadata, a bad title or metadata)."""
-        for n, d in enumerate(docs):
-            if type(d) is not dict and not isinstance(d, Mapping):
-                raise TypeError(
-                    f"documents[{n}] is a {type(d).__name__}; expected a dict with 'id' and 'text'"
-                )
-            extra = [k for k in d if k not in DOCUMENT_KEYS]
-            if extra:
-                raise ValueError(
-                    f"documents[{n}] has key {extra[0]!r}; expected only {', '.join(DOCUMENT_KEYS)} "
-                    "(put other fields in 'metadata' to store and filter on them)"
-                )
-            md = d.get("metadata")
-            if md is not None and type(md) is not dict and not isinstance(md, Mapping):
-                raise TypeError(f"documents[{n}]['metadata'] is a {type(md).__name__}; expected a dict")
-            title = d.get("title")
-            if title is not None and not isinstance(title, str):
-                raise TypeError(f"documents[{n}]['title'] is a {type(title).__name__}; expected str")
+    def check_documents(self, docs: Iterable[Mapping[str, Any]]) -> list:
+        """The documents of a write as :meth:`add_documents` would store them, checked
+        (:func:`ragfind.pipeline.documents.check_documents`, with the kinds of value each
+        metadata field already holds); raises what :meth:`add_documents` raises for them."""
+        return check_documents(docs, self.field_kinds)
+
+    def field_kinds(self, field: str) -> int:
+        """The kinds of value metadata ``field`` holds (bits of ``MetadataIndex.kinds``)."""
+        return self.metadata.kinds("m:" + field) | self.store.kinds.get(field, 0)
 
     def add_documents(
         self,
@@ -483,9 +475,12 @@ class Retriever:
         """Chunks, embeds and indexes documents; all or nothing.
 
         Args:
-            documents: dicts with ``id`` (str or int; stored as str) and ``text`` (str), and
-                optionally ``title`` (str) and ``metadata`` (a JSON-serialisable dict whose
-                keys become filterable fields); no other keys.
+            documents: dicts with ``id`` (a non-empty str, or an int, stored as ``str(id)``) and
+                ``text`` (str), and optionally ``title`` (str) and ``metadata`` (a dict with str
+                keys whose values JSON can hold: None, bool, str, finite numbers, lists and
+                dicts of those); no other keys. Each metadata field keeps the kind of its first
+                value (str, number, bool, list/object; null fits any), so its filters stay
+                right (:mod:`ragfind.pipeline.documents`).
             embeddings: precomputed chunk embeddings, one row per chunk in order (float,
                 (n_chunks, dim)); typically with ``chunk_size=None`` (one chunk per document).
             batch_size: encoder batch size.
@@ -495,33 +490,33 @@ class Retriever:
 
         Raises:
             ValueError: an id already in the store or repeated in the batch, a document without
-                ``id``/``text`` or with another key, non-JSON metadata, embeddings of the
-                wrong shape.
-            TypeError: a malformed document.
-            Nothing is added when an error is raised.
+                ``id``/``text`` or with another key, NaN or an infinity in the metadata,
+                metadata nested too deep, embeddings of the wrong shape.
+            TypeError: a malformed document, an id neither str nor int, a metadata value JSON
+                cannot hold or of another kind than its field's.
+            The document errors are :class:`ragfind.pipeline.documents.DocumentError` errors
+            naming the document and the field. Nothing is added when an error is raised.
         """
-        docs = list(documents)
+        # The kinds are checked under the write lock below, once.
+        docs = check_documents(documents, check_kinds=False)
         if not docs:
             return 0
-        self.check_documents(docs)
         chunks = self._chunk(docs)
-        meta_json = []
-        for n, d in enumerate(docs):
-            md = d.get("metadata")
-            if not md:
-                meta_json.append("{}")
-                continue
-            try:
-                meta_json.append(json.dumps(dict(md), sort_keys=True, ensure_ascii=False))
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"documents[{n}]['metadata'] is not JSON-serialisable: {exc}") from exc
-        meta_of = {str(d["id"]): (d.get("title") or "", metadata_of(d, m)) for d, m in zip(docs, meta_json)}
+        meta_json = [
+            json.dumps(d["metadata"], sort_keys=True, ensure_ascii=False, allow_nan=False)
+            if d.get("metadata")
+            else "{}"
+            for d in docs
+        ]
+        meta_of = {d["id"]: (d.get("title") or "", d.get("metadata") or {}) for d in docs}
         takers = [s for s in self.first_stages + self.rerank_stages if hasattr(s, "prepare")]
         if embeddings is not None and not takers:
             raise ValueError("embeddings were given but this retriever has no encoder")
         with self._write_lock:
+            # Under the lock: a write meanwhile may have given a field its kind.
+            batch_kinds = check_field_kinds(docs, self.field_kinds)
             store = self.store
-            ids_in = [str(d["id"]) for d in docs]
+            ids_in = [d["id"] for d in docs]
             existing = store.existing(ids_in)
             if existing:
                 raise ValueError(
@@ -604,6 +599,8 @@ class Retriever:
                 if encoding is not None:
                     encoding.shutdown(wait=True)
             store.fields |= new_fields
+            for f, bits in batch_kinds.items():
+                store.kinds[f] = store.kinds.get(f, 0) | bits
             if n_chunks:
                 store.next_chunk_id = max(store.next_chunk_id, int(chunk_ids.max()) + 1)
             self._store_changed()
@@ -613,16 +610,14 @@ class Retriever:
         """The chunks (:class:`ragfind.Chunk`) :meth:`add_documents` would index for
         ``documents``, in order (e.g. to split precomputed embeddings by document); the documents
         are checked as it checks them."""
-        docs = list(documents)
-        self.check_documents(docs)
-        return self._chunk(docs)
+        return self._chunk(self.check_documents(documents))
 
     def _chunk(self, docs: list) -> list:
         """The chunks of checked documents, in order, as :meth:`add_documents` indexes them."""
         if self.chunk_size is None and self.encoder is None:
             # No token budget to enforce and no encoder window: no tokenizer pass.
-            return whole_documents(docs, contextualize=self.contextualize)
-        return chunk_documents(
+            return _whole_checked(docs, self.contextualize)
+        return _chunk_checked(
             docs,
             size=self.chunk_size if self.chunk_size is not None else 1 << 30,  # None: one chunk each
             overlap=self.chunk_overlap if self.chunk_size else 0,
@@ -688,11 +683,12 @@ class Retriever:
         Args:
             query: the question, or a list of phrasings of it (RAG-Fusion): every phrasing is
                 searched by every stage and all the lists are fused.
-            k: passages to return.
+            k: passages to return, an int >= 1 (a ``k`` past the number of chunks is taken as
+                that number, as by every index).
             filters: metadata conditions, all of which must hold: ``{"lang": "en"}``,
                 ``{"year": {"$gte": 2020}}``, ``{"source": ["a", "b"]}`` (any of),
                 field operators ``$eq $ne $in $nin $gt $gte $lt $lte $exists $not`` and
-                ``{"$and" | "$or": [filter, ...]}``, ``{"$not": filter}`` nested to any depth
+                ``{"$and" | "$or": [filter, ...]}``, ``{"$not": filter}`` nested up to 32 levels
                 (Mongo/Chroma style; see :mod:`ragfind.pipeline.filters`); fields are
                 ``doc_id``, ``title`` and the documents' metadata keys. Every stage searches
                 only the chunks allowed (inside its index), so ``k`` results come back
@@ -710,15 +706,18 @@ class Retriever:
             A :class:`SearchResult` (a sequence of :class:`Passage`, with per-stage timings).
 
         Raises:
-            ValueError: blank query, bad ``k``, a filter on an unknown field or with an unknown
+            ValueError: blank query, ``k < 1``, a filter on an unknown field or with an unknown
                 or malformed operator, an unknown ``collapse`` or stage name. TypeError: a query
-                that is not str / list of str, a filter value of another type than the field's.
+                that is not str / list of str, a ``k`` that is not an int, a filter value of
+                another type than the field's.
         """
         t0 = _now()
         # The common case (one non-blank str, an int k, no filter, all stages) checked inline.
         queries = (query,) if type(query) is str and not query.isspace() and query else _check_queries(query)
-        if type(k) is not int or k < 1:
-            k = _positive_int(k, "k")
+        if type(k) is not int or k < 1 or k > _K_COUNTED:
+            # Past a thousand, k is clamped to the chunks there are: what every stage would
+            # return anyway, and what fusion and the RRF table are then sized by.
+            k = check_k(k, self.n_chunks)
         if filters is not None:
             check_filters(filters)
         if collapse is not None and collapse not in COLLAPSE:
@@ -883,7 +882,9 @@ class Retriever:
         JSON's own types cannot show: :meth:`search` then answers (and raises for a bad query
         or ``k``, which this leaves to it)."""
         t0 = _now()
-        if type(query) is not str or not query or query.isspace() or type(k) is not int or k < 1:
+        if type(query) is not str or not query or query.isspace() or type(k) is not int:
+            return None
+        if not 1 <= k <= _K_COUNTED:
             return None
         run = self.first_stages
         runner = self.stage_runner

@@ -185,6 +185,7 @@ def save_folder(r: Any, path: str | os.PathLike) -> None:
                 else {"ref": r.reranker_ref, "fingerprint": getattr(r.reranker, "fingerprint", None)},
                 "next_chunk_id": r.store.next_chunk_id,
                 "fields": sorted(r.store.fields),
+                "kinds": dict(sorted(r.store.kinds.items())),
                 "stages": stage_names,
                 "config": r._config(),
                 "files": {f: {"size": (tmp / f).stat().st_size, "sha256": sha256(tmp / f)} for f in files},
@@ -246,6 +247,9 @@ def check_manifest(m: Any, mpath: Path) -> None:
         v = m.get(key, [])
         if not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
             raise bad(f"{key!r} must be a list of str")
+    kinds = m.get("kinds", {})
+    if not (isinstance(kinds, dict) and all(is_int(b, 0) and b < 32 for b in kinds.values())):
+        raise bad("'kinds' must be a dict of field -> int from 0 to 31")
     if BM25_FILE not in files and DENSE_FILE not in files and not m.get("stages"):
         raise bad(f"it names neither {BM25_FILE} nor {DENSE_FILE} nor a stage")
     enc = m.get("encoder")
@@ -404,6 +408,7 @@ def load_folder(
     store = DocumentStore.open(
         folder / STORE_FILE, next_chunk_id, manifest.get("fields", []), RetrieverFolderError, columns
     )
+    store.kinds = dict(manifest.get("kinds", {}))  # older folders: the metadata index's alone
     try:
         metadata = None
         if METADATA_FILE in manifest["files"]:

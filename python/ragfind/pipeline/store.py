@@ -102,6 +102,9 @@ class DocumentStore:
         self.generation = 0
         self.next_chunk_id = int(next_chunk_id)
         self.fields: set = set(fields)
+        #: Metadata field -> kinds of value written (bits of MetadataIndex.kinds), documents
+        #: without chunks included (the metadata index sees only chunks); saved in the manifest.
+        self.kinds: dict = {}
         if columns is None:
             columns = PassageColumns() if db is None else _columns_of(self.db)
         self.columns = columns

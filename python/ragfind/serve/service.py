@@ -26,7 +26,9 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
+from ragfind.errors import check_k
 from ragfind.persist.wal import WriteLog, WriteLogError
+from ragfind.pipeline.documents import DocumentError, check_documents
 from ragfind.serve.config import ServeConfig
 from ragfind.serve.metrics import Metrics
 
@@ -44,6 +46,7 @@ __all__ = [
     "render_json",
     "load_retriever",
     "LOG_FILE",
+    "refused_file",
     "replay",
     "settle_heap",
 ]
@@ -51,15 +54,30 @@ __all__ = [
 #: The write log's file in the folder (named when it held JSON lines; those still replay).
 LOG_FILE = "serve-log.jsonl"
 
+
+def refused_file(folder: Path) -> Path:
+    """Where the logged adds that replay refused (written by an older ragfind that took, say,
+    NaN metadata) are kept rather than dropped: ``FOLDER.refused.jsonl``, beside the folder."""
+    return folder.with_name(folder.name + ".refused.jsonl")
+
+
 log = logging.getLogger("ragfind.serve")
+
+#: The longest query a search takes, in characters: the encoders' own default limit
+#: (``max_text_chars``), checked here so that a longer query is refused as a query (field
+#: ``query``) whichever stages the retriever runs, not with the encoder's advice for documents.
+MAX_QUERY_CHARS = 100_000
 
 SEARCH_KEYS = ("query", "k", "filters", "stages", "rerank", "collapse", "highlight")
 EXPLAIN_KEYS = ("query", "chunk_id", "filters", "k1", "b")
 DOC_KEYS = ("id", "title", "text", "metadata")
 
 
-def replay(retriever: Any, records: list) -> int:
+def replay(retriever: Any, records: list, refused: list | None = None) -> int:
     """Applies write-log ``records`` idempotently (see the module docstring); returns how many.
+
+    An add that the document check refuses (a log written by an older ragfind that took NaN
+    metadata, say) is left out rather than stopping the start, and appended to ``refused``.
 
     Raises:
         ragfind.persist.wal.WriteLogError: a record that is neither an add nor a delete.
@@ -72,17 +90,25 @@ def replay(retriever: Any, records: list) -> int:
             )
     for rec in records:
         if rec["op"] == "add":
-            docs = rec["documents"]
+            try:
+                docs = check_documents(rec["documents"])
+            except DocumentError as exc:
+                _refuse(rec, exc, refused)
+                continue
             present = []
             for d in docs:
                 try:
-                    retriever.get_document(d["id"])
-                    present.append(str(d["id"]))
+                    present.append(retriever.get_document(d["id"]))
                 except KeyError:
                     pass
             if present:
-                retriever.delete_documents(present)
-            retriever.add_documents(docs)
+                retriever.delete_documents([d["id"] for d in present])
+            try:
+                retriever.add_documents(docs)
+            except DocumentError as exc:
+                if present:  # the documents this add would have replaced stay
+                    retriever.add_documents([{k: v for k, v in d.items() if v is not None} for d in present])
+                _refuse(rec, exc, refused)
         else:
             gone = []
             for i in rec["ids"]:
@@ -96,6 +122,12 @@ def replay(retriever: Any, records: list) -> int:
     return len(records)
 
 
+def _refuse(rec: dict, exc: Exception, refused: list | None) -> None:
+    log.error("a logged add is refused by the document check and left out: %s", exc)
+    if refused is not None:
+        refused.append(rec)
+
+
 def settle_heap() -> None:
     """Takes every object alive now out of the cycle collector's sight (:func:`gc.freeze`; with
     ``ServeConfig.freeze_gc``), once the retriever is loaded: its objects live as long as the
@@ -105,6 +137,16 @@ def settle_heap() -> None:
     gc.unfreeze()
     gc.collect()
     gc.freeze()
+
+
+def _check_query_length(q: str) -> None:
+    if len(q) > MAX_QUERY_CHARS:
+        raise ApiError(
+            400,
+            f"'query' has {len(q):,} characters; expected at most {MAX_QUERY_CHARS:,} "
+            "(a question or a few sentences, not a document)",
+            "query",
+        )
 
 
 class ApiError(Exception):
@@ -152,7 +194,7 @@ def _typed(
     if isinstance(v, bool) and bool not in types:
         raise ApiError(400, f"'{name}' is a bool; expected {what}", name)
     if not isinstance(v, types):
-        raise ApiError(400, f"'{name}' is a {_json_type(v)}; expected {what}", name)
+        raise ApiError(400, f"'{name}' is {_a_json_type(v)}; expected {what}", name)
     return v
 
 
@@ -168,6 +210,12 @@ def _json_type(v: Any) -> str:
     if isinstance(v, list):
         return "array"
     return "object" if isinstance(v, dict) else type(v).__name__
+
+
+def _a_json_type(v: Any) -> str:
+    """:func:`_json_type` with its article, as a message reads it: "an array", "null"."""
+    t = _json_type(v)
+    return t if t == "null" else f"an {t}" if t[0] in "aeiou" else f"a {t}"
 
 
 def _only(body: Mapping, keys: tuple, what: str) -> None:
@@ -317,7 +365,18 @@ class Service:
             records = self.log.recover()
             if records:
                 log.warning("replaying %d write(s) from %s", len(records), self.log.path)
-                self.replayed = replay(retriever, records)
+                refused: list = []
+                self.replayed = replay(retriever, records, refused)
+                if refused:
+                    # Kept beside the folder, before the checkpoint below drops the log: a save
+                    # replaces the folder whole, so a file inside it would go too.
+                    refused_path = refused_file(self.folder)
+                    with open(refused_path, "a", encoding="utf-8") as f:
+                        for rec in refused:
+                            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                        f.flush()
+                        os.fsync(f.fileno())
+                    log.error("%d logged add(s) refused; kept in %s", len(refused), refused_path)
                 self.checkpoint()
 
     def size_caches(self, retriever: Any) -> None:
@@ -393,7 +452,7 @@ class Service:
             where = f"documents[{n}]"
             if not isinstance(d, dict):
                 raise ApiError(
-                    400, f"{where} is a {_json_type(d)}; expected an object with 'id' and 'text'", where
+                    400, f"{where} is {_a_json_type(d)}; expected an object with 'id' and 'text'", where
                 )
             _only(d, DOC_KEYS, where)
             i = d.get("id")
@@ -407,8 +466,11 @@ class Service:
             if str(i) in seen:
                 raise ApiError(400, f"document id {str(i)!r} appears twice in the request", f"{where}.id")
             seen.add(str(i))
-            out.append({k: d[k] for k in DOC_KEYS if d.get(k) is not None} | {"id": str(i)})
-        return out
+            out.append({k: d[k] for k in DOC_KEYS if d.get(k) is not None})
+        try:
+            return check_documents(out)
+        except DocumentError as exc:
+            raise ApiError(400, str(exc), exc.field) from exc
 
     def add(self, body: Any) -> dict:
         """``POST /documents``: all or nothing; 409 for an id already stored."""
@@ -436,7 +498,7 @@ class Service:
                     lambda: self.retriever.delete_documents(ids),
                 )
             except (ValueError, TypeError) as exc:
-                raise ApiError(400, str(exc)) from exc
+                raise ApiError(400, str(exc), exc.field if isinstance(exc, DocumentError) else None) from exc
         self.metrics.count("ragfind_documents_added_total", len(docs))
         return {"added": len(docs), "chunks": int(chunks), "ids": ids}
 
@@ -462,8 +524,17 @@ class Service:
     # ------------------------------------------------------------------ reads
 
     def _k(self, body: Mapping, default: int = 10) -> int:
-        k = _typed(body, "k", (int,), f"an integer in [1, {self.config.max_k}]", default)
-        if not 1 <= k <= self.config.max_k:
+        """``k`` checked as the library checks it (:func:`ragfind.errors.check_k`: the same
+        message for the same mistake), then against this server's ``max_k``."""
+        k = body.get("k")
+        if k is None:
+            return default
+        try:
+            k = check_k(k)
+        except (TypeError, ValueError) as exc:
+            raise ApiError(400, str(exc), "k") from None
+        if k > self.config.max_k:
+            # A limit of this server (--max-k), not of the library, which clamps a large k.
             raise ApiError(400, f"k = {k}; expected an integer in [1, {self.config.max_k}]", "k")
         return k
 
@@ -473,8 +544,12 @@ class Service:
         if isinstance(q, list):
             if not q or not all(isinstance(x, str) and x.strip() for x in q):
                 raise ApiError(400, f"'query' must be {what}", "query")
+            for x in q:
+                _check_query_length(x)
         elif not q.strip():
             raise ApiError(400, "'query' is blank; expected a non-empty string", "query")
+        else:
+            _check_query_length(q)
         return q
 
     def search(self, body: Any) -> dict:
@@ -521,6 +596,7 @@ class Service:
                 and len(body) == 1 + ("k" in body)
                 and not query.isspace()
                 and query
+                and len(query) <= MAX_QUERY_CHARS
             ):
                 return query, k
         return None

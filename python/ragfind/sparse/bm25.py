@@ -18,7 +18,7 @@ import numpy as np
 
 from ragfind import _core
 from ragfind.errors import check_k, unknown_ids
-from ragfind.ids import as_id_filter
+from ragfind.ids import as_id_filter, check_filter_kind
 from ragfind.index import Contribution, Explanation, check_threads
 from ragfind.sparse.query import parse_query
 
@@ -69,10 +69,19 @@ def _compile_filter(index: BM25Index, flt: Any) -> Any:
     core = index._core
 
     def native(f: Any) -> Any:
+        check_filter_kind(f, _id_kind(core))
         bits = f.id_bits()  # a metadata filter's bitmap over chunk ids: no id array to read
         return core.compile_filter(f.ids) if bits is None else core.compile_filter_bits(bits)
 
     return as_id_filter(flt).compiled(index, core.generation, native)
+
+
+def _id_kind(core: Any) -> str | None:
+    """The id kind of a BM25 core ("int", "str", None while it holds no document), read from
+    the dtype of an empty search's ids: no id array is listed."""
+    if len(core) == 0:
+        return None
+    return "str" if core.search_tokenized([], 1)[0].dtype == object else "int"
 
 
 def _check_texts(texts: Any, name: str) -> list:
@@ -310,10 +319,12 @@ class BM25Index:
         """The ``k`` best documents for ``query``, best first.
 
         Only documents that contain at least one query term are returned, so fewer than
-        ``k`` come back when fewer match (an empty or stopword-only query returns nothing).
+        ``k`` come back when fewer match (an empty or stopword-only query returns nothing); a
+        ``k`` past the number of documents is taken as that number.
 
         ``filter`` (None, an :class:`~ragfind.ids.IdFilter` or any iterable of ids) restricts
-        the search to those ids (ids not in the index are ignored): the result is the
+        the search to those ids (ids not in the index are ignored; ids of the other kind than
+        the index's, int for str, are an ``IdKindError``): the result is the
         unfiltered ranking restricted to them, ``min(k, allowed matching documents)`` long.
         The filter is compiled once per index state into a mask over the internal document
         numbers (reuse one IdFilter across searches) and applied while scoring.
@@ -357,9 +368,10 @@ class BM25Index:
 
         Raises:
             ValueError: ``k <= 0``, an unknown algorithm, ``stats`` without a query term's df.
-            TypeError: ``query`` is not str.
+            TypeError: ``query`` is not str, ``k`` is not an int. IdKindError (a TypeError):
+            a filter of ids of the other kind.
         """
-        k = check_k(k)
+        k = check_k(k, len(self))
         check_threads(threads)
         if not isinstance(query, str):
             raise TypeError(f"query: expected str, got {type(query).__name__}")
@@ -401,7 +413,10 @@ class BM25Index:
         """Like :meth:`search` for a pre-tokenized query (tokens are index terms as given)."""
         check_threads(threads)
         return self._core.search_tokenized(
-            _check_texts(tokens, "tokens"), check_k(k), _algorithm(algorithm), _compile_filter(self, filter)
+            _check_texts(tokens, "tokens"),
+            check_k(k, len(self)),
+            _algorithm(algorithm),
+            _compile_filter(self, filter),
         )
 
     def search_batch(
@@ -433,7 +448,7 @@ class BM25Index:
             n, total, dfs = _check_stats(stats, batch=True)
             return self._core.search_batch_with_stats(
                 queries,
-                check_k(k),
+                check_k(k, len(self)),
                 check_threads(threads),
                 False,
                 _algorithm(algorithm),
@@ -443,12 +458,12 @@ class BM25Index:
                 dfs,
             )
         if has_phrases:
-            check_k(k)
+            check_k(k, len(self))
             check_threads(threads)
             return [self.search(q, k, filter, algorithm=algorithm) for q in queries]
         return self._core.search_batch(
             queries,
-            check_k(k),
+            check_k(k, len(self)),
             check_threads(threads),
             False,
             _algorithm(algorithm),
@@ -467,7 +482,7 @@ class BM25Index:
         """:meth:`search_batch` for pre-tokenized queries."""
         return self._core.search_batch(
             _check_texts(token_lists, "token_lists"),
-            check_k(k),
+            check_k(k, len(self)),
             check_threads(threads),
             True,
             _algorithm(algorithm),

@@ -347,7 +347,7 @@ class SparseVectorIndex:
             old, "n_threads", "threads", threads, "SparseVectorIndex.search_batch_padded"
         )
         _no_more_options(old, "search_batch_padded")
-        k = check_k(k)
+        k = check_k(k, len(self))  # k' = min(k, len(self)) anyway; the binding takes an int64
         if query_cut is None:
             cut = 0
         elif isinstance(query_cut, bool) or not isinstance(query_cut, (int, np.integer)) or query_cut < 1:

@@ -342,7 +342,8 @@ class BM25:
             query_tokens: token lists, token-id lists, a :class:`Tokenized` (the query
                 tokenizer's vocabulary) or ``(ids, vocab)``.
             corpus: entries to return instead of indices (default: the constructor's).
-            k: documents per query (at most the number indexed).
+            k: documents per query, an int from 0 (empty ``(n_queries, 0)`` arrays, as bm25s)
+                to the number indexed.
             sorted: accepted (results are always sorted).
             return_as: ``"tuple"`` (:class:`Results`) or ``"documents"``.
             n_threads: 0 one thread, -1 every core, else that many.
@@ -353,10 +354,16 @@ class BM25:
             ``Results(documents, scores)`` of shape ``(n_queries, k)``, or the documents.
 
         Raises:
-            ValueError: ``k`` larger than the corpus, unknown ``return_as``, a bad mask.
+            ValueError: ``k`` negative or larger than the corpus, unknown ``return_as``, a bad
+                mask. TypeError: ``k`` is not an int.
         """
         index = self._check_indexed()
         num_docs = len(index)
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+            raise TypeError(f"k must be a non-negative integer, got {type(k).__name__} ({k!r})")
+        if k < 0:  # bm25s's message (its numba backend fails in np.zeros instead)
+            raise ValueError(f"k must be a non-negative integer, but got {k}.")
+        k = int(k)
         if k > num_docs:
             raise ValueError(
                 f"k of {k} is larger than the number of available scores, which is {num_docs} "
@@ -372,7 +379,9 @@ class BM25:
         int_dtype = np.dtype(self.int_dtype) if self.backend == "numba" else np.dtype(np.int64)
         docs = np.zeros((len(queries), k), dtype=int_dtype)
         scores = np.zeros((len(queries), k), dtype=self.dtype)
-        if weight_mask is None and queries:
+        if not k:
+            hits = []  # nothing to rank: the empty (n_queries, 0) arrays bm25s returns
+        elif weight_mask is None and queries:
             hits = index.search_batch_tokenized(queries, k=k, threads=threads)
         else:
             hits = [None] * len(queries)
