@@ -884,8 +884,10 @@ class Retriever:
         t0 = _now()
         if type(query) is not str or not query or query.isspace() or type(k) is not int:
             return None
-        if not 1 <= k <= _K_COUNTED:
-            return None
+        if k < 1:
+            return None  # search() raises for it
+        if k > _K_COUNTED:
+            k = check_k(k, self.n_chunks)  # as search() clamps it: the same cache key and rows
         run = self.first_stages
         runner = self.stage_runner
         ranked = self._ranked(run)
