@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ragfind.pipeline.documents import a_json_type
+
 
 def read_documents(path: str) -> Iterator[tuple[int, dict]]:
     """``(line number, document)`` of each document of a JSON-lines file or a BEIR folder (its
@@ -44,7 +46,7 @@ def read_documents(path: str) -> Iterator[tuple[int, dict]]:
             except ValueError as exc:
                 raise bad(f"not JSON ({exc})") from None
             if not isinstance(obj, dict):
-                raise bad(f"the line is {_a_json_type(obj)}; expected an object with an 'id' and a 'text'")
+                raise bad(f"the line is {a_json_type(obj)}; expected an object with an 'id' and a 'text'")
             doc_id = obj.pop("id", None)
             alt_id = obj.pop("_id", None)
             doc_id = alt_id if doc_id is None else doc_id
@@ -53,18 +55,18 @@ def read_documents(path: str) -> Iterator[tuple[int, dict]]:
                 raise bad("a document needs an 'id' (or '_id') and a 'text'; this one has no id")
             if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)) or doc_id == "":
                 raise bad(
-                    f"'id' is {_a_json_type(doc_id)} ({doc_id!r}); expected a non-empty string or an integer"
+                    f"'id' is {a_json_type(doc_id)} ({doc_id!r}); expected a non-empty string or an integer"
                 )
             if text is None:
                 raise bad("a document needs an 'id' (or '_id') and a 'text'; this one has no text")
             if not isinstance(text, str):
-                raise bad(f"'text' is {_a_json_type(text)}; expected a string")
+                raise bad(f"'text' is {a_json_type(text)}; expected a string")
             title = obj.pop("title", None)
             if title is not None and not isinstance(title, str):
-                raise bad(f"'title' is {_a_json_type(title)}; expected a string")
+                raise bad(f"'title' is {a_json_type(title)}; expected a string")
             metadata = obj.pop("metadata", None)
             if metadata is not None and not isinstance(metadata, dict):
-                raise bad(f"'metadata' is {_a_json_type(metadata)}; expected an object")
+                raise bad(f"'metadata' is {a_json_type(metadata)}; expected an object")
             metadata = {**(metadata or {}), **obj}
             yield n, {"id": str(doc_id), "title": title or "", "text": text, "metadata": metadata}
 
@@ -75,19 +77,6 @@ def _line_error(path: Path, n: int) -> Any:
 
 def _not_json(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
-
-
-def _a_json_type(v: Any) -> str:
-    """The JSON type of a parsed value with its article: "an array", "a string", "null"."""
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "a boolean"
-    if isinstance(v, (int, float)):
-        return "a number"
-    if isinstance(v, str):
-        return "a string"
-    return "an array" if isinstance(v, list) else "an object"
 
 
 # ----------------------------------------------------------------------------- option types

@@ -24,7 +24,7 @@ import numbers
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ragfind.pipeline.filters import KIND_BOOL, KIND_NULL, KIND_NUM, KIND_OTHER, KIND_STR, kind_names
+from ragfind.pipeline.filters import KIND_BOOL, KIND_NULL, KIND_NUM, KIND_STR, kind_names, value_kind
 
 __all__ = [
     "DOCUMENT_KEYS",
@@ -34,7 +34,8 @@ __all__ = [
     "DocumentValueError",
     "check_documents",
     "check_field_kinds",
-    "value_kind",
+    "json_type",
+    "a_json_type",
 ]
 
 DOCUMENT_KEYS = ("id", "title", "text", "metadata")
@@ -61,20 +62,29 @@ class DocumentValueError(DocumentError, ValueError):
     """A document with a value it may not hold (a missing key, a repeated id, NaN, ...)."""
 
 
-def value_kind(v: Any) -> int:
-    """The kind bit of a metadata value, as the metadata index and the filters see it."""
-    if v is None:
-        return KIND_NULL
-    if isinstance(v, bool):
-        return KIND_BOOL
-    if isinstance(v, str):
-        return KIND_STR
-    if isinstance(v, (int, float)):
-        return KIND_NUM
-    return KIND_OTHER
-
-
 _KIND_OF_TYPE = {type(None): KIND_NULL, bool: KIND_BOOL, str: KIND_STR, int: KIND_NUM, float: KIND_NUM}
+
+
+def json_type(v: Any) -> str:
+    """The JSON type of a parsed value ("null", "boolean", "number", "string", "array",
+    "object"); the Python type's name for anything else."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object" if isinstance(v, dict) else type(v).__name__
+
+
+def a_json_type(v: Any) -> str:
+    """:func:`json_type` with its article, as a message reads it: "an array", "null"."""
+    t = json_type(v)
+    return t if t == "null" else f"an {t}" if t[0] in "aeiou" else f"a {t}"
 
 
 def _type_name(v: Any) -> str:

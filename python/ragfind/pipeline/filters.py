@@ -102,12 +102,17 @@ def _internal(name: str) -> str:
     return "b:" + name if name in BUILTIN_FIELDS else "m:" + name
 
 
-def _kind_bit(v: Any) -> int:
+def value_kind(v: Any) -> int:
+    """The kind bit of a metadata value, as the metadata index and the filters see it."""
+    if v is None:
+        return KIND_NULL
     if isinstance(v, bool):
         return KIND_BOOL
+    if isinstance(v, str):
+        return KIND_STR
     if isinstance(v, (int, float)):
         return KIND_NUM
-    return KIND_STR
+    return KIND_OTHER
 
 
 def kind_names(bits: int) -> str:
@@ -220,7 +225,7 @@ class _Compiler:
         if isinstance(v, float) and not math.isfinite(v):
             raise ValueError(f"filters[{name!r}][{op!r}] = {v!r}; expected a finite number")
         held = self.kinds(_internal(name)) & ~KIND_NULL
-        bit = _kind_bit(v)
+        bit = value_kind(v)
         if held and not held & bit:
             raise TypeError(
                 f"filters[{name!r}][{op!r}]: {v!r} is a {kind_names(bit)} but field {name!r} holds "

@@ -28,7 +28,7 @@ from typing import Any
 
 from ragfind.errors import check_k
 from ragfind.persist.wal import WriteLog, WriteLogError
-from ragfind.pipeline.documents import DocumentError, check_documents
+from ragfind.pipeline.documents import DocumentError, a_json_type, check_documents, json_type
 from ragfind.serve.config import ServeConfig
 from ragfind.serve.metrics import Metrics
 
@@ -194,28 +194,8 @@ def _typed(
     if isinstance(v, bool) and bool not in types:
         raise ApiError(400, f"'{name}' is a bool; expected {what}", name)
     if not isinstance(v, types):
-        raise ApiError(400, f"'{name}' is {_a_json_type(v)}; expected {what}", name)
+        raise ApiError(400, f"'{name}' is {a_json_type(v)}; expected {what}", name)
     return v
-
-
-def _json_type(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, (int, float)):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    return "object" if isinstance(v, dict) else type(v).__name__
-
-
-def _a_json_type(v: Any) -> str:
-    """:func:`_json_type` with its article, as a message reads it: "an array", "null"."""
-    t = _json_type(v)
-    return t if t == "null" else f"an {t}" if t[0] in "aeiou" else f"a {t}"
 
 
 def _only(body: Mapping, keys: tuple, what: str) -> None:
@@ -437,7 +417,7 @@ class Service:
     def check_documents(self, body: Any) -> list:
         if not isinstance(body, dict):
             raise ApiError(
-                400, f'the body is a JSON {_json_type(body)}; expected an object {{"documents": [...]}}'
+                400, f'the body is a JSON {json_type(body)}; expected an object {{"documents": [...]}}'
             )
         _only(body, ("documents",), "the body")
         docs = _typed(body, "documents", (list,), "a list of documents", required=True)
@@ -452,7 +432,7 @@ class Service:
             where = f"documents[{n}]"
             if not isinstance(d, dict):
                 raise ApiError(
-                    400, f"{where} is {_a_json_type(d)}; expected an object with 'id' and 'text'", where
+                    400, f"{where} is {a_json_type(d)}; expected an object with 'id' and 'text'", where
                 )
             _only(d, DOC_KEYS, where)
             i = d.get("id")
@@ -607,7 +587,7 @@ class Service:
         if plain is not None:
             return self._run(*plain, {"filters": None, "stages": None}), False
         if not isinstance(body, dict):
-            raise ApiError(400, f"the body is a JSON {_json_type(body)}; expected an object with 'query'")
+            raise ApiError(400, f"the body is a JSON {json_type(body)}; expected an object with 'query'")
         _only(body, SEARCH_KEYS, "the body")
         query = self._query(body, True)
         k = self._k(body)
@@ -661,7 +641,7 @@ class Service:
         from ragfind.serve.explain import explain_passage
 
         if not isinstance(body, dict):
-            raise ApiError(400, f"the body is a JSON {_json_type(body)}; expected an object")
+            raise ApiError(400, f"the body is a JSON {json_type(body)}; expected an object")
         _only(body, EXPLAIN_KEYS, "the body")
         query = self._query(body, False)
         chunk_id = _typed(body, "chunk_id", (int,), "an integer (a result's chunk_id)", required=True)
