@@ -12,10 +12,11 @@ is then one write behind, and is patched (the one chunk written is tested agains
 BM25 index is at a new generation, so the filter is compiled again into its allowed-set (from
 the metadata index's bitmap over chunk ids, a word at a time). Filtered time = the filter
 (metadata index) + the BM25 allowed-set + the filtered search; each part is printed.
-``--evaluate-every-time`` keeps no filter (``FilterCompiler(max_entries=0)``; a Retriever with
-``cache_size=0``): every search evaluates its filter whole, as the first search of a filter does.
-``--retriever`` runs the same through a BM25-only ``Retriever`` (``add_documents`` of one
-document before each search; its result cache is bypassed with ``use_cache=False``).
+``--evaluate-every-time`` keeps no filter (``FilterCompiler(max_entries=0)``): every search
+evaluates its filter whole, as the first search of a filter does.
+``--retriever`` runs through a BM25-only ``Retriever`` instead, in four settings side by side:
+with and without a one-document ``add_documents`` before each search, and with the results
+cache on (every query distinct, so each search misses and fills it) and off (``cache_size=0``).
 
 Filters (selectivity over the corpus): 1% equality ``{"tenant": 7}``; 20% numeric range
 ``{"score": {"$gte": 0.3, "$lt": 0.5}}``; 60% ``$in`` ``{"lang": {"$in": ["en", "fr", "de"]}}``;
@@ -28,6 +29,7 @@ predicate (computed with numpy over the metadata arrays).
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import time
@@ -67,10 +69,17 @@ class Corpus:
         rng = np.random.default_rng(seed)
         self.rng = rng
         self.vocab = np.asarray([f"w{i}" for i in range(20_000)], dtype=object)
-        self.tenant = (np.arange(n) % 100).astype(np.int64)
-        self.score = rng.random(n)
-        self.lang = rng.integers(0, len(LANGS), n)
+        # Room for the documents written during the run: growing by concatenation would copy
+        # the whole metadata per write and evict the caches the next search reads.
+        cap = n + 200_000
+        self._tenant = (np.arange(cap) % 100).astype(np.int64)
+        self._score = rng.random(cap)
+        self._lang = rng.integers(0, len(LANGS), cap)
         self.n = n
+
+    tenant = property(lambda self: self._tenant[: self.n])
+    score = property(lambda self: self._score[: self.n])
+    lang = property(lambda self: self._lang[: self.n])
 
     def texts(self, start: int, stop: int) -> list:
         rng = np.random.default_rng(start)
@@ -84,18 +93,17 @@ class Corpus:
 
     def metadata(self, start: int, stop: int) -> list:
         t, s, g = (
-            self.tenant[start:stop].tolist(),
-            self.score[start:stop].tolist(),
-            self.lang[start:stop].tolist(),
+            self._tenant[start:stop].tolist(),
+            self._score[start:stop].tolist(),
+            self._lang[start:stop].tolist(),
         )
         return [{"tenant": a, "score": b, "lang": LANGS[c]} for a, b, c in zip(t, s, g)]
 
     def grow(self, k: int) -> tuple:
         """k more documents (ids n..n+k-1): texts and metadata."""
         start = self.n
-        self.tenant = np.concatenate([self.tenant, np.arange(start, start + k) % 100])
-        self.score = np.concatenate([self.score, self.rng.random(k)])
-        self.lang = np.concatenate([self.lang, self.rng.integers(0, len(LANGS), k)])
+        if start + k > len(self._tenant):
+            raise RuntimeError("Corpus: out of room for more writes")
         self.n += k
         return self.texts(start, start + k), self.metadata(start, start + k)
 
@@ -148,7 +156,7 @@ def run_index(args, corpus: Corpus, queries: list) -> None:
             ids, [f"d{i}" for i in range(start, stop)], [""] * (stop - start), corpus.metadata(start, stop)
         )
     build = time.perf_counter() - t0
-    store = types.SimpleNamespace(fields={"tenant", "score", "lang"}, generation=0)
+    store = types.SimpleNamespace(fields={"tenant", "score", "lang"}, kinds={}, generation=0)
     compiler = FilterCompiler(meta, store, max_entries=0 if args.evaluate_every_time else 256)
 
     def write_one() -> None:
@@ -183,10 +191,13 @@ def run_index(args, corpus: Corpus, queries: list) -> None:
 
 
 def run_retriever(args, corpus: Corpus, queries: list) -> None:
+    """The BM25-only Retriever in four settings, side by side: with and without a one-document
+    write before each search, with the results cache on (1,024 entries; every query distinct,
+    so each search misses it and fills it) and off (``cache_size=0``)."""
     t0 = time.perf_counter()
-    r = ragfind.Retriever(
-        encoder=None, chunk_size=None, contextualize=False, cache_size=0 if args.evaluate_every_time else 1024
-    )
+    r = ragfind.Retriever(encoder=None, chunk_size=None, contextualize=False, cache_size=1024)
+    if args.evaluate_every_time:
+        r.stage_runner.filters.cache.resize(0)
     step = 50_000
     for start in range(0, args.docs, step):
         stop = min(start + step, args.docs)
@@ -195,10 +206,13 @@ def run_retriever(args, corpus: Corpus, queries: list) -> None:
             for i, t, m in zip(range(start, stop), corpus.texts(start, stop), corpus.metadata(start, stop))
         )
     build = time.perf_counter() - t0
+    writes: list = []
 
     def write_one() -> None:
         texts, md = corpus.grow(1)
+        t = time.perf_counter()
         r.add_documents([{"id": f"d{corpus.n - 1}", "text": texts[0], "metadata": md[0]}])
+        writes.append(time.perf_counter() - t)
 
     for q in queries[:2]:
         write_one()
@@ -208,14 +222,47 @@ def run_retriever(args, corpus: Corpus, queries: list) -> None:
             want = [d for d in full if keep[int(d[1:])]][: args.k]
             assert r.search(q, k=args.k, filters=flt, use_cache=False).doc_ids == want, (name, q)
 
-    def filtered(q: str, flt: dict) -> tuple:
-        res = r.search(q, k=args.k, filters=flt, use_cache=False)
-        return res.timings.get("filter", 0.0), None, None
-
-    times, parts = time_rounds(
-        args, queries, write_one, lambda q: r.search(q, k=args.k, use_cache=False), filtered
+    rng = np.random.default_rng(11)
+    settings = [("no write", 1024), ("write", 1024), ("no write", 0), ("write", 0)]
+    results: dict = {}
+    for write, cache in settings:
+        r.set_cache_size(cache)
+        before = write_one if write == "write" else (lambda: None)
+        times: dict = {"unfiltered": [], **{name: [] for name in FILTERS}}
+        n_timed = args.queries * args.rounds
+        fresh = [" ".join(corpus.vocab[rng.integers(0, 300, 3)]) for _ in range(n_timed + args.warmup)]
+        for i, q in enumerate(fresh):
+            timed = i >= args.warmup
+            for name, flt in [("unfiltered", None), *FILTERS.items()]:
+                before()
+                t = time.perf_counter()
+                r.search(q, k=args.k, filters=flt)
+                if timed:
+                    times[name].append(time.perf_counter() - t)
+        results[(write, cache)] = {name: p50(ts) for name, ts in times.items()}
+    load = os.getloadavg()
+    print(f"# BM25-only Retriever: {args.docs:,} documents, k={args.k}, build {build:.0f} s")
+    print(
+        f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, "
+        f"load average {load[0]:.2f} / {load[1]:.2f} at the end; "
+        f"{args.queries * args.rounds} distinct queries per cell; filters "
+        + ("evaluated whole per search" if args.evaluate_every_time else "kept and patched per write")
     )
-    report(args, build, corpus, times, parts, "BM25-only Retriever")
+    print(f"one-document add_documents: p50 {p50(writes):.3f} ms over {len(writes)}\n")
+    head = " | ".join(f"{w}, cache {'on' if c else 'off'}" for w, c in settings)
+    print(f"| search (p50 ms, / unfiltered) | {head} |")
+    print("|---" + "|---:" * len(settings) + "|")
+    for name in ["unfiltered", *FILTERS]:
+        cells = []
+        for key in settings:
+            ms = results[key][name]
+            cells.append(f"{ms:.3f} ({ms / results[key]['unfiltered']:.2f}x)")
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    print("\nwrite between / no write between, same search:")
+    for name in ["unfiltered", *FILTERS]:
+        on = results[("write", 1024)][name] / results[("no write", 1024)][name]
+        off = results[("write", 0)][name] / results[("no write", 0)][name]
+        print(f"- {name}: {on:.2f}x (cache on), {off:.2f}x (cache off)")
 
 
 def report(args, build: float, corpus: Corpus, times: dict, parts: dict, label: str) -> None:

@@ -463,12 +463,15 @@ class BM25Core {
 
   // The native allowed-set of a bitmap over int ids (bit i of word i / 64: id i allowed), as
   // MetadataIndex gives a filter's chunk ids: no id array, no lookup per id.
+  // With `previous` (this filter compiled earlier, or None), only the slots added since are
+  // tested when nothing else changed (Store::compile_filter_bits).
   std::shared_ptr<CompiledFilter> compile_filter_bits(
-      const py::array_t<std::uint64_t, py::array::c_style | py::array::forcecast>& words) {
+      const py::array_t<std::uint64_t, py::array::c_style | py::array::forcecast>& words, const py::object& previous) {
     if (words.ndim() != 1) throw py::value_error("words: expected a 1-d array of uint64");
+    const std::shared_ptr<CompiledFilter> prev = as_filter(previous);
     std::vector<std::uint64_t> bits(words.data(), words.data() + words.size());
     py::gil_scoped_release release;
-    return store_.compile_filter_bits(std::move(bits));
+    return store_.compile_filter_bits(std::move(bits), prev.get());
   }
 
   // The allowed set argument: None or a BM25AllowedSet. Taken as an object because pybind11's
@@ -886,7 +889,7 @@ void bind_bm25(py::module_& m) {
       .def_property_readonly("count", [](const CompiledFilter& f) { return f.count; })
       .def_property_readonly("mask", [](const CompiledFilter& f) {
         py::array_t<std::uint8_t> a(static_cast<py::ssize_t>(f.mask.size()));
-        std::copy(f.mask.begin(), f.mask.end(), a.mutable_data());
+        if (f.mask.size()) std::memcpy(a.mutable_data(), f.mask.data(), f.mask.size());
         return a;
       });
 
@@ -918,7 +921,7 @@ void bind_bm25(py::module_& m) {
            py::arg("total_len"), py::arg("dfs"))
       .def("term_stats", &BM25Core::term_stats, py::arg("terms"))
       .def("compile_filter", &BM25Core::compile_filter, py::arg("ids"))
-      .def("compile_filter_bits", &BM25Core::compile_filter_bits, py::arg("words"))
+      .def("compile_filter_bits", &BM25Core::compile_filter_bits, py::arg("words"), py::arg("previous") = py::none())
       .def_property_readonly("generation", &BM25Core::generation)
       .def("get_scores", &BM25Core::get_scores, py::arg("query"))
       .def("explain", &BM25Core::explain, py::arg("query"), py::arg("doc_id"))

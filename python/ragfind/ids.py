@@ -120,6 +120,12 @@ class IdFilter:
         compile it without reading an id array."""
         return None
 
+    def previous_native(self, index: Any) -> Any:
+        """The native form ``index`` compiled of the filter this one updates (a metadata filter
+        patched after a write), at most once, or None: the index may extend it instead of
+        compiling this one whole."""
+        return None
+
     def compiled(self, index: Any, generation: int, compile_fn: Callable[[IdFilter], Any]) -> Any:
         """The index's native form of this filter, compiled by ``compile_fn(self)`` at most once
         per (index, generation)."""

@@ -17,7 +17,7 @@ InvertedIndex::InvertedIndex(Params params) : params_(params) {}
 
 void InvertedIndex::set_params(const Params& p) {
   params_ = p;
-  after_change();
+  after_change(false, true);
 }
 
 std::uint64_t InvertedIndex::num_postings() const {
@@ -43,10 +43,19 @@ std::size_t InvertedIndex::memory_bytes() const {
   return n;
 }
 
-void InvertedIndex::after_change() {
+void InvertedIndex::after_change(bool rescalable, bool appended_only) {
+  // Bounded history: past it, every cached bound is recomputed once on its next use.
+  constexpr std::size_t kEpochHistory = 4096;
   ++epoch_;
   const double avg = avgdl();
-  codes_.build(doc_len_.data(), num_slots());
+  if (!rescalable || epoch_avgdl_.empty() || epoch_avgdl_.size() >= kEpochHistory) {
+    epoch_avgdl_.clear();
+    rescalable_from_ = epoch_;
+  }
+  epoch_avgdl_.push_back(avg);
+  // Slots only appended since (an add): their codes appended; else (a compaction renumbered
+  // them, or a load) all chosen again.
+  if (!appended_only || !codes_.extend(doc_len_.data(), num_slots())) codes_.build(doc_len_.data(), num_slots());
   build_weight_table(params_, avg, codes_, table_);
   float_norm_.clear();
   if (num_slots() <= kFloatNormSlots) {
@@ -55,6 +64,11 @@ void InvertedIndex::after_change() {
   } else {
     float_norm_.shrink_to_fit();
   }
+}
+
+double InvertedIndex::rescalable_avgdl(std::uint32_t e) const {
+  if (e < rescalable_from_ || e >= epoch_) return 0.0;
+  return epoch_avgdl_[e - rescalable_from_];
 }
 
 void InvertedIndex::add_documents(const std::uint32_t* terms, const std::uint8_t* counted,
@@ -92,7 +106,7 @@ void InvertedIndex::commit_chunks() {
   abort_chunks();
   segments_.push_back(std::move(seg));
   merge_tail_segments();
-  after_change();
+  after_change(true, true);
 }
 
 void InvertedIndex::add_chunk(const std::uint32_t* terms, const std::uint8_t* counted, const std::size_t* doc_offsets,
@@ -323,11 +337,12 @@ void InvertedIndex::delete_documents(const std::vector<std::uint32_t>& docs) {
     for (std::uint64_t j = b; j < e; ++j) --df_[s.fwd_terms[j]];
     s.dead_postings += e - b;
     ++s.num_dead;
+    s.deleted_epoch = epoch_ + 1;  // the epoch after_change() below starts
     live_[d] = 0;
     --num_live_;
     total_len_ -= doc_len_[d];
   }
-  after_change();
+  after_change(true, true);
 }
 
 std::vector<std::uint32_t> InvertedIndex::compact(bool all) {
@@ -377,7 +392,7 @@ std::vector<std::uint32_t> InvertedIndex::compact(bool all) {
   doc_len_ = Buffer<std::uint32_t>(std::move(new_len));
   doc_len_keepalive_.reset();
   live_.swap(new_live);
-  after_change();
+  after_change(true, false);
   return dropped;
 }
 
@@ -399,7 +414,7 @@ void InvertedIndex::install(Buffer<std::uint32_t> doc_len, std::unique_ptr<Segme
     seg->reset_bounds();
     if (seg->num_docs > 0) segments_.push_back(std::move(seg));
   }
-  after_change();
+  after_change(false, false);
 }
 
 InvertedIndex::Prepared InvertedIndex::prepare(const std::vector<QueryTerm>& query) const {

@@ -34,12 +34,27 @@ void LengthCodes::build(const std::uint32_t* len, std::size_t n) {
   length.resize(m);
   for (std::size_t i = 0; i < m; ++i) length[i] = by_count[i].second;
   std::sort(length.begin(), length.end());
-  std::vector<std::uint8_t> of_length(count.size(), static_cast<std::uint8_t>(kEscape));
+  of_length.assign(count.size(), static_cast<std::uint8_t>(kEscape));
   for (std::size_t c = 0; c < m; ++c) of_length[length[c]] = static_cast<std::uint8_t>(c);
+  built = n;
+  appended_escapes = 0;
   code.resize(n);
   if (code.capacity() > 2 * n + 1024) code.shrink_to_fit();
   for (std::size_t d = 0; d < n; ++d)
     code[d] = len[d] < kMaxCodedLength ? of_length[len[d]] : static_cast<std::uint8_t>(kEscape);
+}
+
+bool LengthCodes::extend(const std::uint32_t* len, std::size_t n) {
+  const std::size_t from = code.size();
+  if (n < from || built == 0 || n > 2 * built) return false;
+  std::size_t escapes = appended_escapes;
+  for (std::size_t d = from; d < n; ++d) escapes += len[d] >= of_length.size() || of_length[len[d]] == kEscape ? 1 : 0;
+  if (escapes * 64 > n) return false;
+  code.resize(n);
+  for (std::size_t d = from; d < n; ++d)
+    code[d] = len[d] < of_length.size() ? of_length[len[d]] : static_cast<std::uint8_t>(kEscape);
+  appended_escapes = escapes;
+  return true;
 }
 
 void build_weight_table(const Params& p, double avgdl, const LengthCodes& codes, WeightTable& t) {

@@ -63,13 +63,19 @@ void scan_list(const Segment& seg, std::size_t slot, const Weigher<M>& wt, const
 // 1000 only when a search asks for it.
 constexpr std::size_t kCheapLevels = 2;
 
-bool read_cell(const std::atomic<std::uint64_t>& cell, std::uint32_t epoch, float* v) {
+// A cell's (epoch, value), whatever its epoch.
+std::uint32_t cell_epoch(const std::atomic<std::uint64_t>& cell, float* v) {
   const std::uint64_t cached = cell.load(std::memory_order_acquire);
-  if ((cached >> 32) != epoch) return false;
   const auto bits = static_cast<std::uint32_t>(cached);
   std::memcpy(v, &bits, 4);
-  return true;
+  return static_cast<std::uint32_t>(cached >> 32);
 }
+
+// How far avgdl may drift from a cached bound's before the bound is computed again (a
+// rescaled bound is looser by up to this factor, and prunes a little less).
+constexpr double kBoundDrift = 1.02;
+// Covers float rounding of the weights (relative error ~1e-7) around the rescaled values.
+constexpr double kRescaleMargin = 1e-5;
 
 void write_cell(std::atomic<std::uint64_t>& cell, std::uint32_t epoch, float v) {
   std::uint32_t bits;
@@ -96,16 +102,40 @@ float InvertedIndex::scan_term(const Segment& seg, std::size_t slot, const Prepa
   return bound;
 }
 
+// A bound cached at another epoch of this index, rescaled to q's statistics: an upper bound
+// grows by avgdl_now / avgdl_then when avgdl grew (a floor shrinks by it when avgdl shrank),
+// since every document's L moves by a factor between 1 and avgdl_then / avgdl_now
+// (index.hpp). False when it cannot be (q has other statistics, the history does not reach
+// back, or avgdl drifted past kBoundDrift).
+bool InvertedIndex::rescaled(std::uint32_t cached_epoch, float cached, const Prepared& q, bool upper, float* v) const {
+  if (q.epoch != epoch_) return false;  // another collection's statistics: exact entries only
+  const double then = rescalable_avgdl(cached_epoch);
+  if (then <= 0.0 || q.avgdl <= 0.0) return false;
+  const double f = q.avgdl / then;
+  if (f > kBoundDrift || f < 1.0 / kBoundDrift) return false;
+  const double c = static_cast<double>(cached);
+  *v = upper ? static_cast<float>(c * std::max(1.0, f) * (1.0 + kRescaleMargin))
+             : static_cast<float>(c * std::min(1.0, f) * (1.0 - kRescaleMargin));
+  return true;
+}
+
 float InvertedIndex::term_bound(const Segment& seg, std::size_t slot, const Prepared& q) const {
   float v;
-  if (read_cell(seg.bound_cache[slot], q.epoch, &v)) return v;
+  const std::uint32_t e = cell_epoch(seg.bound_cache[slot], &v);
+  if (e == q.epoch) return v;
+  float scaled;
+  if (rescaled(e, v, q, true, &scaled)) return scaled;
   std::array<float, kKthLevels.size()> kth;
   return scan_term(seg, slot, q, kCheapLevels, kth.data());
 }
 
 float InvertedIndex::term_kth(const Segment& seg, std::size_t slot, const Prepared& q, std::size_t level) const {
   float v;
-  if (read_cell(seg.kth_cache[slot * kKthLevels.size() + level], q.epoch, &v)) return v;
+  const std::uint32_t e = cell_epoch(seg.kth_cache[slot * kKthLevels.size() + level], &v);
+  if (e == q.epoch) return v;
+  float scaled;
+  // A delete in the segment since may have removed the documents the floor counted.
+  if (e >= seg.deleted_epoch && rescaled(e, v, q, false, &scaled)) return scaled;
   std::array<float, kKthLevels.size()> kth;
   scan_term(seg, slot, q, level < kCheapLevels ? kCheapLevels : kKthLevels.size(), kth.data());
   return kth[level];

@@ -2,6 +2,7 @@
 #include "ragfind/bm25/store.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -10,6 +11,7 @@
 #include <unordered_set>
 
 #include "ragfind/bm25/index_io.hpp"
+#include "ragfind/common/bits.hpp"
 #include "ragfind/common/parallel.hpp"
 
 namespace ragfind::bm25 {
@@ -108,6 +110,7 @@ void Store::commit_ids(IdBatch& p, std::size_t n) {
 // renumbering) and starts a new write generation.
 void Store::after_write() {
   const std::vector<std::uint32_t> dropped = index_.compact();
+  if (!dropped.empty()) ++layout_;
   ids_.compact(dropped);
   if (positions_) positions_->compact(dropped);
   generation_.fetch_add(1, std::memory_order_release);
@@ -194,10 +197,25 @@ void Store::remove(const IdBatch& p, const std::vector<std::string>& shown) {
   docs.erase(std::unique(docs.begin(), docs.end()), docs.end());
   index_.delete_documents(docs);
   for (std::uint32_t d : docs) ids_.kill(d);
+  ++layout_;
   after_write();
 }
 
 // ----- filters
+
+std::shared_ptr<FilterMask::Buffer> FilterMask::allocate(std::size_t n) {
+  auto b = std::make_shared<Buffer>();
+  b->capacity = n + n / 8 + 64;  // room for adds: extended in place until it fills
+  b->bytes.reset(new std::uint8_t[b->capacity]);
+  b->claimed = n;
+  return b;
+}
+
+void FilterMask::assign(std::size_t n, std::uint8_t v) {
+  buf_ = allocate(n);
+  std::memset(buf_->bytes.get(), v, n);
+  size_ = n;
+}
 
 void Store::fill_filter(CompiledFilter& f) const {
   if (f.by_bits) return fill_filter_bits(f);
@@ -310,6 +328,7 @@ void Store::fill_filter_bits(CompiledFilter& f) const {
   f.docs_listed = true;  // (empty)
   f.count = 0;
   f.generation = generation();
+  f.layout = layout_;
   const std::size_t n = std::min(ids_.slots(), f.mask.size());
   if (n == 0 || ids_.kind() != inverted::DocIds::Kind::Int) return;
   f.docs_listed = false;  // until listed below
@@ -322,7 +341,14 @@ void Store::fill_filter_bits(CompiledFilter& f) const {
       std::uint64_t w = bits_from(f.id_bits, base + static_cast<std::int64_t>(s));
       return n - s < 64 ? w & ((std::uint64_t{1} << (n - s)) - 1) : w;
     };
-    for (std::size_t s = 0; s < n; s += 64) count += static_cast<std::size_t>(__builtin_popcountll(word(s)));
+    const std::size_t full = n / 64;  // whole words, then the last partial one
+    if (base % 64 == 0 && base >= 0 && f.id_bits.size() >= static_cast<std::size_t>(base / 64) + full) {
+      count = common::count_bits(f.id_bits.data() + base / 64, full);  // word-aligned ids: counted at once
+      if (n % 64) count += common::count_bits(std::array<std::uint64_t, 1>{word(full * 64)}.data(), 1);
+    } else {
+      for (std::size_t s = 0; s < n; s += 64)
+        count += common::count_bits(std::array<std::uint64_t, 1>{word(s)}.data(), 1);
+    }
     f.docs_listed = !any_dead && count * kListRatio <= n;
     if (f.docs_listed) f.docs.reserve(count);
     for (std::size_t s = 0; s < n; s += 64) {
@@ -363,12 +389,68 @@ void Store::fill_filter_bits(CompiledFilter& f) const {
   }
 }
 
-std::shared_ptr<CompiledFilter> Store::compile_filter_bits(std::vector<std::uint64_t> id_bits) const {
+// f (its id_bits set) as `previous` plus the slots added since, when previous covers a prefix
+// of today's slots at the same layout, with consecutive int ids, and both bitmaps agree on
+// those slots' ids; false (f untouched but for id_bits) otherwise.
+bool Store::extend_filter_bits(CompiledFilter& f, const CompiledFilter& previous) const {
+  constexpr std::size_t kListRatio = 16;  // as fill_filter_bits
+  const std::size_t n = std::min<std::size_t>(ids_.slots(), index_.num_slots());
+  const std::size_t m = previous.mask.size();
+  if (!previous.by_bits || previous.layout != layout_ || m == 0 || m > n || n != index_.num_slots() ||
+      ids_.kind() != inverted::DocIds::Kind::Int || !ids_.ints_increasing())
+    return false;
+  const std::int64_t base = ids_.int_at(0);
+  if (ids_.int_at(n - 1) - base != static_cast<std::int64_t>(n) - 1) return false;
+  std::size_t from = 0;  // slots compared so far
+  if (base % 64 == 0 && base >= 0) {
+    // Word-aligned (the usual chunk ids from 0): whole words compared at once.
+    const auto w0 = static_cast<std::size_t>(base / 64);
+    const std::size_t words = m / 64;
+    const auto covered = [&](const std::vector<std::uint64_t>& b) { return b.size() >= w0 + words; };
+    if (covered(f.id_bits) && covered(previous.id_bits)) {
+      if (std::memcmp(f.id_bits.data() + w0, previous.id_bits.data() + w0, words * 8) != 0) return false;
+      from = words * 64;
+    }
+  }
+  for (std::size_t s = from; s < m; s += 64) {
+    const std::uint64_t keep = m - s < 64 ? (std::uint64_t{1} << (m - s)) - 1 : ~std::uint64_t{0};
+    const std::int64_t at = base + static_cast<std::int64_t>(s);
+    if ((bits_from(f.id_bits, at) ^ bits_from(previous.id_bits, at)) & keep) return false;
+  }
+  std::size_t count = previous.count;
+  f.mask.extend(previous.mask, n, [&](std::size_t first, std::size_t last, std::uint8_t* out) {
+    for (std::size_t s = first; s < last; ++s) {
+      const bool on = (bits_from(f.id_bits, base + static_cast<std::int64_t>(s)) & 1) && ids_.is_live(s);
+      out[s - first] = on ? 1 : 0;
+      count += on ? 1 : 0;
+    }
+  });
+  f.count = count;
+  f.generation = generation();
+  f.layout = layout_;
+  f.docs.clear();
+  f.docs_listed = count * kListRatio <= n;
+  if (f.docs_listed) {
+    f.docs.reserve(count);
+    if (previous.docs_listed) {
+      f.docs.assign(previous.docs.begin(), previous.docs.end());
+    } else {
+      for (std::size_t s = 0; s < m; ++s)
+        if (f.mask[s]) f.docs.push_back(static_cast<std::uint32_t>(s));
+    }
+    for (std::size_t s = m; s < n; ++s)
+      if (f.mask[s]) f.docs.push_back(static_cast<std::uint32_t>(s));
+  }
+  return true;
+}
+
+std::shared_ptr<CompiledFilter> Store::compile_filter_bits(std::vector<std::uint64_t> id_bits,
+                                                           const CompiledFilter* previous) const {
   auto f = std::make_shared<CompiledFilter>();
   f->by_bits = true;
   f->id_bits = std::move(id_bits);
   std::shared_lock<Lock> lock(mu_);
-  fill_filter_bits(*f);
+  if (!previous || !extend_filter_bits(*f, *previous)) fill_filter_bits(*f);
   return f;
 }
 
@@ -612,6 +694,7 @@ void Store::save(const std::string& path, const std::string& analyzer_json) cons
 void Store::load(const std::string& path, bool mmap) {
   std::unique_lock<Lock> lock(mu_);
   load_index(path, mmap, index_, ids_, &positions_);
+  ++layout_;
   generation_.fetch_add(1, std::memory_order_release);
 }
 

@@ -6,6 +6,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "ragfind/common/bits.hpp"
+
 namespace ragfind::metadata {
 
 namespace {
@@ -156,11 +158,7 @@ std::vector<std::uint32_t> Postings::rows() const {
   return out;
 }
 
-std::size_t Bitmap::count() const {
-  std::size_t n = 0;
-  for (std::uint64_t w : words_) n += static_cast<std::size_t>(__builtin_popcountll(w));
-  return n;
-}
+std::size_t Bitmap::count() const { return common::count_bits(words_.data(), words_.size()); }
 
 std::int64_t MetadataIndex::find(std::int64_t chunk_id) const {
   std::int64_t row = -1;

@@ -299,7 +299,7 @@ class MetadataFilters:
         """``allowed`` at the index's current state: itself when nothing was written since, else
         a new one with only the chunks written since tested again."""
         sel = self.core.refresh(allowed.selection)
-        return allowed if sel is allowed.selection else SelectionFilter(self.core, sel)
+        return allowed if sel is allowed.selection else SelectionFilter(self.core, sel, allowed)
 
     def live_ids(self) -> np.ndarray:
         return self.core.live_ids()
@@ -357,11 +357,13 @@ class SelectionFilter(IdFilter):
     over chunk ids (:meth:`id_bits`) that the BM25 index compiles a word at a time; the sorted
     ids (:attr:`ids`) are listed on first use, for the indexes that read them."""
 
-    __slots__ = ("selection", "_core")
+    __slots__ = ("selection", "_core", "_previous")
 
-    def __init__(self, core: Any, selection: Any) -> None:
+    def __init__(self, core: Any, selection: Any, previous: SelectionFilter | None = None) -> None:
         self._core = core
         self.selection = selection
+        # Only the natives the previous one compiled (not the filter itself: no chain).
+        self._previous = previous._cache if previous is not None else None
         self._ids = None
         self._kind = "int" if len(selection) else None
         self._set = None
@@ -388,6 +390,13 @@ class SelectionFilter(IdFilter):
 
     def id_bits(self) -> np.ndarray | None:
         return self._core.id_words(self.selection)
+
+    def previous_native(self, index: Any) -> Any:
+        previous, self._previous = self._previous, None
+        if previous is None:
+            return None
+        hit = previous.get(index)
+        return hit[1] if hit is not None else None
 
 
 def metadata_of(d: Mapping, meta_json: str) -> dict:
@@ -429,11 +438,21 @@ class FilterCompiler:
         hit = self.cache.get(key) if key is not None else None
         if hit is not None and hit[0] == generation:
             return hit[1]
-        # Checked again after a write: the fields and kinds a filter is checked against change.
-        tree = filter_tree(filters, self.store.fields, self.kinds)
+        # After a write the filter is checked again only if a field it names took a new kind of
+        # value (fields are only ever added, so a known field stays known).
+        if hit is None or any(self.kinds(name) != bits for name, bits in hit[2].items()):
+            read: dict = {}
+
+            def kinds(name: str) -> int:
+                read[name] = bits = self.kinds(name)
+                return bits
+
+            tree = filter_tree(filters, self.store.fields, kinds)
+        else:
+            tree, read = None, hit[2]
         allowed = self.index.refresh(hit[1]) if hit is not None else self.index.compile(tree)
         if key is not None and generation == self.store.generation:
-            self.cache.put(key, (generation, allowed))
+            self.cache.put(key, (generation, allowed, read))
         return allowed
 
     def kinds(self, name: str) -> int:

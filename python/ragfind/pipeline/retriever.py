@@ -157,7 +157,9 @@ class Retriever:
         weights: optional RRF weights by stage name, e.g. ``{"bm25": 1.0, "dense": 1.5}``.
         candidates: how many results each first-stage retriever returns per phrasing.
         rerank_candidates: how many fused passages the re-rankers see.
-        cache_size: entries in each of the embedding and result caches (0 disables them).
+        cache_size: entries in each of the embedding and result caches (0 disables them). The
+            compiled metadata filters are kept apart from it (the last 256, patched after a
+            write), so a retriever without a results cache still evaluates a filter once.
         threads: worker threads for concurrent stages (default 2).
         show_progress: tqdm progress bars during :meth:`add_documents` (chunking, encoding):
             None (default) for adds of at least 10,000 documents, True always, False never.
@@ -352,9 +354,7 @@ class Retriever:
             )
         #: Runs the stages (here by default; a sharded retriever's runs them on its shards).
         self.stage_runner: StageRunner = (
-            stage_runner
-            if stage_runner is not None
-            else LocalStages(store, metadata, threads=threads, filter_cache=256 if cache_size else 0)
+            stage_runner if stage_runner is not None else LocalStages(store, metadata, threads=threads)
         )
         #: Gives new chunks their ids.
         self.chunk_id_policy: ChunkIdPolicy = chunk_id_policy or sequential_chunk_ids

@@ -71,7 +71,10 @@ def _compile_filter(index: BM25Index, flt: Any) -> Any:
     def native(f: Any) -> Any:
         check_filter_kind(f, _id_kind(core))
         bits = f.id_bits()  # a metadata filter's bitmap over chunk ids: no id array to read
-        return core.compile_filter(f.ids) if bits is None else core.compile_filter_bits(bits)
+        if bits is None:
+            return core.compile_filter(f.ids)
+        # After a write, the same filter compiled before is extended by the new documents.
+        return core.compile_filter_bits(bits, f.previous_native(index))
 
     return as_id_filter(flt).compiled(index, core.generation, native)
 

@@ -20,10 +20,17 @@
 // documents. Internal document numbers ("slots") therefore include dead ones until then.
 //
 // Statistics are global and live: df, N and avgdl count live documents only, are read at query
-// time, and the per-document length codes and their weight table (length_codes.hpp) are rebuilt
-// after every change, so every score equals the score of a fresh build over the live documents.
+// time, and the per-document length codes (appended to on an add, chosen again otherwise) and
+// their weight table (length_codes.hpp) are brought up to date after every change, so every
+// score equals the score of a fresh build over the live documents.
 // The per-term score upper bounds used by MaxScore depend on avgdl, so they are cached per
-// segment and stamped with the statistics epoch; a stale entry is recomputed on first use.
+// segment and stamped with the statistics epoch. A write changes avgdl a little; a stale entry
+// is then rescaled, not recomputed: every variant's document-side weight is a concave function
+// of tf / L with value 0 at 0, and L = 1 - b + b * dl / avgdl moves by a factor between 1 and
+// avgdl_then / avgdl_now, so a weight moves by at most that factor too (bounds() in
+// query_maxscore.cpp). An entry is recomputed once avgdl drifted past kBoundDrift, after a
+// parameter change, and (for the rank floors, which count live documents) after a delete in
+// its segment.
 //
 // Thread safety: const methods may run concurrently (the bound cache uses atomics); mutating
 // methods need exclusive access (bm25::Store holds the reader-writer lock, store.hpp).
@@ -206,7 +213,13 @@ class InvertedIndex {
                            double k1, double b, double delta, double* out) const;
 
  private:
-  void after_change();
+  /// After any change: a new epoch, length codes and weight table brought up to date.
+  /// `rescalable`: bounds cached at earlier epochs may be rescaled (only avgdl changed), else
+  /// all are stale. `appended_only`: no slot's length changed, slots were at most appended.
+  void after_change(bool rescalable, bool appended_only);
+  /// The avgdl of epoch e when a bound cached at e may be rescaled to the current statistics,
+  /// else 0.
+  double rescalable_avgdl(std::uint32_t e) const;
   void merge_tail_segments();
   std::size_t segment_index(std::uint32_t slot) const;
   std::unique_ptr<Segment> merge_segments(const std::vector<const Segment*>& segs, bool drop_dead) const;
@@ -215,6 +228,9 @@ class InvertedIndex {
   /// Computes and caches a list's bound and its first `levels` kKthLevels weights for q's
   /// epoch in one pass over its postings: returns the bound, fills kth[0, levels).
   float scan_term(const Segment& seg, std::size_t slot, const Prepared& q, std::size_t levels, float* kth) const;
+  /// A bound or rank floor cached at another epoch, rescaled to q's statistics (index.hpp's
+  /// header comment); false when it cannot be.
+  bool rescaled(std::uint32_t cached_epoch, float cached, const Prepared& q, bool upper, float* v) const;
   /// The kKthLevels[level]-th largest live document-side weight of a list at q's epoch.
   float term_kth(const Segment& seg, std::size_t slot, const Prepared& q, std::size_t level) const;
   /// A score below the final k-th best for a search of every live document (see
@@ -258,6 +274,9 @@ class InvertedIndex {
   WeightTable table_;              // for the index's own statistics
   std::vector<float> float_norm_;  // per slot, only up to kFloatNormSlots slots
   std::uint32_t epoch_ = 1;
+  // avgdl of each epoch from rescalable_from_ on (bounds cached then may be rescaled).
+  std::vector<double> epoch_avgdl_;
+  std::uint32_t rescalable_from_ = 1;
   struct NormOverride {
     double avgdl = 0;
     std::uint32_t index_epoch = 0;

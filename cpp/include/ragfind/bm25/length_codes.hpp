@@ -25,10 +25,17 @@ inline constexpr unsigned kTableTf = 8;
 
 /// Per-slot length codes and the length each code stands for.
 struct LengthCodes {
-  std::vector<std::uint8_t> code;     // per slot
-  std::vector<std::uint32_t> length;  // per code (at most kCodes)
+  std::vector<std::uint8_t> code;       // per slot
+  std::vector<std::uint32_t> length;    // per code (at most kCodes)
+  std::vector<std::uint8_t> of_length;  // per length up to the longest coded one
+  std::size_t built = 0;                // slots the codes were chosen from
+  std::size_t appended_escapes = 0;     // escapes among the slots appended since
   /// Codes for n documents of lengths len (the most common lengths first; ties by length).
   void build(const std::uint32_t* len, std::size_t n);
+  /// Codes for the slots from code.size() to n - 1 appended with the codes chosen before (a
+  /// one-document add then costs O(1), not O(n)); false, changing nothing, once the codes no
+  /// longer fit: escapes past 1/64 of the slots, or the slots doubled since they were chosen.
+  bool extend(const std::uint32_t* len, std::size_t n);
 };
 
 /// The norms and document-side weights of every code under one variant and avgdl.

@@ -16,8 +16,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -65,6 +67,57 @@ struct Hits {
   void resolve_ids(const inverted::DocIds& ids);
 };
 
+/// A byte per slot that a filter extended after an add may share with the filter it extends:
+/// the new slots' bytes are written past the bytes the older filter reads (it never reads
+/// them), into room reserved when the bytes were first written, so an add costs the new
+/// slots, not a copy of every slot.
+class FilterMask {
+ public:
+  /// n fresh bytes of value v (with room to grow).
+  void assign(std::size_t n, std::uint8_t v);
+  /// This mask = `previous`'s first bytes plus bytes [previous.size(), n) from fill(first,
+  /// last, out) (out[i] for slot first + i): in previous's buffer when no other mask claimed
+  /// the room past it and it is large enough, else in a copy.
+  template <class Fill>
+  void extend(const FilterMask& previous, std::size_t n, Fill&& fill);
+  std::size_t size() const { return size_; }
+  std::uint8_t* data() { return buf_ ? buf_->bytes.get() : nullptr; }
+  const std::uint8_t* data() const { return buf_ ? buf_->bytes.get() : nullptr; }
+  std::uint8_t& operator[](std::size_t i) { return buf_->bytes[i]; }
+  std::uint8_t operator[](std::size_t i) const { return buf_->bytes[i]; }
+
+ private:
+  struct Buffer {
+    std::unique_ptr<std::uint8_t[]> bytes;
+    std::size_t capacity = 0;
+    std::size_t claimed = 0;  // bytes some mask reads; the room past them is free
+    std::mutex mu;
+  };
+  static std::shared_ptr<Buffer> allocate(std::size_t n);
+  std::shared_ptr<Buffer> buf_;
+  std::size_t size_ = 0;
+};
+
+template <class Fill>
+void FilterMask::extend(const FilterMask& previous, std::size_t n, Fill&& fill) {
+  const std::size_t m = previous.size_;
+  if (previous.buf_) {
+    std::lock_guard<std::mutex> lock(previous.buf_->mu);
+    if (previous.buf_->claimed == m && n <= previous.buf_->capacity) {
+      fill(m, n, previous.buf_->bytes.get() + m);
+      previous.buf_->claimed = n;
+      buf_ = previous.buf_;
+      size_ = n;
+      return;
+    }
+  }
+  auto fresh = allocate(n);
+  if (m) std::memcpy(fresh->bytes.get(), previous.buf_->bytes.get(), m);
+  fill(m, n, fresh->bytes.get() + m);
+  buf_ = std::move(fresh);
+  size_ = n;
+}
+
 /// A filter compiled against one store at one write generation: a byte per slot and the
 /// allowed slots in order; the source ids are kept to rebuild it if the store changed. The
 /// source is ints/strs, or (by_bits) id_bits, a bitmap over int ids (bit i: id i allowed), as a
@@ -75,10 +128,11 @@ struct CompiledFilter {
   std::vector<std::string> strs;
   bool by_bits = false;
   std::vector<std::uint64_t> id_bits;
-  std::vector<std::uint8_t> mask;
+  FilterMask mask;
   std::vector<std::uint32_t> docs;
-  bool docs_listed = true;  // false: docs is empty, the slots are those set in mask
-  std::size_t count = 0;    // allowed slots
+  bool docs_listed = true;   // false: docs is empty, the slots are those set in mask
+  std::size_t count = 0;     // allowed slots
+  std::uint64_t layout = 0;  // the store's slot layout it was compiled against (see Store)
 };
 
 /// What explain() found: per analysed query term (repeats merged, unknown ones kept) its part
@@ -134,8 +188,12 @@ class Store {
 
   /// The allowed set of the live documents whose id is in ints or strs.
   std::shared_ptr<CompiledFilter> compile_filter(std::vector<std::int64_t> ints, std::vector<std::string> strs) const;
-  /// The allowed set of the live documents whose int id i has bit i set in `id_bits`.
-  std::shared_ptr<CompiledFilter> compile_filter_bits(std::vector<std::uint64_t> id_bits) const;
+  /// The allowed set of the live documents whose int id i has bit i set in `id_bits`. With
+  /// `previous` (the same filter one or more writes ago), when only documents were added since
+  /// and its bits agree on every earlier slot, its mask is copied and only the new slots are
+  /// tested (no rebuild from the bitmap); otherwise compiled whole.
+  std::shared_ptr<CompiledFilter> compile_filter_bits(std::vector<std::uint64_t> id_bits,
+                                                      const CompiledFilter* previous = nullptr) const;
 
   /// Top-k of analysed query terms (unknown ones dropped), optionally within a filter.
   Hits search(const std::vector<std::string>& stems, std::size_t k, Algorithm algorithm,
@@ -208,6 +266,7 @@ class Store {
   std::int64_t find(const IdBatch& id) const;
   void fill_filter(CompiledFilter& f) const;
   void fill_filter_bits(CompiledFilter& f) const;
+  bool extend_filter_bits(CompiledFilter& f, const CompiledFilter& previous) const;
   const AllowedSet* allowed_view(const CompiledFilter* f, CompiledFilter& scratch, AllowedSet& view) const;
   std::vector<PhraseQuery> phrase_queries(const std::vector<PhraseText>& texts) const;
   std::vector<double> live_only(std::vector<double> v) const;
@@ -216,6 +275,9 @@ class Store {
   inverted::DocIds ids_;
   std::unique_ptr<PositionStore> positions_;  // only once enable_positions()
   std::atomic<std::uint64_t> generation_{1};
+  // Changes when a slot dies or slots are renumbered (delete, compaction, load); not on an add,
+  // which only appends slots: a filter compiled at the same layout covers a prefix of today's.
+  std::uint64_t layout_ = 0;
   std::vector<std::int64_t> stem_to_term_;  // analyzer stem id -> vocabulary id (-1 unknown)
   mutable Lock mu_;
 };

@@ -71,6 +71,8 @@ struct Segment {
   std::vector<std::uint32_t> fwd_terms;
   std::uint32_t num_dead = 0;
   std::uint64_t dead_postings = 0;
+  // The statistics epoch of the last delete here: rank floors cached before it are stale.
+  std::uint32_t deleted_epoch = 0;
   std::shared_ptr<const void> keepalive;  // the mapped file the buffers may borrow from
   // Per directory entry: (epoch << 32) | bits of the max document-side weight at that epoch.
   // Zeroed by calloc (the pages of terms never queried stay untouched, costing no memory).
