@@ -26,10 +26,13 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
-from ragfind.errors import check_k
+from ragfind import _core
+from ragfind.errors import UnknownIdError, check_k
 from ragfind.persist.wal import WriteLog, WriteLogError
 from ragfind.pipeline.documents import DocumentError, a_json_type, check_documents, json_type
+from ragfind.pipeline.results import Passage
 from ragfind.serve.config import ServeConfig
+from ragfind.serve.explain import explain_passage
 from ragfind.serve.metrics import Metrics
 
 try:  # the JSON codec of the serve extra: encoding ten passages took a fifth of a request
@@ -276,9 +279,6 @@ def _native_rows(text: bool = False) -> Any:
     """``rows(passages, fallback)`` reading :class:`ragfind.Passage` slots natively (the rows of
     :func:`passage_json`, without highlights), or with ``text`` ``text(passages)``, those rows'
     JSON text or None; None with a ``_core`` that lacks it."""
-    from ragfind import _core
-    from ragfind.pipeline.results import Passage
-
     make = getattr(_core, "json_row_maker", None)
     if make is None:  # pragma: no cover - a _core built before it
         return None
@@ -637,9 +637,6 @@ class Service:
 
     def explain(self, body: Any) -> dict:
         """``POST /explain``: the per-stage explanation of one chunk for one query."""
-        from ragfind.errors import UnknownIdError
-        from ragfind.serve.explain import explain_passage
-
         if not isinstance(body, dict):
             raise ApiError(400, f"the body is a JSON {json_type(body)}; expected an object")
         _only(body, EXPLAIN_KEYS, "the body")
