@@ -31,6 +31,7 @@ from ragfind.errors import UnknownIdError, check_k
 from ragfind.persist.wal import WriteLog, WriteLogError
 from ragfind.pipeline.documents import DocumentError, a_json_type, check_documents, json_type
 from ragfind.pipeline.results import Passage
+from ragfind.pipeline.retriever import Retriever
 from ragfind.serve.config import ServeConfig
 from ragfind.serve.explain import explain_passage
 from ragfind.serve.metrics import Metrics
@@ -174,15 +175,13 @@ def load_retriever(folder: str | os.PathLike, encoder: Any = None) -> Any:
     path = Path(folder)
     if (path / "shards.json").is_file():
         try:
-            from ragfind.distributed import ShardedRetriever
+            from ragfind.distributed import ShardedRetriever  # the ray extra
         except ImportError as exc:
             raise RuntimeError(
                 f"{str(folder)!r} is a sharded retriever (shards.json); serving it needs "
                 f"ragfind.distributed and Ray: pip install 'ragfind[ray]' ({exc})"
             ) from exc
         return ShardedRetriever.load(path)
-    from ragfind.pipeline.retriever import Retriever
-
     return Retriever.load(path) if encoder is None else Retriever.load(path, encoder=encoder)
 
 
