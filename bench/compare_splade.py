@@ -312,7 +312,7 @@ def worker(args):
         if new_api:  # the padded arrays: search_batch_padded since search_batch returns a list
             batch = getattr(index, "search_batch_padded", index.search_batch)
             return batch(queries, 10, flt if filtered else None, threads=1)
-        return index.search_batch(queries, 10, n_threads=1)
+        return index.search_batch(queries, 10, threads=1)
 
     checksum = None
     print("ready", flush=True)

@@ -1,4 +1,4 @@
-"""No module of ``ragfind`` imports a cycle.
+"""No module of ``ragfind`` imports a cycle, and the index packages import nothing above them.
 
 The graph is read from the source with ``ast``, not by importing: every ``import`` and
 ``from ... import`` counts, at module level, inside functions and under ``TYPE_CHECKING``
@@ -140,3 +140,27 @@ def test_the_graph_sees_relative_deferred_and_compiled_imports():
 def test_no_import_cycles():
     found = cycles(import_graph())
     assert not found, "import cycles in ragfind:\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+#: The index kinds sit below everything that builds on them: no module of these packages
+#: imports one of the upper ones (not even inside a function), so an index never needs a
+#: model, a pipeline, the service or Ray.
+LOWER = ("ragfind.sparse", "ragfind.dense", "ragfind.late")
+UPPER = ("ragfind.pipeline", "ragfind.serve", "ragfind.distributed", "ragfind.models")
+
+
+def _within(module: str, packages: tuple) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def test_index_packages_import_nothing_above_them():
+    graph = import_graph()
+    upward = sorted(
+        f"{m} -> {dep}"
+        for m, deps in graph.items()
+        if _within(m, LOWER)
+        for dep in deps
+        if _within(dep, UPPER)
+    )
+    assert not upward, "upward imports:\n" + "\n".join(upward)
+    assert "ragfind.sparse.query" in graph["ragfind.sparse.bm25"]  # the rule reads real edges

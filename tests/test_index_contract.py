@@ -9,6 +9,7 @@ trips; len and ids follow every write."""
 
 from __future__ import annotations
 
+import inspect
 import re
 
 import numpy as np
@@ -17,8 +18,8 @@ import pytest
 import ragfind
 from ragfind import BM25Index, DenseIndex, Explanation, IdFilter, LateInteractionIndex, SparseVectorIndex
 from ragfind.errors import UnknownIdError, unknown_ids
-from ragfind.index import check_threads
-from ragfind.models.splade import SparseEmbeddings
+from ragfind.index import Index, check_threads
+from ragfind.sparse.vectors import SparseEmbeddings
 
 KINDS = [
     "bm25",
@@ -246,8 +247,10 @@ def test_old_spellings_still_work_for_one_release_with_a_warning():
     index.add(texts)
     with pytest.warns(DeprecationWarning, match="get_scores is deprecated"):
         np.testing.assert_array_equal(index.get_scores(queries[0]), index.score(queries[0]))
-    for got, want in zip(index.search_batch(queries, 3, None, 2), index.search_batch(queries, 3, threads=2)):
-        same_pair(got, want)  # threads stays the 4th positional of BM25's search_batch
+    with pytest.warns(DeprecationWarning, match="threads by position is deprecated.*use threads="):
+        old = index.search_batch(queries, 3, None, 2)
+    for got, want in zip(old, index.search_batch(queries, 3, threads=2)):
+        same_pair(got, want)
     fielded, docs, _ = make("bm25f")
     fielded.add(docs)
     with pytest.warns(DeprecationWarning, match="get_scores is deprecated"):
@@ -280,3 +283,94 @@ def test_old_spellings_still_work_for_one_release_with_a_warning():
         same_pair(got, want)
     with pytest.raises(TypeError, match="unexpected keyword argument 'n_prob'"):
         late.search(lqueries[0], 3, n_prob=2)
+
+
+CALLS = ("add", "search", "search_batch", "explain", "delete", "save", "load", "__len__")
+
+
+def _shape(fn) -> list:
+    """(name, kind) of each parameter the caller passes (self / cls left out)."""
+    return [
+        (p.name, p.kind) for p in inspect.signature(fn).parameters.values() if p.name not in ("self", "cls")
+    ]
+
+
+def test_every_kind_has_the_protocol_signatures(kind):
+    """The names and kinds (positional-or-keyword, keyword-only) of every call match the
+    Index protocol; a kind's own options come after them, keyword-only, never a catch-all."""
+    index, _, _ = make(kind)
+    findings = []
+    for name in CALLS:
+        want = _shape(getattr(Index, name))
+        got = _shape(getattr(type(index), name))
+        if got[: len(want)] != want:
+            findings.append(f"{name}: {got} != {want}")
+        for extra, pkind in got[len(want) :]:
+            if pkind is not inspect.Parameter.KEYWORD_ONLY:
+                findings.append(f"{name}: extra parameter {extra} is {pkind.description}, not keyword-only")
+    assert isinstance(inspect.getattr_static(type(index), "load"), classmethod)
+    assert not findings, "\n".join(findings)
+
+
+def test_old_names_warn_and_give_the_same_results():
+    dense, X, dqueries = make("dense-exact")
+    dense.add(X)
+    with pytest.warns(DeprecationWarning, match=r"DenseIndex.search: q= is deprecated.*use query="):
+        same_pair(dense.search(q=dqueries[0], k=3), dense.search(dqueries[0], 3))
+    Q = np.stack(dqueries)
+    with pytest.warns(DeprecationWarning, match=r"search_batch: Q= is deprecated.*use queries="):
+        old = dense.search_batch(Q=Q, k=3)
+    for got, want in zip(old, dense.search_batch(Q, 3)):
+        same_pair(got, want)
+    with pytest.warns(DeprecationWarning, match=r"search_batch_padded: Q= is deprecated"):
+        old = dense.search_batch_padded(Q=Q, k=3)
+    np.testing.assert_array_equal(old[1], dense.search_batch_padded(Q, 3)[1])
+    with pytest.raises(TypeError, match="got both query= and its old name q="):
+        dense.search(dqueries[0], 3, q=dqueries[0])
+
+    late, docs, lqueries = make("late")
+    late.add(docs)
+    with pytest.warns(DeprecationWarning, match=r"query_vectors= is deprecated.*use query="):
+        same_pair(late.search(query_vectors=lqueries[0], k=3), late.search(lqueries[0], 3))
+    with pytest.warns(DeprecationWarning, match=r"query_vectors= is deprecated.*use query="):
+        np.testing.assert_array_equal(late.score(query_vectors=lqueries[0]), late.score(lqueries[0]))
+
+    for kind in ("bm25", "bm25f", "splade", "late"):
+        index, items, queries = make(kind)
+        index.add(items)
+        with pytest.warns(DeprecationWarning, match=r"explain: doc_id= is deprecated.*use id="):
+            old = index.explain(queries[0], doc_id=1)
+        assert old.score == index.explain(queries[0], 1).score and old.id == 1
+
+
+@pytest.mark.parametrize("kind", ["bm25", "bm25f", "dense-exact"])
+def test_mmap_by_position_warns_and_loads_the_same(kind, tmp_path):
+    index, items, queries = make(kind)
+    index.add(items)
+    path = tmp_path / "index.bin"
+    index.save(path)
+    with pytest.warns(DeprecationWarning, match=r"load: mmap by position is deprecated.*use mmap="):
+        old = type(index).load(path, False)
+    same_pair(old.search(queries[0], 5), type(index).load(path, mmap=False).search(queries[0], 5))
+    same_pair(old.search(queries[0], 5), index.search(queries[0], 5))
+
+
+def test_splade_search_batch_takes_the_one_row_embeddings_search_takes():
+    index, vectors, queries = make("splade")
+    index.add(vectors)
+    rows = [
+        SparseEmbeddings(
+            vectors.indptr[[r, r + 1]] - vectors.indptr[r],
+            *map(lambda a: a[vectors.indptr[r] : vectors.indptr[r + 1]], (vectors.indices, vectors.values)),
+            vectors.dim,
+        )
+        for r in (0, 3, 7)
+    ]
+    got = index.search_batch(rows, 4)
+    assert len(got) == 3
+    for row, pair in zip(rows, got):
+        same_pair(pair, index.search(row, 4))
+    with pytest.raises(ValueError, match="must be one row"):
+        index.search_batch(
+            [SparseEmbeddings(vectors.indptr[:3], vectors.indices, vectors.values, vectors.dim)], 4
+        )

@@ -8,24 +8,28 @@
   ``DuplicateIdError`` and nothing is added.
 - ``delete(ids)``: ``UnknownIdError`` (one message everywhere) when any id is absent; nothing
   is deleted then.
-- ``search(query, k=10, filter=None, *, threads=None, **kind_options) -> (ids, scores)``,
-  best first; ``filter`` is an ``IdFilter``, an iterable of ids or (slow) a callable.
-- ``search_batch(queries, k=10, filter=None, *, threads=None, **kind_options)``: a list whose
-  item ``i`` equals ``search(queries[i], k, filter, **kind_options)``. The padded (nq, k)
-  arrays some indexes compute natively are ``search_batch_padded`` (ids padded with -1 or
-  None, scores with -inf).
+- ``search(query, k=10, filter=None, *, threads=None, ...) -> (ids, scores)``, best first;
+  ``filter`` is an ``IdFilter``, an iterable of ids or (slow) a callable. A kind's own options
+  (``algorithm``, ``nprobe`` ...) follow ``threads``, keyword-only and named: no catch-all.
+- ``search_batch(queries, k=10, filter=None, *, threads=None, ...)``: a list whose item ``i``
+  equals ``search(queries[i], k, filter, ...)``. The padded (nq, k) arrays some indexes
+  compute natively are ``search_batch_padded`` (ids padded with -1 or None, scores with -inf).
 - ``explain(query, id) -> Explanation``: what each part (term, field, token, vector) added.
-- ``save(path)`` / ``load(path, mmap=...)``, ``len(index)``, ``index.ids``.
+- ``save(path)``; classmethod ``load(path, *, mmap=True, verify=True)``; ``len(index)``,
+  ``index.ids``.
 
-One spelling of each option: ``threads`` (None: the index's default; 0: one per core; n: n
-workers) and ``nprobe``. Older spellings (``n_threads``, ``n_probe``) still work for one release
-with a ``DeprecationWarning``.
+One spelling of each name: ``query``, ``queries``, ``id``, ``threads`` (None: the index's
+default; 0: one per core; n: n workers) and ``nprobe``. Older spellings (``q``, ``Q``,
+``query_vectors``, ``doc_id``, ``n_threads``, ``n_probe``, ``threads`` or ``mmap`` by position)
+still work for one release with a ``DeprecationWarning``: :func:`old_spellings`.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -38,7 +42,7 @@ __all__ = [
     "check_threads",
     "check_dim",
     "MAX_DIM",
-    "renamed_option",
+    "old_spellings",
     "pairs_from_padded",
 ]
 
@@ -125,23 +129,41 @@ class Explanation:
 
 @runtime_checkable
 class Index(Protocol):
-    """The calls every index kind answers the same way (see the module docstring)."""
+    """The calls every index kind answers the same way (see the module docstring).
+
+    A kind may add its own options after ``threads`` (keyword-only, with defaults) and after
+    ``verify``; every name and kind of parameter here is the same on all of them
+    (tests/test_index_contract.py checks it with ``inspect.signature``).
+    """
 
     def add(self, items: Any, ids: Any = None) -> np.ndarray: ...
 
     def delete(self, ids: Any) -> None: ...
 
     def search(
-        self, query: Any, k: int = 10, filter: Any = None, *, threads: int | None = None, **options: Any
-    ) -> tuple[np.ndarray, np.ndarray]: ...  # noqa: A002, E501
+        self,
+        query: Any,
+        k: int = 10,
+        filter: Any = None,  # noqa: A002
+        *,
+        threads: int | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]: ...
 
     def search_batch(
-        self, queries: Any, k: int = 10, filter: Any = None, *, threads: int | None = None, **options: Any
-    ) -> list[tuple[np.ndarray, np.ndarray]]: ...  # noqa: A002, E501
+        self,
+        queries: Any,
+        k: int = 10,
+        filter: Any = None,  # noqa: A002
+        *,
+        threads: int | None = None,
+    ) -> list[tuple[np.ndarray, np.ndarray]]: ...
 
     def explain(self, query: Any, id: Any) -> Explanation: ...  # noqa: A002
 
     def save(self, path: Any) -> None: ...
+
+    @classmethod
+    def load(cls, path: Any, *, mmap: bool = True, verify: bool = True) -> Index: ...
 
     def __len__(self) -> int: ...
 
@@ -181,23 +203,49 @@ def check_dim(dim: Any) -> int:
     return int(dim)
 
 
-def renamed_option(options: dict, old: str, new: str, value: Any, where: str) -> Any:
-    """Pop the deprecated spelling ``old`` from ``options``; warn and return it in place of ``value``.
+def old_spellings(*, renamed: Mapping[str, str] | None = None, positional: tuple = ()) -> Callable:
+    """Decorator: the deprecated spellings of a call's arguments, kept one release.
 
-    ``value`` is what the caller got under the new name (None when not given). Both given is
-    a TypeError. ``where`` names the call in the warning (``"DenseIndex.search"``).
+    ``renamed`` maps an old keyword to its new name (``{"q": "query"}``); ``positional`` names
+    the keyword-only parameters that older versions took by position, in that order
+    (``("threads",)``). Either spelling warns (DeprecationWarning naming the new one) and is
+    passed on under the new name; both given is a TypeError. The signature stays the new one
+    (``inspect.signature`` follows ``__wrapped__``).
     """
-    if old not in options:
-        return value
-    old_value = options.pop(old)
-    if value is not None:
-        raise TypeError(f"{where}: got both {new}= and its old name {old}=; pass {new}= only")
-    warnings.warn(
-        f"{where}: {old}= is deprecated and will be removed in the next release; use {new}=",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return old_value
+    renamed = dict(renamed or {})
+
+    def wrap(fn: Callable) -> Callable:
+        params = inspect.signature(fn).parameters.values()
+        positional_kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        at = {p.name: i for i, p in enumerate(params) if p.kind in positional_kinds}
+        n_pos = len(at)
+        where = fn.__qualname__
+
+        def use(args: tuple, kwargs: dict, new: str, value: Any, how: str) -> None:
+            if new in kwargs or at.get(new, n_pos) < len(args):
+                both = f"its old name {how}" if how.endswith("=") else how
+                raise TypeError(f"{where}: got both {new}= and {both}; pass {new}= only")
+            warnings.warn(
+                f"{where}: {how} is deprecated and will be removed in the next release; use {new}=",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+            kwargs[new] = value
+
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if len(args) > n_pos and len(args) - n_pos <= len(positional):
+                for name, value in zip(positional, args[n_pos:]):
+                    use((), kwargs, name, value, f"{name} by position")
+                args = args[:n_pos]
+            if kwargs and renamed:
+                for old in renamed.keys() & kwargs.keys():
+                    use(args, kwargs, renamed[old], kwargs.pop(old), f"{old}=")
+            return fn(*args, **kwargs)
+
+        return call
+
+    return wrap
 
 
 def pairs_from_padded(ids: np.ndarray, scores: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -238,7 +238,7 @@ def test_bad_input_is_rejected_and_changes_nothing(dtype):
         idx.search(q, k=0)
     with pytest.raises(ValueError, match="zero vector"):
         idx.search(np.zeros(6, np.float32))
-    with pytest.raises(ValueError, match="Q is empty"):
+    with pytest.raises(ValueError, match="queries is empty"):
         idx.search_batch_padded(np.ones((0, 6), np.float32))
     with pytest.raises(ValueError, match="threads"):
         idx.search_batch_padded(X, threads=-1)

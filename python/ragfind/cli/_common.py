@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ragfind.errors import check_k
 from ragfind.pipeline.documents import a_json_type
 
 
@@ -109,8 +110,6 @@ def nonnegative_int(text: str) -> int:
 def k_value(text: str) -> int:
     """A search's k, checked as the library checks it (:func:`ragfind.errors.check_k`: the
     same message); a k past the number of passages is clamped by the search."""
-    from ragfind.errors import check_k
-
     try:
         k = int(text)
     except ValueError:

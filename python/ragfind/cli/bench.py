@@ -6,7 +6,8 @@ import argparse
 import statistics
 import time
 
-from ragfind.cli._common import k_value, positive_int
+import ragfind
+from ragfind.cli._common import k_value, ms, positive_int
 
 
 def register(sub) -> None:
@@ -29,10 +30,7 @@ def percentile(values: list, q: float) -> float:
 
 def run(args: argparse.Namespace) -> int:
     """Times cold searches (caches cleared per query) then cache hits; prints a table."""
-    from tqdm.auto import tqdm
-
-    import ragfind
-    from ragfind.cli._common import ms
+    from tqdm.auto import tqdm  # import cost: only a progress bar needs it
 
     retriever = ragfind.Retriever.load(args.index)
     if args.queries:

@@ -16,7 +16,10 @@ import time
 from dataclasses import dataclass, field
 from typing import TextIO
 
+import ragfind
+from ragfind import BM25Index
 from ragfind.cli._common import k_value, positive_int
+from ragfind.data import load_demo_corpus, load_demo_queries
 
 
 def register(sub) -> None:
@@ -83,8 +86,6 @@ def build_bm25(documents: list[dict]):
     Returns:
         ``(index, seconds)``: the ``ragfind.BM25Index`` and the wall time of the build.
     """
-    from ragfind import BM25Index
-
     start = time.perf_counter()
     index = BM25Index()
     index.add([f"{d['title']} {d['text']}" for d in documents], ids=[d["id"] for d in documents])
@@ -109,8 +110,6 @@ def build_hybrid(documents: list[dict], encoder="all-MiniLM-L6-v2"):
         ``(retriever, seconds)``: the ``ragfind.Retriever`` and the wall time of the build
         (chunking, embedding, indexing; the model load is not counted).
     """
-    import ragfind
-
     retriever = ragfind.Retriever(encoder=encoder)
     start = time.perf_counter()
     retriever.add_documents(
@@ -170,8 +169,6 @@ def print_answer(answer: Answer, titles: dict[str, str], number: int, total: int
 
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Runs the demo; returns the process exit code (0 on success)."""
-    from ragfind.data import load_demo_corpus, load_demo_queries
-
     out = out if out is not None else sys.stdout
     if args.top_k < 1:
         raise SystemExit(f"ragfind demo: --top-k must be >= 1, got {args.top_k}")

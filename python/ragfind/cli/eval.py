@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
+import numpy as np
+
+import ragfind
 from ragfind.cli._common import chunk_size, positive_int
 
 
@@ -48,15 +52,9 @@ def register(sub) -> None:
 
 def build_from_beir(data, encoder: str, embeddings_dir, chunk_size, show_progress: bool):
     """A Retriever over a BEIR corpus (title indexed as context); embeddings reused when given."""
-    import numpy as np
-
-    import ragfind
-
     docs = [{"id": i, "title": d["title"], "text": d["text"]} for i, d in data.corpus.items()]
     vectors = None
     if embeddings_dir is not None:
-        from pathlib import Path
-
         ids = [x for x in (Path(embeddings_dir) / "corpus_ids.txt").read_text().split("\n") if x]
         matrix = np.load(Path(embeddings_dir) / "corpus.npy")
         row = {d: n for n, d in enumerate(ids)}
@@ -88,12 +86,9 @@ def doc_run(result_passages, depth: int) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     """Builds or loads the retriever, runs every query in every mode, prints the metrics."""
-    from pathlib import Path
+    from tqdm.auto import tqdm  # import cost: only a progress bar needs it
 
-    from tqdm.auto import tqdm
-
-    import ragfind
-    from ragfind.eval import evaluate, load_beir
+    from ragfind.eval import evaluate, load_beir  # import cost: loaded on use
 
     qrels = Path(args.beir) / "qrels"
     if qrels.is_dir() and not (qrels / f"{args.split}.tsv").is_file():

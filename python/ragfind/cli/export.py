@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from ragfind.cli._common import positive_int
+from ragfind.models import export, read_model_folder
 
 
 def register(sub) -> None:
@@ -63,8 +64,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ragfind.models import export, read_model_folder
-
     t0 = time.perf_counter()
     try:
         dst = export(

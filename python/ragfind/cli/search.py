@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from ragfind.cli._common import k_value, nonnegative_int
+import ragfind
+from ragfind.cli._common import k_value, ms, nonnegative_int, parse_filters
+from ragfind.models.folder import ModelFolderError
 
 
 def register(sub) -> None:
@@ -36,10 +38,6 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Loads the folder, searches, prints; returns 0."""
-    import ragfind
-    from ragfind.cli._common import ms, parse_filters
-    from ragfind.models.folder import ModelFolderError
-
     kwargs = {} if args.reranker is None else {"reranker": args.reranker}
     try:
         retriever = ragfind.Retriever.load(args.index, **kwargs)

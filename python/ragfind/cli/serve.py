@@ -3,6 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import atexit
+import dataclasses
+import logging
+import os
+import shutil
+import signal
+import socket
+import stat
+import tempfile
+from pathlib import Path
+
+from ragfind.serve.config import ServeConfig
 
 
 def register(sub) -> None:
@@ -105,20 +117,15 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Loads the folder (replaying a write log left by a crash) and serves until stopped."""
-    import os
-    from pathlib import Path
-
     try:
-        import uvicorn
+        import uvicorn  # the serve extra
 
-        from ragfind.serve.app import create_app
+        from ragfind.serve.app import create_app  # the serve extra
         from ragfind.serve.protocol import http_protocol
     except ImportError as exc:
         raise SystemExit(
             f"ragfind serve: needs the serve extra: pip install 'ragfind[serve]' ({exc})"
         ) from exc
-    from ragfind.serve.config import ServeConfig
-
     folder = Path(args.folder)
     if not folder.is_dir():
         raise SystemExit(f"ragfind serve: no retriever folder at {str(folder)!r}")
@@ -192,19 +199,12 @@ _PRIVATE_PREFIX = "ragfind-serve-"
 def _private_folder() -> str:
     """A new private folder for this writer, named after its pid, after removing those of
     writers that are gone (a ``kill -9`` leaves its folder behind: nothing runs then)."""
-    import os
-    import tempfile
-
     _remove_stale_folders(tempfile.gettempdir())
     return tempfile.mkdtemp(prefix=f"{_PRIVATE_PREFIX}{os.getpid()}-")
 
 
 def _remove_stale_folders(tmp: str) -> None:
     """Removes this user's writer folders under ``tmp`` whose pid runs no process any more."""
-    import os
-    import shutil
-    import stat
-
     try:
         names = os.listdir(tmp)
     except OSError:
@@ -231,9 +231,6 @@ def _on_exit(remove) -> None:
     shutdown), then raises the signal again with the handler found before it: this one, which
     removes and then dies of the signal as it would have. A ``kill -9`` cannot be caught: the
     next writer's start removes the folder (:func:`_remove_stale_folders`)."""
-    import atexit
-    import signal
-
     atexit.register(remove)
 
     def handler(sig, frame) -> None:
@@ -248,14 +245,9 @@ def _on_exit(remove) -> None:
 def _writer(args: argparse.Namespace, config, app) -> int:
     """The process that owns the folder: serves forwarded writes on a private Unix socket and
     runs the workers on the public port (see ragfind.serve.workers)."""
-    import logging
-    import os
-    import shutil
-    import socket
+    import uvicorn  # the serve extra
 
-    import uvicorn
-
-    from ragfind.serve.workers import Workers
+    from ragfind.serve.workers import Workers  # the serve extra
 
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     try:
@@ -303,12 +295,9 @@ def _writer(args: argparse.Namespace, config, app) -> int:
 
 def _worker(args: argparse.Namespace, config) -> int:
     """One worker process: the listening socket and the writer's pipe are inherited."""
-    import dataclasses
-    import socket
+    import uvicorn  # the serve extra
 
-    import uvicorn
-
-    from ragfind.serve.app import create_app
+    from ragfind.serve.app import create_app  # the serve extra
     from ragfind.serve.protocol import http_protocol
     from ragfind.serve.service import Service
     from ragfind.serve.workers import Follower, watch_parent

@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
+import hnswlib
 import numpy as np
 
 from ragfind import _core
@@ -92,8 +93,6 @@ class HnswBackend:
         self._rw = _core.ReaderWriterLock()
         self._hnsw: Any = None
         if capacity:
-            import hnswlib
-
             self._hnsw = hnswlib.Index(space=cfg.scan_metric, dim=cfg.dim)
             self._hnsw.init_index(
                 max_elements=capacity,
@@ -382,8 +381,6 @@ class HnswBackend:
         bad: Any,
     ) -> HnswBackend:
         """The backend of a saved index from its checked ``hnsw`` and ``labels`` sections."""
-        import hnswlib
-
         count = len(ids)
         labels = secs["labels"]
         if labels.shape != (count,):

@@ -41,6 +41,7 @@ from ragfind.dense._common import (
     row_norms,
 )
 from ragfind.dense.exact import ExactBackend
+from ragfind.dense.files import load_index, save_index
 from ragfind.dense.hnsw import HnswBackend
 from ragfind.dense.ivf import IvfBackend
 from ragfind.dense.ivf_codes import make_codes
@@ -54,7 +55,7 @@ from ragfind.errors import (
     unknown_ids,
 )
 from ragfind.ids import IdFilter, as_id_filter, check_filter_kind, id_kind
-from ragfind.index import Contribution, Explanation, check_dim, check_threads
+from ragfind.index import Contribution, Explanation, check_dim, check_threads, old_spellings
 
 __all__ = ["DenseIndex", "dot", "cosine", "l2sq"]
 
@@ -408,11 +409,12 @@ class DenseIndex:
 
     # --------------------------------------------------------------- add / delete
 
-    def add(self, vectors: Any, ids: Any = None) -> np.ndarray:
+    @old_spellings(renamed={"vectors": "items"})
+    def add(self, items: Any, ids: Any = None) -> np.ndarray:
         """Adds vectors under ids; all or nothing.
 
         Args:
-            vectors: (n, dim) floating array (float32; float16/float64 are cast); a 1-D
+            items: (n, dim) floating vectors (float32; float16/float64 are cast); a 1-D
                 vector adds one row.
             ids: n ints or n strs (one kind per index), or None for consecutive integers
                 after the largest integer id so far (integer-id indexes only).
@@ -427,7 +429,7 @@ class DenseIndex:
                 (within the call or already stored), ids count != rows.
         """
         cfg = self._cfg
-        X = check_vectors(vectors, cfg.dim)
+        X = check_vectors(items, cfg.dim)
         n = X.shape[0]
         if n == 0:
             raise ValueError("vectors is empty: nothing to add")
@@ -519,9 +521,10 @@ class DenseIndex:
 
     # --------------------------------------------------------------- search
 
+    @old_spellings(renamed={"q": "query"})
     def search(
         self,
-        q: Any,
+        query: Any,
         k: int = 10,
         filter: IdFilter | Iterable[Id] | Callable[[Id], bool] | None = None,  # noqa: A002 - the API name
         *,
@@ -534,7 +537,7 @@ class DenseIndex:
         """Top-k ids for one query vector, best first.
 
         Args:
-            q: (dim,) floating vector (also (1, dim)).
+            query: (dim,) floating vector (also (1, dim)).
             k: number of results (>= 1); fewer come back when fewer vectors qualify.
             filter: the ids allowed in the results: an ``IdFilter`` (compiled once per write
                 of the index and reused by every search until the next one), any iterable of
@@ -575,6 +578,7 @@ class DenseIndex:
             nprobe = _check_nprobe(nprobe)
         # Fast path (this runs per query): the backend's one dot product both proves the vector
         # finite (NaN/inf propagate into it) and gives the cosine norm.
+        q = query
         if type(q) is np.ndarray and q.dtype is _F32 and q.shape == (self._cfg.dim,) and q.flags.c_contiguous:
             qv = q  # no copy; anything else (other dtype/shape/strides) takes the full check
         else:
@@ -594,9 +598,10 @@ class DenseIndex:
         )
         return value
 
+    @old_spellings(renamed={"Q": "queries"})
     def search_batch(
         self,
-        Q: Any,
+        queries: Any,
         k: int = 10,
         filter: IdFilter | Iterable[Id] | Callable[[Id], bool] | None = None,  # noqa: A002
         *,
@@ -606,7 +611,8 @@ class DenseIndex:
         fingerprint: str | None = None,
         nprobe: int | None = None,
     ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """``search`` for every row of Q: a list whose item i equals ``search(Q[i], ...)``.
+        """``search`` for every row of ``queries``: a list whose item i equals
+        ``search(queries[i], ...)``.
 
         Same arguments as ``search``; the filter is compiled once for all rows. Each row gets
         exactly ``search``'s ids and scores: exact and HNSW run the single-query scan per row,
@@ -616,7 +622,7 @@ class DenseIndex:
         bits).
 
         Raises:
-            as ``search``; Q must be (nq, dim) with nq >= 1.
+            as ``search``; ``queries`` must be (nq, dim) with nq >= 1.
         """
         self._check_search_args(k, min_score, max_distance, fingerprint)
         if _is_number(filter):
@@ -626,9 +632,9 @@ class DenseIndex:
             )
         threads = check_threads(threads, self._cfg.threads)
         nprobe = None if nprobe is None else _check_nprobe(nprobe)
-        Qm = check_vectors(Q, self._cfg.dim, "Q")
+        Qm = check_vectors(queries, self._cfg.dim, "queries")
         if Qm.shape[0] == 0:
-            raise ValueError("Q is empty: pass at least one query row")
+            raise ValueError("queries is empty: pass at least one query row")
         if callable(filter) and not isinstance(filter, IdFilter):
             # Asked once per stored id for the whole batch.
             with self._write_lock:
@@ -643,9 +649,10 @@ class DenseIndex:
         search = self._backend.search
         return [search(Qm[i], int(k), threshold, filter, threads, nprobe) for i in range(Qm.shape[0])]
 
+    @old_spellings(renamed={"Q": "queries"})
     def search_batch_padded(
         self,
-        Q: Any,
+        queries: Any,
         k: int = 10,
         filter: IdFilter | Iterable[Id] | Callable[[Id], bool] | None = None,  # noqa: A002
         *,
@@ -655,7 +662,7 @@ class DenseIndex:
         fingerprint: str | None = None,
         nprobe: int | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k for every row of Q as (nq, k) arrays, with the batch kernels (same arguments
+        """Top-k for every row of ``queries`` as (nq, k) arrays, with the batch kernels (same arguments
         as ``search``).
 
         Returns:
@@ -666,16 +673,16 @@ class DenseIndex:
             last bits (and near-ties may swap).
 
         Raises:
-            as ``search``; Q must be (nq, dim) with nq >= 1. ValueError when ``k`` exceeds the
+            as ``search``; ``queries`` must be (nq, dim) with nq >= 1. ValueError when ``k`` exceeds the
             number of vectors and the padded output would hold more than 2**24 entries (a
             ``k`` of 10**7 would otherwise allocate gigabytes of padding).
         """
         self._check_search_args(k, min_score, max_distance, fingerprint)
         threads = check_threads(threads, self._cfg.threads)
         nprobe = None if nprobe is None else _check_nprobe(nprobe)
-        Qm = check_vectors(Q, self._cfg.dim, "Q")
+        Qm = check_vectors(queries, self._cfg.dim, "queries")
         if Qm.shape[0] == 0:
-            raise ValueError("Q is empty: pass at least one query row")
+            raise ValueError("queries is empty: pass at least one query row")
         if k > len(self) and Qm.shape[0] * int(k) > _MAX_PADDED_ENTRIES:
             raise ValueError(
                 f"k={k} exceeds the {len(self)} vectors in the index and the padded ({Qm.shape[0]}, {k}) "
@@ -684,7 +691,7 @@ class DenseIndex:
         if filter is not None and not callable(filter):
             filter = self._id_filter(filter)  # noqa: A001
         if self._cfg.metric == "cosine":
-            Qm = normalise_rows(Qm, "Q")
+            Qm = normalise_rows(Qm, "queries")
         threshold = min_score if self._cfg.metric != "l2" else max_distance
         return self._backend.search_batch_padded(Qm, int(k), threshold, filter, threads, nprobe)
 
@@ -737,13 +744,12 @@ class DenseIndex:
         (``persist/sectioned.py``): a JSON header with its own CRC-32, then 64-byte aligned
         sections, each with a CRC-32.
         """
-        from ragfind.dense.files import save_index
-
         with self._write_lock:
             save_index(self, path)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, mmap: bool = True, verify: bool = True) -> DenseIndex:
+    @old_spellings(positional=("mmap", "verify"))
+    def load(cls, path: str | os.PathLike, *, mmap: bool = True, verify: bool = True) -> DenseIndex:
         """Opens an index written by ``save`` (by this version or the one before).
 
         Args:
@@ -760,6 +766,4 @@ class DenseIndex:
             IndexFileError: not a ragfind dense index (another index's file included), another
                 version, truncated or corrupt (a ValueError).
         """
-        from ragfind.dense.files import load_index
-
         return load_index(cls, path, mmap, verify)

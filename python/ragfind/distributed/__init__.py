@@ -33,11 +33,11 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # The parts that need Ray load on first use, so `import ragfind.distributed` works without it.
     if name in ("ShardedRetriever", "ShardedSearchResult", "ShardUnavailableError", "StalePrimaryError"):
-        from ragfind.distributed import router
+        from ragfind.distributed import router  # the ray extra
 
         return getattr(router, name)
     if name == "build":
-        from ragfind.distributed.indexing import build
+        from ragfind.distributed.indexing import build  # the ray extra
 
         return build
     raise AttributeError(f"module 'ragfind.distributed' has no attribute {name!r}")

@@ -7,7 +7,7 @@ from typing import Any
 
 def require_ray() -> Any:
     try:
-        import ray
+        import ray  # the ray extra
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError(
             'ragfind.distributed needs Ray; install it with: pip install "ragfind[ray]"'

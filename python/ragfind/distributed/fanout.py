@@ -157,7 +157,7 @@ class SearchGraph:
         self._wait = min(self._wait * 2, _RETRY_WAIT[1])
 
     def _build(self) -> None:
-        from ray.dag import InputNode, MultiOutputNode
+        from ray.dag import InputNode, MultiOutputNode  # the ray extra
 
         t = self._teardown
         if t is not None:

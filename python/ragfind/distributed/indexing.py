@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,10 @@ import numpy as np
 from ragfind.distributed import folder as fmt
 from ragfind.distributed._ray import require_ray
 from ragfind.distributed.partition import MAX_SHARDS, ShardChunkIds, shard_of
+from ragfind.distributed.router import _positive
 from ragfind.distributed.shard import bm25_spec, retriever_options
 from ragfind.persist.atomic import fsync_dir
+from ragfind.pipeline.retriever import Retriever
 
 __all__ = ["build"]
 
@@ -48,8 +51,6 @@ class _Embedder:
     """A Ray Data actor: chunks a batch of documents as the Retriever does, embeds the chunks."""
 
     def __init__(self, options: dict, id_field: str | None, batch_size: int, num_shards: int) -> None:
-        from ragfind.pipeline.retriever import Retriever
-
         self.r = Retriever(**retriever_options(options))
         self.id_field = id_field
         self.batch_size = batch_size
@@ -96,8 +97,6 @@ class _ShardBuilder:
     holds are all it needs to catch an id repeated anywhere in the source."""
 
     def __init__(self, shard: int, options: dict) -> None:
-        from ragfind.pipeline.retriever import Retriever
-
         self.chunk_ids = ShardChunkIds(shard)
         self.r = Retriever(**retriever_options(options), chunk_id_policy=self.chunk_ids)
         self.dim = self.r.encoder.dim if self.r.encoder is not None else 0
@@ -126,8 +125,6 @@ class _ShardBuilder:
     def folder(self) -> dict:
         """The shard's saved folder as :func:`ragfind.distributed.folder.read_tree` files: it
         goes to the driver through Ray (the builders' nodes share no file system with it)."""
-        import tempfile
-
         with tempfile.TemporaryDirectory(prefix="ragfind-shard-") as tmp:
             self.r.save(Path(tmp) / "shard")
             return fmt.read_tree(Path(tmp) / "shard")
@@ -183,8 +180,6 @@ def build(
             a repeated document id (found by the builder of its shard). Nothing is written
             at ``out`` then. FileExistsError: ``out`` exists (without ``overwrite``).
     """
-    from ragfind.distributed.router import _positive
-
     n = _positive(num_shards, "num_shards")
     if n > MAX_SHARDS:
         raise ValueError(f"num_shards = {num_shards!r}; expected at most {MAX_SHARDS}")
@@ -208,15 +203,13 @@ def build(
     ray = require_ray()
     if not ray.is_initialized():
         ray.init(include_dashboard=False, log_to_driver=False)
-    from ray import data as rd
+    from ray import data as rd  # the ray extra
 
     ctx = rd.DataContext.get_current()
     ctx.execution_options.preserve_order = True  # document numbers follow the source order
     ctx.enable_progress_bars = bool(show_progress)
     options = dict(retriever_options)
     options.pop("reranker", None)
-    from ragfind.pipeline.retriever import Retriever
-
     template = Retriever(**options)  # checks the options once, here
     if template.bm25 is not None:
         options["bm25"] = bm25_spec(template.bm25)
@@ -238,7 +231,7 @@ def build(
     pending: list = []
     bar = None
     if show_progress:
-        from tqdm.auto import tqdm
+        from tqdm.auto import tqdm  # import cost: only a progress bar needs it
 
         bar = tqdm(desc="documents", unit="doc")
     parent = dst.parent if str(dst.parent) else Path(".")

@@ -17,6 +17,7 @@ take no lock and read in-sync copies only, and every call on a copy has a deadli
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import pickle
 import shutil
@@ -41,9 +42,13 @@ from ragfind.distributed.replication import Copies, ShardUnavailableError, Stale
 from ragfind.distributed.shard import STATE, WAL, ShardActor, _Err, bm25_spec, bm25_stages
 from ragfind.persist.atomic import fsync_dir
 from ragfind.pipeline.documents import check_documents, check_field_kinds
+from ragfind.pipeline.filters import BUILTIN_FIELDS
 from ragfind.pipeline.results import SearchResult
 from ragfind.pipeline.retriever import Retriever
 from ragfind.pipeline.runner import StageLists
+from ragfind.pipeline.saved import BM25_FILE, MANIFEST, RetrieverFolderError
+from ragfind.sparse.analyzer import Analyzer
+from ragfind.sparse.bm25 import BM25Index
 
 __all__ = ["ShardedRetriever", "ShardedSearchResult", "ShardUnavailableError", "StalePrimaryError"]
 
@@ -557,7 +562,7 @@ class ShardedRetriever:
                 f"per copy of a shard); the cluster has {len(nodes)}. Add nodes, ask for fewer "
                 "replicas, or pass placement='any' to allow copies of a shard on one node"
             )
-        from ray.util.placement_group import placement_group
+        from ray.util.placement_group import placement_group  # the ray extra
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         cpus = float(actor_options.get("num_cpus", 0.01)) or 0.01
@@ -779,8 +784,6 @@ class ShardedRetriever:
     @property
     def fields(self) -> list:
         """Fields filters may use (``doc_id``, ``title`` and every metadata key seen)."""
-        from ragfind.pipeline.filters import BUILTIN_FIELDS
-
         seen = set(BUILTIN_FIELDS)
         for i in self._infos().values():
             seen |= set(i["fields"])
@@ -1203,7 +1206,7 @@ class ShardedRetriever:
             return False
 
     def _remove_groups(self) -> None:
-        from ray.util.placement_group import remove_placement_group
+        from ray.util.placement_group import remove_placement_group  # the ray extra
 
         for pg in getattr(self, "_groups", ()):
             try:
@@ -1218,6 +1221,7 @@ class ShardedRetriever:
         driver's namespace, and the creating driver had its own. A missing one is no error."""
         if getattr(self, "name", None) is None or not hasattr(self, "_ray"):
             return
+        # the ray extra
         from ray.util.placement_group import (
             PlacementGroup,
             placement_group_table,
@@ -1318,10 +1322,6 @@ def _adopt_shared_log(shard_home: Path, homes: list) -> None:
 def _options_from_folder(shard0: Path, manifest: dict, given: dict) -> dict:
     """The Retriever options a sharded folder was built with (from shard 0's manifest and
     BM25 index), overridden by those given."""
-    import json
-
-    from ragfind.pipeline.saved import BM25_FILE, MANIFEST, RetrieverFolderError
-
     try:
         with open(shard0 / MANIFEST, encoding="utf-8") as fh:
             m = json.load(fh)
@@ -1346,12 +1346,8 @@ def _options_from_folder(shard0: Path, manifest: dict, given: dict) -> dict:
     enc = m.get("encoder")
     opts["encoder"] = enc["ref"] if enc else None
     if (shard0 / BM25_FILE).exists():
-        from ragfind.sparse.bm25 import BM25Index
-
         saved = BM25Index.load(shard0 / BM25_FILE, mmap=True)
         s = saved.stats()
-        from ragfind.sparse.analyzer import Analyzer
-
         opts["bm25"] = BM25Index(
             s["method"], s["k1"], s["b"], s["delta"], Analyzer.from_config(saved.analyzer.config())
         )

@@ -34,10 +34,13 @@ from typing import Any
 import numpy as np
 
 from ragfind.distributed.folder import MANIFEST, read_tree, write_tree
-from ragfind.distributed.partition import ShardChunkIds
+from ragfind.distributed.partition import ShardChunkIds, doc_seq_of_chunk
 from ragfind.persist.atomic import fsync_dir
 from ragfind.persist.wal import WriteLog
 from ragfind.pipeline.retriever import Retriever
+from ragfind.pipeline.stages.bm25 import BM25Stage
+from ragfind.sparse.analyzer import Analyzer
+from ragfind.sparse.bm25 import BM25Index
 
 STATE = "state.json"
 WAL = "wal.log"
@@ -67,9 +70,6 @@ def bm25_spec(index: Any) -> dict:
 
 
 def bm25_from_spec(spec: dict) -> Any:
-    from ragfind.sparse.analyzer import Analyzer
-    from ragfind.sparse.bm25 import BM25Index
-
     return BM25Index(
         spec["method"], spec["k1"], spec["b"], spec["delta"], Analyzer.from_config(spec["analyzer"])
     )
@@ -120,9 +120,6 @@ def _exclusive(fn):
 def bm25_stages(r: Retriever) -> list:
     """The first stages whose scores take the collection's statistics: BM25 over a plain
     :class:`ragfind.BM25Index` (a BM25F index scores with its own)."""
-    from ragfind.pipeline.stages.bm25 import BM25Stage
-    from ragfind.sparse.bm25 import BM25Index
-
     return [s for s in r.first_stages if isinstance(s, BM25Stage) and isinstance(s.index, BM25Index)]
 
 
@@ -572,7 +569,7 @@ class ShardActor:
         self._sync(aborts)
         if source is None:
             return self.state()
-        import ray
+        import ray  # the ray extra
 
         for _ in range(3):
             pairs = [(q, self.terms.get(q, -1)) for q in self.applied if q > self.base]
@@ -821,7 +818,7 @@ class ShardActor:
 def _node_id() -> str | None:
     """The Ray node this copy runs on (None outside Ray)."""
     try:
-        import ray
+        import ray  # the ray extra
 
         return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
     except Exception:  # noqa: BLE001 - informational only
@@ -829,8 +826,6 @@ def _node_id() -> str | None:
 
 
 def _max_seq(r: Retriever) -> int:
-    from ragfind.distributed.partition import doc_seq_of_chunk
-
     if r.store.next_chunk_id == 0:
         return -1
     return int(doc_seq_of_chunk(np.asarray([r.store.next_chunk_id - 1]))[0])

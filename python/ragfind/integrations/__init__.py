@@ -11,6 +11,10 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
+import numpy as np
+
+from ragfind.errors import check_k
+
 __all__ = [
     "Bounds",
     "FunctionEncoder",
@@ -45,8 +49,6 @@ def passage_metadata(p: Any) -> dict:
 
 def check_search_args(retriever: Any, k: Any, filters: Any) -> None:
     """The framework retrievers' arguments, checked when they are built (not at the first query)."""
-    from ragfind.errors import check_k
-
     if not callable(getattr(retriever, "search", None)):
         raise TypeError(f"retriever is a {type(retriever).__name__}; expected a ragfind.Retriever")
     check_k(k)
@@ -113,16 +115,12 @@ class FunctionEncoder:
         self.tokenizer = None
 
     def encode(self, texts: Any, batch_size: int = 32, show_progress: bool = False, **_: Any) -> Any:
-        import numpy as np
-
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), np.float32)
         return np.asarray(self._embed_documents(texts), dtype=np.float32).reshape(len(texts), self.dim)
 
     def encode_query(self, text: str) -> Any:
-        import numpy as np
-
         return np.asarray(self._embed_query(text), dtype=np.float32).reshape(self.dim)
 
 
@@ -134,8 +132,6 @@ def dense_search(retriever: Any, vector: Any, k: int, filters: Mapping[str, Any]
     Raises:
         ValueError: the retriever has no dense stage, a bad filter or vector.
     """
-    import numpy as np
-
     index = retriever.dense
     if index is None:
         raise ValueError("this retriever has no dense stage (it was built without an encoder)")

@@ -35,6 +35,8 @@ from haystack.document_stores.errors import DuplicateDocumentError
 from haystack.document_stores.types import DuplicatePolicy, FilterPolicy, apply_filter_policy
 from haystack.utils.filters import document_matches_filter
 
+from ragfind.dense.index import DenseIndex
+from ragfind.fusion import rrf
 from ragfind.integrations import (
     KIND_BOOL,
     KIND_NUM,
@@ -59,6 +61,8 @@ from ragfind.integrations import (
     select_documents,
     valued,
 )
+from ragfind.pipeline.retriever import Retriever
+from ragfind.sparse.bm25 import BM25Index
 
 __all__ = [
     "RagfindBM25Retriever",
@@ -99,9 +103,6 @@ class RagfindDocumentStore:
         dense_kind: str = "exact",
         rrf_k: float = 60,
     ) -> None:
-        from ragfind.pipeline.retriever import Retriever
-        from ragfind.sparse.bm25 import BM25Index
-
         if embedding_similarity_function not in ("cosine", "dot_product"):
             raise ValueError(
                 f"embedding_similarity_function = {embedding_similarity_function!r}; "
@@ -239,8 +240,6 @@ class RagfindDocumentStore:
             return len(docs)
 
     def _new_dense(self, dim: int) -> Any:
-        from ragfind.dense.index import DenseIndex
-
         metric = "cosine" if self.embedding_similarity_function == "cosine" else "ip"
         return DenseIndex(dim, metric=metric, kind=self.dense_kind)
 
@@ -338,8 +337,6 @@ class RagfindDocumentStore:
         weights: tuple[float, float] | None = None,
     ) -> list[Document]:
         """BM25 and embedding retrieval (``candidates`` each) fused by RRF; scores are the fused ones."""
-        from ragfind.fusion import rrf
-
         if top_k <= 0 or len(self.retriever) == 0:
             return []
         depth = max(candidates, top_k)

@@ -26,6 +26,7 @@ import json
 import threading
 import uuid
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any, Callable, ClassVar, Optional
 
 import numpy as np
@@ -46,6 +47,8 @@ from ragfind.integrations import (
     existing_ids,
     passage_metadata,
 )
+from ragfind.models import ModelMismatchError
+from ragfind.pipeline.retriever import Retriever
 
 __all__ = ["RagfindRetriever", "RagfindVectorStore", "RagfindVectorStoreRetriever"]
 
@@ -194,8 +197,6 @@ class RagfindVectorStore(VectorStore):
         return None
 
     def _build(self, dim: int) -> Any:
-        from ragfind.pipeline.retriever import Retriever
-
         opts = {"chunk_size": None, "contextualize": False, **self._options}
         return Retriever(encoder=_embeddings_encoder(self.embedding, dim), **opts)
 
@@ -495,13 +496,8 @@ class RagfindVectorStore(VectorStore):
         Raises:
             ragfind.ModelMismatchError: another embedding class or dimension than the saved one.
         """
-        from ragfind.models import ModelMismatchError
-        from ragfind.pipeline.retriever import Retriever
-
         if embedding is None:
             return cls(retriever=Retriever.load(path, **load_options))
-        from pathlib import Path
-
         manifest = json.loads((Path(path) / "manifest.json").read_text(encoding="utf-8"))
         info = manifest.get("encoder") or {}
         if "dim" not in info:

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import threading
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -44,6 +46,7 @@ from llama_index.core.vector_stores.types import (
 )
 from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 
+from ragfind.fusion import rrf
 from ragfind.integrations import (
     KIND_BOOL,
     KIND_NUM,
@@ -74,6 +77,7 @@ from ragfind.integrations import (
     select_documents,
     valued,
 )
+from ragfind.pipeline.retriever import Retriever
 
 __all__ = ["RagfindRetriever", "RagfindVectorStore", "to_ragfind_filters"]
 
@@ -389,8 +393,6 @@ class RagfindVectorStore(BasePydanticVectorStore):
         return self._retriever
 
     def _build(self, dim: int) -> Any:
-        from ragfind.pipeline.retriever import Retriever
-
         opts = {"chunk_size": None, "contextualize": False, **self._options}
         return Retriever(encoder=_encoder(dim), **opts)
 
@@ -550,8 +552,6 @@ class RagfindVectorStore(BasePydanticVectorStore):
         )
 
     def _hybrid(self, query: VectorStoreQuery, flt: dict | None) -> list:
-        from ragfind.fusion import rrf
-
         r = self._retriever
         top = query.hybrid_top_k or query.similarity_top_k
         depth = max(r.candidates, top, query.sparse_top_k or 0)
@@ -605,11 +605,6 @@ class RagfindVectorStore(BasePydanticVectorStore):
     @classmethod
     def from_persist_path(cls, persist_path: str, fs: Any = None) -> RagfindVectorStore:
         """Opens a folder written by :meth:`persist`."""
-        import json
-        from pathlib import Path
-
-        from ragfind.pipeline.retriever import Retriever
-
         if fs is not None and getattr(fs, "protocol", "file") not in ("file", ("file", "local")):
             raise NotImplementedError("RagfindVectorStore persists to local folders only (fs=None)")
         manifest = json.loads((Path(persist_path) / "manifest.json").read_text(encoding="utf-8"))

@@ -16,7 +16,7 @@ import numpy as np
 from ragfind import _core
 from ragfind.errors import IndexFileError, check_k
 from ragfind.ids import IdFilter, IdMap, as_id_filter
-from ragfind.index import Contribution, Explanation, check_dim, check_threads, renamed_option
+from ragfind.index import Contribution, Explanation, check_dim, check_threads, old_spellings
 from ragfind.persist.sectioned import SectionedFile, refuse_old_version, write_sectioned
 
 __all__ = ["maxsim", "LateInteractionIndex", "MaxSimExplanation", "TokenMatch"]
@@ -148,8 +148,9 @@ class LateInteractionIndex:
         return view
 
     # ----------------------------------------------------------------- building
-    def add(self, documents, ids=None) -> np.ndarray:
-        """Append documents, each a (tokens, dim) float array, under ``ids``; returns the ids.
+    @old_spellings(renamed={"documents": "items"})
+    def add(self, items, ids=None) -> np.ndarray:
+        """Append documents (``items``), each a (tokens, dim) float array, under ``ids``; returns the ids.
 
         ``ids``: one int or str per document (all one kind, the index's), or None for
         consecutive ints after the largest int id so far. All documents and ids are validated
@@ -157,6 +158,7 @@ class LateInteractionIndex:
         documents drops the centroids (rebuild them). Raises TypeError/ValueError naming the
         offending document, IdKindError, DuplicateIdError.
         """
+        documents = items
         if isinstance(documents, np.ndarray) and documents.ndim == 2:
             raise TypeError(
                 "documents must be a list of (tokens, dim) arrays; wrap a single document in a list"
@@ -258,16 +260,14 @@ class LateInteractionIndex:
             return np.zeros(0, dtype=np.float32)
         return _core.maxsim_packed(q, tokens, offsets, rows, threads, False)
 
-    def score(self, query_vectors, ids=None, *, threads: int | None = None, **old) -> np.ndarray:
+    @old_spellings(renamed={"query_vectors": "query", "n_threads": "threads"})
+    def score(self, query, ids=None, *, threads: int | None = None) -> np.ndarray:
         """MaxSim of the query against the documents ``ids`` (default: every live document,
         in :attr:`ids` order), float32, in order. ``threads``: worker threads (None or 0: one
         per core; ``n_threads`` is its deprecated older name). UnknownIdError for an id not
         in the index."""
-        threads = check_threads(
-            renamed_option(old, "n_threads", "threads", threads, "LateInteractionIndex.score")
-        )
-        _no_more_options(old, "score")
-        q = self._query(query_vectors)
+        threads = check_threads(threads)
+        q = self._query(query)
         with self._lock:
             self._flush()
             if ids is None:
@@ -311,9 +311,10 @@ class LateInteractionIndex:
             return np.empty(0, dtype=object if self._ids.kind == "str" else np.int64)
         return row_ids[rows]
 
+    @old_spellings(renamed={"query_vectors": "query", "n_probe": "nprobe"})
     def search(
         self,
-        query_vectors,
+        query,
         k: int = 10,
         filter=None,  # noqa: A002 - the API's name
         *,
@@ -321,7 +322,6 @@ class LateInteractionIndex:
         nprobe: int | None = None,
         n_rerank: int | None = None,
         exhaustive: bool | None = None,
-        **old,
     ) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` best documents for a query: (ids, scores float32), best first.
 
@@ -336,12 +336,10 @@ class LateInteractionIndex:
         re-scored exactly. ``threads``: MaxSim worker threads (None or 0: one per core).
         ``n_probe`` is the deprecated older name of ``nprobe``.
         """
-        nprobe = renamed_option(old, "n_probe", "nprobe", nprobe, "LateInteractionIndex.search")
-        _no_more_options(old, "search")
         nprobe = 4 if nprobe is None else nprobe
         k = check_k(k, len(self))
         threads = check_threads(threads)
-        q = self._query(query_vectors)
+        q = self._query(query)
         flt = as_id_filter(filter)
         with self._lock:
             self._flush()
@@ -369,6 +367,7 @@ class LateInteractionIndex:
 
     # ----------------------------------------------------------------- PLAID-style candidates
 
+    @old_spellings(renamed={"n_probe": "nprobe"})
     def search_batch(
         self,
         queries: Sequence,
@@ -376,23 +375,22 @@ class LateInteractionIndex:
         filter=None,  # noqa: A002 - the API's name
         *,
         threads: int | None = None,
-        **options,
+        nprobe: int | None = None,
+        n_rerank: int | None = None,
+        exhaustive: bool | None = None,
     ) -> list[tuple[np.ndarray, np.ndarray]]:
         """:meth:`search` for each query matrix (their token counts differ), in order: one
         ``(ids, scores)`` per query. ``filter`` is compiled once for the batch; each query's
-        MaxSim scoring runs on ``threads`` workers (None or 0: one per core). ``options`` as
-        for :meth:`search`.
+        MaxSim scoring runs on ``threads`` workers (None or 0: one per core). ``nprobe``,
+        ``n_rerank`` and ``exhaustive`` as for :meth:`search`.
         """
         if isinstance(queries, np.ndarray) and queries.ndim == 2:
             raise ValueError("queries must be a list of (tokens, dim) matrices; a 2-D array is one query")
         check_k(k)
         threads = check_threads(threads)
-        if "n_probe" in options:  # warn once for the batch, here, not once per query
-            options["nprobe"] = renamed_option(
-                options, "n_probe", "nprobe", options.get("nprobe"), "LateInteractionIndex.search_batch"
-            )
         flt = as_id_filter(filter)
-        return [self.search(q, k, flt, threads=threads, **options) for q in queries]
+        opts = {"nprobe": nprobe, "n_rerank": n_rerank, "exhaustive": exhaustive}
+        return [self.search(q, k, flt, threads=threads, **opts) for q in queries]
 
     def build_centroids(
         self,
@@ -444,6 +442,7 @@ class LateInteractionIndex:
             self._ivf_offsets = np.concatenate([[0], np.cumsum(ivf_counts)]).astype(np.int64)
             self._ivf_docs = ivf_docs
 
+    @old_spellings(renamed={"n_probe": "nprobe"})
     def candidates(
         self,
         query_vectors,
@@ -451,13 +450,10 @@ class LateInteractionIndex:
         nprobe: int | None = None,
         n_candidates: int = 256,
         filter=None,  # noqa: A002 - the API's name
-        **old,
     ) -> np.ndarray:
         """Candidate document ids from the centroids (PLAID stages 1-2), best approximate
         first, among the live documents ``filter`` allows (None: all). ``nprobe`` (default 4;
         ``n_probe`` is its deprecated older name) centroids are probed per query token."""
-        nprobe = renamed_option(old, "n_probe", "nprobe", nprobe, "LateInteractionIndex.candidates")
-        _no_more_options(old, "candidates")
         n_probe = 4 if nprobe is None else nprobe
         if not self.has_centroids:
             raise ValueError("no centroids: call build_centroids() first")
@@ -479,7 +475,8 @@ class LateInteractionIndex:
         return self._ids_of(row_ids, cand)
 
     # ----------------------------------------------------------------- explanations
-    def explain(self, query_vectors, doc_id, *, query_tokens=None, doc_tokens=None) -> Explanation:
+    @old_spellings(renamed={"query_vectors": "query", "doc_id": "id"})
+    def explain(self, query, id, *, query_tokens=None, doc_tokens=None) -> Explanation:  # noqa: A002
         """For each query token, the document token it matched and their similarity: an
         :class:`~ragfind.index.Explanation` of kind ``"late"`` with one contribution per query
         token (name its label, else ``q[i]``; value the similarity; ``detail`` with
@@ -490,8 +487,8 @@ class LateInteractionIndex:
         encoder's ``tokenize``) label the matches. The similarities sum to the MaxSim score.
         UnknownIdError for an id not in the index.
         """
-        q = self._query(query_vectors)
-        doc = np.ascontiguousarray(self.document(doc_id))
+        q = self._query(query)
+        doc = np.ascontiguousarray(self.document(id))
         best, sims = _core.maxsim_explain(q, doc)
         for name, labels, n in (("query_tokens", query_tokens, len(q)), ("doc_tokens", doc_tokens, len(doc))):
             if labels is not None and len(labels) != n:
@@ -506,7 +503,7 @@ class LateInteractionIndex:
             )
             for i in range(len(q))
         ]
-        old = MaxSimExplanation(doc_id, float(np.sum(sims, dtype=np.float64)), matches)
+        old = MaxSimExplanation(id, float(np.sum(sims, dtype=np.float64)), matches)
         parts = tuple(
             Contribution(
                 m.query_text if m.query_text is not None else f"q[{m.query_token}]",
@@ -520,7 +517,7 @@ class LateInteractionIndex:
             )
             for m in matches
         )
-        return Explanation("late", doc_id, old.score, parts, {"n_doc_tokens": len(doc)}, _legacy=old)
+        return Explanation("late", id, old.score, parts, {"n_doc_tokens": len(doc)}, _legacy=old)
 
     # ----------------------------------------------------------------- persistence
     def save(self, path) -> None:
@@ -618,12 +615,6 @@ class LateInteractionIndex:
             f"dtype={self.dtype!r}, centroids={0 if self._centroids is None else len(self._centroids)}, "
             f"ids={self.id_kind})"
         )
-
-
-def _no_more_options(options: dict, where: str) -> None:
-    if options:
-        name = next(iter(options))
-        raise TypeError(f"LateInteractionIndex.{where}() got an unexpected keyword argument {name!r}")
 
 
 def _candidate_rows(q, offsets, ivf, allowed_mask, n_probe: int, n_candidates: int) -> np.ndarray:

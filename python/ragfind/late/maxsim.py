@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ragfind import _core
-from ragfind.index import check_threads, renamed_option
+from ragfind.index import check_threads, old_spellings
 
 __all__ = ["maxsim", "MaxSimExplanation", "TokenMatch"]
 
@@ -45,6 +45,7 @@ def _as_doc(doc, name: str, dtype: np.dtype | None) -> np.ndarray:
     return np.ascontiguousarray(d, dtype=dtype)
 
 
+@old_spellings(renamed={"n_threads": "threads"})
 def maxsim(
     query_vectors,
     documents,
@@ -52,7 +53,6 @@ def maxsim(
     offsets=None,
     threads: int | None = None,
     check_finite: bool = True,
-    **old,
 ) -> np.ndarray:
     """MaxSim scores of one query against many documents.
 
@@ -76,9 +76,7 @@ def maxsim(
         TypeError: non-float input. ValueError: wrong shapes, mismatched dims, an empty
         document, malformed offsets, or NaN/Inf (the message names the argument and row).
     """
-    threads = check_threads(renamed_option(old, "n_threads", "threads", threads, "maxsim"))
-    if old:
-        raise TypeError(f"maxsim() got an unexpected keyword argument {next(iter(old))!r}")
+    threads = check_threads(threads)
     q = _as_query(query_vectors)
     if offsets is not None:
         tokens = _as_doc(documents, "documents", None)

@@ -65,7 +65,7 @@ from ragfind.models.folder import (
     read_model_folder,
 )
 from ragfind.models.onnx_export.convert import export, quantize_int8
-from ragfind.models.registry import cache_dir, clear_cache, default_model_names
+from ragfind.models.registry import cache_dir, clear_cache, default_model_names, resolve_model_path
 
 __all__ = [
     "CONFIG_FILE",
@@ -103,8 +103,6 @@ def load_model(path_or_name, **kwargs):
     Raises:
         ModelFolderError: missing/corrupt folder, unknown name, or a role this function does not load.
     """
-    from ragfind.models.registry import resolve_model_path
-
     path = resolve_model_path(path_or_name)
     cfg = read_model_folder(path, verify=kwargs.get("verify", True))
     if cfg.role == "bi-encoder":

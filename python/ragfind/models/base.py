@@ -12,6 +12,7 @@ from ragfind.models.folder import (
     ModelFolderError,
     read_model_folder,
 )
+from ragfind.models.registry import resolve_model_path
 from ragfind.models.session import GRAPH_OPTIMIZATION_LEVELS, default_threads, load_tokenizer, make_session  # noqa: F401
 
 DEFAULT_MAX_TEXT_CHARS = 100_000
@@ -60,8 +61,6 @@ class _ModelBase:
         verify: bool = True,
         allow_spinning: bool = False,
     ):
-        from ragfind.models.registry import resolve_model_path
-
         self.path = resolve_model_path(path_or_name)
         self.config: ModelConfig = read_model_folder(self.path, verify=verify)
         if self._expected_role and self.config.role not in self._expected_role:
@@ -154,7 +153,7 @@ class _ModelBase:
         order = np.argsort(-lengths, kind="stable")  # longest first: the arena peaks on the first call
         batches = batch_slices(lengths[order], batch_size, max_batch_tokens)
         if show_progress:
-            from tqdm.auto import tqdm
+            from tqdm.auto import tqdm  # import cost: only a progress bar needs it
 
             batches = tqdm(batches, total=len(batches), desc=desc, unit="batch")
         for start, stop in batches:

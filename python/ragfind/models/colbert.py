@@ -33,6 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from ragfind.models.base import DEFAULT_MAX_TEXT_CHARS, _ModelBase
+from ragfind.models.folder import ModelFolderError
+from ragfind.models.onnx_export.convert import export
 
 __all__ = ["ColbertEncoder", "export_colbert", "colbert_settings_from_checkpoint"]
 
@@ -87,8 +89,6 @@ class ColbertEncoder(_ModelBase):
         super().__init__(
             path_or_name, threads, graph_optimization, providers, max_text_chars=max_text_chars, verify=verify
         )
-        from ragfind.models.folder import ModelFolderError
-
         base = DEFAULT_COLBERT if self.config.role == "colbert" else BI_ENCODER_FALLBACK
         user = self.config.raw.get("colbert") or {}
         if not isinstance(user, dict):
@@ -175,7 +175,7 @@ class ColbertEncoder(_ModelBase):
         out: list[np.ndarray | None] = [None] * len(rows)
         starts = range(0, len(order), batch_size)
         if show_progress:
-            from tqdm.auto import tqdm
+            from tqdm.auto import tqdm  # import cost: only a progress bar needs it
 
             starts = tqdm(starts, total=len(starts), desc=desc, unit="batch")
         for start in starts:
@@ -274,8 +274,6 @@ def export_colbert(src, dst, quantize: str | None = None, *, overwrite: bool = F
     Returns the model folder path. Raises as ``ragfind.export``, and ValueError on an unknown
     setting.
     """
-    from ragfind.models import export
-
     unknown = set(settings) - set(DEFAULT_COLBERT)
     if unknown:
         raise ValueError(

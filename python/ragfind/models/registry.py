@@ -10,11 +10,13 @@ folder is written in a temporary sibling and renamed, so concurrent first loads 
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 from pathlib import Path
 
-from ragfind.models.folder import CONFIG_FILE
+from ragfind.models.folder import CONFIG_FILE, ModelFolderError
+from ragfind.models.onnx_export.convert import export
 
 BUILD_VERSION = 2  # bump when the builder's graph changes, so cached folders are rebuilt
 # 2: residual add + LayerNorm as standard nodes (faster than SkipLayerNormalization)
@@ -43,8 +45,6 @@ def default_model_names() -> list[str]:
 
 
 def _package_model_dir(package: str) -> Path:
-    import importlib
-
     try:
         mod = importlib.import_module(package)
     except ImportError:
@@ -63,8 +63,6 @@ def ensure_default_model(name: str) -> Path:
         FileNotFoundError: the package holding the checkpoint is not installed.
         PermissionError: the cache dir is not writable (set $RAGFIND_HOME).
     """
-    from ragfind.models.onnx_export.convert import export
-
     name = ALIASES.get(name, name)
     spec = DEFAULT_MODELS[name]
     dst = cache_dir() / f"{name}-v{BUILD_VERSION}"
@@ -103,8 +101,6 @@ def resolve_model_path(path_or_name) -> Path:
         return ensure_default_model(path_or_name)
     p = Path(path_or_name)
     if not p.exists() and os.sep not in path_or_name and not path_or_name.startswith("."):
-        from ragfind.models.folder import ModelFolderError
-
         raise ModelFolderError(
             f"{path_or_name!r} is neither a model folder nor a default model name "
             f"(known: {', '.join(default_model_names())})"

@@ -23,7 +23,7 @@ def make_session(
     model_path: Path, threads: int | None, graph_optimization: str, providers, allow_spinning: bool = False
 ):
     """One InferenceSession (thread-safe for concurrent ``run`` calls), with clear errors."""
-    import onnxruntime as ort
+    import onnxruntime as ort  # import cost: loaded with the first model
 
     if graph_optimization not in GRAPH_OPTIMIZATION_LEVELS:
         raise ValueError(
@@ -62,7 +62,7 @@ def make_session(
 
 
 def load_tokenizer(path: Path):
-    from tokenizers import Tokenizer
+    from tokenizers import Tokenizer  # import cost: loaded with the first tokenizer
 
     try:
         tok = Tokenizer.from_file(str(path))

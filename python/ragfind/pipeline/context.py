@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragfind.pipeline.chunking import load_tokenizer
+
 __all__ = [
     "assemble_context",
     "AssembledContext",
@@ -221,8 +223,6 @@ def assemble_context(
             no single passage fits into.
         TypeError: a result without a str ``text``.
     """
-    from ragfind.pipeline.chunking import load_tokenizer
-
     if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) or budget_tokens <= 0:
         raise ValueError(f"budget_tokens = {budget_tokens!r}; expected a positive int")
     if order not in ("relevance", "edges"):

@@ -40,7 +40,9 @@ from typing import Any
 import numpy as np
 
 from ragfind import _core
+from ragfind.errors import IndexFileError
 from ragfind.ids import IdFilter
+from ragfind.persist.sectioned import SectionedFile, write_sectioned
 from ragfind.pipeline.cache import LRUCache, freeze
 
 __all__ = [
@@ -332,17 +334,12 @@ class MetadataFilters:
         )
 
     def save(self, path: Path) -> None:
-        from ragfind.persist.sectioned import write_sectioned
-
         data = np.frombuffer(self.core.dump(), dtype=np.uint8)
         write_sectioned(path, METADATA_MAGIC, METADATA_VERSION, {"n_chunks": len(self)}, {"index": data})
 
     @classmethod
     def load(cls, path: Path, verify: bool = True) -> MetadataFilters:
         """IndexFileError (a ValueError) for a file that is not a valid metadata index."""
-        from ragfind.errors import IndexFileError
-        from ragfind.persist.sectioned import SectionedFile
-
         f = SectionedFile(path, METADATA_MAGIC, METADATA_VERSION, "metadata index")
         (n,) = f.shape_of("index", 1)
         data = f.array("index", np.uint8, (n,), mmap=False, verify=verify)

@@ -14,48 +14,19 @@ import bisect
 from collections.abc import Sequence
 from typing import Any
 
-from ragfind.sparse.query import parse_query
+from ragfind.sparse.analyzer import resolve_analyzer
+from ragfind.sparse.query import parse_query, phrase_terms, positioned_terms  # the last two re-exported
 
 __all__ = [
     "LazyHighlighter",
     "highlight",
     "match_terms",
     "phrase_matches",
+    "phrase_terms",
     "positioned_terms",
     "query_terms",
     "snippet",
 ]
-
-
-def positioned_terms(analyzer: Any, text: str) -> list[tuple[str, int, int, int]]:
-    """``(term, start, end, position)`` per index term of ``text``: positions count the words
-    (stopwords removed leave no gap); identifier parts and compounds share the position of the
-    word they come from."""
-    core = analyzer._core
-    if getattr(analyzer, "_tokenizer", None) is None:
-        located = core.analyze_offsets(text)
-    else:
-        located = [(t, b, e, True) for t, b, e in analyzer.analyze_with_offsets(text)]
-    out = []
-    pos = -1
-    for term, b, e, counted in located:
-        if counted or pos < 0:
-            pos += 1
-        out.append((term, b, e, pos))
-    return out
-
-
-def phrase_terms(analyzer: Any, text: str) -> list[str]:
-    """The words of a phrase as index terms, one per position (identifier parts dropped: the
-    document side keeps them at their word's position, so they still match there)."""
-    if getattr(analyzer, "_tokenizer", None) is None:
-        located = analyzer._core.analyze_offsets(text)
-        if all(counted for *_, counted in located):  # one position per term: all of them
-            return [term for term, *_ in located]
-    seen: dict[int, str] = {}
-    for term, _, _, pos in positioned_terms(analyzer, text):
-        seen.setdefault(pos, term)
-    return [seen[p] for p in sorted(seen)]
 
 
 def phrase_matches(terms: Sequence[str], positions: dict, slop: int) -> list[tuple[int, list[int]]]:
@@ -106,8 +77,6 @@ def phrase_matches(terms: Sequence[str], positions: dict, slop: int) -> list[tup
 def highlight(text: str, query: str | Sequence[str], analyzer: Any = None) -> list[tuple[int, int]]:
     """Sorted, non-overlapping ``(start, end)`` character offsets in ``text`` where ``query``
     (a query string, or several phrasings) matched, by ``analyzer`` (default: ``Analyzer()``)."""
-    from ragfind.sparse.analyzer import resolve_analyzer
-
     analyzer = resolve_analyzer(analyzer)
     words, phrases = query_terms(query, analyzer)
     return match_terms(text, words, phrases, analyzer)

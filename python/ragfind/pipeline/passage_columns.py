@@ -30,6 +30,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from ragfind import _core
+from ragfind.errors import IndexFileError
+from ragfind.persist.sectioned import SectionedFile, write_sectioned
 from ragfind.pipeline.results import EMPTY_MAPPING, SLOTS, Passage, metadata_and_source, rank_views
 
 __all__ = ["PassageColumns"]
@@ -270,8 +272,6 @@ class PassageColumns:
 
     def save(self, path: str | os.PathLike) -> None:
         """Writes the columns as one sectioned file, atomically."""
-        from ragfind.persist.sectioned import write_sectioned
-
         write_sectioned(
             path,
             COLUMNS_MAGIC,
@@ -299,9 +299,6 @@ class PassageColumns:
         section's CRC32). Raises ``ragfind.errors.IndexFileError`` (a ValueError) for a file of
         another kind, version or shape, a corrupt one, or keys that are not ascending; the
         offsets are checked by every native read."""
-        from ragfind.errors import IndexFileError
-        from ragfind.persist.sectioned import SectionedFile
-
         f = SectionedFile(path, COLUMNS_MAGIC, COLUMNS_VERSION, "passage columns")
         n_chunks, n_docs = f.field("n_chunks", int), f.field("n_docs", int)
         n_live, n_bytes = f.field("n_live", int), f.field("n_bytes", int)

@@ -34,7 +34,10 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
+from ragfind import _core
 from ragfind.errors import check_k
+from ragfind.models import load_model
+from ragfind.models.cross_encoder import CrossEncoder
 from ragfind.pipeline.cache import LRUCache, freeze
 from ragfind.pipeline.chunk_ids import ChunkIdPolicy, sequential_chunk_ids
 from ragfind.pipeline.chunking import Chunk, _chunk_checked, _whole_checked, default_context, load_tokenizer
@@ -56,6 +59,9 @@ from ragfind.pipeline.stages import RerankStage, RetrievalStage
 from ragfind.pipeline.stages.bm25 import BM25Stage
 from ragfind.pipeline.stages.dense import DenseStage, check_dense_options
 from ragfind.pipeline.store import DocumentStore
+from ragfind.sparse.analyzer import Analyzer
+from ragfind.sparse.bm25 import BM25Index
+from ragfind.sparse.fields import BM25FIndex
 
 __all__ = [
     "Retriever",
@@ -197,9 +203,6 @@ class Retriever:
         stage_runner: StageRunner | None = None,
         chunk_id_policy: ChunkIdPolicy | None = None,
     ) -> None:
-        from ragfind.sparse.bm25 import BM25Index
-        from ragfind.sparse.fields import BM25FIndex
-
         enc = self._load_encoder(encoder)
         encoder_ref = encoder if isinstance(encoder, (str, os.PathLike)) or encoder is None else _path_of(enc)
         if isinstance(encoder_ref, os.PathLike):
@@ -369,8 +372,6 @@ class Retriever:
         if encoder is None:
             return None
         if isinstance(encoder, (str, os.PathLike)):
-            from ragfind.models import load_model
-
             model = load_model(encoder)
             if not hasattr(model, "encode_query"):
                 raise ValueError(f"encoder = {encoder!r} is not a bi-encoder (got {type(model).__name__})")
@@ -387,8 +388,6 @@ class Retriever:
         if reranker is None:
             return None
         if isinstance(reranker, (str, os.PathLike)):
-            from ragfind.models.cross_encoder import CrossEncoder
-
             return CrossEncoder(reranker)
         if not hasattr(reranker, "rank"):
             raise TypeError(
@@ -961,8 +960,6 @@ class Retriever:
         return table[2] if table[3] else None
 
     def _fuse(self, lists: list, names: list, top: int | None) -> tuple:
-        from ragfind import _core
-
         weights = [float(self.weights.get(n, 1.0)) for n in names] if self.weights else None
         keep = [i for i, (ids, _) in enumerate(lists) if len(ids)]
         if not keep:
@@ -1025,8 +1022,6 @@ class Retriever:
             return bm25.index.analyzer
         analyzer = getattr(self, "_default_analyzer", None)
         if analyzer is None:
-            from ragfind.sparse.analyzer import Analyzer
-
             analyzer = self._default_analyzer = Analyzer()
         return analyzer
 

@@ -24,9 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from ragfind.dense.index import DenseIndex
 from ragfind.errors import IndexFileError
+from ragfind.models import ModelMismatchError
 from ragfind.persist.atomic import fault_point, fsync_dir
-from ragfind.pipeline.chunking import default_context
+from ragfind.pipeline.chunking import _check_size, default_context
 from ragfind.pipeline.filters import MetadataFilters
 from ragfind.pipeline.passage_columns import PassageColumns
 from ragfind.pipeline.stages.bm25 import BM25Stage
@@ -279,8 +281,6 @@ def check_manifest(m: Any, mpath: Path) -> None:
         if not is_num(overlap):
             raise bad(f"chunk_overlap = {overlap!r}; expected a number")
         if size is not None:
-            from ragfind.pipeline.chunking import _check_size
-
             try:
                 _check_size(size, overlap)
             except (ValueError, TypeError) as exc:
@@ -313,9 +313,6 @@ def load_folder(
     chunk_id_policy: Any = None,
 ) -> Any:
     """Reads a folder written by :func:`save_folder` (see :meth:`Retriever.load`)."""
-    from ragfind.dense.index import DenseIndex
-    from ragfind.models import ModelMismatchError
-
     folder = Path(path)
     recover_folder(folder)
     if not folder.is_dir():

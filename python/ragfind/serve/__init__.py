@@ -24,7 +24,7 @@ __all__ = ["ServeConfig", "create_app", "load_retriever", "explain_passage", "bm
 def __getattr__(name: str):
     # The app needs starlette (the extra); the explanation helpers do not.
     if name in ("create_app", "load_retriever"):
-        from ragfind.serve import app
+        from ragfind.serve import app  # the serve extra
 
         return getattr(app, name)
     raise AttributeError(name)

@@ -13,6 +13,7 @@ import hmac
 import json
 import os
 import time
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -332,8 +333,6 @@ def create_app(
         return FastJSONResponse(
             {"error": f"{msg}: {request.method} {request.url.path}", "status": code}, status_code=code
         )
-
-    from contextlib import asynccontextmanager
 
     @asynccontextmanager
     async def lifespan(app):

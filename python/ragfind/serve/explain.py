@@ -18,6 +18,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from ragfind.errors import UnknownIdError
 from ragfind.index import Explanation
 
 __all__ = ["bm25_idf", "bm25_tf_component", "bm25_rescore", "bm25_terms", "check_params", "explain_passage"]
@@ -181,8 +182,6 @@ def _page(kind: str, ex: Explanation, k1: float | None, b: float | None) -> dict
 
 def _stage_detail(stage: Any, query: str, chunk_id: int, text: str, k1: Any, b: Any, ranked: bool) -> dict:
     """What one stage says about the chunk: its explanation when it has ``explain``."""
-    from ragfind.errors import UnknownIdError
-
     explain = getattr(stage, "explain", None)
     if explain is None:
         return {"kind": "other", "present": ranked}
@@ -215,8 +214,6 @@ def explain_passage(
         ragfind.UnknownIdError: no chunk ``chunk_id`` in the store. ValueError / TypeError: a bad
         query, filter, k1 or b.
     """
-    from ragfind.errors import UnknownIdError
-
     rows = retriever.store.fetch([int(chunk_id)])
     if int(chunk_id) not in rows:
         raise UnknownIdError(f"chunk_id: [{int(chunk_id)}] not in the store")

@@ -88,7 +88,7 @@ class HeldHeadTransport:
 
 
 def _base() -> type:
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol  # the serve extra
 
     return HttpToolsProtocol
 

@@ -26,10 +26,14 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
-from ragfind.errors import check_k
+from ragfind import _core
+from ragfind.errors import UnknownIdError, check_k
 from ragfind.persist.wal import WriteLog, WriteLogError
 from ragfind.pipeline.documents import DocumentError, a_json_type, check_documents, json_type
+from ragfind.pipeline.results import Passage
+from ragfind.pipeline.retriever import Retriever
 from ragfind.serve.config import ServeConfig
+from ragfind.serve.explain import explain_passage
 from ragfind.serve.metrics import Metrics
 
 try:  # the JSON codec of the serve extra: encoding ten passages took a fifth of a request
@@ -171,15 +175,13 @@ def load_retriever(folder: str | os.PathLike, encoder: Any = None) -> Any:
     path = Path(folder)
     if (path / "shards.json").is_file():
         try:
-            from ragfind.distributed import ShardedRetriever
+            from ragfind.distributed import ShardedRetriever  # the ray extra
         except ImportError as exc:
             raise RuntimeError(
                 f"{str(folder)!r} is a sharded retriever (shards.json); serving it needs "
                 f"ragfind.distributed and Ray: pip install 'ragfind[ray]' ({exc})"
             ) from exc
         return ShardedRetriever.load(path)
-    from ragfind.pipeline.retriever import Retriever
-
     return Retriever.load(path) if encoder is None else Retriever.load(path, encoder=encoder)
 
 
@@ -276,9 +278,6 @@ def _native_rows(text: bool = False) -> Any:
     """``rows(passages, fallback)`` reading :class:`ragfind.Passage` slots natively (the rows of
     :func:`passage_json`, without highlights), or with ``text`` ``text(passages)``, those rows'
     JSON text or None; None with a ``_core`` that lacks it."""
-    from ragfind import _core
-    from ragfind.pipeline.results import Passage
-
     make = getattr(_core, "json_row_maker", None)
     if make is None:  # pragma: no cover - a _core built before it
         return None
@@ -637,9 +636,6 @@ class Service:
 
     def explain(self, body: Any) -> dict:
         """``POST /explain``: the per-stage explanation of one chunk for one query."""
-        from ragfind.errors import UnknownIdError
-        from ragfind.serve.explain import explain_passage
-
         if not isinstance(body, dict):
             raise ApiError(400, f"the body is a JSON {json_type(body)}; expected an object")
         _only(body, EXPLAIN_KEYS, "the body")

@@ -126,7 +126,7 @@ class Follower:
 
     async def forward(self, request: Any, body: bytes) -> Any:
         """The writer's answer to this write; once it is acknowledged, this worker has applied it."""
-        import httpx
+        import httpx  # the serve extra
         from starlette.responses import Response
 
         if self._client is None:

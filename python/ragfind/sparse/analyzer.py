@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import Stemmer  # PyStemmer
+
 from ragfind import _core
 
 __all__ = ["ANALYZER_NAMES", "ENGLISH_STOPWORDS", "Analyzer", "resolve_analyzer"]
@@ -18,10 +20,6 @@ ENGLISH_STOPWORDS: tuple[str, ...] = (
 
 
 def _snowball_stemmer(language: str):
-    try:
-        import Stemmer  # PyStemmer
-    except ImportError as exc:  # pragma: no cover - PyStemmer is a dependency
-        raise ImportError("stemming needs PyStemmer (pip install PyStemmer), or pass stemmer=None") from exc
     algorithms = Stemmer.algorithms()
     if language not in algorithms:
         raise ValueError(

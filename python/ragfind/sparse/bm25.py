@@ -19,8 +19,9 @@ import numpy as np
 from ragfind import _core
 from ragfind.errors import check_k, unknown_ids
 from ragfind.ids import as_id_filter, check_filter_kind
-from ragfind.index import Contribution, Explanation, check_threads
-from ragfind.sparse.query import parse_query
+from ragfind.index import Contribution, Explanation, check_threads, old_spellings
+from ragfind.sparse.analyzer import ENGLISH_STOPWORDS, Analyzer, resolve_analyzer
+from ragfind.sparse.query import parse_query, phrase_terms
 
 __all__ = ["ENGLISH_STOPWORDS", "Analyzer", "BM25Index", "IndexFileError", "METHODS"]
 
@@ -36,10 +37,6 @@ IndexFileError = _core.IndexFileError
 IdList = Union[Sequence[str], Sequence[int], np.ndarray]
 
 
-from ragfind.sparse.analyzer import ENGLISH_STOPWORDS, Analyzer, resolve_analyzer  # noqa: E402,F401
-
-_PHRASE_TERMS: list = []
-
 #: BM25F (:mod:`ragfind.sparse.fields`) is built on BM25Index, so this module does not import it:
 #: it registers its class and file magic here on import (``ragfind.sparse`` imports it).
 _FIELDED: dict = {}
@@ -49,16 +46,6 @@ def register_fielded(cls: type, magic: bytes) -> None:
     """Makes ``BM25Index(fields=...)`` build a ``cls`` and ``BM25Index.load`` open files that
     start with ``magic`` as one."""
     _FIELDED.update(cls=cls, magic=magic)
-
-
-def _phrase_terms() -> Any:
-    """ragfind.pipeline.highlights.phrase_terms, imported once on first use (not at import
-    time: ragfind.pipeline imports this module)."""
-    if not _PHRASE_TERMS:
-        from ragfind.pipeline.highlights import phrase_terms
-
-        _PHRASE_TERMS.append(phrase_terms)
-    return _PHRASE_TERMS[0]
 
 
 def _compile_filter(index: BM25Index, flt: Any) -> Any:
@@ -239,7 +226,6 @@ class BM25Index:
         if not parsed.phrases:
             return None
         phrases = []
-        phrase_terms = _phrase_terms()
         for ph in parsed.phrases:
             terms = phrase_terms(self._analyzer, ph.text)
             if terms:
@@ -257,11 +243,12 @@ class BM25Index:
 
     # ----- building
 
-    def add(self, texts: Sequence[str], ids: IdList | None = None) -> np.ndarray:
+    @old_spellings(renamed={"texts": "items"})
+    def add(self, items: Sequence[str], ids: IdList | None = None) -> np.ndarray:
         """Adds documents, searchable as soon as this returns; returns their ids.
 
         Args:
-            texts: the documents (str; bytes are rejected: decode them first).
+            items: the documents' texts (str; bytes are rejected: decode them first).
             ids: one id per document, all int or all str, unique in the index. Default:
                 consecutive ints after the largest int id so far (0, 1, 2, ... for a new index).
 
@@ -275,7 +262,7 @@ class BM25Index:
             ValueError: as many ids as texts was not given.
             Nothing is added when an error is raised.
         """
-        texts = _check_texts(texts, "texts")
+        texts = _check_texts(items, "texts")
         ids = _check_ids(ids)
         with self._writes:  # no other write between the add and reading its default ids back
             self._core.add(texts, ids)
@@ -422,13 +409,14 @@ class BM25Index:
             _compile_filter(self, filter),
         )
 
+    @old_spellings(positional=("threads",))
     def search_batch(
         self,
         queries: Sequence[str],
         k: int = 10,
         filter: Any = None,  # noqa: A002
-        threads: int | None = None,
         *,
+        threads: int | None = None,
         algorithm: str = "auto",
         stats: tuple | None = None,
     ) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -473,13 +461,14 @@ class BM25Index:
             _compile_filter(self, filter),
         )
 
+    @old_spellings(positional=("threads",))
     def search_batch_tokenized(
         self,
         token_lists: Sequence[Sequence[str]],
         k: int = 10,
         filter: Any = None,  # noqa: A002
-        threads: int | None = None,
         *,
+        threads: int | None = None,
         algorithm: str = "auto",
     ) -> list[tuple[np.ndarray, np.ndarray]]:
         """:meth:`search_batch` for pre-tokenized queries."""
@@ -520,8 +509,9 @@ class BM25Index:
         )
         return self.score(query)
 
-    def explain(self, query: str | Sequence[str], doc_id: int | str) -> Explanation:
-        """Why ``doc_id`` scores what it does for ``query``.
+    @old_spellings(renamed={"doc_id": "id"})
+    def explain(self, query: str | Sequence[str], id: int | str) -> Explanation:  # noqa: A002
+        """Why ``id`` scores what it does for ``query``.
 
         Returns an :class:`~ragfind.index.Explanation` of kind ``"bm25"``: ``score``;
         ``detail`` with ``method``, ``k1``, ``b``, ``delta``, ``num_docs``, ``doc_len``,
@@ -533,20 +523,20 @@ class BM25Index:
         ``score``. Change parameters with :meth:`set_params` and compare.
 
         Raises:
-            ragfind.UnknownIdError (a KeyError): ``doc_id`` is not in the index (or was deleted).
+            ragfind.UnknownIdError (a KeyError): ``id`` is not in the index (or was deleted).
         """
         if not isinstance(query, (str, bytes)):
             query = _check_texts(query, "query")
         split = self._phrases(query) if isinstance(query, str) else None
         if split is None:
-            return _bm25_explanation(self._core.explain(query, doc_id))
+            return _bm25_explanation(self._core.explain(query, id))
         text, phrases = split
-        out = self._core.explain(text, doc_id)
+        out = self._core.explain(text, id)
         out["phrases"] = []
         for terms, slop in phrases:
-            part, (pf,) = self._core.phrase_score("", [(terms, slop)], doc_id)
+            part, (pf,) = self._core.phrase_score("", [(terms, slop)], id)
             out["phrases"].append({"terms": terms, "slop": slop, "phrase_freq": pf, "contribution": part})
-        out["score"] = self._core.phrase_score(text, phrases, doc_id)[0]
+        out["score"] = self._core.phrase_score(text, phrases, id)[0]
         return _bm25_explanation(out)
 
     def set_params(
@@ -582,8 +572,14 @@ class BM25Index:
         self._core.save(os.fspath(path), json.dumps(meta))
 
     @classmethod
+    @old_spellings(positional=("mmap", "analyzer"))
     def load(
-        cls, path: str | os.PathLike, mmap: bool = True, analyzer: Analyzer | str | None = None
+        cls,
+        path: str | os.PathLike,
+        *,
+        mmap: bool = True,
+        verify: bool = True,
+        analyzer: Analyzer | str | None = None,
     ) -> BM25Index:
         """Loads an index written by :meth:`save`.
 
@@ -592,6 +588,8 @@ class BM25Index:
             mmap: map the postings and lengths from the file instead of reading them into
                 memory. The file is validated in full either way; with ``mmap`` the checked
                 pages are released again, so only the postings queries touch stay resident.
+            verify: accepted as by every index. The C++ loader always checks the CRC-32 of
+                every section (it has no unchecked path), so ``verify=False`` checks them too.
             analyzer: the analyzer to use (required if the index was built with a custom
                 tokenizer); default: rebuilt from the saved settings.
 
@@ -605,7 +603,7 @@ class BM25Index:
         try:
             with open(path, "rb") as f:
                 if f.read(8) == _FIELDED["magic"]:
-                    return _FIELDED["cls"].load(path, mmap, analyzer=analyzer)
+                    return _FIELDED["cls"].load(path, mmap=mmap, verify=verify, analyzer=analyzer)
         except OSError:
             pass  # the C++ loader reports it
         meta_text = _core.BM25Core.read_analyzer_json(path)

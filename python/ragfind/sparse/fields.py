@@ -32,8 +32,10 @@ import numpy as np
 
 from ragfind.errors import IndexFileError, check_k
 from ragfind.ids import as_id_filter
-from ragfind.index import Contribution, Explanation, check_threads
-from ragfind.sparse.bm25 import BM25Index, register_fielded
+from ragfind.index import Contribution, Explanation, check_threads, old_spellings
+from ragfind.persist.sectioned import SectionedFile, write_sectioned
+from ragfind.sparse.analyzer import Analyzer, resolve_analyzer
+from ragfind.sparse.bm25 import BM25Index, _check_texts, _positions_of, register_fielded
 
 __all__ = ["BM25FIndex", "FIELDS_MAGIC"]
 
@@ -84,8 +86,6 @@ class BM25FIndex:
         b: float = 0.75,
         analyzer: Any = None,
     ) -> None:
-        from ragfind.sparse.analyzer import Analyzer, resolve_analyzer
-
         if isinstance(k1, bool) or not isinstance(k1, (int, float)) or not math.isfinite(k1) or k1 < 0:
             raise ValueError(f"k1: expected a finite number >= 0, got {k1!r}")
         if isinstance(b, bool) or not isinstance(b, (int, float)) or not (0.0 <= b <= 1.0):
@@ -97,7 +97,8 @@ class BM25FIndex:
 
     # ----- building
 
-    def add(self, docs: Sequence[Mapping[str, str]], ids: Any = None) -> np.ndarray:
+    @old_spellings(renamed={"docs": "items"})
+    def add(self, items: Sequence[Mapping[str, str]], ids: Any = None) -> np.ndarray:
         """Adds documents (dicts of field -> str; missing fields are empty); returns their ids
         (int64, or an object array of str).
 
@@ -106,9 +107,9 @@ class BM25FIndex:
             ValueError: a key that is not a field. Id errors as BM25Index.add.
             Nothing is added when an error is raised.
         """
-        if isinstance(docs, Mapping) or isinstance(docs, (str, bytes)):
+        if isinstance(items, Mapping) or isinstance(items, (str, bytes)):
             raise TypeError("docs: expected a list of dicts (field -> text), got a single one")
-        docs = list(docs)
+        docs = list(items)
         columns: dict[str, list[str]] = {f: [] for f in self._weights}
         for i, d in enumerate(docs):
             if not isinstance(d, Mapping):
@@ -185,8 +186,6 @@ class BM25FIndex:
         scores = self._all_scores(query)
         if ids is None:
             return scores
-        from ragfind.sparse.bm25 import _positions_of
-
         return scores[_positions_of(self._ids_array(), ids)]
 
     def get_scores(self, query: str) -> np.ndarray:
@@ -256,16 +255,15 @@ class BM25FIndex:
     ) -> list[tuple[np.ndarray, np.ndarray]]:
         """:meth:`search` for each query, in order: one ``(ids, scores)`` per query. The
         queries run one after another on the calling thread (``threads`` is checked only)."""
-        from ragfind.sparse.bm25 import _check_texts
-
         queries = _check_texts(queries, "queries")
         k = check_k(k)
         check_threads(threads)
         flt = as_id_filter(filter)
         return [self.search(q, k, flt) for q in queries]
 
-    def explain(self, query: str, doc_id: Any) -> Explanation:
-        """Why ``doc_id`` scores what it does: an :class:`~ragfind.index.Explanation` of kind
+    @old_spellings(renamed={"doc_id": "id"})
+    def explain(self, query: str, id: Any) -> Explanation:  # noqa: A002
+        """Why ``id`` scores what it does: an :class:`~ragfind.index.Explanation` of kind
         ``"bm25f"`` whose ``detail`` holds ``k1``, ``num_docs`` and ``terms`` (per distinct
         query term ``term``, ``query_tf``, ``df``, ``idf``, ``pseudo_tf``, ``contribution``)
         and whose contributions are one per query term and field (name ``field:term``, value
@@ -275,12 +273,12 @@ class BM25FIndex:
         ``score``.
 
         Raises:
-            ragfind.UnknownIdError (a KeyError): ``doc_id`` is not in the index.
+            ragfind.UnknownIdError (a KeyError): ``id`` is not in the index.
         """
         first = next(iter(self._parts.values()))
-        first.explain("", doc_id)  # the id check (and its error)
+        first.explain("", id)  # the id check (and its error)
         ids = self._ids_array()
-        at = int(np.flatnonzero(ids == doc_id)[0])
+        at = int(np.flatnonzero(ids == id)[0])
         norms = self._field_norms()
         lens = {f: p._core.document_lengths() for f, p in self._parts.items()}
         terms, total = [], 0.0
@@ -325,14 +323,12 @@ class BM25FIndex:
         )
         summary = [{k: v for k, v in t.items() if k != "fields"} for t in terms]
         detail = {"k1": self._k1, "num_docs": len(self), "terms": summary}
-        return Explanation("bm25f", doc_id, total, parts, detail, _legacy=old)
+        return Explanation("bm25f", id, total, parts, detail, _legacy=old)
 
     # ----- persistence
 
     def save(self, path: str | os.PathLike) -> None:
         """Writes every field's index into one file at ``path``, atomically."""
-        from ragfind.persist.sectioned import write_sectioned
-
         path = Path(os.fspath(path))
         sections = {}
         with tempfile.TemporaryDirectory(dir=path.parent, prefix=".bm25f-") as tmp:
@@ -348,14 +344,16 @@ class BM25FIndex:
             write_sectioned(path, FIELDS_MAGIC, _VERSION, header, sections)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, mmap: bool = False, analyzer: Any = None) -> BM25FIndex:
+    @old_spellings(positional=("mmap", "analyzer"))
+    def load(
+        cls, path: str | os.PathLike, *, mmap: bool = True, verify: bool = True, analyzer: Any = None
+    ) -> BM25FIndex:
         """Loads a file written by :meth:`save` (IndexFileError for a bad one). ``mmap`` is
-        accepted as by every index; the fields' postings are read into memory either way."""
+        accepted as by every index; the fields' postings are read into memory either way.
+        The header's CRC-32 is always checked, each field's section CRC-32 with ``verify``
+        (and each field's BM25 loader checks its own checksums in any case)."""
         if not isinstance(mmap, (bool, np.bool_)):  # analyzer was the second parameter before mmap
             raise TypeError(f"mmap: expected a bool, got {type(mmap).__name__}; pass analyzer= by keyword")
-        from ragfind.persist.sectioned import SectionedFile
-        from ragfind.sparse.analyzer import Analyzer, resolve_analyzer
-
         path = Path(os.fspath(path))
         sf = SectionedFile(path, FIELDS_MAGIC, _VERSION, "BM25F index")
         try:
@@ -374,7 +372,7 @@ class BM25FIndex:
         with tempfile.TemporaryDirectory(dir=path.parent, prefix=".bm25f-") as tmp:
             for i, f in enumerate(list(obj._parts)):
                 n = sf.shape_of(f"field{i}", 1)[0]
-                data = sf.array(f"field{i}", np.uint8, (n,), mmap=False, verify=True)
+                data = sf.array(f"field{i}", np.uint8, (n,), mmap=False, verify=bool(verify))
                 (Path(tmp) / f"{i}.bm25").write_bytes(data.tobytes())
                 obj._parts[f] = BM25Index.load(Path(tmp) / f"{i}.bm25", mmap=False, analyzer=obj._analyzer)
         lens = {len(p) for p in obj._parts.values()}

@@ -10,14 +10,18 @@ Grammar (never raises; every string is a query):
   (``"new york" pizza``: documents with the phrase or the word, both scoring);
 - ``\\"`` is a literal quote and ``\\\\`` a literal backslash (inside or outside phrases);
 - an opening quote with no closing quote is literal: the rest of the string is plain text.
+
+:func:`phrase_terms` turns a phrase's words into the index terms BM25 matches by position
+(the highlighter marks matches with the same positions: :func:`positioned_terms`).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["MAX_SLOP", "ParsedQuery", "Phrase", "parse_query"]
+__all__ = ["MAX_SLOP", "ParsedQuery", "Phrase", "parse_query", "phrase_terms", "positioned_terms"]
 
 #: Slops above this are read as this (no document is longer than 2^31 positions).
 MAX_SLOP = 2**31 - 1
@@ -103,3 +107,34 @@ def _parse(query: str) -> ParsedQuery:
         plain.append(" ")  # a phrase separates the words around it
         i = j
     return ParsedQuery("".join(plain), tuple(phrases))
+
+
+def positioned_terms(analyzer: Any, text: str) -> list[tuple[str, int, int, int]]:
+    """``(term, start, end, position)`` per index term of ``text``: positions count the words
+    (stopwords removed leave no gap); identifier parts and compounds share the position of the
+    word they come from."""
+    core = analyzer._core
+    if getattr(analyzer, "_tokenizer", None) is None:
+        located = core.analyze_offsets(text)
+    else:
+        located = [(t, b, e, True) for t, b, e in analyzer.analyze_with_offsets(text)]
+    out = []
+    pos = -1
+    for term, b, e, counted in located:
+        if counted or pos < 0:
+            pos += 1
+        out.append((term, b, e, pos))
+    return out
+
+
+def phrase_terms(analyzer: Any, text: str) -> list[str]:
+    """The words of a phrase as index terms, one per position (identifier parts dropped: the
+    document side keeps them at their word's position, so they still match there)."""
+    if getattr(analyzer, "_tokenizer", None) is None:
+        located = analyzer._core.analyze_offsets(text)
+        if all(counted for *_, counted in located):  # one position per term: all of them
+            return [term for term, *_ in located]
+    seen: dict[int, str] = {}
+    for term, _, _, pos in positioned_terms(analyzer, text):
+        seen.setdefault(pos, term)
+    return [seen[p] for p in sorted(seen)]

@@ -30,9 +30,9 @@ import numpy as np
 from ragfind import _core
 from ragfind.errors import IndexFileError, check_k
 from ragfind.ids import IdFilter, IdMap, as_id_filter
-from ragfind.index import Contribution, Explanation, check_threads, pairs_from_padded, renamed_option
-from ragfind.models.splade import SparseEmbeddings
+from ragfind.index import Contribution, Explanation, check_threads, old_spellings, pairs_from_padded
 from ragfind.persist.sectioned import SectionedFile, refuse_old_version, write_sectioned
+from ragfind.sparse.vectors import SparseEmbeddings
 
 __all__ = ["SparseVectorIndex", "SparseTermMatch"]
 
@@ -74,6 +74,13 @@ def _csr(vectors, dim: int, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarr
             if isinstance(v, dict):
                 keys = np.fromiter(v.keys(), dtype=np.int64, count=len(v))
                 vals = np.fromiter(v.values(), dtype=np.float64, count=len(v))
+            elif isinstance(v, SparseEmbeddings):  # what search() takes, one row
+                if len(v) != 1 or v.dim != dim:
+                    raise ValueError(
+                        f"{what}[{i}]: a SparseEmbeddings item must be one row of dim {dim}, "
+                        f"got {len(v)} rows of dim {v.dim}"
+                    )
+                keys, vals = np.asarray(v.indices), np.asarray(v.values, dtype=np.float64)
             elif isinstance(v, tuple) and len(v) == 2:
                 keys, vals = np.asarray(v[0]), np.asarray(v[1], dtype=np.float64)
                 if keys.ndim != 1 or vals.shape != keys.shape:
@@ -83,7 +90,10 @@ def _csr(vectors, dim: int, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarr
                 if keys.size and keys.dtype.kind not in "iu":
                     raise TypeError(f"{what}[{i}]: indices must be integers, got dtype {keys.dtype}")
             else:
-                raise TypeError(f"{what}[{i}] must be a dict term_id -> weight or an (indices, values) tuple")
+                raise TypeError(
+                    f"{what}[{i}] must be a dict term_id -> weight, an (indices, values) tuple "
+                    "or a one-row SparseEmbeddings"
+                )
             order = np.argsort(keys, kind="stable")
             keys, vals = keys[order].astype(np.int64), vals[order]
             if keys.size > 1 and np.any(np.diff(keys) == 0):
@@ -99,12 +109,6 @@ def _csr(vectors, dim: int, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarr
         "(indices, values) tuples; "
         f"got {type(vectors).__name__}"
     )
-
-
-def _no_more_options(options: dict, where: str) -> None:
-    if options:
-        name = next(iter(options))
-        raise TypeError(f"SparseVectorIndex.{where}() got an unexpected keyword argument {name!r}")
 
 
 def _file_version(path) -> int:
@@ -203,17 +207,18 @@ class SparseVectorIndex:
         return int(self._index.generation)
 
     # ----------------------------------------------------------------- building
-    def add(self, vectors, ids=None) -> np.ndarray:
+    @old_spellings(renamed={"vectors": "items"})
+    def add(self, items, ids=None) -> np.ndarray:
         """Adds sparse document vectors under ``ids``; returns the ids added.
 
-        ``vectors``: SparseEmbeddings (from SpladeEncoder), a scipy.sparse matrix with ``dim``
+        ``items``: SparseEmbeddings (from SpladeEncoder), a scipy.sparse matrix with ``dim``
         columns, or a list of ``{term_id: weight}`` dicts / ``(indices, values)`` tuples.
         Weights must be finite and >= 0. ``ids``: one int or str per vector (all one kind,
         the index's), or None for consecutive ints after the largest int id so far.
         The batch is validated as a whole first: on error nothing is added. Raises
         TypeError/ValueError naming the row and term, IdKindError, DuplicateIdError.
         """
-        indptr, indices, values = _csr(vectors, self.dim, "vectors")
+        indptr, indices, values = _csr(items, self.dim, "vectors")
         n = len(indptr) - 1
         with self._write_lock:
             new, kind = self._ids.check_new(ids, n)
@@ -297,16 +302,16 @@ class SparseVectorIndex:
         )
         return pairs_from_padded(*padded)[0]
 
+    @old_spellings(renamed={"n_threads": "threads"}, positional=("threads",))
     def search_batch(
         self,
         queries,
         k: int = 10,
         filter=None,  # noqa: A002 - the API's name
-        threads: int | None = None,
         *,
+        threads: int | None = None,
         algorithm: str = "auto",
         query_cut: int | None = None,
-        **old,
     ) -> list[tuple[np.ndarray, np.ndarray]]:
         """:meth:`search` for many queries in parallel: one ``(ids, scores)`` per query, in
         order, each equal to what :meth:`search` returns for that query.
@@ -316,14 +321,13 @@ class SparseVectorIndex:
         ``query_cut`` as in :meth:`search`. :meth:`search_batch_padded` gives the same as
         padded (nq, k) arrays.
         """
-        threads = renamed_option(old, "n_threads", "threads", threads, "SparseVectorIndex.search_batch")
-        _no_more_options(old, "search_batch")
         return pairs_from_padded(
             *self.search_batch_padded(
                 queries, k, filter, threads=threads, algorithm=algorithm, query_cut=query_cut
             )
         )
 
+    @old_spellings(renamed={"n_threads": "threads"})
     def search_batch_padded(
         self,
         queries,
@@ -333,7 +337,6 @@ class SparseVectorIndex:
         threads: int | None = None,
         algorithm: str = "auto",
         query_cut: int | None = None,
-        **old,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Top-k for many queries in parallel: (ids (nq, k'), scores float32 (nq, k')), with
         k' = min(k, len(self)).
@@ -343,10 +346,6 @@ class SparseVectorIndex:
         ``threads``: worker threads (None or 0: one per core; ``n_threads`` is its deprecated
         older name). ``query_cut`` as in :meth:`search`.
         """
-        threads = renamed_option(
-            old, "n_threads", "threads", threads, "SparseVectorIndex.search_batch_padded"
-        )
-        _no_more_options(old, "search_batch_padded")
         k = check_k(k, len(self))  # k' = min(k, len(self)) anyway; the binding takes an int64
         if query_cut is None:
             cut = 0
@@ -388,8 +387,9 @@ class SparseVectorIndex:
             rows, _ = self._ids.rows_of(ids, "ids")
         return self._index.score_all(indices, values)[rows]
 
-    def explain(self, query, doc_id) -> Explanation:
-        """Why ``doc_id`` scores what it does for ``query``: an :class:`~ragfind.index.Explanation`
+    @old_spellings(renamed={"doc_id": "id"})
+    def explain(self, query, id) -> Explanation:  # noqa: A002 - the protocol's name
+        """Why ``id`` scores what it does for ``query``: an :class:`~ragfind.index.Explanation`
         of kind ``"splade"`` with one contribution per term the query and the document share,
         largest first (name the vocabulary string, else the term id; value query weight x
         document weight; ``detail`` with ``term_id``, ``term``, ``query_weight``,
@@ -403,9 +403,9 @@ class SparseVectorIndex:
         indptr, indices, values = self._queries(
             [query] if not isinstance(query, SparseEmbeddings) else query, "query"
         )
-        if isinstance(doc_id, (list, tuple, np.ndarray)):
-            raise TypeError(f"doc_id must be one id, got {type(doc_id).__name__}")
-        rows, _ = self._ids.rows_of(doc_id, "doc_id")
+        if isinstance(id, (list, tuple, np.ndarray)):
+            raise TypeError(f"doc_id must be one id, got {type(id).__name__}")
+        rows, _ = self._ids.rows_of(id, "doc_id")
         terms = np.asarray(indices, dtype=np.uint32)
         doc_w = self._index.weights(terms, int(rows[0]))
         own = set(self.encoder.tokenizer.encode(text).ids) if (text is not None and self.encoder) else None
@@ -440,7 +440,7 @@ class SparseVectorIndex:
         )
         total = float(np.sum([m.contribution for m in out], dtype=np.float64))
         detail = {"scale": self.scale, "exact": self.exact}
-        return Explanation("splade", doc_id, total, parts, detail, _legacy=out)
+        return Explanation("splade", id, total, parts, detail, _legacy=out)
 
     # ----------------------------------------------------------------- persistence
     def save(self, path) -> None:

@@ -39,6 +39,6 @@ class SparseEmbeddings:
 
     def to_scipy(self):
         """A scipy.sparse.csr_matrix (needs scipy)."""
-        import scipy.sparse
+        import scipy.sparse  # optional: scipy is not a dependency
 
         return scipy.sparse.csr_matrix((self.values, self.indices, self.indptr), shape=(len(self), self.dim))

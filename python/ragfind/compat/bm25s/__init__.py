@@ -30,6 +30,7 @@ import numpy as np
 
 from ragfind.compat.bm25s import tokenization
 from ragfind.compat.bm25s.tokenization import Tokenized, Tokenizer, tokenize
+from ragfind.sparse.bm25 import BM25Index
 
 __all__ = ["BM25", "Results", "Tokenized", "Tokenizer", "tokenization", "tokenize"]
 
@@ -160,8 +161,6 @@ class BM25:
     # ----- indexing
 
     def _new_index(self) -> Any:
-        from ragfind.sparse.bm25 import BM25Index
-
         return BM25Index(method=self.method, k1=self.k1, b=self.b, delta=self.delta, analyzer="whitespace")
 
     def index(
@@ -476,8 +475,6 @@ class BM25:
             NotImplementedError: the folder was written by bm25s itself (re-index with this module).
             FileNotFoundError: no parameter file.
         """
-        from ragfind.sparse.bm25 import BM25Index
-
         folder = Path(save_dir)
         params = json.loads((folder / params_name).read_text(encoding="utf-8"))
         own = params.pop("ragfind", None)

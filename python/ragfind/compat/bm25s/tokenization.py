@@ -54,7 +54,7 @@ def _infer_stopwords(stopwords: Any) -> Any:
 def _progress(it: Iterable, show: bool, **kw: Any) -> Iterable:
     if not show:
         return it
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # import cost: only a progress bar needs it
 
     return tqdm(it, **kw)
 

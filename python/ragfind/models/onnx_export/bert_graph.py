@@ -62,14 +62,14 @@ class _Graph:
         return f"{base}_{self._n}"
 
     def const(self, base: str, arr) -> str:
-        from onnx import numpy_helper
+        from onnx import numpy_helper  # import cost: only building a model needs onnx
 
         n = self.name(base)
         self.inits.append(numpy_helper.from_array(np.require(arr, requirements="C"), n))
         return n
 
     def op(self, op_type: str, inputs: list[str], n_out: int = 1, domain: str = "", **attrs):
-        from onnx import helper
+        from onnx import helper  # import cost: only building a model needs onnx
 
         outs = [self.name(op_type.lower()) for _ in range(n_out)]
         self.nodes.append(
@@ -103,7 +103,7 @@ def build_bert_onnx(
         UnsupportedCheckpoint: not a BERT config, unsupported activation/position embeddings, or
             weights missing for the requested role.
     """
-    import onnx
+    import onnx  # import cost: only building a model needs onnx
     from onnx import TensorProto, helper
 
     if hf_config.get("model_type") != "bert":

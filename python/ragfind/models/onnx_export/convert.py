@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
+import logging
 import os
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -18,12 +21,16 @@ from ragfind.models.folder import (
     ROLES,
     TOKENIZER_FILE,
     ModelConfig,
+    ModelFolderError,
     file_entry,
     new_staging_dir,
     publish_dir,
     sha256_file,
     write_config,
 )
+from ragfind.models.onnx_export.bert_graph import build_bert_onnx
+from ragfind.models.onnx_export.safetensors import read_safetensors
+from ragfind.models.session import make_session
 
 QUANTIZATIONS = (None, "int8")
 BACKENDS = ("auto", "builder", "torch")
@@ -237,9 +244,6 @@ def export(
 
 
 def _export_builder(src, weight_files, hf_config, role, fused, out_path) -> tuple[int, list]:
-    from ragfind.models.onnx_export.bert_graph import build_bert_onnx
-    from ragfind.models.onnx_export.safetensors import read_safetensors
-
     weights: dict[str, np.ndarray] = {}
     projection = None
     for f in weight_files:
@@ -272,9 +276,7 @@ def quantize_int8(src_path: Path, dst_path: Path) -> None:
     weights. ``reduce_range`` (7-bit weights) avoids the int16 saturation of the AVX2/AVX-512
     (non-VNNI) u8s8 kernels. Embedding tables (Gather) stay float32: they are lookups, not math.
     """
-    import logging
-
-    import onnx
+    import onnx  # import cost: only building a model needs onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     # Only 2-D weight matmuls are quantized: products of two activations (attention written out
@@ -304,9 +306,6 @@ def quantize_int8(src_path: Path, dst_path: Path) -> None:
 
 def _smoke_test(folder: Path, cfg: ModelConfig) -> None:
     """Runs the fresh model once so that a broken export never gets published."""
-    from ragfind.models.folder import ModelFolderError
-    from ragfind.models.session import make_session
-
     sess = make_session(folder / MODEL_FILE, 1, "all", None)
     feeds = {
         "input_ids": np.array([[101, 2023, 102]], np.int64),
@@ -327,14 +326,12 @@ def _export_torch(
 ) -> tuple[int, list]:
     """transformers + torch.onnx (TorchScript exporter) for any architecture transformers loads."""
     try:
-        import torch
+        import torch  # the export extra
         import transformers
     except ImportError as e:
         raise ImportError(
             f"backend='torch' needs torch and transformers: pip install 'ragfind[export]' ({e})"
         ) from None
-    import inspect
-
     auto = {
         "bi-encoder": transformers.AutoModel,
         "colbert": transformers.AutoModel,
@@ -352,8 +349,6 @@ def _export_torch(
     inputs = list(MODEL_INPUTS) if accepts_types else ["input_ids", "attention_mask"]
     proj = None
     if role == "colbert":
-        from ragfind.models.onnx_export.safetensors import read_safetensors
-
         tensors = {}
         for f in _weight_files(src):
             if f.suffix == ".safetensors":
@@ -398,8 +393,6 @@ def _export_torch(
     dyn = {name: {0: "batch", 1: "sequence"} for name in inputs}
     output = ROLE_OUTPUT[role]
     dyn[output] = {0: "batch"} if role in ("cross-encoder", "splade") else {0: "batch", 1: "sequence"}
-    import warnings
-
     with torch.no_grad(), warnings.catch_warnings():
         # the TorchScript exporter is deliberate: stable dynamic axes for HF encoders; torch >= 2.9 flags it
         warnings.filterwarnings(

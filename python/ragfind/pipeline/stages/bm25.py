@@ -8,6 +8,7 @@ import numpy as np
 
 from ragfind.index import Explanation
 from ragfind.sparse.bm25 import BM25Index
+from ragfind.sparse.fields import BM25FIndex
 
 __all__ = ["BM25Stage"]
 
@@ -24,8 +25,6 @@ class BM25Stage:
     kind = "bm25"
 
     def __init__(self, index: Any = None, name: str = "bm25") -> None:
-        from ragfind.sparse.fields import BM25FIndex
-
         if index is None:
             index = BM25Index()
         if not isinstance(index, (BM25Index, BM25FIndex)):
@@ -84,6 +83,4 @@ class BM25Stage:
 
     @classmethod
     def load(cls, path: Any, name: str = "bm25") -> BM25Stage:
-        from ragfind.sparse.bm25 import BM25Index
-
         return cls(BM25Index.load(path, mmap=False), name)

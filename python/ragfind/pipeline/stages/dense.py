@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ragfind.dense.index import DenseIndex
 from ragfind.errors import unknown_ids
 from ragfind.ids import IdFilter
 from ragfind.index import Contribution, Explanation
@@ -58,8 +59,6 @@ class DenseStage:
         cache: LRUCache | None = None,
         options: Any = None,
     ) -> None:
-        from ragfind.dense.index import DenseIndex
-
         if kind not in ("exact", "hnsw", "ivf"):
             raise ValueError(f"dense_kind = {kind!r}; expected 'exact', 'hnsw' or 'ivf'")
         opts = check_dense_options(options)

@@ -11,6 +11,7 @@ import numpy as np
 
 from ragfind.errors import unknown_ids
 from ragfind.index import Explanation
+from ragfind.late.index import LateInteractionIndex
 from ragfind.pipeline.stages.base import load_stage_index
 
 __all__ = ["LateInteractionStage"]
@@ -51,8 +52,6 @@ class LateInteractionStage:
         return 0 if self._index is None else len(self._index)
 
     def _new_index(self, dim: int):
-        from ragfind.late.index import LateInteractionIndex
-
         return LateInteractionIndex(int(dim), dtype=self.dtype)
 
     def add(self, ids: np.ndarray, texts: list) -> None:
@@ -122,8 +121,6 @@ class LateInteractionStage:
             ValueError: a missing or malformed stage folder, or one of the layout before the
                 index kept the chunk ids (``late_ids.json``: rebuild the retriever).
         """
-        from ragfind.late.index import LateInteractionIndex
-
         index = load_stage_index(path, LateInteractionIndex, _INDEX_FILE, _OLD_LAYOUT, "late-interaction")
         stage = cls(encoder, name, index.dtype)
         stage._index = index if index.id_kind is not None else None

@@ -13,6 +13,7 @@ import numpy as np
 from ragfind.errors import unknown_ids
 from ragfind.index import Explanation
 from ragfind.pipeline.stages.base import load_stage_index
+from ragfind.sparse.splade_index import SparseVectorIndex
 
 __all__ = ["SpladeStage"]
 
@@ -51,8 +52,6 @@ class SpladeStage:
         return 0 if self._index is None else len(self._index)
 
     def _new_index(self, dim: int):
-        from ragfind.sparse.splade_index import SparseVectorIndex
-
         return SparseVectorIndex(int(dim), scale=self.scale)
 
     def add(self, ids: np.ndarray, texts: list) -> None:
@@ -116,8 +115,6 @@ class SpladeStage:
             ValueError: a missing or malformed stage folder, or one of the layout before the
                 index kept the chunk ids (``splade_ids.npz``: rebuild the retriever).
         """
-        from ragfind.sparse.splade_index import SparseVectorIndex
-
         index = load_stage_index(path, SparseVectorIndex, _INDEX_FILE, _OLD_LAYOUT, "SPLADE")
         stage = cls(encoder, name, index.scale)
         stage._index = index if index.id_kind is not None else None
