@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ragfind  # noqa: E402
-from ragfind.eval import load_beir  # noqa: E402
+from ragfind.eval import evaluate, load_beir  # noqa: E402
 from ragfind.fusion import convex  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -162,6 +162,9 @@ def collection(name: str, cache: Path, minilm, plain) -> dict:
         "docs": len(texts),
         "queries": len(qids),
         "fitted": fitted,
+        "ds": ds,
+        "qids": qids,
+        "doc_ids": doc_ids,
         "texts": texts,
         "C": C,
         "qtexts": qtexts,
@@ -184,11 +187,23 @@ def latency(sf: dict, minilm, plain) -> dict:
     hybrid.add_documents(docs, embeddings=C)
     fast = ragfind.Retriever(encoder=minilm, query_encoder=fitted, **common)
     fast.add_documents(docs, embeddings=C)
+    fast_i8 = ragfind.Retriever(encoder=minilm, query_encoder=fitted, dense_options={"dtype": "i8"}, **common)
+    fast_i8.add_documents(docs, embeddings=C)
     out["search p50, BM25 alone"] = p50_us(lambda q: bm25_only.search(q, k=10), qtexts)
     out["search p50, hybrid BM25 + MiniLM"] = p50_us(lambda q: hybrid.search(q, k=10), qtexts, 1)
     out["search p50, hybrid BM25 + fitted static (fast preset: convex 0.7)"] = p50_us(
         lambda q: fast.search(q, k=10), qtexts
     )
+    out["search p50, the same, dense vectors int8 (dense_options dtype i8)"] = p50_us(
+        lambda q: fast_i8.search(q, k=10), qtexts
+    )
+    ds, qids = sf["ds"], sf["qids"]
+    for label, r in (("fast preset", fast), ("fast preset, int8", fast_i8)):
+        run = {
+            q: {sf["doc_ids"][int(p.doc_id)]: p.score for p in r.search(t, k=10).passages}
+            for q, t in zip(qids, qtexts)
+        }
+        out[f"nDCG@10 of Retriever.search, {label}"] = evaluate(ds.qrels, run, ["ndcg@10"]).mean["ndcg@10"]
     # ingestion: the same first 500 documents each way
     sub = docs[:500]
     for label, kw in (
@@ -240,7 +255,7 @@ def main() -> None:
         lat = latency(results["scifact"], minilm, plain)
         print("\nSciFact latency and ingestion\n\n| measure | value |\n|---|---:|")
         for k, v in lat.items():
-            print(f"| {k} | {v:.1f} |")
+            print(f"| {k} | {v:.4f} |" if k.startswith("nDCG") else f"| {k} | {v:.1f} |")
     print(f"\nload average at end {os.getloadavg()}")
 
 

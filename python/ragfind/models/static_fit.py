@@ -104,7 +104,7 @@ def fit_table(
     token_rows: list[np.ndarray],
     targets: np.ndarray,
     *,
-    l2: float = 1.0,
+    l2: float = 0.02,
     iterations: int = 10,
     tol: float = 1e-3,
     show_progress: bool = False,
@@ -180,7 +180,7 @@ def fit_query_encoder(
     prior: Any = None,
     pseudo_per_text: int = 2,
     pseudo_span: tuple[int, int] = (5, 12),
-    l2: float = 1.0,
+    l2: float = 0.02,
     iterations: int = 10,
     seed: int = 0,
     show_progress: bool = False,
@@ -199,7 +199,9 @@ def fit_query_encoder(
             encoder's distilled token table (``distill_static(dim=None)``, cached).
         pseudo_per_text: pseudo-queries cut from each text (0: none).
         pseudo_span: their length in words (inclusive bounds).
-        l2: ridge strength (relative to the data; larger stays nearer the prior).
+        l2: ridge strength (relative to the data; larger stays nearer the prior). 0.02 was
+            chosen on SciFact's train queries: dense nDCG@10 0.626, against 0.620 at 0.1 and
+            0.582 at 1.0 (bench/static.md).
         iterations: conjugate-gradient steps at most.
         seed: the pseudo-query sampler's seed.
         show_progress: progress bars (pseudo-query encoding, the solve).

@@ -602,6 +602,7 @@ class Retriever:
                     prepared = prepare_all()
             done: list = []
             indexed_meta = False
+            fitted = None
             try:
                 new_fields = {k for d in docs for k in (d.get("metadata") or {})}
                 store.begin_insert(
@@ -633,9 +634,12 @@ class Retriever:
                                 s.add(chunk_ids, indexed)
                             done.append(s)
                         if self.fit_queries:
+                            # Fitted before the commit (a failure undoes the add), used after it.
                             dense = self._first_of("dense")
-                            self._refit_query_encoder(dense, indexed, prepared[id(dense)], len(docs))
+                            fitted = self._fit_query_encoder(dense, indexed, prepared[id(dense)], len(docs))
                     store.commit()
+                    if fitted is not None:
+                        dense.set_query_encoder(fitted)
                 except BaseException:
                     if indexed_meta:
                         self.metadata.remove(chunk_ids)
@@ -659,20 +663,18 @@ class Retriever:
             self._store_changed()
             return n_chunks
 
-    def _refit_query_encoder(self, dense: Any, texts: list, vectors: np.ndarray, n_docs: int) -> None:
-        """Fits the static query encoder on newly added chunks, pulled toward the previous fit
-        (or the encoder's distilled token table), and puts it in use."""
+    def _fit_query_encoder(self, dense: Any, texts: list, vectors: np.ndarray, n_docs: int) -> Any:
+        """The static query encoder fitted on newly added chunks, pulled toward the previous
+        fit (or the encoder's distilled token table)."""
         from ragfind.models.static_fit import fit_query_encoder
 
-        fitted = fit_query_encoder(
+        return fit_query_encoder(
             texts,
             vectors,
             self.encoder,
             prior=dense.query_encoder,
             show_progress=self._progress(n_docs),
         )
-        dense.set_query_encoder(fitted)
-        self.result_cache.clear()
 
     @property
     def query_encoder(self) -> Any:
