@@ -1243,7 +1243,9 @@ class Retriever:
         Args:
             path: the folder.
             encoder: the query encoder (an Encoder, a folder or a name); default: the saved
-                reference. Its fingerprint must equal the one the vectors were built with.
+                reference. Its fingerprint must equal the one the vectors were built with. A
+                saved static ``query_encoder`` (and ``"static"`` refitting) comes back with the
+                folder.
             reranker: "saved" (default: the saved reference, if any), None, or a CrossEncoder.
             contextualize: a custom callable to use for documents added later (the saved
                 retriever used the default or none; that choice is restored otherwise).
