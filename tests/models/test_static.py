@@ -305,3 +305,45 @@ def test_convex_fusion_matches_fuse_scores(tmp_path):
         ragfind.Retriever(encoder=None, fusion="max")
     r.save(tmp_path / "r")
     assert ragfind.Retriever.load(tmp_path / "r", encoder=r.encoder).fusion == "convex"
+
+
+def test_saved_query_encoder_is_checked(tmp_path, monkeypatch):
+    import ragfind.models.static_fit as static_fit
+
+    enc = HashEncoder(dim=DIM)
+    prior = _prior_for(enc, tmp_path)
+    monkeypatch.setattr(static_fit, "distilled_prior", lambda *a, **k: prior)
+    r = ragfind.Retriever(encoder=enc, query_encoder="static", chunk_size=None, cache_size=0)
+    r.add_documents(DOCS)
+    r.save(tmp_path / "r")
+    table = tmp_path / "r" / "query_encoder" / "model.safetensors"
+    data = bytearray(table.read_bytes())
+    data[-1] ^= 0xFF
+    table.write_bytes(bytes(data))
+    with pytest.raises(ragfind.RetrieverFolderError, match="checksum"):
+        ragfind.Retriever.load(tmp_path / "r", encoder=enc)
+
+
+def test_fit_query_encoder_checks_its_inputs(tmp_path):
+    enc = HashEncoder(dim=DIM)
+    prior = _prior_for(enc, tmp_path)
+    texts = [d["text"] for d in DOCS]
+    with pytest.raises(ValueError, match="shape"):
+        ragfind.fit_query_encoder(texts, np.zeros((2, DIM)), enc, prior=prior)
+    with pytest.raises(ValueError, match="columns"):
+        ragfind.fit_query_encoder(texts, np.zeros((len(texts), DIM + 1)), enc, prior=prior)
+    other = StaticEncoder(_static(tmp_path, "other", dim=DIM))  # no target: not enc's space
+    with pytest.raises(ValueError, match="not in the space"):
+        ragfind.fit_query_encoder(texts, enc.encode(texts), enc, prior=other)
+    wrong = StaticEncoder(
+        write_static_folder(
+            tmp_path / "wrong",
+            _table(DIM),
+            default_tokenizer_path(),
+            extra={"target_fingerprint": "elsewhere"},
+        )
+    )
+    with pytest.raises(ValueError, match="not in the space"):
+        ragfind.fit_query_encoder(texts, enc.encode(texts), enc, prior=wrong)
+    fitted = ragfind.fit_query_encoder(texts, enc.encode(texts), enc, prior=prior, folder=tmp_path / "fit")
+    assert ragfind.load_model(tmp_path / "fit").fingerprint == fitted.fingerprint

@@ -195,8 +195,8 @@ def fit_query_encoder(
             fingerprint becomes the model's ``target_fingerprint``).
         folder: where to write the fitted model (None: kept in memory; ``save`` it later).
         prior: the table to start from and pull toward: a :class:`StaticEncoder` in the
-            document encoder's space (e.g. an earlier fit), or None for the document
-            encoder's distilled token table (``distill_static(dim=None)``, cached).
+            document encoder's space (an earlier fit, or ``distill_static(encoder, dim=None)``),
+            or None for the document encoder's distilled token table (built once, cached).
         pseudo_per_text: pseudo-queries cut from each text (0: none).
         pseudo_span: their length in words (inclusive bounds).
         l2: ridge strength (relative to the data; larger stays nearer the prior). 0.02 was
@@ -225,13 +225,16 @@ def fit_query_encoder(
         )
     if prior is None:
         prior = distilled_prior(document_encoder, show_progress=show_progress)
-    if prior.dim != document_encoder.dim or prior.target_fingerprint not in (
-        None,
-        document_encoder.fingerprint,
-    ):
+    extra = prior.config.get("ragfind") if isinstance(prior.config.get("ragfind"), dict) else {}
+    # In the space: fitted into it, or distilled from the encoder without PCA.
+    in_space = prior.target_fingerprint == document_encoder.fingerprint or (
+        extra.get("source_fingerprint") == document_encoder.fingerprint and not extra.get("pca")
+    )
+    if prior.dim != document_encoder.dim or not in_space:
         raise ValueError(
             f"the prior {prior!r} is not in the space of the document encoder "
-            f"({document_encoder.fingerprint})"
+            f"({document_encoder.fingerprint}); pass one fitted into it or distilled from it "
+            "with dim=None, or None for the distilled one"
         )
     queries = pseudo_queries(list(texts), pseudo_per_text, pseudo_span, seed) if pseudo_per_text else []
     all_texts = list(texts) + queries
