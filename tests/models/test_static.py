@@ -247,6 +247,8 @@ def test_retriever_fits_saves_and_reloads_a_static_query_encoder(tmp_path, monke
 def test_query_encoder_needs_an_encoder(tmp_path):
     with pytest.raises(ValueError, match="needs an encoder"):
         ragfind.Retriever(encoder=None, query_encoder="static")
+    with pytest.raises(TypeError, match="HashEncoder"):
+        ragfind.distill_static(HashEncoder(), tmp_path / "x")
 
 
 def test_zipf_sif_weights_decrease_with_frequency():

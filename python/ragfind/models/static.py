@@ -482,16 +482,21 @@ def distill_static(
     Returns:
         the folder's path (load it with ``ragfind.load_model``).
     Raises:
-        ValueError: dim not a positive int or None; the model is not a bi-encoder.
+        TypeError: model is not an Encoder, a folder or a name.
+        ValueError: dim not a positive int or None.
+        ModelFolderError: the folder is not a bi-encoder's.
         FileExistsError: the folder exists and overwrite is False.
     """
     from ragfind.models.encoder import Encoder
 
     if dim is not None and (not isinstance(dim, int) or isinstance(dim, bool) or dim < 1):
         raise ValueError(f"dim={dim!r}: expected a positive int or None")
+    if not isinstance(model, (Encoder, str, os.PathLike)):
+        raise TypeError(
+            f"model is a {type(model).__name__}; expected a ragfind.Encoder, a model folder or a "
+            "default model name (distilling runs the ONNX model on every vocabulary token)"
+        )
     enc = model if isinstance(model, Encoder) else Encoder(model)
-    if not isinstance(enc, Encoder):  # pragma: no cover - Encoder() raises first
-        raise ValueError("model must be a bi-encoder")
     if Path(folder).exists() and not overwrite:
         raise FileExistsError(f"{folder} already exists (pass overwrite=True to replace it)")
     table = token_embeddings(enc, batch_size, show_progress).astype(np.float64)
