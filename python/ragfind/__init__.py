@@ -47,8 +47,11 @@ from ragfind.models import (  # noqa: E402
     Encoder,
     ModelFolderError,
     ModelMismatchError,
+    StaticEncoder,
     check_fingerprint,
+    distill_static,
     export,
+    fit_query_encoder,
     load_model,
 )
 
@@ -57,8 +60,11 @@ __all__ += [
     "Encoder",
     "ModelFolderError",
     "ModelMismatchError",
+    "StaticEncoder",
     "check_fingerprint",
+    "distill_static",
     "export",
+    "fit_query_encoder",
     "load_model",
 ]
 

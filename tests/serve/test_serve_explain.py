@@ -81,3 +81,20 @@ def test_explain_a_passage_no_stage_retrieved(hybrid_folder, encoder):
     assert not ex["retrieved"] and ex["fusion"]["terms"] == [] and ex["final_score"] is None
     assert ex["stages"]["bm25"]["present"] and ex["stages"]["bm25"]["score"] == 0.0
     r.close()
+
+
+def test_explain_under_convex_fusion_sums_to_the_fused_score(encoder):
+    r = ragfind.Retriever(
+        encoder=encoder, chunk_size=None, fusion="convex", weights={"bm25": 0.7, "dense": 0.3}
+    )
+    r.add_documents(DOCS)
+    query = "cats hunt mice"
+    res = r.search(query, k=5)
+    for hit in res:
+        ex = explain_passage(r, query, hit.id)
+        assert ex["fusion"]["method"] == "convex"
+        assert ex["fusion"]["score"] == pytest.approx(hit.score, rel=1e-9, abs=1e-12)
+        for t in ex["fusion"]["terms"]:
+            assert t["score"] == pytest.approx(hit.scores[t["stage"]])
+            assert t["lo"] <= t["score"] <= t["hi"]
+    r.close()

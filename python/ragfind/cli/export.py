@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from ragfind.cli._common import positive_int
-from ragfind.models import export, read_model_folder
+from ragfind.models import ModelFolderError, distill_static, export, load_model, read_model_folder
 
 
 def register(sub) -> None:
@@ -18,7 +18,9 @@ def register(sub) -> None:
         "pip install 'ragfind[export]'.",
     )
     p.add_argument(
-        "src", help="HuggingFace checkpoint folder (config.json, model.safetensors, tokenizer.json)"
+        "src",
+        help="HuggingFace checkpoint folder (config.json, model.safetensors, tokenizer.json); with "
+        "--static, a ragfind bi-encoder folder or default model name",
     )
     p.add_argument("dst", help="model folder to create")
     p.add_argument(
@@ -59,12 +61,21 @@ def register(sub) -> None:
         choices=["sigmoid", "identity", "softmax"],
         help="cross-encoder score activation (default: from the checkpoint, else sigmoid / softmax)",
     )
+    p.add_argument(
+        "--static",
+        action="store_true",
+        help="distil a static model (one vector per vocabulary token, model2vec layout) from the "
+        "bi-encoder src instead: a query costs a lookup, not a transformer pass",
+    )
+    p.add_argument("--dim", type=positive_int, default=256, help="--static: PCA dimension (default 256)")
     p.add_argument("--overwrite", action="store_true", help="replace dst if it exists")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     t0 = time.perf_counter()
+    if args.static:
+        return _run_static(args, t0)
     try:
         dst = export(
             args.src,
@@ -90,4 +101,18 @@ def run(args) -> int:
         f"in {time.perf_counter() - t0:.1f} s"
     )
     print(f"fingerprint {cfg.fingerprint}")
+    return 0
+
+
+def _run_static(args, t0: float) -> int:
+    try:
+        dst = distill_static(args.src, args.dst, dim=args.dim, overwrite=args.overwrite)
+    except (FileNotFoundError, FileExistsError, ValueError, ModelFolderError) as e:
+        raise SystemExit(f"ragfind export: {e}") from None
+    model = load_model(dst)
+    print(
+        f"wrote {dst} (static, vocabulary {model.table.shape[0]}, dim {model.dim}) "
+        f"in {time.perf_counter() - t0:.1f} s"
+    )
+    print(f"fingerprint {model.fingerprint}")
     return 0

@@ -66,6 +66,8 @@ from ragfind.models.folder import (
 )
 from ragfind.models.onnx_export.convert import export, quantize_int8
 from ragfind.models.registry import cache_dir, clear_cache, default_model_names, resolve_model_path
+from ragfind.models.static import StaticEncoder, distill_static, is_static_folder
+from ragfind.models.static_fit import fit_query_encoder
 
 __all__ = [
     "CONFIG_FILE",
@@ -76,11 +78,14 @@ __all__ = [
     "ModelFolderError",
     "ModelMismatchError",
     "OnnxModel",
+    "StaticEncoder",
     "cache_dir",
     "check_fingerprint",
     "clear_cache",
     "default_model_names",
+    "distill_static",
     "export",
+    "fit_query_encoder",
     "l2_normalize",
     "load_model",
     "pool",
@@ -97,13 +102,17 @@ def load_model(path_or_name, **kwargs):
             "all-MiniLM-L6-v2-int8" (built offline into the cache on first use).
         **kwargs: passed to the class (threads, graph_optimization, providers, ...).
     Returns:
-        ``Encoder`` for bi-encoders, ``CrossEncoder`` for cross-encoders. SPLADE and ColBERT
+        ``Encoder`` for bi-encoders, ``CrossEncoder`` for cross-encoders, ``StaticEncoder``
+        for a static model folder (model2vec layout: model.safetensors + config.json +
+        tokenizer.json, from model2vec, ``distill_static`` or ``fit_query_encoder``). SPLADE and ColBERT
         folders are loaded by their own classes (``ragfind.SpladeEncoder``, ``ragfind.ColbertEncoder``
         where available); here they raise.
     Raises:
         ModelFolderError: missing/corrupt folder, unknown name, or a role this function does not load.
     """
     path = resolve_model_path(path_or_name)
+    if is_static_folder(path):
+        return StaticEncoder(path, **kwargs)
     cfg = read_model_folder(path, verify=kwargs.get("verify", True))
     if cfg.role == "bi-encoder":
         return Encoder(path, **kwargs)

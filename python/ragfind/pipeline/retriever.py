@@ -38,6 +38,8 @@ from ragfind import _core
 from ragfind.errors import check_k
 from ragfind.models import load_model
 from ragfind.models.cross_encoder import CrossEncoder
+from ragfind.models.static import StaticEncoder
+from ragfind.models.static_fit import fit_query_encoder
 from ragfind.pipeline.cache import LRUCache, freeze
 from ragfind.pipeline.chunk_ids import ChunkIdPolicy, sequential_chunk_ids
 from ragfind.pipeline.chunking import Chunk, _chunk_checked, _whole_checked, default_context, load_tokenizer
@@ -132,6 +134,13 @@ class RankedList(NamedTuple):
     stage: str
 
 
+FUSIONS = ("rrf", "convex")
+#: The fusion and weights of a Retriever with a static query encoder unless given others: the
+#: static query list is weaker than BM25's, and convex fusion lets its scores add recall where
+#: they are clear without its ranks outvoting BM25's, as RRF's would (bench/static.md).
+STATIC_QUERY_FUSION = ("convex", {"bm25": 0.7, "dense": 0.3})
+
+
 class Retriever:
     """Retrieval over a document store: first stages (BM25 + dense + more), fused, re-ranked, cached.
 
@@ -160,7 +169,20 @@ class Retriever:
             BM25 and dense stages), and :class:`RerankStage` objects applied after fusion
             (before the cross-encoder).
         rrf_k: the RRF constant.
-        weights: optional RRF weights by stage name, e.g. ``{"bm25": 1.0, "dense": 1.5}``.
+        fusion: ``"rrf"`` (reciprocal rank fusion, the default) or ``"convex"``: each list's
+            scores min-max normalised per query, then summed with ``weights`` (CombSUM,
+            :func:`ragfind.fuse_scores`), so a weak list's low scores count for little where
+            RRF would give its ranks full say (the default with a static ``query_encoder``).
+        weights: optional RRF weights by stage name, e.g. ``{"bm25": 1.0, "dense": 1.5}``
+            (default: all 1; with a static ``query_encoder`` and no ``fusion`` given,
+            ``STATIC_QUERY_FUSION``: convex fusion with BM25 0.7, dense 0.3).
+        query_encoder: embeds queries instead of ``encoder`` (documents are still embedded by
+            ``encoder``): ``"static"`` fits a static encoder into ``encoder``'s space on the
+            indexed chunks (and pseudo-queries cut from them) at each :meth:`add_documents`,
+            starting from the previous fit (:func:`ragfind.fit_query_encoder`): a query then
+            costs a token lookup instead of a transformer pass. Or a fitted
+            :class:`ragfind.StaticEncoder` (or its folder) whose ``target_fingerprint`` is
+            ``encoder``'s. Saved in the retriever's folder and reloaded with it.
         candidates: how many results each first-stage retriever returns per phrasing.
         rerank_candidates: how many fused passages the re-rankers see.
         cache_size: entries in each of the embedding and result caches (0 disables them). The
@@ -195,6 +217,7 @@ class Retriever:
         stages: Sequence[Any] = (),
         rrf_k: float = 60,
         weights: Mapping[str, float] | None = None,
+        fusion: str | None = None,
         candidates: int = 100,
         rerank_candidates: int = 30,
         cache_size: int = 1024,
@@ -202,6 +225,7 @@ class Retriever:
         show_progress: bool | None = None,
         stage_runner: StageRunner | None = None,
         chunk_id_policy: ChunkIdPolicy | None = None,
+        query_encoder: Any = None,
     ) -> None:
         enc = self._load_encoder(encoder)
         encoder_ref = encoder if isinstance(encoder, (str, os.PathLike)) or encoder is None else _path_of(enc)
@@ -234,6 +258,20 @@ class Retriever:
         dense_options = check_dense_options(dense_options)
         if contextualize is True:
             contextualize = default_context
+        fit_queries = isinstance(query_encoder, str) and query_encoder == "static"
+        if query_encoder is not None and enc is None:
+            raise ValueError("query_encoder needs an encoder (the documents' model)")
+        if fit_queries:
+            query_encoder = None
+        elif isinstance(query_encoder, (str, os.PathLike)):
+            query_encoder = StaticEncoder(query_encoder)
+        if (
+            fusion is None
+            and weights is None
+            and (fit_queries or query_encoder is not None)
+            and bm25 is not None
+        ):
+            fusion, weights = STATIC_QUERY_FUSION[0], dict(STATIC_QUERY_FUSION[1])
         if contextualize is not False and contextualize is not None and not callable(contextualize):
             raise TypeError(
                 f"contextualize is a {type(contextualize).__name__}; expected a bool or a callable"
@@ -254,6 +292,7 @@ class Retriever:
             tokenizer=tokenizer if tokenizer is not None else (enc.tokenizer if enc is not None else None),
             rrf_k=rrf_k,
             weights=weights,
+            fusion=fusion or "rrf",
             candidates=candidates,
             rerank_candidates=rerank_candidates,
             cache_size=cache_size,
@@ -262,6 +301,8 @@ class Retriever:
             store=DocumentStore(),
             stage_runner=stage_runner,
             chunk_id_policy=chunk_id_policy,
+            query_encoder=query_encoder,
+            fit_queries=fit_queries,
         )
 
     def _setup(
@@ -291,6 +332,9 @@ class Retriever:
         dense_options: Mapping[str, Any] | None = None,
         stage_runner: StageRunner | None = None,
         chunk_id_policy: ChunkIdPolicy | None = None,
+        query_encoder: Any = None,
+        fit_queries: bool = False,
+        fusion: str = "rrf",
     ) -> None:
         """Everything ``__init__`` and ``load`` share: the stage lists, caches, store, runner."""
         for s in stages:
@@ -313,8 +357,11 @@ class Retriever:
                     name="dense",
                     cache=self.embedding_cache,
                     options=dense_options,
+                    query_encoder=query_encoder,
                 )
             )
+        #: Whether each add_documents refits the static query encoder (``query_encoder="static"``).
+        self.fit_queries = bool(fit_queries) and encoder is not None
         #: First-stage retrievers, in fusion order.
         self.first_stages: list = defaults + [s for s in stages if isinstance(s, RetrievalStage)]
         #: Re-rankers of the fused head, in order (the cross-encoder runs after them).
@@ -332,6 +379,9 @@ class Retriever:
         # Resolved once (a copy without truncation), not on every add_documents call.
         self.tokenizer = load_tokenizer(tokenizer)
         self.rrf_k = float(rrf_k)
+        if fusion not in FUSIONS:
+            raise ValueError(f"fusion = {fusion!r}; expected one of {FUSIONS}")
+        self.fusion = fusion
         self.weights = dict(weights or {})
         unknown = set(self.weights) - set(names)
         if unknown:
@@ -551,6 +601,7 @@ class Retriever:
                     prepared = prepare_all()
             done: list = []
             indexed_meta = False
+            fitted = None
             try:
                 new_fields = {k for d in docs for k in (d.get("metadata") or {})}
                 store.begin_insert(
@@ -581,7 +632,13 @@ class Retriever:
                             else:
                                 s.add(chunk_ids, indexed)
                             done.append(s)
+                        if self.fit_queries:
+                            # Fitted before the commit (a failure undoes the add), used after it.
+                            dense = self._first_of("dense")
+                            fitted = self._fit_query_encoder(dense, indexed, prepared[id(dense)], len(docs))
                     store.commit()
+                    if fitted is not None:
+                        dense.set_query_encoder(fitted)
                 except BaseException:
                     if indexed_meta:
                         self.metadata.remove(chunk_ids)
@@ -604,6 +661,24 @@ class Retriever:
                 store.next_chunk_id = max(store.next_chunk_id, int(chunk_ids.max()) + 1)
             self._store_changed()
             return n_chunks
+
+    def _fit_query_encoder(self, dense: Any, texts: list, vectors: np.ndarray, n_docs: int) -> Any:
+        """The static query encoder fitted on newly added chunks, pulled toward the previous
+        fit (or the encoder's distilled token table)."""
+        return fit_query_encoder(
+            texts,
+            vectors,
+            self.encoder,
+            prior=dense.query_encoder,
+            show_progress=self._progress(n_docs),
+        )
+
+    @property
+    def query_encoder(self) -> Any:
+        """The dense stage's query encoder when it is not ``encoder`` (e.g. a fitted
+        :class:`ragfind.StaticEncoder`), else None."""
+        dense = self._first_of("dense")
+        return None if dense is None else dense.query_encoder
 
     def chunks(self, documents: Iterable[Mapping[str, Any]]) -> list:
         """The chunks (:class:`ragfind.Chunk`) :meth:`add_documents` would index for
@@ -950,6 +1025,8 @@ class Retriever:
         """The RRF scores of ranks 1, 2, ... of a single list of stage ``name`` (at least ``n``
         of them, shared: do not modify), when they are that list's fusion (a positive weight
         and strictly decreasing scores); None otherwise."""
+        if self.fusion != "rrf":
+            return None
         w = float(self.weights.get(name, 1.0)) if self.weights else 1.0
         table = self._rrf_table
         if table is None or table[0] != self.rrf_k or table[1] != w or len(table[2]) < n:
@@ -970,6 +1047,14 @@ class Retriever:
             one = self._one_list([lists[keep[0]]], [names[keep[0]]], top)
             if one is not None:
                 return one[0], np.asarray(one[1], np.float64)
+        if self.fusion == "convex":
+            return _core.fuse_scores(
+                [lists[i] for i in keep],
+                "min-max",
+                "sum",
+                [weights[i] for i in keep] if weights else None,
+                top,
+            )
         return _core.rrf(
             [lists[i][0] for i in keep], self.rrf_k, [weights[i] for i in keep] if weights else None, top
         )
@@ -1111,11 +1196,13 @@ class Retriever:
                 else "custom"
             ),
             "rrf_k": self.rrf_k,
+            "fusion": self.fusion,
             "weights": self.weights,
             "candidates": self.candidates,
             "rerank_candidates": self.rerank_candidates,
             "cache_size": self._saved_cache_size,
             "dense_kind": dense.kind if dense is not None else None,
+            "fit_query_encoder": self.fit_queries,
         }
 
     def save(self, path: str | os.PathLike) -> None:
@@ -1149,7 +1236,9 @@ class Retriever:
         Args:
             path: the folder.
             encoder: the query encoder (an Encoder, a folder or a name); default: the saved
-                reference. Its fingerprint must equal the one the vectors were built with.
+                reference. Its fingerprint must equal the one the vectors were built with. A
+                saved static ``query_encoder`` (and ``"static"`` refitting) comes back with the
+                folder.
             reranker: "saved" (default: the saved reference, if any), None, or a CrossEncoder.
             contextualize: a custom callable to use for documents added later (the saved
                 retriever used the default or none; that choice is restored otherwise).

@@ -50,6 +50,7 @@ READS_VERSIONS = (1, 2)
 MANIFEST = "manifest.json"
 BM25_FILE = "bm25.idx"
 DENSE_FILE = "dense.idx"
+QUERY_ENCODER_DIR = "query_encoder"  # a static query encoder's model folder
 METADATA_FILE = "metadata.idx"
 #: The passage columns (a folder without them builds them from the store).
 COLUMNS_FILE = "passages.cols"
@@ -173,6 +174,14 @@ def save_folder(r: Any, path: str | os.PathLike) -> None:
                     stage.save(d)
                     stage_names.append(stage.name)
                     files += [str(p.relative_to(tmp)) for p in sorted(d.rglob("*")) if p.is_file()]
+            query_encoder = r.query_encoder
+            if query_encoder is not None:
+                query_encoder.save(tmp / QUERY_ENCODER_DIR)
+                files += [
+                    str(p.relative_to(tmp))
+                    for p in sorted((tmp / QUERY_ENCODER_DIR).iterdir())
+                    if p.is_file()
+                ]
             for f in files:
                 with open(tmp / f, "rb+") as fh:
                     os.fsync(fh.fileno())
@@ -185,6 +194,12 @@ def save_folder(r: Any, path: str | os.PathLike) -> None:
                 "reranker": None
                 if r.reranker is None
                 else {"ref": r.reranker_ref, "fingerprint": getattr(r.reranker, "fingerprint", None)},
+                "query_encoder": None
+                if query_encoder is None
+                else {
+                    "fingerprint": query_encoder.fingerprint,
+                    "target_fingerprint": query_encoder.target_fingerprint,
+                },
                 "next_chunk_id": r.store.next_chunk_id,
                 "fields": sorted(r.store.fields),
                 "kinds": dict(sorted(r.store.kinds.items())),
@@ -240,7 +255,10 @@ def check_manifest(m: Any, mpath: Path) -> None:
     for name, info in files.items():
         parts = Path(name).parts
         if name not in (STORE_FILE, METADATA_FILE, COLUMNS_FILE, BM25_FILE, DENSE_FILE) and not (
-            len(parts) >= 2 and parts[0].startswith("stage-") and ".." not in parts and "\0" not in name
+            len(parts) >= 2
+            and (parts[0].startswith("stage-") or parts[0] == QUERY_ENCODER_DIR)
+            and ".." not in parts
+            and "\0" not in name
         ):
             raise bad(f"file {name!r} is not one a retriever folder holds")
         if not (isinstance(info, dict) and is_int(info.get("size")) and isinstance(info.get("sha256"), str)):
@@ -265,6 +283,14 @@ def check_manifest(m: Any, mpath: Path) -> None:
         raise bad("'encoder' must be null or {'ref': str|null, 'fingerprint': str|null, 'dim': int}")
     if (enc is None) != (DENSE_FILE not in files):
         raise bad(f"{DENSE_FILE} must be present exactly when an encoder is")
+    qe = m.get("query_encoder")
+    if qe is not None and not (
+        isinstance(qe, dict)
+        and isinstance(qe.get("fingerprint"), str)
+        and str_or_none(qe.get("target_fingerprint"))
+        and enc is not None
+    ):
+        raise bad("'query_encoder' must be null or {'fingerprint': str, 'target_fingerprint': str|null}")
     rr = m.get("reranker")
     if rr is not None and not (isinstance(rr, dict) and "ref" in rr and str_or_none(rr["ref"])):
         raise bad("'reranker' must be null or {'ref': str|null, ...}")
@@ -289,6 +315,8 @@ def check_manifest(m: Any, mpath: Path) -> None:
             raise bad(f"contextualize = {c['contextualize']!r}; expected null, 'default' or 'custom'")
         if not (is_num(c["rrf_k"]) and c["rrf_k"] >= 0):
             raise bad(f"rrf_k = {c['rrf_k']!r}; expected a finite number >= 0")
+        if c.get("fusion", "rrf") not in ("rrf", "convex"):
+            raise bad(f"fusion = {c['fusion']!r}; expected 'rrf' or 'convex'")
         w = c["weights"]
         names = (["sparse"] if m.get("version") == 1 else ["bm25"]) + ["dense"] + m.get("stages", [])
         if w is not None and not (
@@ -392,6 +420,17 @@ def load_folder(
                 f"the retriever in {str(folder)!r} holds {dense.dim}-d vectors but the encoder "
                 f"gives {enc.dim}-d ones"
             )
+    qe_info = manifest.get("query_encoder")
+    query_encoder = None
+    if qe_info is not None and dense is not None:
+        from ragfind.models.static import StaticEncoder
+
+        query_encoder = StaticEncoder(folder / QUERY_ENCODER_DIR)
+        if query_encoder.fingerprint != qe_info["fingerprint"]:
+            raise RetrieverFolderError(
+                f"{str(folder)!r}: the query encoder has fingerprint {query_encoder.fingerprint!r}, "
+                f"the manifest says {qe_info['fingerprint']!r}"
+            )
     weights = dict(config["weights"] or {})
     if version == 1:
         weights = {_V1_NAMES.get(k, k): v for k, v in weights.items()}
@@ -434,6 +473,7 @@ def load_folder(
             tokenizer=enc.tokenizer if enc is not None else None,
             rrf_k=config["rrf_k"],
             weights=weights,
+            fusion=config.get("fusion", "rrf"),
             candidates=config["candidates"],
             rerank_candidates=config["rerank_candidates"],
             cache_size=int(config["cache_size"]),
@@ -442,6 +482,8 @@ def load_folder(
             store=store,
             chunk_id_policy=chunk_id_policy,
             metadata=metadata,
+            query_encoder=query_encoder,
+            fit_queries=config.get("fit_query_encoder") is True,
         )
         chunk_ids = store.chunk_ids()
         for stage in obj.first_stages:

@@ -8,7 +8,8 @@ shape the page reads:
   as the C++ scorer, so a page (``static/app.js`` holds the JavaScript twin) can re-score for any
   k1 and b exactly as the server would;
 - dense: the cosine similarity of the query embedding and the stored passage vector;
-- fusion: each stage's rank and its reciprocal-rank term ``weight / (rrf_k + rank)``;
+- fusion: each stage's rank and its term: ``weight / (rrf_k + rank)`` under RRF, or under convex
+  fusion ``weight * (score - lo) / (hi - lo)`` with ``lo``, ``hi`` the stage list's own bounds;
 - late interaction: each query token, its best-matching passage token and their similarity.
 """
 
@@ -204,8 +205,9 @@ def explain_passage(
 ) -> dict:
     """The explanation of chunk ``chunk_id`` for ``query`` on a :class:`ragfind.Retriever`.
 
-    Returns ``{"chunk_id", "doc_id", "text", "fusion": {"rrf_k", "terms": [{stage, rank,
-    weight, term}], "score"}, "final_score", "stages": {name: detail}}``; ``stages`` holds a
+    Returns ``{"chunk_id", "doc_id", "text", "fusion": {"method", "rrf_k", "terms": [{stage,
+    rank, weight, term}], "score"}, "final_score", "stages": {name: detail}}`` (convex fusion's
+    terms also hold the stage ``score`` and its list's ``lo`` and ``hi``); ``stages`` holds a
     ``bm25`` / ``dense`` / ``late`` detail per stage of that kind (``present`` False when the
     stage does not hold the chunk). The ranks are those of the search the service runs
     (``candidates`` deep, the same filters).
@@ -225,13 +227,28 @@ def explain_passage(
     res = retriever.search(query, k=max(retriever.candidates, 1), filters=filters, use_cache=False)
     hit = next((p for p in res if p.id == int(chunk_id)), None)
     ranks = dict(hit.ranks) if hit is not None else {}
+    method = getattr(retriever, "fusion", "rrf")
     terms, fused = [], 0.0
     for s in retriever.first_stages:
-        if s.name in ranks:
-            w = float(retriever.weights.get(s.name, 1.0))
+        if s.name not in ranks:
+            continue
+        w = float(retriever.weights.get(s.name, 1.0))
+        if method == "convex":
+            # The bounds of the list this stage handed to fusion (the same depth and filters).
+            own = retriever.search(
+                query, k=max(retriever.candidates, 1), filters=filters, stages=[s.name], use_cache=False
+            )
+            listed = [float(p.scores[s.name]) for p in own]
+            lo, hi = min(listed), max(listed)
+            score = float(hit.scores[s.name])
+            # A list of equal scores maps each of them to 1, as the fusion kernel does.
+            term = w * ((score - lo) / (hi - lo) if hi > lo else 1.0)
+            item = {"stage": s.name, "rank": ranks[s.name], "weight": w, "score": score, "lo": lo, "hi": hi}
+        else:
             term = w / (retriever.rrf_k + ranks[s.name])
-            fused += term
-            terms.append({"stage": s.name, "rank": ranks[s.name], "weight": w, "term": term})
+            item = {"stage": s.name, "rank": ranks[s.name], "weight": w}
+        fused += term
+        terms.append({**item, "term": term})
     stages: dict = {}
     for s in retriever.first_stages + retriever.rerank_stages:
         stages[s.name] = _stage_detail(s, query, int(chunk_id), indexed, k1, b, s.name in ranks)
@@ -246,6 +263,6 @@ def explain_passage(
         "query": query,
         "retrieved": hit is not None,
         "final_score": None if hit is None else hit.score,
-        "fusion": {"rrf_k": retriever.rrf_k, "terms": terms, "score": fused},
+        "fusion": {"method": method, "rrf_k": retriever.rrf_k, "terms": terms, "score": fused},
         "stages": stages,
     }

@@ -662,6 +662,7 @@ class Service:
         if hasattr(r, "first_stages"):
             out["stages"] = [s.name for s in r.first_stages]
             out["rerank_stages"] = [s.name for s in r.rerank_stages]
+            out["fusion"] = getattr(r, "fusion", "rrf")
             out["rrf_k"] = r.rrf_k
             out["weights"] = dict(r.weights)
             out["fields"] = r.fields

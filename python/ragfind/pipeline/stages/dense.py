@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ragfind.dense.index import DenseIndex
-from ragfind.errors import unknown_ids
+from ragfind.errors import ModelMismatchError, unknown_ids
 from ragfind.ids import IdFilter
 from ragfind.index import Contribution, Explanation
 from ragfind.pipeline.cache import LRUCache
@@ -31,6 +31,26 @@ def check_dense_options(options: Any) -> dict:
     return dict(options)
 
 
+def check_query_encoder(query_encoder: Any, fingerprint: str | None, dim: int) -> None:
+    """Raises ModelMismatchError unless ``query_encoder`` gives vectors in the space of an index
+    of ``fingerprint`` and ``dim``: its ``target_fingerprint`` (a query encoder fitted into that
+    space), else its own ``fingerprint``, must be the index's."""
+    for attr in ("encode_query", "dim", "fingerprint"):
+        if not hasattr(query_encoder, attr):
+            raise TypeError(f"query_encoder is a {type(query_encoder).__name__} without .{attr}")
+    space = getattr(query_encoder, "target_fingerprint", None) or query_encoder.fingerprint
+    if fingerprint is not None and space != fingerprint:
+        raise ModelMismatchError(
+            f"the query encoder gives vectors of model {space!r} but the dense index holds vectors "
+            f"of model {fingerprint!r}; fit a query encoder into that model's space "
+            "(ragfind.fit_query_encoder) or use the model the index was built with"
+        )
+    if int(query_encoder.dim) != int(dim):
+        raise ModelMismatchError(
+            f"the query encoder gives {query_encoder.dim}-d vectors; the index holds {dim}-d ones"
+        )
+
+
 class DenseStage:
     """Semantic retrieval: the query embedding's nearest chunks (cosine, exact, HNSW or IVF).
 
@@ -45,6 +65,9 @@ class DenseStage:
             ``metric``, ``kind`` or ``fingerprint``, which the stage sets.
         name: the stage's name.
         cache: the LRU cache of query embeddings (shared with the Retriever's statistics).
+        query_encoder: embeds the queries instead of ``encoder`` (e.g. a static encoder fitted
+            into ``encoder``'s space, ``ragfind.fit_query_encoder``); its ``target_fingerprint``
+            (else its ``fingerprint``) must be the index's.
     """
 
     kind = "dense"
@@ -58,6 +81,7 @@ class DenseStage:
         name: str = "dense",
         cache: LRUCache | None = None,
         options: Any = None,
+        query_encoder: Any = None,
     ) -> None:
         if kind not in ("exact", "hnsw", "ivf"):
             raise ValueError(f"dense_kind = {kind!r}; expected 'exact', 'hnsw' or 'ivf'")
@@ -70,6 +94,21 @@ class DenseStage:
         self.index = index
         self.name = name
         self.cache = cache if cache is not None else LRUCache(1024)
+        self.query_encoder: Any = None
+        self.set_query_encoder(query_encoder)
+
+    def set_query_encoder(self, query_encoder: Any) -> None:
+        """Embeds queries with ``query_encoder`` from now on (None: with ``encoder``); clears
+        the embedding cache.
+
+        Raises:
+            ragfind.ModelMismatchError: its vectors are not in the index's space (another
+                ``target_fingerprint`` / ``fingerprint``, or another dimension).
+        """
+        if query_encoder is not None:
+            check_query_encoder(query_encoder, self.index.fingerprint, self.index.dim)
+        self.query_encoder = query_encoder
+        self.cache.clear()
 
     def __len__(self) -> int:
         return len(self.index)
@@ -110,7 +149,7 @@ class DenseStage:
         """The (cached, read-only) query embedding."""
         vec = self.cache.get(query)
         if vec is None:
-            vec = self.encoder.encode_query(query)
+            vec = (self.query_encoder or self.encoder).encode_query(query)
             vec.setflags(write=False)
             self.cache.put(query, vec)
         return vec

@@ -119,9 +119,10 @@ function chosenStages() {
 function fusionLine(r) {
   const rrfK = state.info ? state.info.rrf_k : 60;
   const weights = (state.info && state.info.weights) || {};
+  const convex = state.info && state.info.fusion === "convex";
   const parts = Object.entries(r.ranks).map(([s, rank]) => {
     const w = weights[s] === undefined ? 1 : weights[s];
-    return (w === 1 ? "" : w + "·") + "1/(" + rrfK + "+" + rank + ")";
+    return (w === 1 ? "" : w + "·") + (convex ? "norm(" + s + ")" : "1/(" + rrfK + "+" + rank + ")");
   });
   return parts.length ? "fused = " + parts.join(" + ") + " = " + fmt(r.scores.fused, 5) : "";
 }
@@ -218,8 +219,10 @@ function renderExplanation(ex, result) {
   fusion.textContent = "";
   const p = document.createElement("p");
   if (ex.fusion.terms.length) {
-    p.textContent = "Reciprocal rank fusion: " + ex.fusion.terms.map((t) =>
-      t.stage + " rank " + t.rank + " → " + (t.weight === 1 ? "" : t.weight + "·") + "1/(" + ex.fusion.rrf_k + "+" + t.rank + ") = " + fmt(t.term, 5)
+    const convex = ex.fusion.method === "convex";
+    p.textContent = (convex ? "Convex fusion (scores min-max normalised per list): " : "Reciprocal rank fusion: ") + ex.fusion.terms.map((t) =>
+      t.stage + " rank " + t.rank + " → " + (t.weight === 1 ? "" : t.weight + "·") +
+      (convex ? "(" + fmt(t.score) + "−" + fmt(t.lo) + ")/(" + fmt(t.hi) + "−" + fmt(t.lo) + ")" : "1/(" + ex.fusion.rrf_k + "+" + t.rank + ")") + " = " + fmt(t.term, 5)
     ).join("; ") + "; sum " + fmt(ex.fusion.score, 5) + (ex.final_score !== null && Math.abs(ex.final_score - ex.fusion.score) > 1e-12 ? " (final score after re-ranking " + fmt(ex.final_score) + ")" : "");
   } else {
     p.textContent = "No first stage retrieved this passage for this query.";
