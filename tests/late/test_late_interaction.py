@@ -173,7 +173,7 @@ def test_bad_inputs_change_nothing(index_and_docs):
         index.add(docs[0])
     assert len(index) == n_before and index.n_tokens == tokens_before
     q = np.ones((2, 32), dtype=np.float32)
-    with pytest.raises(ValueError, match="query_vectors has dim 8, expected 32"):
+    with pytest.raises(ValueError, match="query has dim 8, expected 32"):
         index.search(np.ones((2, 8), dtype=np.float32))
     with pytest.raises(UnknownIdError, match=r"candidate_ids: \[500\] not in the index"):
         index.rerank(q, [1, 500])

@@ -278,18 +278,17 @@ class LateInteractionIndex:
             tokens, offsets = self._tokens, self._offsets
         return self._score_rows(q, tokens, offsets, rows, threads)
 
-    def _query(self, query_vectors) -> np.ndarray:
-        q = _as_query(query_vectors)
+    def _query(self, query) -> np.ndarray:
+        q = _as_query(query, "query")
         if q.shape[1] != self._dim:
-            raise ValueError(f"query_vectors has dim {q.shape[1]}, expected {self._dim} (the index's dim)")
+            raise ValueError(f"query has dim {q.shape[1]}, expected {self._dim} (the index's dim)")
         bad = _core.first_non_finite(q)
         if bad >= 0:
-            raise ValueError(
-                f"query_vectors contains a non-finite value (NaN or Inf) at token {bad // self._dim}"
-            )
+            raise ValueError(f"query contains a non-finite value (NaN or Inf) at token {bad // self._dim}")
         return q
 
-    def rerank(self, query_vectors, candidate_ids, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    @old_spellings(renamed={"query_vectors": "query"})
+    def rerank(self, query, candidate_ids, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Score the candidates exactly and return the best ``k`` (default: all).
 
         Returns (ids, scores float32), best first (ties: the earlier added document first).
@@ -297,7 +296,7 @@ class LateInteractionIndex:
         """
         if k is not None:
             k = check_k(k)
-        q = self._query(query_vectors)
+        q = self._query(query)
         with self._lock:
             self._flush()
             rows = np.unique(self._ids.rows_of(candidate_ids, "candidate_ids")[0])
@@ -442,10 +441,10 @@ class LateInteractionIndex:
             self._ivf_offsets = np.concatenate([[0], np.cumsum(ivf_counts)]).astype(np.int64)
             self._ivf_docs = ivf_docs
 
-    @old_spellings(renamed={"n_probe": "nprobe"})
+    @old_spellings(renamed={"n_probe": "nprobe", "query_vectors": "query"})
     def candidates(
         self,
-        query_vectors,
+        query,
         *,
         nprobe: int | None = None,
         n_candidates: int = 256,
@@ -459,7 +458,7 @@ class LateInteractionIndex:
             raise ValueError("no centroids: call build_centroids() first")
         if n_probe <= 0 or n_candidates <= 0:
             raise ValueError(f"nprobe and n_candidates must be positive, got {n_probe}, {n_candidates}")
-        q = self._query(query_vectors)
+        q = self._query(query)
         flt = as_id_filter(filter)
         with self._lock:
             if not self.has_centroids:
