@@ -76,3 +76,39 @@ def test_partial_travels_as_an_argument_and_is_never_cached():
     assert res.partial and res.missing == (2,)
     assert "dogs" not in res.doc_ids and len(res) > 0
     assert not r.search("dogs bark", k=5, partial=True).cached
+
+
+class _TimedStage:
+    """A first stage that sleeps ``seconds`` per search and records the thread it ran on."""
+
+    def __init__(self, name: str, seconds: float) -> None:
+        self.name, self.seconds, self.threads = name, seconds, []
+
+    def search(self, query, k, flt=None):
+        import threading
+        import time
+
+        self.threads.append(threading.get_ident())
+        time.sleep(self.seconds)
+        return np.arange(3, dtype=np.int64), np.asarray([3.0, 2.0, 1.0])
+
+
+def test_short_stages_run_one_after_another_on_the_calling_thread():
+    import threading
+
+    r = make()
+    runner = r.stage_runner
+    me = threading.get_ident()
+    short = [_TimedStage("a", 0.0), _TimedStage("b", 0.0)]
+    long = [_TimedStage("c", 0.005), _TimedStage("d", 0.005)]
+    for stages in (short, long):
+        for _ in range(30):
+            timings: dict = {}
+            got = runner.first_stage(stages, ("q",), 3, None, timings)
+            assert got.names == [s.name for s in stages] and len(got.lists) == 2
+    # The first search of a stage is overlapped (no times yet); once their moving averages
+    # (the first possibly inflated by a thread start) say they are short, they share a thread.
+    assert short[1].threads[0] != me and short[1].threads[-10:] == [me] * 10
+    # All but the slowest still take longer than a hand-off: overlapped every time.
+    assert all(t != me for t in long[1].threads)
+    r.close()

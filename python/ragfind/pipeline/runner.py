@@ -31,6 +31,14 @@ _INT64 = np.dtype(np.int64)
 
 _now = time.perf_counter  # the builtin itself: no Python frame per reading
 
+#: First stages run one after another on the calling thread when all but the slowest of them
+#: are expected to take less than this together (seconds): handing a stage to a pool thread
+#: and joining it costs about 0.1-0.2 ms here (a thread wake-up each way and the GIL passed
+#: between two threads), more than a short stage saves by overlapping, e.g. BM25 beside a
+#: query embedding.
+SEQUENTIAL_BELOW = 0.15e-3
+_COST_WEIGHT = 0.2  # weight of the newest time in a stage's moving average
+
 
 def _list_arrays(ids: Any, scores: Any) -> tuple:
     """A stage's ranked list as ``(int64 ids, scores)`` arrays; the index's own arrays pass."""
@@ -107,6 +115,7 @@ class LocalStages:
         self.filters = FilterCompiler(metadata, store, filter_cache)
         self._threads = threads
         self._pool: ThreadPoolExecutor | None = None
+        self._cost: dict = {}  # stage name -> moving average of its seconds per search
 
     @property
     def generation(self) -> int:
@@ -154,18 +163,23 @@ class LocalStages:
             timings[stage.name] = timings["first_stage"] = _now() - t0
             return StageLists([(ids, scores)], [stage.name])
         futures = []
-        if len(stages) > 1:
+        if len(stages) > 1 and not self._sequential(stages):
             pool = self._executor()
             futures = [pool.submit(self._run_stage, s, queries, depth, flt) for s in stages[1:]]
-        results = [self._run_stage(stages[0], queries, depth, flt)]
-        results += [f.result() for f in futures]
+            results = [self._run_stage(stages[0], queries, depth, flt)]
+            results += [f.result() for f in futures]
+        else:
+            results = [self._run_stage(s, queries, depth, flt) for s in stages]
         timings["first_stage"] = _now() - t0
         lists, names, t_embed = [], [], 0.0
+        cost = self._cost
         for s, (res, start, end, embed) in zip(stages, results):
             lists += res
             names += [s.name] * len(res)
             timings[s.name] = end - start
             t_embed += embed
+            before = cost.get(s.name)
+            cost[s.name] = end - start if before is None else before + _COST_WEIGHT * (end - start - before)
         if any(hasattr(s, "embed") for s in stages):
             timings["embed"] = t_embed
         spans = [(start, end) for _, start, end, _ in results]
@@ -175,6 +189,15 @@ class LocalStages:
             if any(a < d and c < b for m, (c, d) in enumerate(spans) if m != n)
         )
         return StageLists(lists, names, overlapped)
+
+    def _sequential(self, stages: list) -> bool:
+        """Whether running ``stages`` one after another is expected to beat overlapping them:
+        all but the slowest take under ``SEQUENTIAL_BELOW`` together (by their recent times;
+        a stage not timed yet runs overlapped)."""
+        costs = [self._cost.get(s.name) for s in stages]
+        if None in costs:
+            return False
+        return sum(costs) - max(costs) < SEQUENTIAL_BELOW
 
     def rerank(self, stage: Any, query: str, ids: np.ndarray, texts: list) -> tuple:
         return stage.rerank(query, ids, texts)
