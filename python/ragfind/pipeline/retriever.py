@@ -63,6 +63,7 @@ from ragfind.pipeline.stages.dense import DenseStage, check_dense_options
 from ragfind.pipeline.store import DocumentStore
 from ragfind.sparse.analyzer import Analyzer
 from ragfind.sparse.bm25 import BM25Index
+from ragfind.sparse.feedback import RM3
 from ragfind.sparse.fields import BM25FIndex
 
 __all__ = [
@@ -159,6 +160,10 @@ class Retriever:
         tokenizer: the chunking tokenizer (default: the encoder's, else MiniLM's).
         bm25: a fresh :class:`ragfind.BM25Index` for the BM25 stage (:class:`BM25Stage`; default
             ``BM25Index()``: Lucene BM25, k1=1.2, b=0.75, English stemming), or None for none.
+        feedback: None (default) or a :class:`ragfind.RM3`: the BM25 stage's searches are
+            expanded by pseudo-relevance feedback (a first BM25 search, the feedback chunks'
+            terms read from the store, a second search). Saved and reloaded with the retriever.
+            Not with a BM25F index or a ``stage_runner``.
         dense_kind: ``"exact"`` (SIMD brute force, default), ``"hnsw"`` or ``"ivf"`` (k-means
             lists, automatic nlist retrained as the store grows; stores under 78 chunks
             use one list, i.e. an exact scan).
@@ -212,6 +217,7 @@ class Retriever:
         contextualize: bool | Callable[[Mapping[str, Any], Chunk], str] = True,
         tokenizer: Any = None,
         bm25: Any = "default",
+        feedback: RM3 | None = None,
         dense_kind: str = "exact",
         dense_options: Mapping[str, Any] | None = None,
         stages: Sequence[Any] = (),
@@ -303,6 +309,7 @@ class Retriever:
             chunk_id_policy=chunk_id_policy,
             query_encoder=query_encoder,
             fit_queries=fit_queries,
+            feedback=feedback,
         )
 
     def _setup(
@@ -335,6 +342,7 @@ class Retriever:
         query_encoder: Any = None,
         fit_queries: bool = False,
         fusion: str = "rrf",
+        feedback: RM3 | None = None,
     ) -> None:
         """Everything ``__init__`` and ``load`` share: the stage lists, caches, store, runner."""
         for s in stages:
@@ -409,6 +417,12 @@ class Retriever:
         self.stage_runner: StageRunner = (
             stage_runner if stage_runner is not None else LocalStages(store, metadata, threads=threads)
         )
+        if feedback is not None:
+            if bm25 is None:
+                raise ValueError("feedback: needs the BM25 stage (bm25=None was given)")
+            if stage_runner is not None:
+                raise ValueError("feedback: not supported with a stage_runner (the stages run elsewhere)")
+            bm25.set_feedback(feedback, self._feedback_texts)
         #: Gives new chunks their ids.
         self.chunk_id_policy: ChunkIdPolicy = chunk_id_policy or sequential_chunk_ids
         self.show_progress = show_progress
@@ -1110,6 +1124,23 @@ class Retriever:
             analyzer = self._default_analyzer = Analyzer()
         return analyzer
 
+    def _feedback_texts(self, ids: Any) -> list:
+        """The indexed texts of chunk ids, from the store (RM3 reads its feedback chunks' terms
+        there rather than from a second copy of every text)."""
+        rows = {r[0]: r for r in self.store.fetch_list([int(i) for i in ids])}
+        out = []
+        for i in ids:
+            r = rows.get(int(i))
+            # ROW: text at 2, context at 7; as Chunk.indexed_text.
+            out.append("" if r is None else f"{r[7]}\n{r[2]}" if r[7] else r[2])
+        return out
+
+    @property
+    def feedback(self) -> RM3 | None:
+        """The BM25 stage's pseudo-relevance feedback (:class:`ragfind.RM3`), or None."""
+        bm25 = self._first_of("bm25")
+        return getattr(bm25, "feedback", None)
+
     @staticmethod
     def _indexed_text(p: Passage) -> str:
         return f"{p.context}\n{p.text}" if p.context else p.text
@@ -1203,6 +1234,7 @@ class Retriever:
             "cache_size": self._saved_cache_size,
             "dense_kind": dense.kind if dense is not None else None,
             "fit_query_encoder": self.fit_queries,
+            "feedback": None if self.feedback is None else self.feedback.config(),
         }
 
     def save(self, path: str | os.PathLike) -> None:
