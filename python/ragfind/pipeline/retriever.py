@@ -36,6 +36,7 @@ import numpy as np
 
 from ragfind import _core
 from ragfind.errors import check_k
+from ragfind.fusion import fit_convex_weight
 from ragfind.models import load_model
 from ragfind.models.cross_encoder import CrossEncoder
 from ragfind.models.static import StaticEncoder
@@ -1211,6 +1212,82 @@ class Retriever:
         self.embedding_cache.clear()
         self.result_cache.clear()
         self.stage_runner.clear()
+
+    def fit_fusion_weight(
+        self,
+        queries: Mapping[str, str],
+        qrels: Mapping[str, Mapping[str, int]],
+        *,
+        metric: str = "ndcg@10",
+        grid: Sequence[float] | None = None,
+        apply: bool = True,
+    ) -> tuple[float, dict[float, float]]:
+        """Fits the BM25 weight of convex fusion (``fusion="convex"``) on your judged queries.
+
+        Each query is searched once by the BM25 and dense stages (``candidates`` each, no
+        filter); each list is cut to its documents' best chunk, and
+        :func:`ragfind.fit_convex_weight` (min-max, as the retriever fuses) picks the weight
+        that maximises ``metric`` over ``qrels``. Fit on queries other than those you report
+        on. With ``apply`` the retriever then fuses by ``fusion="convex"``,
+        ``weights={"bm25": w, "dense": 1 - w}`` (saved with it) and its results cache is
+        cleared.
+
+        Args:
+            queries: ``{query id: text}``.
+            qrels: ``{query id: {document id: judgement}}`` (:func:`ragfind.eval.load_qrels`).
+            metric: a metric :func:`ragfind.eval.evaluate` knows.
+            grid: BM25 weights to try, in [0, 1] (default 0, 0.05, ..., 1).
+            apply: set the fitted fusion on this retriever.
+
+        Returns:
+            ``(BM25 weight, {weight: mean metric})``.
+
+        Raises:
+            ValueError: the retriever lacks a ``"bm25"`` or a ``"dense"`` stage, or no query is
+                both in ``queries`` and judged in ``qrels``.
+        """
+        names = [s.name for s in self.first_stages]
+        if "bm25" not in names or "dense" not in names:
+            raise ValueError(
+                f"fit_fusion_weight needs the 'bm25' and 'dense' stages; this retriever has {names}"
+            )
+        stages = [self._first_of("bm25"), self._first_of("dense")]
+        doc_ids: list = []
+        number: dict = {}
+        runs: list[dict] = [{}, {}]
+        for q, text in queries.items():
+            if str(q) not in qrels:
+                continue
+            for run in runs:  # a stage that finds nothing gives an empty list
+                run[q] = (np.zeros(0, np.int64), np.zeros(0, np.float32))
+            found = self.stage_runner.first_stage(stages, (text,), self.candidates, None, {})
+            chunks = {int(i) for ids, _ in found.lists for i in ids.tolist()}
+            rows, _ = self.stage_runner.fetch(sorted(chunks))
+            for (ids, scores), name in zip(found.lists, found.names):
+                best: dict = {}  # document number -> its best chunk's score (lists are best first)
+                for i, s in zip(ids.tolist(), scores.tolist()):
+                    row = rows.get(i)
+                    if row is None:
+                        continue
+                    n = number.setdefault(row[1], len(number))
+                    if n == len(doc_ids):
+                        doc_ids.append(row[1])
+                    best.setdefault(n, s)
+                runs[0 if name == "bm25" else 1][q] = (
+                    np.fromiter(best.keys(), np.int64, len(best)),
+                    np.fromiter(best.values(), np.float32, len(best)),
+                )
+        if not runs[0]:
+            raise ValueError("no query of queries is in qrels")
+        w, means = fit_convex_weight(
+            runs[0], runs[1], {str(q): j for q, j in qrels.items()}, "min-max", metric, grid, doc_ids
+        )
+        if apply:
+            with self._write_lock:
+                self.fusion = "convex"
+                self.weights = {**(self.weights or {}), "bm25": w, "dense": 1.0 - w}
+                self.result_cache.clear()
+        return w, means
 
     # ------------------------------------------------------------------ persistence
 
