@@ -125,3 +125,14 @@ def test_refusals():
         ragfind.Retriever(encoder=None, bm25=BM25FIndex(fields={"title": 2.0, "text": 1.0}), feedback=RM3())
     with pytest.raises(TypeError, match="feedback"):
         ragfind.Retriever(encoder=None, feedback={"fb_docs": 5})
+
+
+def test_a_sharded_build_refuses_feedback(tmp_path):
+    pytest.importorskip("ray")
+    from ragfind.distributed import build
+
+    src = tmp_path / "c.jsonl"
+    src.write_text('{"id": "a", "text": "apple"}\n')
+    with pytest.raises(ValueError, match="feedback: not supported by a sharded index"):
+        build(src, tmp_path / "kb", 2, encoder=None, feedback=RM3())
+    assert not (tmp_path / "kb").exists()
