@@ -220,3 +220,16 @@ def test_stage_reads_texts_from_a_callable():
     assert 2 not in stage.search("apple", 10)[0].tolist()
     with pytest.raises(TypeError, match="texts"):
         stage.set_feedback(RM3(), texts="not callable")
+
+
+def test_a_phrase_query_is_searched_as_it_is():
+    index = BM25Index(analyzer="whitespace", positions=True)
+    index.add(DOCS)
+    rm3 = RM3(fb_docs=2)
+    for q in ('"apple orchard"', '"apple cider"~2 orchard'):
+        ids, scores = rm3.search(index, q, 10, texts_of(DOCS))
+        want_ids, want_scores = index.search(q, 10)
+        assert ids.tolist() == want_ids.tolist()
+        np.testing.assert_array_equal(scores, want_scores)
+    # Without phrases the same index is expanded.
+    assert 2 in rm3.search(index, "apple", 10, texts_of(DOCS))[0].tolist()

@@ -194,10 +194,12 @@ class RM3:
         self, index: Any, query: str, texts: Callable[[np.ndarray], Sequence[str]]
     ) -> dict[str, float] | None:
         """The expanded query of :meth:`search` (its first search and :meth:`weights`), or
-        None when the first search finds nothing (the query is then searched as it is)."""
+        None when the first search finds nothing or the query holds phrases (an index with
+        positions): the query is then searched as it is, since the expanded query is a bag
+        of terms and would drop the phrases."""
         if not isinstance(query, str):
             raise TypeError(f"query: expected str, got {type(query).__name__}")
-        if len(index) == 0:
+        if len(index) == 0 or index._phrases(query) is not None:
             return None
         ids, scores = index.search(query, min(self.fb_docs, len(index)))
         if len(ids) == 0:
