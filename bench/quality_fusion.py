@@ -15,6 +15,7 @@ share, or a convex weight) with the best mean nDCG@10 over the *other* collectio
 it on the held-out one: a default that was not chosen on the collection it is scored on.
 
     PYTHONPATH=python python bench/quality_fusion.py [--emb-cache /work/cache/emb] [--folds 5]
+    PYTHONPATH=python python bench/quality_fusion.py --rm3 0.7   # BM25 + RM3 as the lexical input
 
 Prints nDCG@10 per collection and the paired differences (95% bootstrap interval,
 randomisation p) against RRF and against the better of the two inputs.
@@ -36,6 +37,7 @@ import ragfind  # noqa: E402
 from quality_bm25 import DATA, paired_ci, randomisation_p  # noqa: E402
 from ragfind.eval import evaluate, load_beir, load_qrels  # noqa: E402
 from ragfind.fusion import convex, fit_convex_weight  # noqa: E402
+from ragfind.sparse.feedback import RM3  # noqa: E402
 
 DEPTH = 100
 COLLECTIONS = ("scifact", "cranfield", "med", "npl", "lisa")
@@ -52,7 +54,7 @@ def embedding_dir(name: str, cache: Path) -> Path | None:
     return None
 
 
-def runs(name: str, emb: Path):
+def runs(name: str, emb: Path, feedback=None):
     """(bm25 run, dense run, qrels by split, corpus ids) with runs {qid: (row ids, scores)}."""
     ds = load_beir(DATA / name, split="test")
     corpus_ids = (emb / "corpus_ids.txt").read_text().split()
@@ -69,7 +71,11 @@ def runs(name: str, emb: Path):
     _, texts = ds.documents()
     index = ragfind.BM25Index()
     index.add(texts)
-    bm25 = dict(zip(wanted, index.search_batch([qtext[q] for q in wanted], k=DEPTH)))
+    if feedback is None:
+        bm25 = dict(zip(wanted, index.search_batch([qtext[q] for q in wanted], k=DEPTH)))
+    else:  # BM25 expanded by RM3 in place of plain BM25
+        rows = lambda ids: [texts[int(i)] for i in ids]  # noqa: E731
+        bm25 = {q: feedback.search(index, qtext[q], DEPTH, rows) for q in wanted}
     row = {q: i for i, q in enumerate(query_ids)}
     sims = Q[[row[q] for q in wanted]] @ C.T
     top = np.argsort(-sims, axis=1)[:, :DEPTH]
@@ -97,9 +103,9 @@ def convex_of(bm25, dense, w, norm):
 class Collection:
     """One collection's runs and per-query nDCG@10 of every setting tried."""
 
-    def __init__(self, name: str, emb: Path, folds: int) -> None:
+    def __init__(self, name: str, emb: Path, folds: int, feedback=None) -> None:
         self.name = name
-        self.bm25, self.dense, splits, self.doc_ids = runs(name, emb)
+        self.bm25, self.dense, splits, self.doc_ids = runs(name, emb, feedback)
         self.test = splits["test"]
         self.queries = [q for q in self.bm25 if q in self.test and any(v > 0 for v in self.test[q].values())]
         if name == "scifact":
@@ -149,14 +155,18 @@ def main() -> None:
     ap.add_argument("--emb-cache", type=Path, default=Path("/work/cache/emb"))
     ap.add_argument("--folds", type=int, default=5, help="folds of the fitted weights (not SciFact)")
     ap.add_argument("--collections", default=",".join(COLLECTIONS))
+    ap.add_argument(
+        "--rm3", type=float, metavar="WEIGHT", help="BM25 expanded by RM3 with this original query weight"
+    )
     args = ap.parse_args()
+    feedback = None if args.rm3 is None else RM3(original_query_weight=args.rm3)
     cols: dict[str, Collection] = {}
     for name in args.collections.split(","):
         emb = embedding_dir(name, args.emb_cache)
         if emb is None or not (DATA / name).is_dir():
             print(f"{name}: no embeddings (or no data), skipped", file=sys.stderr)
             continue
-        cols[name] = Collection(name, emb, args.folds)
+        cols[name] = Collection(name, emb, args.folds, feedback)
         cols[name].grid()
         print(f"  {name}: {len(cols[name].queries)} queries", file=sys.stderr, flush=True)
     if not cols:

@@ -150,6 +150,8 @@ class BM25Stage:
         return self.index.explain(query, chunk_id)
 
     def save(self, path: Any) -> None:
+        """Writes the index only: a Retriever records ``feedback`` in its manifest and sets it
+        again at load (a stage saved alone comes back without it)."""
         self.index.save(path)
 
     @classmethod
