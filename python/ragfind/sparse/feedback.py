@@ -9,7 +9,8 @@ weighted terms.
 
 Terms are the index's own (its analyzer's stems), read by analysing the feedback documents'
 texts again: the index keeps no per-document term list, so the caller supplies the texts
-(:class:`ragfind.pipeline.stages.BM25Stage` keeps them when given ``feedback=``).
+(``Retriever(feedback=...)`` reads them from its store; a
+:class:`ragfind.pipeline.stages.BM25Stage` of its own keeps a copy).
 
 The second search goes through BM25's own top-k: it counts a repeated query term once per
 repeat, so each weight ``w`` becomes ``round(w * resolution)`` repeats (``resolution`` 1,000
