@@ -10,6 +10,7 @@ to bm25s, tantivy and PISA (pyterrier-pisa) at their defaults when they are inst
     python bench/quality_bm25.py --set ablation         # the one-change-at-a-time ablation
     python bench/quality_bm25.py --only default,k1=0.9 --no-peers
     python bench/quality_bm25.py --k1-sweep
+    python bench/quality_bm25.py --rm3 --train --no-peers   # RM3 feedback against the default
 
 Prints nDCG@10 per collection and the mean over the five, then for each variant the paired
 per-query difference against the baseline row (``--baseline``, ragfind's default by default):
@@ -34,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 import ragfind  # noqa: E402
 from ragfind.eval import evaluate, load_beir  # noqa: E402
 from ragfind.sparse.analyzer import ENGLISH_STOPWORDS  # noqa: E402
+from ragfind.sparse.feedback import RM3  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 FIVE = [("scifact", "test"), ("cranfield", "test"), ("med", "test"), ("npl", "test"), ("lisa", "test")]
@@ -78,6 +80,31 @@ def caps_neighbours_lowered(text: str) -> str:
     return "".join(out)
 
 
+_DIGIT_CAPITAL = re.compile(r"\d[^\W\d_a-z]")
+
+
+def caps_text_unsplit(text: str) -> str:
+    """A text without lower-case letters lower-cased: what the analyzer would give if a
+    digit-capital boundary (``35TH``, ``1960S``) were no identifier boundary in such a text
+    (there the boundary is the only camel-case cut, and its one-letter capitals are already not
+    symbols). Simulates a text-level rule, as ``caps_text_symbols``."""
+    return text if any(c.islower() for c in text) else text.lower()
+
+
+def caps_runs_unsplit(text: str) -> str:
+    """As :func:`caps_text_unsplit`, and in mixed-case texts a run of word characters without a
+    lower-case letter that holds a digit-capital boundary is lower-cased too: a run-level rule
+    (``35TH`` is not cut in any text; ``md5Hash`` still is)."""
+    if not any(c.islower() for c in text):
+        return text.lower()
+
+    def run(m) -> str:
+        w = m.group()
+        return w.lower() if not any(c.islower() for c in w) and _DIGIT_CAPITAL.search(w) else w
+
+    return _WORD.sub(run, text)
+
+
 def fold_accents(text: str) -> str:
     """Accents removed: NFD, combining marks dropped, NFC (``café`` -> ``cafe``)."""
     d = unicodedata.normalize("NFD", text)
@@ -102,8 +129,15 @@ def title_twice(ds) -> list[str]:
     ]
 
 
-def _v(analyzer=None, text=None, docs=None, query=None, **bm25) -> dict:
-    return {"analyzer": dict(analyzer or {}), "bm25": bm25, "text": text, "docs": docs, "query": query}
+def _v(analyzer=None, text=None, docs=None, query=None, feedback=None, **bm25) -> dict:
+    return {
+        "analyzer": dict(analyzer or {}),
+        "bm25": bm25,
+        "text": text,
+        "docs": docs,
+        "query": query,
+        "feedback": feedback,
+    }
 
 
 def query_stopwords_removed(words) -> callable:
@@ -166,6 +200,10 @@ def candidate_variants() -> dict[str, dict]:
         ),
         "stemmer=porter": _v({"stemmer": "porter"}),
         "split_identifiers=False": _v({"split_identifiers": False}),
+        "no digit-capital cut in all-caps texts (simulated, text-level rule)": _v(text=caps_text_unsplit),
+        "no digit-capital cut in runs without lower case (simulated, run-level rule)": _v(
+            text=caps_runs_unsplit
+        ),
         "title twice": _v(docs=title_twice),
         "k1=0.9 b=0.4": _v(k1=0.9, b=0.4),
         "k1=1.2 b=0.6": _v(k1=1.2, b=0.6),
@@ -181,6 +219,45 @@ def candidate_variants() -> dict[str, dict]:
             {"stopwords": None}, query=query_stopwords_removed(terrier)
         )
     return out
+
+
+def rm3_variants() -> dict[str, dict]:
+    """name -> configuration: today's default with and without RM3 feedback (Anserini's
+    defaults, and the original query weighted 0.7 and 0.3)."""
+    return {
+        "default": _v(),
+        "RM3 fb_docs=10 fb_terms=10 original_query_weight=0.5 (Anserini's defaults)": _v(feedback=RM3()),
+        "RM3 original_query_weight=0.7": _v(feedback=RM3(original_query_weight=0.7)),
+        "RM3 original_query_weight=0.3": _v(feedback=RM3(original_query_weight=0.3)),
+    }
+
+
+def rm3_latency(data, rounds: int = 3) -> None:
+    """Per-query latency of BM25 top 100 alone and with RM3 (one query at a time, one thread:
+    the feedback runs in Python between two searches), the best of ``rounds`` passes."""
+    rm3 = RM3()
+    print("\n| collection | docs | queries | BM25 ms/query | BM25 + RM3 ms/query | ratio |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for key, d in data.items():
+        texts, qtexts = d[2], d[4]
+        index = ragfind.BM25Index()
+        index.add(texts)
+        rows = lambda ids, texts=texts: [texts[int(i)] for i in ids]  # noqa: E731
+        plain = with_rm3 = float("inf")
+        for _ in range(rounds):
+            t = time.perf_counter()
+            for q in qtexts:
+                index.search(q, 100)
+            plain = min(plain, (time.perf_counter() - t) / len(qtexts))
+            t = time.perf_counter()
+            for q in qtexts:
+                rm3.search(index, q, 100, rows)
+            with_rm3 = min(with_rm3, (time.perf_counter() - t) / len(qtexts))
+        print(
+            f"| {key} | {len(texts)} | {len(qtexts)} | {plain * 1e3:.3f} | {with_rm3 * 1e3:.3f} "
+            f"| {with_rm3 / plain:.1f}x |",
+            flush=True,
+        )
 
 
 def load(name: str, split: str):
@@ -243,7 +320,12 @@ def run_ragfind(cfg, ds, doc_ids, texts, qids, qtexts):
         qtexts = [cfg["query"](t) for t in qtexts]
     index.add(texts)
     out = {}
-    for q, (ids, scores) in zip(qids, index.search_batch(qtexts, k=100)):
+    if cfg.get("feedback") is not None:
+        rows = lambda ids: [texts[int(i)] for i in ids]  # noqa: E731
+        results = [cfg["feedback"].search(index, q, 100, rows) for q in qtexts]
+    else:
+        results = index.search_batch(qtexts, k=100)
+    for q, (ids, scores) in zip(qids, results):
         out[q] = {doc_ids[int(d)]: float(s) for d, s in zip(ids, scores)}
     return out
 
@@ -369,6 +451,7 @@ def main() -> None:
     ap.add_argument("--train", action="store_true", help="also SciFact's train queries (not in the mean)")
     ap.add_argument("--k1-sweep", action="store_true", help="only: a k1/b grid against k1=1.2 b=0.75")
     ap.add_argument("--recall", action="store_true", help="also print Recall@100")
+    ap.add_argument("--rm3", action="store_true", help="RM3 feedback rows against the default, and latency")
     args = ap.parse_args()
     splits = FIVE + ([("scifact", "train")] if args.train else [])
     if args.collections:
@@ -381,6 +464,9 @@ def main() -> None:
         return k1_sweep(data, five)
     rows: dict[str, dict[str, tuple[float, float, dict]]] = {}
     variants = ablation_variants() if args.set == "ablation" else candidate_variants()
+    if args.rm3:
+        variants = rm3_variants()
+        args.baseline = args.baseline or "default"
     if args.baseline is None:
         args.baseline = (
             next(k for k in variants if k.startswith(OLD_DEFAULT)) if args.set == "candidates" else "default"
@@ -426,6 +512,8 @@ def main() -> None:
                 cells.append(f"{m:+.4f} [{lo:+.4f}, {hi:+.4f}] p={randomisation_p(base[c][2], r[c][2]):.3f}")
             m, lo, hi = mean_ci([(base[c][2], r[c][2]) for c in five])
             print(f"| {name} | " + " | ".join(cells) + f" | {m:+.4f} [{lo:+.4f}, {hi:+.4f}] |")
+    if args.rm3:
+        rm3_latency(data)
     if args.recall:
         print("\n| configuration | " + " | ".join(f"{c} R@100" for c in cols) + " |")
         print("|---|" + "---:|" * len(cols))

@@ -29,12 +29,13 @@ __all__ = [
 ]
 
 # --- sparse: BM25 ---
-from ragfind.sparse import Analyzer, BM25Index, IndexFileError  # noqa: E402
+from ragfind.sparse import RM3, Analyzer, BM25Index, IndexFileError  # noqa: E402
 
 __all__ += [
     "Analyzer",
     "BM25Index",
     "IndexFileError",
+    "RM3",
 ]
 
 # --- dense: vectors, kernels, HNSW ---

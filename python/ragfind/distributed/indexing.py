@@ -200,6 +200,9 @@ def build(
             format = "parquet" if first.endswith(".parquet") else "json"
     if format not in ("json", "parquet"):
         raise ValueError(f"format = {format!r}; expected 'json' or 'parquet'")
+    if retriever_options.get("feedback") is not None:
+        # Shards score BM25 with collection-wide statistics, which RM3's second search lacks.
+        raise ValueError("feedback: not supported by a sharded index")
     ray = require_ray()
     if not ray.is_initialized():
         ray.init(include_dashboard=False, log_to_driver=False)

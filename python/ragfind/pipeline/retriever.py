@@ -36,6 +36,7 @@ import numpy as np
 
 from ragfind import _core
 from ragfind.errors import check_k
+from ragfind.fusion import fit_convex_weight
 from ragfind.models import load_model
 from ragfind.models.cross_encoder import CrossEncoder
 from ragfind.models.static import StaticEncoder
@@ -63,6 +64,7 @@ from ragfind.pipeline.stages.dense import DenseStage, check_dense_options
 from ragfind.pipeline.store import DocumentStore
 from ragfind.sparse.analyzer import Analyzer
 from ragfind.sparse.bm25 import BM25Index
+from ragfind.sparse.feedback import RM3
 from ragfind.sparse.fields import BM25FIndex
 
 __all__ = [
@@ -159,6 +161,10 @@ class Retriever:
         tokenizer: the chunking tokenizer (default: the encoder's, else MiniLM's).
         bm25: a fresh :class:`ragfind.BM25Index` for the BM25 stage (:class:`BM25Stage`; default
             ``BM25Index()``: Lucene BM25, k1=1.2, b=0.75, English stemming), or None for none.
+        feedback: None (default) or a :class:`ragfind.RM3`: the BM25 stage's searches are
+            expanded by pseudo-relevance feedback (a first BM25 search, the feedback chunks'
+            terms read from the store, a second search). Saved and reloaded with the retriever.
+            Not with a BM25F index or a ``stage_runner``.
         dense_kind: ``"exact"`` (SIMD brute force, default), ``"hnsw"`` or ``"ivf"`` (k-means
             lists, automatic nlist retrained as the store grows; stores under 78 chunks
             use one list, i.e. an exact scan).
@@ -212,6 +218,7 @@ class Retriever:
         contextualize: bool | Callable[[Mapping[str, Any], Chunk], str] = True,
         tokenizer: Any = None,
         bm25: Any = "default",
+        feedback: RM3 | None = None,
         dense_kind: str = "exact",
         dense_options: Mapping[str, Any] | None = None,
         stages: Sequence[Any] = (),
@@ -303,6 +310,7 @@ class Retriever:
             chunk_id_policy=chunk_id_policy,
             query_encoder=query_encoder,
             fit_queries=fit_queries,
+            feedback=feedback,
         )
 
     def _setup(
@@ -335,6 +343,7 @@ class Retriever:
         query_encoder: Any = None,
         fit_queries: bool = False,
         fusion: str = "rrf",
+        feedback: RM3 | None = None,
     ) -> None:
         """Everything ``__init__`` and ``load`` share: the stage lists, caches, store, runner."""
         for s in stages:
@@ -409,6 +418,12 @@ class Retriever:
         self.stage_runner: StageRunner = (
             stage_runner if stage_runner is not None else LocalStages(store, metadata, threads=threads)
         )
+        if feedback is not None:
+            if bm25 is None:
+                raise ValueError("feedback: needs the BM25 stage (bm25=None was given)")
+            if stage_runner is not None:
+                raise ValueError("feedback: not supported with a stage_runner (the stages run elsewhere)")
+            bm25.set_feedback(feedback, self._feedback_texts)
         #: Gives new chunks their ids.
         self.chunk_id_policy: ChunkIdPolicy = chunk_id_policy or sequential_chunk_ids
         self.show_progress = show_progress
@@ -1110,6 +1125,23 @@ class Retriever:
             analyzer = self._default_analyzer = Analyzer()
         return analyzer
 
+    def _feedback_texts(self, ids: Any) -> list:
+        """The indexed texts of chunk ids, from the store (RM3 reads its feedback chunks' terms
+        there rather than from a second copy of every text)."""
+        rows = {r[0]: r for r in self.store.fetch_list([int(i) for i in ids])}
+        out = []
+        for i in ids:
+            r = rows.get(int(i))
+            # ROW: text at 2, context at 7; as Chunk.indexed_text.
+            out.append("" if r is None else f"{r[7]}\n{r[2]}" if r[7] else r[2])
+        return out
+
+    @property
+    def feedback(self) -> RM3 | None:
+        """The BM25 stage's pseudo-relevance feedback (:class:`ragfind.RM3`), or None."""
+        bm25 = self._first_of("bm25")
+        return getattr(bm25, "feedback", None)
+
     @staticmethod
     def _indexed_text(p: Passage) -> str:
         return f"{p.context}\n{p.text}" if p.context else p.text
@@ -1181,6 +1213,82 @@ class Retriever:
         self.result_cache.clear()
         self.stage_runner.clear()
 
+    def fit_fusion_weight(
+        self,
+        queries: Mapping[str, str],
+        qrels: Mapping[str, Mapping[str, int]],
+        *,
+        metric: str = "ndcg@10",
+        grid: Sequence[float] | None = None,
+        apply: bool = True,
+    ) -> tuple[float, dict[float, float]]:
+        """Fits the BM25 weight of convex fusion (``fusion="convex"``) on your judged queries.
+
+        Each query is searched once by the BM25 and dense stages (``candidates`` each, no
+        filter); each list is cut to its documents' best chunk, and
+        :func:`ragfind.fit_convex_weight` (min-max, as the retriever fuses) picks the weight
+        that maximises ``metric`` over ``qrels``. Fit on queries other than those you report
+        on. With ``apply`` the retriever then fuses by ``fusion="convex"``,
+        ``weights={"bm25": w, "dense": 1 - w}`` (saved with it) and its results cache is
+        cleared.
+
+        Args:
+            queries: ``{query id: text}``.
+            qrels: ``{query id: {document id: judgement}}`` (:func:`ragfind.eval.load_qrels`).
+            metric: a metric :func:`ragfind.eval.evaluate` knows.
+            grid: BM25 weights to try, in [0, 1] (default 0, 0.05, ..., 1).
+            apply: set the fitted fusion on this retriever.
+
+        Returns:
+            ``(BM25 weight, {weight: mean metric})``.
+
+        Raises:
+            ValueError: the retriever lacks a ``"bm25"`` or a ``"dense"`` stage, or no query is
+                both in ``queries`` and judged in ``qrels``.
+        """
+        names = [s.name for s in self.first_stages]
+        if "bm25" not in names or "dense" not in names:
+            raise ValueError(
+                f"fit_fusion_weight needs the 'bm25' and 'dense' stages; this retriever has {names}"
+            )
+        stages = [self._first_of("bm25"), self._first_of("dense")]
+        doc_ids: list = []
+        number: dict = {}
+        runs: list[dict] = [{}, {}]
+        for q, text in queries.items():
+            if str(q) not in qrels:
+                continue
+            for run in runs:  # a stage that finds nothing gives an empty list
+                run[q] = (np.zeros(0, np.int64), np.zeros(0, np.float32))
+            found = self.stage_runner.first_stage(stages, (text,), self.candidates, None, {})
+            chunks = {int(i) for ids, _ in found.lists for i in ids.tolist()}
+            rows, _ = self.stage_runner.fetch(sorted(chunks))
+            for (ids, scores), name in zip(found.lists, found.names):
+                best: dict = {}  # document number -> its best chunk's score (lists are best first)
+                for i, s in zip(ids.tolist(), scores.tolist()):
+                    row = rows.get(i)
+                    if row is None:
+                        continue
+                    n = number.setdefault(row[1], len(number))
+                    if n == len(doc_ids):
+                        doc_ids.append(row[1])
+                    best.setdefault(n, s)
+                runs[0 if name == "bm25" else 1][q] = (
+                    np.fromiter(best.keys(), np.int64, len(best)),
+                    np.fromiter(best.values(), np.float32, len(best)),
+                )
+        if not runs[0]:
+            raise ValueError("no query of queries is in qrels")
+        w, means = fit_convex_weight(
+            runs[0], runs[1], {str(q): j for q, j in qrels.items()}, "min-max", metric, grid, doc_ids
+        )
+        if apply:
+            with self._write_lock:
+                self.fusion = "convex"
+                self.weights = {**(self.weights or {}), "bm25": w, "dense": 1.0 - w}
+                self.result_cache.clear()
+        return w, means
+
     # ------------------------------------------------------------------ persistence
 
     def _config(self) -> dict:
@@ -1203,6 +1311,7 @@ class Retriever:
             "cache_size": self._saved_cache_size,
             "dense_kind": dense.kind if dense is not None else None,
             "fit_query_encoder": self.fit_queries,
+            "feedback": None if self.feedback is None else self.feedback.config(),
         }
 
     def save(self, path: str | os.PathLike) -> None:

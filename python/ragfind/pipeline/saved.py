@@ -34,6 +34,7 @@ from ragfind.pipeline.passage_columns import PassageColumns
 from ragfind.pipeline.stages.bm25 import BM25Stage
 from ragfind.pipeline.stages.dense import DenseStage
 from ragfind.pipeline.store import STORE_FILE, DocumentStore
+from ragfind.sparse.feedback import RM3
 
 __all__ = [
     "RetrieverFolderError",
@@ -317,6 +318,14 @@ def check_manifest(m: Any, mpath: Path) -> None:
             raise bad(f"rrf_k = {c['rrf_k']!r}; expected a finite number >= 0")
         if c.get("fusion", "rrf") not in ("rrf", "convex"):
             raise bad(f"fusion = {c['fusion']!r}; expected 'rrf' or 'convex'")
+        fb = c.get("feedback")
+        if fb is not None:
+            if not isinstance(fb, dict):
+                raise bad(f"feedback = {fb!r}; expected null or RM3's parameters")
+            try:
+                RM3(**fb)
+            except (TypeError, ValueError) as exc:
+                raise bad(f"feedback = {fb!r}: {exc}") from exc
         w = c["weights"]
         names = (["sparse"] if m.get("version") == 1 else ["bm25"]) + ["dense"] + m.get("stages", [])
         if w is not None and not (
@@ -474,6 +483,7 @@ def load_folder(
             rrf_k=config["rrf_k"],
             weights=weights,
             fusion=config.get("fusion", "rrf"),
+            feedback=None if config.get("feedback") is None else RM3(**config["feedback"]),
             candidates=config["candidates"],
             rerank_candidates=config["rerank_candidates"],
             cache_size=int(config["cache_size"]),

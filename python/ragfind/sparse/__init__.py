@@ -3,6 +3,7 @@
 from ragfind.sparse import fields as _fields  # noqa: F401 - registers BM25F with BM25Index
 from ragfind.sparse.analyzer import ENGLISH_STOPWORDS, Analyzer
 from ragfind.sparse.bm25 import METHODS, BM25Index, IndexFileError
+from ragfind.sparse.feedback import RM3
 from ragfind.sparse.splade_index import SparseVectorIndex
 from ragfind.sparse.vectors import SparseEmbeddings
 
@@ -12,6 +13,7 @@ __all__ = [
     "Analyzer",
     "BM25Index",
     "IndexFileError",
+    "RM3",
     "SparseEmbeddings",
     "SparseVectorIndex",
 ]
