@@ -31,6 +31,7 @@ from typing import Any, Union
 
 import numpy as np
 
+from ragfind.dense import tune as _tune
 from ragfind.dense._common import (
     CODED_DTYPES,
     ENCODINGS,
@@ -349,6 +350,7 @@ class DenseIndex:
         value = _check_nprobe(value)
         if self._kind == "ivf":
             self._backend.nprobe_arg = value
+            self._backend.tuned = None  # the setting is the caller's now, not tune()'s
 
     @property
     def rerank(self) -> int | None:
@@ -371,6 +373,14 @@ class DenseIndex:
         if (b.rerank == 0) != (value == 0) and b._codes is None and self.dtype != "f32":
             raise ValueError("rerank cannot switch between 0 and > 0 after construction (the float32 copy)")
         b.rerank = int(value)
+        b.tuned = None
+
+    @property
+    def tuned(self) -> dict | None:
+        """What the last ``tune`` chose and measured (target_recall, k, queries, nprobe,
+        rerank, recall, reached), kept while nprobe and rerank are its; None otherwise."""
+        t = self._backend.tuned if self._kind == "ivf" else None
+        return None if t is None else dict(t)
 
     @property
     def is_trained(self) -> bool:
@@ -518,6 +528,64 @@ class DenseIndex:
             if len(self._backend.id_to_slot):
                 raise ValueError("train() needs an empty index: this one already holds vectors")
             self._backend.train(X)
+
+    def tune(
+        self, queries: Any, target_recall: float = 0.95, k: int = 10, *, threads: int | None = None
+    ) -> dict:
+        """Sets an IVF index's ``nprobe`` and ``rerank`` to the fastest setting that reaches
+        ``target_recall`` (recall@k against exact search) on ``queries``.
+
+        Settings are tried from few lists up: for each nprobe the smallest rerank reaching the
+        target, and of those the fastest, timed one query per call on one thread (faiss's
+        AutoTune idea: the cheapest point of the recall/time front). The choice becomes the
+        index's ``nprobe`` and ``rerank`` (searches use it unless told otherwise), is saved
+        with it, and is reported by ``tuned``; setting either by hand forgets it. A retrain of
+        the automatic nlist keeps the share of lists probed. Use queries like the ones the
+        index will serve, and tune again after large changes to the data.
+
+        Args:
+            queries: (nq, dim) floating queries, at least 40 (a recall of fewer moves by too
+                much per query to choose by); more give a choice that holds better on other
+                queries.
+            target_recall: in (0, 1].
+            k: the k of the recall (results are re-scored to k * rerank, so the setting
+                carries over to other k roughly).
+            threads: threads for the exact search and the recall of the sample (timings use
+                one); None: the index's.
+
+        Returns:
+            ``tuned``: a dict of the choice and its recall on ``queries`` (``reached`` False when
+            no setting reached the target: then the most accurate one tried, with a warning).
+
+        Raises:
+            ValueError: not an IVF index, no vectors, a bad shape, NaN/inf or zero query
+                (cosine), fewer than 40 queries, target_recall outside (0, 1], k < 1.
+            TypeError: non-floating queries, a non-int k.
+        """
+        if self._kind != "ivf":
+            raise ValueError(f"tune() chooses IVF search settings; this index is kind={self._kind!r}")
+        if not _is_number(target_recall) or not 0.0 < float(target_recall) <= 1.0:
+            raise ValueError(f"target_recall must be a number in (0, 1], got {target_recall!r}")
+        check_k(k)
+        threads = check_threads(threads, self._cfg.threads)
+        Qm = check_vectors(queries, self._cfg.dim, "queries")
+        if Qm.shape[0] < _tune.MIN_QUERIES:
+            raise ValueError(
+                f"tune() needs at least {_tune.MIN_QUERIES} queries for a recall to choose by, "
+                f"got {Qm.shape[0]}"
+            )
+        if self._cfg.metric == "cosine":
+            Qm = normalise_rows(Qm, "queries")
+        with self._write_lock:  # no write changes the lists while they are measured
+            got = self._backend.tune(np.ascontiguousarray(Qm), int(k), float(target_recall), threads)
+        if not got["reached"]:
+            warnings.warn(
+                f"tune(): no setting reached recall {target_recall}; using the most accurate tried "
+                f"(nprobe {got['nprobe']}, rerank {got['rerank']}, recall {got['recall']:.3f})",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        return got
 
     # --------------------------------------------------------------- search
 

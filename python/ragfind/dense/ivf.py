@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from ragfind import _core
+from ragfind.dense import tune as _tune
 from ragfind.dense._common import (
     DenseConfig,
     LoadedSlots,
@@ -147,6 +148,7 @@ class IvfBackend:
         self._centroids: np.ndarray | None = None
         self._imbalance = float("nan")
         self.trained_n = 0  # rows the current lists were trained on (growth policy)
+        self.tuned: dict | None = None  # what tune() chose and measured (saved with the index)
         self._iv_cap = 0
         self._iv_reset(0)
 
@@ -315,7 +317,12 @@ class IvfBackend:
                 np.ascontiguousarray(xb), C, metric, self.cfg.threads
             )
         order = np.argsort(owner, kind="stable")
+        old_nlist = self.nlist
         self._iv_pack(src[order], owner[order], nlist, C, slack=True, params=params)
+        if self.tuned is not None and old_nlist:
+            # A tuned nprobe keeps the share of lists it probed (recall follows the share).
+            self.nprobe_arg = min(nlist, math.ceil(self.nprobe_arg * nlist / old_nlist))
+            self.tuned = {**self.tuned, "nprobe": self.nprobe_arg, "retrained": True}
         self._imbalance, self.trained_n = imbalance, n
 
     # ----------------------------------------------------------------- writes
@@ -814,6 +821,62 @@ class IvfBackend:
             )  # fmt: skip
         return pad_ids(s.ids, rows), padded_scores(scores)
 
+    # ----------------------------------------------------------------- tuning
+
+    def _probe(
+        self, s: IvfSnapshot, Qm: np.ndarray, k: int, nprobe: int, rerank: int, threads: int
+    ) -> np.ndarray:
+        """(nq, k) positions found at this setting (no filter; -1 padding)."""
+        if self._codes is not None:
+            return self._codes.search(s, Qm, k, nprobe, rerank, threads, s.live)[0]
+        return _core.ivf_search_batch(
+            s.centroids, s.start, s.lens, s.data, self.cfg.encoding.name, s.scales, s.sqnorms, s.exact,
+            Qm, k, nprobe, rerank, self.cfg.scan_metric, s.live, None, threads,
+        )[0]  # fmt: skip
+
+    def tune(self, Qm: np.ndarray, k: int, target: float, threads: int) -> dict:
+        """Sets nprobe and rerank to the fastest setting reaching ``target`` recall@k on the
+        queries ``Qm`` (checked, cosine ones normalised), measured against an exact scan of
+        the stored rows (tune.py); returns and keeps what was chosen."""
+        s = self.snapshot
+        if s.centroids is None or s.live_rows == 0:
+            raise ValueError("tune() needs an index holding vectors: add them first")
+        k = min(k, s.live_rows)
+        data, dt, sc, sq = self._ivf_rows(s)
+        subset = _ranges(s.start, s.lens)
+        if s.live is not None:
+            subset = subset[s.live[subset] != 0]
+        truth, _scores, counts = _core.dense_search_batch(
+            data, dt, sc, sq, Qm, k, self.cfg.scan_metric, None, None, threads, subset
+        )
+        nlist = s.centroids.shape[0]
+        if self._codes is not None:
+            reranks = _tune.ladder(128)
+        elif self.rerank > 0 and self.cfg.encoding.name != "f32":
+            reranks = _tune.ladder(128)
+        else:
+            reranks = [self.rerank]  # f32 lists are exact, rerank=0 lists keep no copy
+
+        def probe(npb: int, rr: int) -> np.ndarray:
+            return self._probe(s, Qm, k, npb, rr, threads)
+
+        def timer(npb: int, rr: int) -> float:
+            return _tune.time_per_query(lambda i: self._probe(s, Qm[i : i + 1], k, npb, rr, 1), Qm.shape[0])
+
+        got = _tune.choose(probe, timer, truth, counts, target, _tune.ladder(nlist), reranks)
+        self.nprobe_arg = got["nprobe"]
+        self.rerank = got["rerank"]
+        self.tuned = {
+            "target_recall": float(target),
+            "k": int(k),
+            "queries": int(Qm.shape[0]),
+            "nprobe": got["nprobe"],
+            "rerank": got["rerank"],
+            "recall": got["recall"],
+            "reached": got["reached"],
+        }
+        return dict(self.tuned)
+
     def vector(self, pos: int) -> np.ndarray:
         """The float32 row at a list position (the rerank copy, else dequantised)."""
         return self._iv_float_rows(np.asarray([pos]))[0]
@@ -830,6 +893,7 @@ class IvfBackend:
             "rerank": self.rerank,
             "trained": s.centroids is not None,
             "trained_n": self.trained_n,
+            **({} if self.tuned is None else {"tuned": self.tuned}),
             **({} if self._codes is None else self._codes.header()),
         }
         if self._codes is not None:
@@ -923,6 +987,11 @@ class IvfBackend:
         if not isinstance(trained_n, int) or isinstance(trained_n, bool) or trained_n < 0:
             raise bad(f"invalid training count {trained_n!r}")
         b.trained_n = trained_n
+        tuned = h.get("tuned")  # absent in files from before tune()
+        if tuned is not None:
+            if not isinstance(tuned, dict) or tuned.get("nprobe") != h["nprobe_arg"]:
+                raise bad(f"invalid tuning record {tuned!r}")
+            b.tuned = dict(tuned)
         b._generation += 1
         b._iv_publish(None)
         return b
