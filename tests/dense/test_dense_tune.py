@@ -13,6 +13,7 @@ import pytest
 
 from ragfind import DenseIndex
 from ragfind.dense import tune as tune_mod
+from ragfind.dense.ivf import default_nprobe
 from ragfind.errors import IndexFileError
 
 DIM = 32
@@ -187,3 +188,54 @@ def test_old_files_without_a_tuning_record_load(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert DenseIndex.load(tmp_path / "ix").tuned is None
+
+
+# ----------------------------------------------------------------- calibrated defaults
+
+
+def test_coded_defaults_are_calibrated_and_reach_0_9_on_held_back_queries():
+    for dtype in ("pq", "rabitq"):
+        ix = built(dtype)
+        auto = ix._backend.auto
+        assert auto is not None and auto["reached"]
+        assert ix.nprobe == auto["nprobe"] >= default_nprobe(128) and ix.rerank == auto["rerank"] >= 4
+        assert recall(ix, HELD_Q) >= 0.9
+
+
+def test_given_settings_are_kept_and_small_indexes_keep_the_fixed_defaults():
+    ix = built("pq", rerank=2)
+    assert ix.rerank == 2 and ix.nprobe == ix._backend.auto["nprobe"]
+    ix = built("rabitq", nprobe=5)
+    assert ix.nprobe == 5 and ix.rerank == ix._backend.auto["rerank"]
+    small = DenseIndex(DIM, kind="ivf", dtype="pq", nlist=16)
+    small.add(X[:1000])
+    assert small._backend.auto is None and (small.nprobe, small.rerank) == (16, 4)
+    f32 = built("f32")
+    assert f32._backend.auto is None and f32.rerank == 4
+
+
+def test_calibrated_defaults_survive_save_and_load_and_a_hand_set_rerank_sticks(tmp_path):
+    ix = built("pq")
+    auto = dict(ix._backend.auto)
+    ix.save(tmp_path / "ix")
+    back = DenseIndex.load(tmp_path / "ix")
+    assert back._backend.auto == auto and (back.nprobe, back.rerank) == (ix.nprobe, ix.rerank)
+    back.rerank = 3
+    back.save(tmp_path / "ix2")
+    again = DenseIndex.load(tmp_path / "ix2")
+    assert again.rerank == 3 and not again._backend.auto_rerank
+
+
+def test_files_without_a_calibration_keep_their_saved_defaults(tmp_path, monkeypatch):
+    ix = built("pq")
+    real = ix._backend.sections
+
+    def old_sections():
+        secs, ids, extra = real()
+        extra = {k: v for k, v in extra.items() if k not in ("auto", "auto_rerank")}
+        return secs, ids, {**extra, "rerank": 4}
+
+    monkeypatch.setattr(ix._backend, "sections", old_sections)
+    ix.save(tmp_path / "ix")
+    back = DenseIndex.load(tmp_path / "ix")
+    assert back._backend.auto is None and (back.nprobe, back.rerank) == (default_nprobe(128), 4)

@@ -82,6 +82,11 @@ class PqCodes(_CoarseCentroids):
         return {"pq_m": self.m, "pq_bits": self.bits}
 
     @property
+    def code_bytes(self) -> float:
+        """Bytes of code a row (what a scan reads per row)."""
+        return self.m * self.bits / 8
+
+    @property
     def train_rows(self) -> int:
         """Residuals ``fit`` trains on at most."""
         return max(_TRAIN_PER_CODEWORD << self.bits, _TRAIN_ROWS_MIN)
@@ -219,6 +224,11 @@ class RabitqCodes(_CoarseCentroids):
 
     def header(self) -> dict:
         return {}
+
+    @property
+    def code_bytes(self) -> float:
+        """Bytes of code a row: the sign bits and three floats."""
+        return self.words * 8 + 12
 
     def fit(self, residuals: np.ndarray | None) -> np.ndarray:
         """The rotation: data-independent, so kept across retrains."""

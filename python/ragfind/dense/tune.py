@@ -28,10 +28,11 @@ _TIME_REPEATS = 2
 
 
 def ladder(top: int, first: int = 1) -> list[int]:
-    """1, 2, 3, 4, 6, 8, 12, 16, 24, ... (steps of 1.33-1.5x) from ``first`` up to ``top``."""
-    out, v = [], 1
+    """1, 2, 3, 4, 6, 8, 12, 16, 24, ... (steps of 1.33-1.5x) up to ``top``, starting at
+    ``first`` (itself included)."""
+    out, v = ([first] if 1 < first < top else []), 1
     while v < top:
-        if v >= first:
+        if v > first or (v == first == 1):
             out.append(v)
         v = v + 1 if v < 4 else (v * 3 // 2 if (v & (v - 1)) == 0 else v * 4 // 3)
     out.append(top)
@@ -73,7 +74,18 @@ def choose(
     # The fewest lists that reach the target at all (bisection at the deepest re-scoring).
     lo_n, hi_n = 0, len(nprobes) - 1
     if rec(nprobes[hi_n], reranks[top]) < target:
-        best = max(memo, key=lambda s: (memo[s], -s[0], -s[1]))
+        # Unreachable: the cheapest setting tried within 0.01 of the best recall (the last
+        # points of recall can cost every list).
+        floor = memo[(nprobes[hi_n], reranks[top])] - 0.01
+        while lo_n < hi_n:
+            mid = (lo_n + hi_n) // 2
+            if rec(nprobes[mid], reranks[top]) >= floor:
+                hi_n = mid
+            else:
+                lo_n = mid + 1
+        top_r = max(memo.values())
+        near = [s for s, r in memo.items() if r >= top_r - 0.01]
+        best = min(near, key=lambda s: (timer(*s), s))
         return {"nprobe": best[0], "rerank": best[1], "recall": memo[best], "reached": False}
     while lo_n < hi_n:
         mid = (lo_n + hi_n) // 2
