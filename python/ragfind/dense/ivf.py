@@ -76,8 +76,8 @@ _GROUP_MIN = 8
 _GROW_FACTOR = 4
 # ... and auto_nlist(live rows) is at least this multiple of the current nlist.
 _GROW_NLIST = 1.5
-# Coded lists calibrate their default nprobe/rerank on stored rows as queries (self excluded)
-# once trained with at least this many rows: no fixed setting holds across data shapes.
+# Coded lists calibrate their default nprobe/rerank on held-out stored rows as queries once
+# trained with at least this many rows: no fixed setting holds across data shapes.
 _CALIBRATE_MIN = 2000
 _CALIBRATE_QUERIES = 200
 # Above the 0.90 promised: rows stand in for queries (real queries lie farther from the rows:
@@ -905,7 +905,7 @@ class IvfBackend:
 
         reranks = _tune.ladder(64, 4) if self.auto_rerank else [self.rerank]
         nlist = s.centroids.shape[0]
-        nprobes = _tune.ladder(nlist, default_nprobe(nlist))
+        nprobes = _tune.ladder(nlist, default_nprobe(nlist)) if self.nprobe_arg is None else [self.nprobe_arg]
         got = _tune.choose(probe, self._costs(s, k), truth, counts, _CALIBRATE_TARGET, nprobes, reranks)
         self.auto = {k_: got[k_] for k_ in ("nprobe", "rerank", "recall", "reached")}
         if self.auto_rerank:
