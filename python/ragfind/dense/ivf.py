@@ -903,7 +903,7 @@ class IvfBackend:
         def probe(npb: int, rr: int) -> np.ndarray:
             return self._probe(s, Qm, k, npb, rr, t, held)
 
-        reranks = _tune.ladder(64, 4) if self.auto_rerank else [self.rerank]
+        reranks = _tune.ladder(128, 4) if self.auto_rerank else [self.rerank]
         nlist = s.centroids.shape[0]
         nprobes = _tune.ladder(nlist, default_nprobe(nlist)) if self.nprobe_arg is None else [self.nprobe_arg]
         got = _tune.choose(probe, self._costs(s, k), truth, counts, _CALIBRATE_TARGET, nprobes, reranks)
