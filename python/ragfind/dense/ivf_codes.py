@@ -82,6 +82,11 @@ class PqCodes(_CoarseCentroids):
         return {"pq_m": self.m, "pq_bits": self.bits}
 
     @property
+    def code_bytes(self) -> float:
+        """Bytes of code a row (what a scan reads per row)."""
+        return self.m * self.bits / 8
+
+    @property
     def train_rows(self) -> int:
         """Residuals ``fit`` trains on at most."""
         return max(_TRAIN_PER_CODEWORD << self.bits, _TRAIN_ROWS_MIN)
@@ -220,6 +225,11 @@ class RabitqCodes(_CoarseCentroids):
     def header(self) -> dict:
         return {}
 
+    @property
+    def code_bytes(self) -> float:
+        """Bytes of code a row: the sign bits and three floats."""
+        return self.words * 8 + 12
+
     def fit(self, residuals: np.ndarray | None) -> np.ndarray:
         """The rotation: data-independent, so kept across retrains."""
         return _core.rabitq_rotation(self.dim, _SEED) if self.params is None else self.params
@@ -277,10 +287,20 @@ class RabitqCodes(_CoarseCentroids):
     ) -> tuple:
         bits, norm, ipq, cdot = s.codes
         rc = self.rotated_centroids(s.centroids, s.code_params)
+        # The scan's estimates and bounds lose recall on long queries (0.91 -> 0.87 at |q| 7):
+        # it gets unit queries and the scores are scaled back (the ranking is the same).
+        qn = np.sqrt(np.einsum("ij,ij->i", Q, Q, dtype=np.float64))
+        scale = ~np.isclose(qn, 1.0, rtol=1e-6, atol=0.0) & (qn > 0)
+        if scale.any():
+            Q = np.ascontiguousarray(
+                np.where(scale[:, None], Q / np.where(scale, qn, 1.0)[:, None], Q), np.float32
+            )
         pos, scores, _stats = _core.ivf_rabitq_search(
             s.centroids, s.code_params, rc, bits, norm, ipq, cdot, s.start, s.lens, s.data, Q, k,
             nprobe, rerank, threads, allowed, coarse=self.coarse(s.centroids),
         )  # fmt: skip
+        if scale.any():
+            scores = scores * np.where(scale, qn, 1.0).astype(np.float32)[:, None]
         return pos, scores
 
     def sections(self, codes: tuple) -> list:
