@@ -18,6 +18,15 @@ def shared_data_dir() -> Path:
     return Path(os.environ.get("RAGFIND_DATA", REPO_ROOT.parent / "shared" / "data"))
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """Under pytest-xdist (``-n``), the Ray tests run in one worker, one after another: they
+    share the session's local Ray (and start multi-node clusters of their own), and two Rays
+    on one small machine would only slow each other down and blur their timeouts."""
+    for item in items:
+        if "/tests/distributed/" in str(item.path).replace(os.sep, "/"):
+            item.add_marker(pytest.mark.xdist_group("ray"))
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     d = shared_data_dir()

@@ -31,7 +31,7 @@ TIME = "/usr/bin/time"
 def group(path: str) -> str:
     """The group a source (or a linked output) is reported under."""
     p = path.replace(os.sep, "/")
-    if "/cpp/bindings/" in p:
+    if "/cpp/bindings/" in p or "/_core.dir/Unity/" in p:
         return "bindings (pybind11)"
     if "/cpp/src/kernels/" in p:
         isa = Path(p).stem

@@ -2,6 +2,7 @@
 # ASan + UBSan run of the native-core tests.
 #
 #   tools/sanitize.sh                 # build build/asan, run the default native test files
+#                                     # (on every CPU with pytest-xdist)
 #   tools/sanitize.sh tests/dense     # ... or the given pytest arguments instead
 #
 # Builds ragfind._core with -DRAGFIND_SANITIZE=address,undefined into build/asan/pkg/ragfind (a
@@ -35,6 +36,9 @@ if [ "$#" -eq 0 ]; then
   # suites (properties, concurrency, crash safety, fuzz seeds).
   set -- tests/sparse tests/dense tests/late tests/pipeline/test_pipeline_fusion.py tests/reliability \
     tests/pipeline/test_passage_columns.py tests/serve/test_serve_rows.py -p no:cacheprovider -q
+  # One pytest-xdist worker per CPU when the plugin is there: the instrumented tests are
+  # single-threaded and CPU-bound, so a second core nearly halves the run.
+  if python -c "import xdist" 2>/dev/null; then set -- "$@" -n auto; fi
 fi
 
 # alloc_dealloc_mismatch=0: hnswlib's own Python bindings (third party, not instrumented) free

@@ -36,8 +36,6 @@ struct GilHeld {
   }
 };
 
-std::string type_name(py::handle h) { return py::str(py::type::handle_of(h).attr("__name__")); }
-
 // An id of the wrong kind: bm25::IdError, raised as ragfind.errors.IdKindError by the
 // translator registered in bind_bm25 (the classes live in Python, so they are looked up when
 // raised, with the GIL held).

@@ -27,9 +27,6 @@ using dense::Metric;
 using dense::RowsView;
 using dense::Storage;
 
-[[noreturn]] void fail_type(const std::string& msg) { throw py::type_error(msg); }
-[[noreturn]] void fail_value(const std::string& msg) { throw py::value_error(msg); }
-
 std::string dtype_str(const py::array& a) { return py::str(a.dtype()).cast<std::string>(); }
 
 Storage parse_storage(const std::string& s) {

@@ -34,8 +34,6 @@ struct ParsedList {
   size_t n_scores = 0;
 };
 
-std::string type_name(py::handle h) { return py::str(py::type::handle_of(h).attr("__name__")); }
-
 bool is_pair(py::handle item) {
   if (!PyTuple_Check(item.ptr()) || PyTuple_GET_SIZE(item.ptr()) != 2) return false;
   PyObject* first = PyTuple_GET_ITEM(item.ptr(), 0);

@@ -21,8 +21,6 @@ namespace py = pybind11;
 namespace ragfind::bindings {
 namespace {
 
-[[noreturn]] void fail_value(const std::string& msg) { throw py::value_error(msg); }
-
 // A C-contiguous array of one numpy dtype (kind + itemsize) and rank.
 void check_array(const py::array& a, const char* name, char kind, size_t itemsize, int ndim, const char* want) {
   if (a.dtype().kind() != kind || static_cast<size_t>(a.itemsize()) != itemsize)

@@ -34,13 +34,13 @@ Algorithm parse_algorithm(const std::string& name) {
   throw py::value_error("algorithm='" + name + "': expected 'auto', 'maxscore', 'taat' or 'exhaustive'");
 }
 
-using I64 = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
-using U32 = py::array_t<std::uint32_t, py::array::c_style | py::array::forcecast>;
-using F32 = py::array_t<float, py::array::c_style | py::array::forcecast>;
+using I64Cast = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
+using U32Cast = py::array_t<std::uint32_t, py::array::c_style | py::array::forcecast>;
+using F32Cast = py::array_t<float, py::array::c_style | py::array::forcecast>;
 
 // Checks one CSR batch: indptr monotone from 0 to nnz, indices < dim and strictly increasing
 // per row, values finite and >= 0. `what` names the argument ("documents", "query").
-void check_csr(const I64& indptr, const py::array& indices_raw, const U32& indices, const F32& values,
+void check_csr(const I64Cast& indptr, const py::array& indices_raw, const U32Cast& indices, const F32Cast& values,
                std::uint32_t dim, const char* what) {
   const std::string w(what);
   if (indptr.ndim() != 1 || indptr.shape(0) < 1)
@@ -138,8 +138,8 @@ void bind_sparse(py::module_& m) {
       .def_property_readonly("num_segments", [](const Store& s) { return stats_of(s).num_segments; })
       .def(
           "add",
-          [](Store& s, const I64& indptr, const py::array& indices_raw, const F32& values) {
-            U32 indices(indices_raw);
+          [](Store& s, const I64Cast& indptr, const py::array& indices_raw, const F32Cast& values) {
+            U32Cast indices(indices_raw);
             check_csr(indptr, indices_raw, indices, values, s.dim(), "documents");
             py::gil_scoped_release release;
             s.add(indptr.data(), indices.data(), values.data(), static_cast<std::size_t>(indptr.shape(0) - 1));
@@ -156,10 +156,10 @@ void bind_sparse(py::module_& m) {
           py::arg("docs"), "Deletes documents by internal number (tombstones); all or nothing.")
       .def(
           "search_batch",
-          [](const Store& s, const I64& indptr, const py::array& indices_raw, const F32& values, std::int64_t k,
+          [](const Store& s, const I64Cast& indptr, const py::array& indices_raw, const F32Cast& values, std::int64_t k,
              int n_threads, const std::string& algorithm, const py::object& allowed_obj, std::int64_t generation,
              std::int64_t query_cut) -> py::object {
-            U32 indices(indices_raw);
+            U32Cast indices(indices_raw);
             check_csr(indptr, indices_raw, indices, values, s.dim(), "queries");
             if (k <= 0) throw py::value_error("k must be positive, got " + std::to_string(k));
             if (query_cut < 0 || query_cut > 0xFFFFFFFFll)
@@ -194,9 +194,9 @@ void bind_sparse(py::module_& m) {
           "query's query_cut largest weights.")
       .def(
           "score_all",
-          [](const Store& s, const py::array& indices_raw, const F32& values) {
-            U32 indices(indices_raw);
-            I64 indptr(py::array_t<std::int64_t>(std::vector<py::ssize_t>{2}));
+          [](const Store& s, const py::array& indices_raw, const F32Cast& values) {
+            U32Cast indices(indices_raw);
+            I64Cast indptr(py::array_t<std::int64_t>(std::vector<py::ssize_t>{2}));
             indptr.mutable_data()[0] = 0;
             indptr.mutable_data()[1] = indices.ndim() == 1 ? indices.shape(0) : 0;
             check_csr(indptr, indices_raw, indices, values, s.dim(), "query");
@@ -213,7 +213,7 @@ void bind_sparse(py::module_& m) {
           py::arg("indices"), py::arg("values"), "Dot product with every document (decoded impacts), float32.")
       .def(
           "weights",
-          [](const Store& s, const U32& terms, std::int64_t doc) {
+          [](const Store& s, const U32Cast& terms, std::int64_t doc) {
             std::vector<float> out;
             {
               py::gil_scoped_release release;  // std::out_of_range (IndexError) for a bad doc

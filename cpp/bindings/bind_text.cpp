@@ -32,8 +32,6 @@ bool utf8_of(py::handle h, std::string_view& out) {
   return true;
 }
 
-std::string type_name(py::handle h) { return py::str(py::type::handle_of(h).attr("__name__")); }
-
 // The UTF-8 of each str of a sequence (ok[i] false: hand text i to `tokenizers`), read with the
 // GIL; the texts are held so the views stay valid once it is released. TypeError for a non-str.
 struct Utf8Texts {
