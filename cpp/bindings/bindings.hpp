@@ -1,6 +1,6 @@
 // One registration function per area; module.cpp calls them all into ragfind._core. Also the
-// few helpers every binding file uses (the files are compiled together as unity batches, so a
-// helper is defined once here rather than in each file's anonymous namespace).
+// helpers more than one binding file uses (the files are compiled together as unity batches, so
+// a shared helper is defined once here rather than in each file's anonymous namespace).
 #pragma once
 
 #include <pybind11/pybind11.h>

@@ -60,26 +60,8 @@ sources=(
   cpp/src/dense/kmeans.cpp
   cpp/tests/check_kernels.cpp
 )
-# One object per source, compiled on every CPU (a failed compile fails the run through its
-# `wait`), then linked. Object names keep the source's folder: kernels/<family>/scalar.cpp ->
-# <family>_scalar.o.
-jobs=$(nproc 2>/dev/null || echo 1)
-echo "+ $CXX_AARCH64 ${flags[*]} -c <each source> ($jobs at a time), linked into $BUILD_DIR/check_kernels"
-mkdir -p "$BUILD_DIR/obj"
-objects=()
-pending=()
-for src in "${sources[@]}"; do
-  obj="$BUILD_DIR/obj/$(basename "$(dirname "$src")")_$(basename "$src" .cpp).o"
-  objects+=("$obj")
-  "$CXX_AARCH64" "${flags[@]}" -c "$src" -o "$obj" &
-  pending+=($!)
-  if ((${#pending[@]} >= jobs)); then
-    wait "${pending[0]}"
-    pending=("${pending[@]:1}")
-  fi
-done
-for pid in "${pending[@]}"; do wait "$pid"; done
-"$CXX_AARCH64" "${flags[@]}" "${objects[@]}" -o "$BUILD_DIR/check_kernels"
+echo "+ $CXX_AARCH64 ${flags[*]} ${sources[*]} -o $BUILD_DIR/check_kernels"
+"$CXX_AARCH64" "${flags[@]}" "${sources[@]}" -o "$BUILD_DIR/check_kernels"
 
 if [[ "$QEMU_AARCH64" == env ]]; then
   run=(env)
