@@ -78,37 +78,57 @@ def test_partial_travels_as_an_argument_and_is_never_cached():
     assert not r.search("dogs bark", k=5, partial=True).cached
 
 
-class _TimedStage:
-    """A first stage that sleeps ``seconds`` per search and records the thread it ran on."""
+class _Clock:
+    """A stand-in for the runner's clock that only stages move: a stage "takes" exactly the time
+    it says, however loaded the machine (a sleep measured by the real clock does not)."""
 
-    def __init__(self, name: str, seconds: float) -> None:
-        self.name, self.seconds, self.threads = name, seconds, []
+    def __init__(self) -> None:
+        import threading
+
+        self.t, self._lock = 0.0, threading.Lock()
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.t += seconds
+
+
+class _TimedStage:
+    """A first stage that takes ``seconds`` of ``clock`` per search and records its thread."""
+
+    def __init__(self, name: str, seconds: float, clock: _Clock) -> None:
+        self.name, self.seconds, self.clock, self.threads = name, seconds, clock, []
 
     def search(self, query, k, flt=None):
         import threading
-        import time
 
         self.threads.append(threading.get_ident())
-        time.sleep(self.seconds)
+        self.clock.advance(self.seconds)
         return np.arange(3, dtype=np.int64), np.asarray([3.0, 2.0, 1.0])
 
 
-def test_short_stages_run_one_after_another_on_the_calling_thread():
+def test_short_stages_run_one_after_another_on_the_calling_thread(monkeypatch):
     import threading
 
+    from ragfind.pipeline import runner as runner_module
+
+    clock = _Clock()
+    monkeypatch.setattr(runner_module, "_now", clock)
     r = make()
     runner = r.stage_runner
     me = threading.get_ident()
-    short = [_TimedStage("a", 0.0), _TimedStage("b", 0.0)]
-    long = [_TimedStage("c", 0.005), _TimedStage("d", 0.005)]
+    short = [_TimedStage("a", 0.0, clock), _TimedStage("b", 0.0, clock)]
+    long = [_TimedStage("c", 0.005, clock), _TimedStage("d", 0.005, clock)]
     for stages in (short, long):
         for _ in range(30):
             timings: dict = {}
             got = runner.first_stage(stages, ("q",), 3, None, timings)
             assert got.names == [s.name for s in stages] and len(got.lists) == 2
-    # The first search of a stage is overlapped (no times yet); once their moving averages
-    # (the first possibly inflated by a thread start) say they are short, they share a thread.
-    assert short[1].threads[0] != me and short[1].threads[-10:] == [me] * 10
+    # The first search of a stage is overlapped (no times yet); once their moving averages say
+    # they are short, they share a thread: every search after the first.
+    assert short[1].threads[0] != me and short[1].threads[1:] == [me] * 29
     # All but the slowest still take longer than a hand-off: overlapped every time.
     assert all(t != me for t in long[1].threads)
     r.close()
