@@ -16,7 +16,8 @@ the metadata index's bitmap over chunk ids, a word at a time). Filtered time = t
 evaluates its filter whole, as the first search of a filter does.
 ``--retriever`` runs through a BM25-only ``Retriever`` instead, in four settings side by side:
 with and without a one-document ``add_documents`` before each search, and with the results
-cache on (every query distinct, so each search misses and fills it) and off (``cache_size=0``).
+cache on (every query distinct, so each search misses and fills it) and off (``cache_size=0``);
+the four settings take turns query by query, so that every cell sees the same machine.
 
 Filters (selectivity over the corpus): 1% equality ``{"tenant": 7}``; 20% numeric range
 ``{"score": {"$gte": 0.3, "$lt": 0.5}}``; 60% ``$in`` ``{"lang": {"$in": ["en", "fr", "de"]}}``;
@@ -222,24 +223,37 @@ def run_retriever(args, corpus: Corpus, queries: list) -> None:
             want = [d for d in full if keep[int(d[1:])]][: args.k]
             assert r.search(q, k=args.k, filters=flt, use_cache=False).doc_ids == want, (name, q)
 
+    # The four settings take turns query by query (the first one rotating), so that every cell
+    # sees the same machine: a VM's speed drifts by 10-20% over the minutes one setting after
+    # another would take, more than the write costs.
     rng = np.random.default_rng(11)
     settings = [("no write", 1024), ("write", 1024), ("no write", 0), ("write", 0)]
-    results: dict = {}
-    for write, cache in settings:
-        r.set_cache_size(cache)
-        before = write_one if write == "write" else (lambda: None)
-        times: dict = {"unfiltered": [], **{name: [] for name in FILTERS}}
-        n_timed = args.queries * args.rounds
-        fresh = [" ".join(corpus.vocab[rng.integers(0, 300, 3)]) for _ in range(n_timed + args.warmup)]
-        for i, q in enumerate(fresh):
-            timed = i >= args.warmup
+    rows = ["unfiltered", *FILTERS]
+    times: dict = {key: {name: [] for name in rows} for key in settings}
+    parts: dict = {key: {name: {} for name in rows} for key in settings}  # the search's own timings
+    n_timed = args.queries * args.rounds
+    for i in range(n_timed + args.warmup):
+        for j in range(len(settings)):
+            write, cache = key = settings[(i + j) % len(settings)]
+            r.set_cache_size(cache)
+            q = " ".join(corpus.vocab[rng.integers(0, 300, 3)])  # a new one each: the cache misses
+            if write == "no write":
+                # The other settings' writes left each filter some writes behind: brought up to
+                # date (untimed), as a service reading with no write between would have them.
+                # Another query: one sharing the timed query's terms would warm its postings.
+                other = " ".join(corpus.vocab[rng.integers(0, 300, 3)])
+                for flt in FILTERS.values():
+                    r.search(other, k=args.k, filters=flt, use_cache=False)
             for name, flt in [("unfiltered", None), *FILTERS.items()]:
-                before()
+                if write == "write":
+                    write_one()
                 t = time.perf_counter()
-                r.search(q, k=args.k, filters=flt)
-                if timed:
-                    times[name].append(time.perf_counter() - t)
-        results[(write, cache)] = {name: p50(ts) for name, ts in times.items()}
+                res = r.search(q, k=args.k, filters=flt)
+                if i >= args.warmup:
+                    times[key][name].append(time.perf_counter() - t)
+                    for part in ("filter", "bm25", "store"):
+                        parts[key][name].setdefault(part, []).append(res.timings.get(part, 0.0))
+    results = {key: {name: p50(ts) for name, ts in times[key].items()} for key in settings}
     load = os.getloadavg()
     print(f"# BM25-only Retriever: {args.docs:,} documents, k={args.k}, build {build:.0f} s")
     print(
@@ -263,6 +277,15 @@ def run_retriever(args, corpus: Corpus, queries: list) -> None:
         on = results[("write", 1024)][name] / results[("no write", 1024)][name]
         off = results[("write", 0)][name] / results[("no write", 0)][name]
         print(f"- {name}: {on:.2f}x (cache on), {off:.2f}x (cache off)")
+    print("\nparts (the search's own timings, p50 ms: filter / bm25 / store):\n")
+    print(f"| search | {head} |")
+    print("|---" + "|---:" * len(settings) + "|")
+    for name in ["unfiltered", *FILTERS]:
+        cells = [
+            " / ".join(f"{p50(parts[key][name][part]):.3f}" for part in ("filter", "bm25", "store"))
+            for key in settings
+        ]
+        print(f"| {name} | " + " | ".join(cells) + " |")
 
 
 def report(args, build: float, corpus: Corpus, times: dict, parts: dict, label: str) -> None:

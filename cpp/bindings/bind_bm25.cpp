@@ -436,6 +436,15 @@ class BM25Core {
 
   std::uint64_t generation() const { return store_.generation(); }
 
+  // "int", "str", or None while no document is live.
+  py::object ids_kind() const {
+    switch (store_.ids_kind()) {
+      case inverted::DocIds::Kind::Int: return py::str("int");
+      case inverted::DocIds::Kind::Str: return py::str("str");
+      default: return py::none();
+    }
+  }
+
   // The native allowed-set of an id array (IdFilter.ids): int64, or an object array of str.
   std::shared_ptr<CompiledFilter> compile_filter(const py::object& ids) {
     std::vector<std::int64_t> ints;
@@ -467,7 +476,18 @@ class BM25Core {
       const py::array_t<std::uint64_t, py::array::c_style | py::array::forcecast>& words, const py::object& previous) {
     if (words.ndim() != 1) throw py::value_error("words: expected a 1-d array of uint64");
     const std::shared_ptr<CompiledFilter> prev = as_filter(previous);
-    std::vector<std::uint64_t> bits(words.data(), words.data() + words.size());
+    IdBits bits;
+    if (words.writeable()) {
+      bits = IdBits(std::vector<std::uint64_t>(words.data(), words.data() + words.size()));
+    } else {
+      // A read-only array (a metadata selection's words) is kept, not copied: the filter holds
+      // it, and drops it under the GIL wherever its last holder goes.
+      std::shared_ptr<const void> owner(new py::object(words), [](const void* p) {
+        py::gil_scoped_acquire gil;
+        delete static_cast<const py::object*>(p);
+      });
+      bits = IdBits(std::move(owner), words.data(), static_cast<std::size_t>(words.size()));
+    }
     py::gil_scoped_release release;
     return store_.compile_filter_bits(std::move(bits), prev.get());
   }
@@ -921,6 +941,7 @@ void bind_bm25(py::module_& m) {
       .def("compile_filter", &BM25Core::compile_filter, py::arg("ids"))
       .def("compile_filter_bits", &BM25Core::compile_filter_bits, py::arg("words"), py::arg("previous") = py::none())
       .def_property_readonly("generation", &BM25Core::generation)
+      .def_property_readonly("id_kind", &BM25Core::ids_kind, "\"int\", \"str\", or None while no document is live.")
       .def("get_scores", &BM25Core::get_scores, py::arg("query"))
       .def("explain", &BM25Core::explain, py::arg("query"), py::arg("doc_id"))
       .def("ids", &BM25Core::ids_array)

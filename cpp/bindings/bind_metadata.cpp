@@ -263,9 +263,9 @@ class MetadataCore {
     if (sel->generation == index_.generation()) return sel;
     auto out = std::make_shared<Selection>();
     out->node = sel->node;
-    out->rows = index_.patched(*sel->node, sel->rows, sel->generation);
+    out->count = sel->count;
+    out->rows = index_.patched(*sel->node, sel->rows, sel->generation, &out->count);
     out->generation = index_.generation();
-    out->count = out->rows.count();
     return out;
   }
 

@@ -188,7 +188,7 @@ TEST(filters_from_an_id_bitmap_equal_filters_from_ids) {
   // Rebuilt from its bitmap after a write; str ids match no bit.
   Store s(Params{});
   s.add_tokens(int_ids({0, 1, 2, 3}), Docs{{"a"}, {"a"}, {"a"}, {"a"}});
-  const auto f = s.compile_filter_bits({0b10110});
+  const auto f = s.compile_filter_bits(std::vector<std::uint64_t>{0b10110});
   s.add_tokens(int_ids({4, 5}), Docs{{"a"}, {"a"}});
   s.remove(int_ids({2}), {"2"});
   Hits h = s.search({"a"}, 10, Algorithm::Auto, f.get());
@@ -196,7 +196,7 @@ TEST(filters_from_an_id_bitmap_equal_filters_from_ids) {
   CHECK((h.ints == std::vector<std::int64_t>{1, 4}));
   Store strs(Params{});
   strs.add_tokens(str_ids({"x", "y"}), Docs{{"a"}, {"a"}});
-  CHECK_EQ(strs.compile_filter_bits({~std::uint64_t{0}})->count, std::size_t{0});
+  CHECK_EQ(strs.compile_filter_bits(std::vector<std::uint64_t>{~std::uint64_t{0}})->count, std::size_t{0});
 }
 
 TEST(explain_sums_to_score) {

@@ -215,9 +215,11 @@ TEST(patched_filters_equal_a_full_evaluation_after_each_write) {
       }
       for (auto& k : kept) {
         if (rng() % 3 == 0) continue;  // some filters skip writes: patched across several
-        Bitmap now = ix.patched(k.node, k.rows, k.since);
+        std::size_t count = k.rows.count();
+        Bitmap now = ix.patched(k.node, k.rows, k.since, &count);
         const Bitmap full = ix.evaluate(k.node);
         CHECK(now.words() == full.words());
+        CHECK_EQ(count, full.count());
         CHECK_EQ(now.size(), full.size());
         std::vector<std::int64_t> want;
         for (const auto& [id, row] : rows)

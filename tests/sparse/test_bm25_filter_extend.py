@@ -87,3 +87,34 @@ def test_a_delete_compiles_whole():
     _same(after, core.compile_filter_bits(bits))
     assert after.mask[0] == 0 and after.mask[6] == 1
     _check_search(index, after, set(range(6, 600, 2)))
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_compiled_bitmap_outlives_its_array_and_ignores_later_changes(read_only):
+    """A read-only bitmap (a metadata selection's words) is kept by the allowed-set, not copied;
+    a writeable one is copied. Either way a set made stale by an add, then searched (rebuilt
+    from its bitmap), allows what the bitmap allowed when it was compiled."""
+    index = BM25Index()
+    index.add([f"common w{i}" for i in range(200)], ids=np.arange(200))
+    allowed_ids = set(range(0, 200, 3))
+    words = _bits(allowed_ids, 4)
+    if read_only:
+        words.flags.writeable = False
+    allowed = index._core.compile_filter_bits(words)
+    if not read_only:
+        words[:] = 0  # the caller's array changes: the set does not
+    del words
+    index.add(["common late"], ids=[201])  # stale now: the search rebuilds it from its bitmap
+    _check_search(index, allowed, allowed_ids)
+
+
+def test_an_empty_or_mixed_index_names_its_id_kind():
+    index = BM25Index()
+    assert index._core.id_kind is None
+    index.add(["a b"], ids=[4])
+    assert index._core.id_kind == "int"
+    index.delete([4])
+    assert index._core.id_kind is None
+    strs = BM25Index()
+    strs.add(["a b"], ids=["x"])
+    assert strs._core.id_kind == "str"

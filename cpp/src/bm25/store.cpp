@@ -65,6 +65,11 @@ std::size_t Store::size() const {
   return index_.num_docs();
 }
 
+inverted::DocIds::Kind Store::ids_kind() const {
+  std::shared_lock<Lock> lock(mu_);
+  return index_.num_docs() == 0 ? inverted::DocIds::Kind::Unset : ids_.kind();
+}
+
 // ----- adding and deleting
 
 void Store::check_ids(const IdBatch& p, std::size_t n) const {
@@ -304,7 +309,7 @@ struct SpreadTable {
 constexpr SpreadTable kSpread{};
 
 // 64 bits of `bits` from bit `from` on (bit 0 of the result is bit `from`); bits outside are 0.
-std::uint64_t bits_from(const std::vector<std::uint64_t>& bits, std::int64_t from) {
+std::uint64_t bits_from(const IdBits& bits, std::int64_t from) {
   const auto n_bits = static_cast<std::int64_t>(bits.size()) * 64;
   if (from >= n_bits || from <= -64) return 0;
   if (from < 0) return bits[0] << static_cast<unsigned>(-from);
@@ -406,7 +411,7 @@ bool Store::extend_filter_bits(CompiledFilter& f, const CompiledFilter& previous
     // Word-aligned (the usual chunk ids from 0): whole words compared at once.
     const auto w0 = static_cast<std::size_t>(base / 64);
     const std::size_t words = m / 64;
-    const auto covered = [&](const std::vector<std::uint64_t>& b) { return b.size() >= w0 + words; };
+    const auto covered = [&](const IdBits& b) { return b.size() >= w0 + words; };
     if (covered(f.id_bits) && covered(previous.id_bits)) {
       if (std::memcmp(f.id_bits.data() + w0, previous.id_bits.data() + w0, words * 8) != 0) return false;
       from = words * 64;
@@ -444,8 +449,7 @@ bool Store::extend_filter_bits(CompiledFilter& f, const CompiledFilter& previous
   return true;
 }
 
-std::shared_ptr<CompiledFilter> Store::compile_filter_bits(std::vector<std::uint64_t> id_bits,
-                                                           const CompiledFilter* previous) const {
+std::shared_ptr<CompiledFilter> Store::compile_filter_bits(IdBits id_bits, const CompiledFilter* previous) const {
   auto f = std::make_shared<CompiledFilter>();
   f->by_bits = true;
   f->id_bits = std::move(id_bits);

@@ -443,22 +443,32 @@ bool MetadataIndex::matches(const Node& n, std::uint32_t row) const {
   }
 }
 
-Bitmap MetadataIndex::patched(const Node& node, const Bitmap& rows, std::uint64_t since) const {
-  if (since < log_floor_ || since > generation_ || rows.size() > row_ids_.size()) return evaluate(node);
+Bitmap MetadataIndex::patched(const Node& node, const Bitmap& rows, std::uint64_t since, std::size_t* count) const {
+  const auto whole = [&] {
+    Bitmap out = evaluate(node);
+    if (count) *count = out.count();
+    return out;
+  };
+  if (since < log_floor_ || since > generation_ || rows.size() > row_ids_.size()) return whole();
   const auto first = std::upper_bound(log_.begin(), log_.end(), std::make_pair(since, UINT32_MAX));
   const auto n_written = static_cast<std::size_t>(log_.end() - first);
-  if (n_written > kPatchMin + row_ids_.size() / kPatchRatio) return evaluate(node);
+  if (n_written > kPatchMin + row_ids_.size() / kPatchRatio) return whole();
   Bitmap out;
   out.words_.reserve(live_.words_.size());
   out.words_ = rows.words_;
   out.words_.resize(live_.words_.size(), 0);
   out.n_bits_ = row_ids_.size();
+  std::size_t set = count ? *count : 0;
   for (auto it = first; it != log_.end(); ++it) {
     const std::uint32_t r = it->second;
     const std::uint64_t bit = std::uint64_t{1} << (r & 63);
-    if (live_.test(r) && matches(node, r)) out.words_[r >> 6] |= bit;
-    else out.words_[r >> 6] &= ~bit;
+    std::uint64_t& w = out.words_[r >> 6];
+    const bool was = w & bit;
+    const bool now = live_.test(r) && matches(node, r);
+    w = now ? (w | bit) : (w & ~bit);
+    set = set + (now ? 1 : 0) - (was ? 1 : 0);
   }
+  if (count) *count = set;
   return out;
 }
 

@@ -56,7 +56,7 @@ def _compile_filter(index: BM25Index, flt: Any) -> Any:
     core = index._core
 
     def native(f: Any) -> Any:
-        check_filter_kind(f, _id_kind(core))
+        check_filter_kind(f, core.id_kind)
         bits = f.id_bits()  # a metadata filter's bitmap over chunk ids: no id array to read
         if bits is None:
             return core.compile_filter(f.ids)
@@ -64,14 +64,6 @@ def _compile_filter(index: BM25Index, flt: Any) -> Any:
         return core.compile_filter_bits(bits, f.previous_native(index))
 
     return as_id_filter(flt).compiled(index, core.generation, native)
-
-
-def _id_kind(core: Any) -> str | None:
-    """The id kind of a BM25 core ("int", "str", None while it holds no document), read from
-    the dtype of an empty search's ids: no id array is listed."""
-    if len(core) == 0:
-        return None
-    return "str" if core.search_tokenized([], 1)[0].dtype == object else "int"
 
 
 def _check_texts(texts: Any, name: str) -> list:

@@ -118,6 +118,32 @@ void FilterMask::extend(const FilterMask& previous, std::size_t n, Fill&& fill) 
   size_ = n;
 }
 
+/// A read-only bitmap over int ids (bit i of word i / 64: id i), shared with whoever made it
+/// (a metadata selection's own words, say): a filter compiled from it copies nothing, and a
+/// stale filter rebuilt from it shares it too.
+class IdBits {
+ public:
+  IdBits() = default;
+  /// Owns these words.
+  IdBits(std::vector<std::uint64_t> words)  // NOLINT(google-explicit-constructor): a bitmap is its words
+      : owner_(std::make_shared<const std::vector<std::uint64_t>>(std::move(words))) {
+    const auto& v = *static_cast<const std::vector<std::uint64_t>*>(owner_.get());
+    words_ = v.data();
+    size_ = v.size();
+  }
+  /// `size` words at `words`, kept alive (and unchanged) by `owner`.
+  IdBits(std::shared_ptr<const void> owner, const std::uint64_t* words, std::size_t size)
+      : owner_(std::move(owner)), words_(words), size_(size) {}
+  const std::uint64_t* data() const { return words_; }
+  std::size_t size() const { return size_; }
+  std::uint64_t operator[](std::size_t i) const { return words_[i]; }
+
+ private:
+  std::shared_ptr<const void> owner_;
+  const std::uint64_t* words_ = nullptr;
+  std::size_t size_ = 0;
+};
+
 /// A filter compiled against one store at one write generation: a byte per slot and the
 /// allowed slots in order; the source ids are kept to rebuild it if the store changed. The
 /// source is ints/strs, or (by_bits) id_bits, a bitmap over int ids (bit i: id i allowed), as a
@@ -127,7 +153,7 @@ struct CompiledFilter {
   std::vector<std::int64_t> ints;
   std::vector<std::string> strs;
   bool by_bits = false;
-  std::vector<std::uint64_t> id_bits;
+  IdBits id_bits;
   FilterMask mask;
   std::vector<std::uint32_t> docs;
   bool docs_listed = true;   // false: docs is empty, the slots are those set in mask
@@ -174,6 +200,8 @@ class Store {
 
   /// Live documents.
   std::size_t size() const;
+  /// The kind of the live documents' ids (Unset while there are none).
+  inverted::DocIds::Kind ids_kind() const;
   /// Incremented by every write.
   std::uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
@@ -192,8 +220,7 @@ class Store {
   /// `previous` (the same filter one or more writes ago), when only documents were added since
   /// and its bits agree on every earlier slot, its mask is copied and only the new slots are
   /// tested (no rebuild from the bitmap); otherwise compiled whole.
-  std::shared_ptr<CompiledFilter> compile_filter_bits(std::vector<std::uint64_t> id_bits,
-                                                      const CompiledFilter* previous = nullptr) const;
+  std::shared_ptr<CompiledFilter> compile_filter_bits(IdBits id_bits, const CompiledFilter* previous = nullptr) const;
 
   /// Top-k of analysed query terms (unknown ones dropped), optionally within a filter.
   Hits search(const std::vector<std::string>& stems, std::size_t k, Algorithm algorithm,

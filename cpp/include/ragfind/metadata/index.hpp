@@ -128,8 +128,10 @@ class MetadataIndex {
   std::uint64_t generation() const { return generation_; }
   /// The live rows matching `node` now, given `rows`, what evaluate(node) gave at generation
   /// `since`: a copy with only the rows written since tested again, or evaluate(node) once a
-  /// patch would cost more or the write log no longer reaches back to `since`.
-  Bitmap patched(const Node& node, const Bitmap& rows, std::uint64_t since) const;
+  /// patch would cost more or the write log no longer reaches back to `since`. With `count`
+  /// (the set rows of `rows` on entry), the result's set rows on return: a patch counts only
+  /// the rows it tests, not the whole bitmap again.
+  Bitmap patched(const Node& node, const Bitmap& rows, std::uint64_t since, std::size_t* count = nullptr) const;
   /// Whether row `row` holds values matching `node` (liveness aside): one row of evaluate().
   bool matches(const Node& node, std::uint32_t row) const;
   /// True while every row r holds chunk id r: a row bitmap is then a bitmap over chunk ids.
