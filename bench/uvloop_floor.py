@@ -1,5 +1,6 @@
 """A one-core HTTP/1.1 keep-alive server with nothing in it: a bare uvloop protocol answering
-every request with ``/health``'s bytes after ``--busy-us`` of busy work. It shows what the event
+every request (its body, if any, read and dropped) with ``/health``'s bytes after ``--busy-us``
+of busy work. It shows what the event
 loop and loopback alone do to latency under wrk at a given CPU per request (bench/serve.md).
 
 Run: ``python bench/uvloop_floor.py --port 8798 --busy-us 90 &`` then
@@ -28,8 +29,16 @@ def protocol(busy_s: float) -> type:
 
         def data_received(self, data: bytes) -> None:
             self.buf += data
-            while b"\r\n\r\n" in self.buf:  # requests without a body (GET)
-                _, _, self.buf = self.buf.partition(b"\r\n\r\n")
+            while b"\r\n\r\n" in self.buf:
+                head, _, rest = self.buf.partition(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                if len(rest) < length:  # the body is still on its way
+                    return
+                self.buf = rest[length:]
                 t = time.perf_counter()
                 while time.perf_counter() - t < busy_s:
                     pass
