@@ -21,7 +21,7 @@ ray_session = sharded_helpers.ray_session  # the session's local Ray (a fixture)
 pytestmark = pytest.mark.slow
 
 OPTS = dict(encoder=None, chunk_size=None, cache_size=0)
-# A hang breaks this by far; a call that keeps its 1 s deadline (plus a retry) stays well inside.
+# A hang breaks this by far; a call that keeps its 1-2 s deadline (plus a retry) stays well inside.
 BOUND = 15.0
 
 
@@ -143,8 +143,10 @@ def test_replica_killed_mid_write(ray_session, docs, tmp_path, fanout) -> None:
 def test_stopped_copy_and_stopped_primary(ray_session, docs, tmp_path, fanout) -> None:
     ray = ray_session
     q = "boundary layer flow"
+    # The default deadline: at 1 s the surviving copy's answer to the failover's `info` missed it
+    # on a loaded 2-CPU machine (the graph's actors poll their channels beside it).
     sharded = ShardedRetriever(
-        1, replicas=2, placement="any", work_dir=tmp_path, deadline=1.0, fanout=fanout, **OPTS
+        1, replicas=2, placement="any", work_dir=tmp_path, deadline=2.0, fanout=fanout, **OPTS
     )
     stopped: list = []
     try:
