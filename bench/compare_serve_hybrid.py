@@ -29,7 +29,6 @@ import argparse
 import http.client
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,15 +36,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from compare_serve import data_dir, free_port, lines  # the same corpus paths and port pick
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def data_dir() -> Path:
-    return Path(os.environ.get("RAGFIND_DATA", ROOT.parent / "shared" / "data"))
-
-
-def lines(path: Path) -> list:
-    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x]
 
 
 def build(folder: Path) -> list:
@@ -69,12 +62,6 @@ def build(folder: Path) -> list:
     r.save(folder)
     r.close()
     return [q["text"] for q in lines(data / "queries.jsonl")]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(cmd: list, port: int, env: dict | None = None) -> tuple:

@@ -125,11 +125,11 @@ class IdBits {
  public:
   IdBits() = default;
   /// Owns these words.
-  IdBits(std::vector<std::uint64_t> words)  // NOLINT(google-explicit-constructor): a bitmap is its words
-      : owner_(std::make_shared<const std::vector<std::uint64_t>>(std::move(words))) {
-    const auto& v = *static_cast<const std::vector<std::uint64_t>*>(owner_.get());
-    words_ = v.data();
-    size_ = v.size();
+  IdBits(std::vector<std::uint64_t> words) {  // NOLINT(google-explicit-constructor): a bitmap is its words
+    auto owned = std::make_shared<const std::vector<std::uint64_t>>(std::move(words));
+    words_ = owned->data();
+    size_ = owned->size();
+    owner_ = std::move(owned);
   }
   /// `size` words at `words`, kept alive (and unchanged) by `owner`.
   IdBits(std::shared_ptr<const void> owner, const std::uint64_t* words, std::size_t size)
