@@ -468,25 +468,21 @@ class BM25Core {
     return store_.compile_filter(std::move(ints), std::move(strs));
   }
 
-  // The native allowed-set of a bitmap over int ids (bit i of word i / 64: id i allowed), as
-  // MetadataIndex gives a filter's chunk ids: no id array, no lookup per id.
+  // The native allowed-set of a bitmap over int ids (bit i: id i allowed): an IdBitmap, as
+  // MetadataIndex gives a filter's chunk ids (its pages shared, nothing copied), or a 1-d
+  // uint64 array (bit i of word i / 64; copied). No id array, no lookup per id.
   // With `previous` (this filter compiled earlier, or None), only the slots added since are
   // tested when nothing else changed (Store::compile_filter_bits).
-  std::shared_ptr<CompiledFilter> compile_filter_bits(
-      const py::array_t<std::uint64_t, py::array::c_style | py::array::forcecast>& words, const py::object& previous) {
-    if (words.ndim() != 1) throw py::value_error("words: expected a 1-d array of uint64");
+  std::shared_ptr<CompiledFilter> compile_filter_bits(const py::object& words, const py::object& previous) {
     const std::shared_ptr<CompiledFilter> prev = as_filter(previous);
-    IdBits bits;
-    if (words.writeable()) {
-      bits = IdBits(std::vector<std::uint64_t>(words.data(), words.data() + words.size()));
+    common::PagedBits bits;
+    if (py::isinstance<common::PagedBits>(words)) {
+      bits = words.cast<const common::PagedBits&>();
     } else {
-      // A read-only array (a metadata selection's words) is kept, not copied: the filter holds
-      // it, and drops it under the GIL wherever its last holder goes.
-      std::shared_ptr<const void> owner(new py::object(words), [](const void* p) {
-        py::gil_scoped_acquire gil;
-        delete static_cast<const py::object*>(p);
-      });
-      bits = IdBits(std::move(owner), words.data(), static_cast<std::size_t>(words.size()));
+      auto a = py::array_t<std::uint64_t, py::array::c_style | py::array::forcecast>::ensure(words);
+      if (!a || a.ndim() != 1)
+        throw py::value_error("words: expected an IdBitmap or a 1-d array of uint64, got " + type_name(words));
+      bits = common::PagedBits(a.data(), static_cast<std::size_t>(a.size()), static_cast<std::size_t>(a.size()) * 64);
     }
     py::gil_scoped_release release;
     return store_.compile_filter_bits(std::move(bits), prev.get());

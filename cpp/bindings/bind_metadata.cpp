@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "ragfind/common/paged_bits.hpp"
 #include "ragfind/common/rw_mutex.hpp"
 #include "ragfind/metadata/index.hpp"
 
@@ -169,7 +170,7 @@ py::array_t<std::int64_t> to_array(std::vector<std::int64_t>&& v) {
 // Never changed once made (refresh() makes another), so its rows are read without a lock.
 struct Selection {
   std::shared_ptr<const Node> node;  // its string views point into its own text
-  metadata::Bitmap rows;
+  common::PagedBits rows;            // a refresh shares the pages no write touched
   std::uint64_t generation = 0;
   std::size_t count = 0;
 };
@@ -247,9 +248,10 @@ class MetadataCore {
     sel->node = std::move(node);
     py::gil_scoped_release release;
     std::shared_lock<common::WriterPreferringSharedMutex> lock(mu_);
-    sel->rows = index_.evaluate(*sel->node);
+    const metadata::Bitmap rows = index_.evaluate(*sel->node);
+    sel->rows = rows.paged();
     sel->generation = index_.generation();
-    sel->count = sel->rows.count();
+    sel->count = rows.count();
     return sel;
   }
 
@@ -282,20 +284,15 @@ class MetadataCore {
     return to_array(std::move(ids));
   }
 
-  // A selection's rows as a read-only uint64 bitmap over chunk ids (bit i of word i / 64: chunk
-  // id i), viewing the selection's memory; None when rows are not chunk ids.
+  // A selection's rows as an IdBitmap over chunk ids (bit i: chunk id i), sharing the
+  // selection's pages; None when rows are not chunk ids.
   py::object id_words(const std::shared_ptr<Selection>& sel) const {
     if (!sel) throw py::type_error("id_words: expected a MetadataSelection");
     {
       std::shared_lock<common::WriterPreferringSharedMutex> lock(mu_);
       if (!index_.ids_are_rows()) return py::none();
     }
-    auto* keep = new std::shared_ptr<Selection>(sel);
-    py::capsule owner(keep, [](void* p) { delete static_cast<std::shared_ptr<Selection>*>(p); });
-    const auto& w = sel->rows.words();
-    py::array_t<std::uint64_t> a({static_cast<py::ssize_t>(w.size())}, {sizeof(std::uint64_t)}, w.data(), owner);
-    py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
-    return std::move(a);
+    return py::cast(std::make_shared<common::PagedBits>(sel->rows));
   }
 
   std::uint64_t generation() const {
@@ -362,6 +359,19 @@ class MetadataCore {
 }  // namespace
 
 void bind_metadata(py::module_& m) {
+  py::class_<common::PagedBits, std::shared_ptr<common::PagedBits>>(
+      m, "IdBitmap",
+      "A bitmap over int ids (bit i: id i) in pages shared with the MetadataSelection it came from; "
+      "the indexes compile it into their allowed sets. Read-only.")
+      .def("__len__", &common::PagedBits::size, "Bits covered.")
+      .def(
+          "words",
+          [](const common::PagedBits& b) {
+            std::vector<std::uint64_t> w = b.words();
+            return py::array_t<std::uint64_t>(static_cast<py::ssize_t>(w.size()), w.data());
+          },
+          "The bits as a uint64 array (bit i of word i // 64), a copy.");
+
   py::class_<Selection, std::shared_ptr<Selection>>(
       m, "MetadataSelection",
       "A filter compiled by MetadataIndex.compile: its tree and the chunks it allowed at one index "
@@ -387,8 +397,8 @@ void bind_metadata(py::module_& m) {
       .def("selection_ids", &MetadataCore::selection_ids, py::arg("selection"),
            "The chunk ids (int64, ascending) of a selection.")
       .def("id_words", &MetadataCore::id_words, py::arg("selection"),
-           "A selection as a read-only uint64 bitmap over chunk ids (bit i of word i // 64: chunk id i), "
-           "viewing its memory; None unless every row's chunk id is its row number.")
+           "A selection as an IdBitmap over chunk ids (bit i: chunk id i), sharing its pages; None "
+           "unless every row's chunk id is its row number.")
       .def_property_readonly("generation", &MetadataCore::generation, "Incremented by every chunk added or removed.")
       .def("live_ids", &MetadataCore::live_ids, "Every indexed chunk id, ascending.")
       .def("kinds", &MetadataCore::kinds, py::arg("field"),

@@ -203,7 +203,7 @@ class ColumnsHandle {
  public:
   ColumnsHandle(const py::handle& arena, const py::handle& chunks, const py::handle& docs, const py::handle& keys,
                 const py::handle& slots, py::type cls, const py::tuple& fields, py::object empty,
-                py::function metadata_of)
+                py::function metadata_of, py::ssize_t n_keys)
       : arena_(exact<U8>(arena, "arena", 1, 0)),
         chunks_(exact<I64>(chunks, "chunks", 2, passages::kChunkColumns)),
         docs_(exact<I64>(docs, "docs", 2, passages::kDocColumns)),
@@ -212,9 +212,12 @@ class ColumnsHandle {
         cls_(std::move(cls)),
         empty_(std::move(empty)),
         metadata_of_(std::move(metadata_of)) {
-    if (slots_.shape(0) != keys_.shape(0))
-      throw py::value_error("slots: " + std::to_string(slots_.shape(0)) + " rows for " +
-                            std::to_string(keys_.shape(0)) + " keys; expected as many");
+    if (n_keys < 0) {
+      if (slots_.shape(0) != keys_.shape(0))
+        throw py::value_error("slots: " + std::to_string(slots_.shape(0)) + " rows for " +
+                              std::to_string(keys_.shape(0)) + " keys; expected as many");
+      n_keys = keys_.shape(0);
+    }
     v_ = passages::ColumnsView{reinterpret_cast<const char*>(arena_.data()),
                                arena_.shape(0),
                                chunks_.data(),
@@ -223,12 +226,22 @@ class ColumnsHandle {
                                docs_.shape(0),
                                keys_.data(),
                                slots_.data(),
-                               keys_.shape(0)};
+                               0};
+    set_keys(n_keys);
     if (fields.size() != kFields)
       throw py::value_error("fields: expected " + std::to_string(kFields) + " slot descriptors, got " +
                             std::to_string(fields.size()));
     offsets_ = slot_offsets(reinterpret_cast<PyTypeObject*>(cls_.ptr()), fields);
     fused_ = py::reinterpret_steal<py::object>(own(PyUnicode_InternFromString("fused")));
+  }
+
+  // The first n entries of keys and slots are the live ones (the rest is room to grow): an
+  // append that wrote into that room, or a truncation, needs no new view.
+  void set_keys(py::ssize_t n) {
+    if (n < 0 || n > keys_.shape(0) || n > slots_.shape(0))
+      throw py::value_error("n_keys: " + std::to_string(n) + " outside the " + std::to_string(keys_.shape(0)) +
+                            " keys and " + std::to_string(slots_.shape(0)) + " slots");
+    v_.n_keys = n;
   }
 
   py::list rows(const I64& ids) const {
@@ -692,12 +705,16 @@ void bind_passages(py::module_& m) {
                             "``arena`` (uint8), ``chunks`` (int64, n x 8), ``docs`` (int64, n x 6), ``keys``\n"
                             "(live chunk ids ascending, int64) and ``slots`` (their chunk rows, int64);\n"
                             "``cls`` (a slotted class), ``fields`` (its 13 slot descriptors in field order),\n"
-                            "``empty`` and ``metadata_of`` are what :meth:`passages` builds with.\n"
+                            "``empty`` and ``metadata_of`` are what :meth:`passages` builds with;\n"
+                            "``n_keys``: the live entries of ``keys`` and ``slots`` (-1: all, as many of both).\n"
                             "TypeError for another dtype; ValueError for another shape.")
       .def(py::init<const py::handle&, const py::handle&, const py::handle&, const py::handle&, const py::handle&,
-                    py::type, const py::tuple&, py::object, py::function>(),
+                    py::type, const py::tuple&, py::object, py::function, py::ssize_t>(),
            py::arg("arena"), py::arg("chunks"), py::arg("docs"), py::arg("keys"), py::arg("slots"), py::arg("cls"),
-           py::arg("fields"), py::arg("empty"), py::arg("metadata_of"))
+           py::arg("fields"), py::arg("empty"), py::arg("metadata_of"), py::arg("n_keys") = -1)
+      .def("set_keys", &ColumnsHandle::set_keys, py::arg("n"),
+           "The first ``n`` entries of ``keys`` and ``slots`` are now the live ones (the arrays written in\n"
+           "place by the caller, which holds its readers off meanwhile). ValueError past their length.")
       .def("rows_json", &ColumnsHandle::rows_json, py::arg("ids"), py::arg("fused"), py::arg("stage_scores"),
            py::arg("stage"),
            "The JSON text (UTF-8 bytes) of the list of result rows that the passages of\n"

@@ -143,6 +143,11 @@ TEST(filters_follow_writes) {
   CHECK(s.search({"a"}, 10, Algorithm::Auto, none.get()).docs.empty());
 }
 
+// A bitmap over ids as the store takes it.
+ragfind::common::PagedBits paged(const std::vector<std::uint64_t>& words) {
+  return {words.data(), words.size(), words.size() * 64};
+}
+
 // A filter given as a bitmap over int ids equals the same ids given as a list: consecutive ids
 // (a word of slots at a time, offset from the bitmap's words), ids with gaps (a test per slot),
 // dead slots, str ids (nothing allowed), small sets (slots listed) and large ones (not listed:
@@ -173,7 +178,7 @@ TEST(filters_from_an_id_bitmap_equal_filters_from_ids) {
         bits[static_cast<std::size_t>(id >> 6)] |= std::uint64_t{1} << (id & 63);
       }
       const auto from_ids = s.compile_filter(allowed, {});
-      const auto from_bits = s.compile_filter_bits(bits);
+      const auto from_bits = s.compile_filter_bits(paged(bits));
       CHECK(same_bytes(from_bits->mask, from_ids->mask));
       CHECK_EQ(from_bits->count, from_ids->docs.size());
       if (from_bits->docs_listed) CHECK(from_bits->docs == from_ids->docs);
@@ -188,7 +193,7 @@ TEST(filters_from_an_id_bitmap_equal_filters_from_ids) {
   // Rebuilt from its bitmap after a write; str ids match no bit.
   Store s(Params{});
   s.add_tokens(int_ids({0, 1, 2, 3}), Docs{{"a"}, {"a"}, {"a"}, {"a"}});
-  const auto f = s.compile_filter_bits(std::vector<std::uint64_t>{0b10110});
+  const auto f = s.compile_filter_bits(paged({0b10110}));
   s.add_tokens(int_ids({4, 5}), Docs{{"a"}, {"a"}});
   s.remove(int_ids({2}), {"2"});
   Hits h = s.search({"a"}, 10, Algorithm::Auto, f.get());
@@ -196,7 +201,7 @@ TEST(filters_from_an_id_bitmap_equal_filters_from_ids) {
   CHECK((h.ints == std::vector<std::int64_t>{1, 4}));
   Store strs(Params{});
   strs.add_tokens(str_ids({"x", "y"}), Docs{{"a"}, {"a"}});
-  CHECK_EQ(strs.compile_filter_bits(std::vector<std::uint64_t>{~std::uint64_t{0}})->count, std::size_t{0});
+  CHECK_EQ(strs.compile_filter_bits(paged({~std::uint64_t{0}}))->count, std::size_t{0});
 }
 
 TEST(explain_sums_to_score) {

@@ -14,6 +14,7 @@
 #include "ragfind/metadata/index.hpp"
 
 using namespace ragfind::metadata;
+namespace common = ragfind::common;
 
 namespace {
 
@@ -188,14 +189,14 @@ TEST(patched_filters_equal_a_full_evaluation_after_each_write) {
     for (int i = 0; i < (seed >= 2 ? 5000 : 200); ++i) add(ix, rows, next++, rng);
     struct Kept {
       Node node;
-      Bitmap rows;
+      common::PagedBits rows;
       std::uint64_t since;
     };
     std::vector<Kept> kept(24);
     for (auto& k : kept) {
       k.node = random_node(rng, 0);
       bind(k.node);
-      k.rows = ix.evaluate(k.node);
+      k.rows = ix.evaluate(k.node).paged();
       k.since = ix.generation();
     }
     for (int step = 0; step < 200; ++step) {
@@ -216,9 +217,12 @@ TEST(patched_filters_equal_a_full_evaluation_after_each_write) {
       for (auto& k : kept) {
         if (rng() % 3 == 0) continue;  // some filters skip writes: patched across several
         std::size_t count = k.rows.count();
-        Bitmap now = ix.patched(k.node, k.rows, k.since, &count);
+        const common::PagedBits before = k.rows;
+        const std::vector<std::uint64_t> before_words = before.words();
+        common::PagedBits now = ix.patched(k.node, k.rows, k.since, &count);
         const Bitmap full = ix.evaluate(k.node);
         CHECK(now.words() == full.words());
+        CHECK(before.words() == before_words);  // the patched copy left the one it shares with alone
         CHECK_EQ(count, full.count());
         CHECK_EQ(now.size(), full.size());
         std::vector<std::int64_t> want;
@@ -238,7 +242,7 @@ TEST(patched_filters_equal_a_full_evaluation_after_each_write) {
       for (std::uint32_t r = 0; r < back.rows() && r < 300; ++r)
         if (live.test(r)) CHECK_EQ(back.matches(k.node, r), base.test(r));
       add(back, rows, next, rng);
-      CHECK(back.patched(k.node, base, since).words() == back.evaluate(k.node).words());
+      CHECK(back.patched(k.node, base.paged(), since).words() == back.evaluate(k.node).words());
       CHECK_EQ(back.remove({next}), std::size_t{1});
       rows.erase(next);
     }

@@ -114,10 +114,10 @@ class IdFilter:
             self._set = frozenset(self._ids.tolist())
         return x in self._set
 
-    def id_bits(self) -> np.ndarray | None:
-        """The allowed ids as a read-only uint64 bitmap (bit ``i % 64`` of word ``i // 64``: int id
-        ``i`` allowed) when the filter holds them so (a metadata filter), else None: an index may
-        compile it without reading an id array."""
+    def id_bits(self) -> Any:
+        """The allowed ids as a :class:`ragfind._core.IdBitmap` (bit ``i``: int id ``i`` allowed)
+        when the filter holds them so (a metadata filter, whose pages it shares), else None: an
+        index may compile it without reading an id array."""
         return None
 
     def previous_native(self, index: Any) -> Any:

@@ -92,6 +92,43 @@ def test_insert_checks_ids_and_changes_nothing():
     assert (cols.ids().tolist(), cols.rows([5]), cols.mark()) == before
 
 
+def test_view_follows_writes_that_stay_in_its_buffers():
+    cols = PassageColumns()
+
+    def add(i: int) -> None:
+        cols.append([(f"d{i}", "t", "x", "{}")], [(i, f"d{i}", 0, 0, 1, -1, f"text {i}", "")])
+
+    def fresh_rows(ids: list) -> list:
+        other = PassageColumns()
+        other._arena, other._chunks, other._docs = cols._arena, cols._chunks, cols._docs
+        other._keys, other._slots = cols._keys, cols._slots
+        return other.rows(ids)  # a view made now, from the same arrays
+
+    for i in range(20):
+        add(i)
+    view = cols.view()
+    kept = 0
+    for i in range(20, 200):
+        add(i)
+        kept += cols._view is view
+        view = cols.view()
+        assert cols.rows([i, i - 1, 10**9]) == fresh_rows([i, i - 1, 10**9])
+        assert [r[0] for r in cols.rows([i])] == [i]
+    assert kept > 150  # most appends wrote into the room past the live rows: the view followed
+    mark = cols.mark()
+    add(500)
+    cols.rollback(mark)  # a truncation: followed too
+    assert cols._view is view and cols.rows([500, 199]) == fresh_rows([500, 199])
+    cols.remove(np.asarray([199]))  # the last id: a truncation
+    assert cols.rows([199, 198]) == fresh_rows([199, 198]) and len(cols.rows([199])) == 0
+    cols.remove(np.asarray([3]))  # inside: new key arrays, so a new view
+    assert cols.rows([3, 4]) == fresh_rows([3, 4]) and [r[0] for r in cols.rows([3, 4])] == [4]
+    cols.append([("dx", "t", "x", "{}")], [(3, "dx", 0, 0, 1, -1, "back", "")])  # out of order
+    assert [r[2] for r in cols.rows([3])] == ["back"]
+    with pytest.raises(ValueError, match="n_keys"):
+        cols.view().set_keys(len(cols._keys.buf) + 1)
+
+
 def test_compaction_keeps_rows_and_frees_bytes():
     cols = PassageColumns()
     docs = [(f"d{i}", f"title {i}", "", "{}") for i in range(100)]

@@ -309,14 +309,14 @@ struct SpreadTable {
 constexpr SpreadTable kSpread{};
 
 // 64 bits of `bits` from bit `from` on (bit 0 of the result is bit `from`); bits outside are 0.
-std::uint64_t bits_from(const IdBits& bits, std::int64_t from) {
-  const auto n_bits = static_cast<std::int64_t>(bits.size()) * 64;
+std::uint64_t bits_from(const common::PagedBits& bits, std::int64_t from) {
+  const auto n_bits = static_cast<std::int64_t>(bits.n_words()) * 64;
   if (from >= n_bits || from <= -64) return 0;
   if (from < 0) return bits[0] << static_cast<unsigned>(-from);
   const auto w = static_cast<std::size_t>(from >> 6);
   const auto shift = static_cast<unsigned>(from & 63);
   std::uint64_t out = bits[w] >> shift;
-  if (shift && w + 1 < bits.size()) out |= bits[w + 1] << (64 - shift);
+  if (shift && w + 1 < bits.n_words()) out |= bits[w + 1] << (64 - shift);
   return out;
 }
 
@@ -347,8 +347,8 @@ void Store::fill_filter_bits(CompiledFilter& f) const {
       return n - s < 64 ? w & ((std::uint64_t{1} << (n - s)) - 1) : w;
     };
     const std::size_t full = n / 64;  // whole words, then the last partial one
-    if (base % 64 == 0 && base >= 0 && f.id_bits.size() >= static_cast<std::size_t>(base / 64) + full) {
-      count = common::count_bits(f.id_bits.data() + base / 64, full);  // word-aligned ids: counted at once
+    if (base % 64 == 0 && base >= 0 && f.id_bits.n_words() >= static_cast<std::size_t>(base / 64) + full) {
+      count = f.id_bits.count(static_cast<std::size_t>(base / 64), full);  // word-aligned ids: counted at once
       if (n % 64) count += common::count_bits(std::array<std::uint64_t, 1>{word(full * 64)}.data(), 1);
     } else {
       for (std::size_t s = 0; s < n; s += 64)
@@ -376,7 +376,7 @@ void Store::fill_filter_bits(CompiledFilter& f) const {
       }
     }
   } else {
-    const auto n_bits = static_cast<std::int64_t>(f.id_bits.size()) * 64;
+    const auto n_bits = static_cast<std::int64_t>(f.id_bits.n_words()) * 64;
     for (std::size_t s = 0; s < n; ++s) {
       const std::int64_t id = ids_.int_at(s);
       const bool on = ids_.is_live(s) && id >= 0 && id < n_bits &&
@@ -408,12 +408,13 @@ bool Store::extend_filter_bits(CompiledFilter& f, const CompiledFilter& previous
   if (ids_.int_at(n - 1) - base != static_cast<std::int64_t>(n) - 1) return false;
   std::size_t from = 0;  // slots compared so far
   if (base % 64 == 0 && base >= 0) {
-    // Word-aligned (the usual chunk ids from 0): whole words compared at once.
+    // Word-aligned (the usual chunk ids from 0): whole words compared at once, and pages the
+    // two bitmaps share (a metadata selection and its refresh) not read at all.
     const auto w0 = static_cast<std::size_t>(base / 64);
     const std::size_t words = m / 64;
-    const auto covered = [&](const IdBits& b) { return b.size() >= w0 + words; };
+    const auto covered = [&](const common::PagedBits& b) { return b.n_words() >= w0 + words; };
     if (covered(f.id_bits) && covered(previous.id_bits)) {
-      if (std::memcmp(f.id_bits.data() + w0, previous.id_bits.data() + w0, words * 8) != 0) return false;
+      if (!f.id_bits.same_words(previous.id_bits, w0, words)) return false;
       from = words * 64;
     }
   }
@@ -449,7 +450,8 @@ bool Store::extend_filter_bits(CompiledFilter& f, const CompiledFilter& previous
   return true;
 }
 
-std::shared_ptr<CompiledFilter> Store::compile_filter_bits(IdBits id_bits, const CompiledFilter* previous) const {
+std::shared_ptr<CompiledFilter> Store::compile_filter_bits(common::PagedBits id_bits,
+                                                           const CompiledFilter* previous) const {
   auto f = std::make_shared<CompiledFilter>();
   f->by_bits = true;
   f->id_bits = std::move(id_bits);

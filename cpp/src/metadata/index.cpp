@@ -443,45 +443,56 @@ bool MetadataIndex::matches(const Node& n, std::uint32_t row) const {
   }
 }
 
-Bitmap MetadataIndex::patched(const Node& node, const Bitmap& rows, std::uint64_t since, std::size_t* count) const {
+common::PagedBits MetadataIndex::patched(const Node& node, const common::PagedBits& rows, std::uint64_t since,
+                                         std::size_t* count) const {
   const auto whole = [&] {
-    Bitmap out = evaluate(node);
+    const Bitmap out = evaluate(node);
     if (count) *count = out.count();
-    return out;
+    return out.paged();
   };
   if (since < log_floor_ || since > generation_ || rows.size() > row_ids_.size()) return whole();
   const auto first = std::upper_bound(log_.begin(), log_.end(), std::make_pair(since, UINT32_MAX));
   const auto n_written = static_cast<std::size_t>(log_.end() - first);
   if (n_written > kPatchMin + row_ids_.size() / kPatchRatio) return whole();
-  Bitmap out;
-  out.words_.reserve(live_.words_.size());
-  out.words_ = rows.words_;
-  out.words_.resize(live_.words_.size(), 0);
-  out.n_bits_ = row_ids_.size();
+  common::PagedBits out = rows;  // shares every page; a changed bit copies its page
+  out.resize(row_ids_.size());
   std::size_t set = count ? *count : 0;
   for (auto it = first; it != log_.end(); ++it) {
     const std::uint32_t r = it->second;
-    const std::uint64_t bit = std::uint64_t{1} << (r & 63);
-    std::uint64_t& w = out.words_[r >> 6];
-    const bool was = w & bit;
+    const bool was = out.test(r);
     const bool now = live_.test(r) && matches(node, r);
-    w = now ? (w | bit) : (w & ~bit);
+    out.assign(r, now);
     set = set + (now ? 1 : 0) - (was ? 1 : 0);
   }
   if (count) *count = set;
   return out;
 }
 
-std::vector<std::int64_t> MetadataIndex::ids_of(const Bitmap& rows) const {
+namespace {
+
+// The chunk ids of the set bits of words(0), ..., words(n - 1), ascending.
+template <class Words>
+std::vector<std::int64_t> ids_of_words(const std::vector<std::int64_t>& row_ids, bool ascending, std::size_t count,
+                                       std::size_t n, const Words& words) {
   std::vector<std::int64_t> out;
-  out.reserve(rows.count());
-  const auto& w = rows.words();
-  for (std::size_t i = 0; i < w.size(); ++i) {
-    for (std::uint64_t bits = w[i]; bits; bits &= bits - 1)
-      out.push_back(row_ids_[i * 64 + static_cast<std::size_t>(__builtin_ctzll(bits))]);
+  out.reserve(count);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::uint64_t bits = words(i); bits; bits &= bits - 1)
+      out.push_back(row_ids[i * 64 + static_cast<std::size_t>(__builtin_ctzll(bits))]);
   }
-  if (!ascending_) std::sort(out.begin(), out.end());
+  if (!ascending) std::sort(out.begin(), out.end());
   return out;
+}
+
+}  // namespace
+
+std::vector<std::int64_t> MetadataIndex::ids_of(const Bitmap& rows) const {
+  const auto& w = rows.words();
+  return ids_of_words(row_ids_, ascending_, rows.count(), w.size(), [&](std::size_t i) { return w[i]; });
+}
+
+std::vector<std::int64_t> MetadataIndex::ids_of(const common::PagedBits& rows) const {
+  return ids_of_words(row_ids_, ascending_, rows.count(), rows.n_words(), [&](std::size_t i) { return rows[i]; });
 }
 
 std::vector<std::int64_t> MetadataIndex::live_ids() const { return ids_of(evaluate(Node{})); }

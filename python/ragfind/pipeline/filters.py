@@ -385,7 +385,7 @@ class SelectionFilter(IdFilter):
             self._set = frozenset(self.ids.tolist())
         return x in self._set
 
-    def id_bits(self) -> np.ndarray | None:
+    def id_bits(self) -> Any:
         return self._core.id_words(self.selection)
 
     def previous_native(self, index: Any) -> Any:

@@ -92,6 +92,7 @@ class PassageColumns:
         self._keys = _Growable(np.int64)  # live chunk ids, ascending
         self._slots = _Growable(np.int64)  # their chunk-table rows
         self._view: _core.PassageColumnsView | None = None  # the native view of the reads
+        self._view_of: tuple = ()  # the buffers it views
 
     def __len__(self) -> int:
         return self._keys.n
@@ -111,7 +112,6 @@ class PassageColumns:
         """Adds documents ``(doc_id, title, text, metadata JSON)`` and their chunks ``(id, doc_id,
         index, start, end, n_tokens, text, context)`` (the store's insert rows); a chunk names
         a document of the same call. The ids must not be live already."""
-        self._view = None
         n_docs, n_chunks = len(doc_rows), len(chunk_rows)
         if not n_docs and not n_chunks:
             return
@@ -147,21 +147,22 @@ class PassageColumns:
             # New ids after every live one (the sequential policy): an append.
             self._keys.append(new_keys)
             self._slots.append(new_slots)
-            return
-        merged_keys = np.insert(keys, at, new_keys)
-        merged_slots = np.insert(self._slots.view(), at, new_slots)
-        self._keys = _Growable(np.int64, data=merged_keys)
-        self._slots = _Growable(np.int64, data=merged_slots)
+        else:
+            merged_keys = np.insert(keys, at, new_keys)
+            merged_slots = np.insert(self._slots.view(), at, new_slots)
+            self._keys = _Growable(np.int64, data=merged_keys)
+            self._slots = _Growable(np.int64, data=merged_slots)
+        self._follow()
 
     def rollback(self, mark: tuple) -> None:
         """Undoes the :meth:`append` calls made since :meth:`mark` returned ``mark``."""
-        self._view = None
         arena_n, chunks_n, docs_n = mark
         added = self._chunks.view()[chunks_n:, _ID]
         self._drop_keys(added)
         self._arena.truncate(arena_n)
         self._chunks.truncate(chunks_n)
         self._docs.truncate(docs_n)
+        self._follow()
 
     def remove(self, chunk_ids: np.ndarray) -> None:
         """Drops the chunks (ids not live are ignored); compacts when dead rows dominate."""
@@ -171,7 +172,6 @@ class PassageColumns:
             self.compact()
 
     def _drop_keys(self, ids: np.ndarray) -> None:
-        self._view = None
         keys = self._keys.view()
         if not len(ids) or not len(keys):
             return
@@ -182,13 +182,16 @@ class PassageColumns:
             # The last ids (an undone append): a truncation.
             self._keys.truncate(self._keys.n - len(at))
             self._slots.truncate(self._slots.n - len(at))
+            self._follow()
             return
         self._keys = _Growable(np.int64, data=np.delete(keys, at))
         self._slots = _Growable(np.int64, data=np.delete(self._slots.view(), at))
+        self._follow()
 
     def compact(self) -> None:
         """Rewrites the tables and the arena with the live rows only."""
         self._view = None
+        self._view_of = ()
         out = PassageColumns()
         slots = self._slots.view()
         chunks = self._chunks.view()[slots]
@@ -220,21 +223,36 @@ class PassageColumns:
 
     # ----- reads
 
-    def view(self) -> _core.PassageColumnsView:
-        """The native view the reads go through (made again after a write)."""
+    def _buffers(self) -> tuple:
+        return (self._arena.buf, self._chunks.buf, self._docs.buf, self._keys.buf, self._slots.buf)
+
+    def _follow(self) -> None:
+        """After a write: the view follows it when the write stayed in the buffers it views
+        (an append into their room, a truncation), else it is made again on the next read."""
         view = self._view
         if view is None:
+            return
+        now = self._buffers()
+        if all(a is b for a, b in zip(now, self._view_of)):
+            view.set_keys(self._keys.n)
+        else:
+            self._view, self._view_of = None, ()
+
+    def view(self) -> _core.PassageColumnsView:
+        """The native view the reads go through (made again after a write that left the buffers
+        it views)."""
+        view = self._view
+        if view is None:
+            bufs = self._buffers()
             view = self._view = _core.PassageColumnsView(
-                self._arena.buf,
-                self._chunks.buf,
-                self._docs.buf,
-                self._keys.view(),
-                self._slots.view(),
+                *bufs,
                 Passage,
                 SLOTS,
                 EMPTY_MAPPING,
                 metadata_and_source,
+                n_keys=self._keys.n,
             )
+            self._view_of = bufs
         return view
 
     def rows(self, ids: Sequence[int] | np.ndarray) -> list:

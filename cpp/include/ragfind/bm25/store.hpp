@@ -30,6 +30,7 @@
 #include "ragfind/bm25/index.hpp"
 #include "ragfind/bm25/phrase.hpp"
 #include "ragfind/bm25/positions.hpp"
+#include "ragfind/common/paged_bits.hpp"
 #include "ragfind/common/rw_mutex.hpp"
 #include "ragfind/inverted/doc_ids.hpp"
 #include "ragfind/text/analyzer.hpp"
@@ -118,42 +119,17 @@ void FilterMask::extend(const FilterMask& previous, std::size_t n, Fill&& fill) 
   size_ = n;
 }
 
-/// A read-only bitmap over int ids (bit i of word i / 64: id i), shared with whoever made it
-/// (a metadata selection's own words, say): a filter compiled from it copies nothing, and a
-/// stale filter rebuilt from it shares it too.
-class IdBits {
- public:
-  IdBits() = default;
-  /// Owns these words.
-  IdBits(std::vector<std::uint64_t> words) {  // NOLINT(google-explicit-constructor): a bitmap is its words
-    auto owned = std::make_shared<const std::vector<std::uint64_t>>(std::move(words));
-    words_ = owned->data();
-    size_ = owned->size();
-    owner_ = std::move(owned);
-  }
-  /// `size` words at `words`, kept alive (and unchanged) by `owner`.
-  IdBits(std::shared_ptr<const void> owner, const std::uint64_t* words, std::size_t size)
-      : owner_(std::move(owner)), words_(words), size_(size) {}
-  const std::uint64_t* data() const { return words_; }
-  std::size_t size() const { return size_; }
-  std::uint64_t operator[](std::size_t i) const { return words_[i]; }
-
- private:
-  std::shared_ptr<const void> owner_;
-  const std::uint64_t* words_ = nullptr;
-  std::size_t size_ = 0;
-};
-
 /// A filter compiled against one store at one write generation: a byte per slot and the
 /// allowed slots in order; the source ids are kept to rebuild it if the store changed. The
 /// source is ints/strs, or (by_bits) id_bits, a bitmap over int ids (bit i: id i allowed), as a
-/// metadata filter gives it; then docs is listed only for a small set (Direct search reads it).
+/// metadata filter gives it (sharing its pages: nothing copied, and a stale filter rebuilt from
+/// it shares them too); then docs is listed only for a small set (Direct search reads it).
 struct CompiledFilter {
   std::uint64_t generation = 0;
   std::vector<std::int64_t> ints;
   std::vector<std::string> strs;
   bool by_bits = false;
-  IdBits id_bits;
+  common::PagedBits id_bits;
   FilterMask mask;
   std::vector<std::uint32_t> docs;
   bool docs_listed = true;   // false: docs is empty, the slots are those set in mask
@@ -220,7 +196,8 @@ class Store {
   /// `previous` (the same filter one or more writes ago), when only documents were added since
   /// and its bits agree on every earlier slot, its mask is copied and only the new slots are
   /// tested (no rebuild from the bitmap); otherwise compiled whole.
-  std::shared_ptr<CompiledFilter> compile_filter_bits(IdBits id_bits, const CompiledFilter* previous = nullptr) const;
+  std::shared_ptr<CompiledFilter> compile_filter_bits(common::PagedBits id_bits,
+                                                      const CompiledFilter* previous = nullptr) const;
 
   /// Top-k of analysed query terms (unknown ones dropped), optionally within a filter.
   Hits search(const std::vector<std::string>& stems, std::size_t k, Algorithm algorithm,

@@ -26,6 +26,8 @@
 #include <utility>
 #include <vector>
 
+#include "ragfind/common/paged_bits.hpp"
+
 namespace ragfind::metadata {
 
 /// What a metadata value is; Other (a list or an object) only counts as present.
@@ -57,6 +59,8 @@ class Bitmap {
   const std::vector<std::uint64_t>& words() const { return words_; }
   /// Number of set bits.
   std::size_t count() const;
+  /// The bits in pages (see common::PagedBits).
+  common::PagedBits paged() const { return {words_.data(), words_.size(), n_bits_}; }
 
  private:
   friend class MetadataIndex;
@@ -127,17 +131,19 @@ class MetadataIndex {
   /// Incremented by every row added or removed.
   std::uint64_t generation() const { return generation_; }
   /// The live rows matching `node` now, given `rows`, what evaluate(node) gave at generation
-  /// `since`: a copy with only the rows written since tested again, or evaluate(node) once a
-  /// patch would cost more or the write log no longer reaches back to `since`. With `count`
-  /// (the set rows of `rows` on entry), the result's set rows on return: a patch counts only
-  /// the rows it tests, not the whole bitmap again.
-  Bitmap patched(const Node& node, const Bitmap& rows, std::uint64_t since, std::size_t* count = nullptr) const;
+  /// `since`: a copy with only the rows written since tested again (sharing the pages of
+  /// `rows` no write touched), or evaluate(node) once a patch would cost more or the write log
+  /// no longer reaches back to `since`. With `count` (the set rows of `rows` on entry), the
+  /// result's set rows on return: a patch counts only the rows it tests.
+  common::PagedBits patched(const Node& node, const common::PagedBits& rows, std::uint64_t since,
+                            std::size_t* count = nullptr) const;
   /// Whether row `row` holds values matching `node` (liveness aside): one row of evaluate().
   bool matches(const Node& node, std::uint32_t row) const;
   /// True while every row r holds chunk id r: a row bitmap is then a bitmap over chunk ids.
   bool ids_are_rows() const { return identity_; }
   /// The chunk ids of the set rows, ascending.
   std::vector<std::int64_t> ids_of(const Bitmap& rows) const;
+  std::vector<std::int64_t> ids_of(const common::PagedBits& rows) const;
   /// Every live chunk id, ascending.
   std::vector<std::int64_t> live_ids() const;
   /// Bit (1 << Kind) per kind of value `field` has held; 0 for a field never seen.
