@@ -35,7 +35,7 @@ def setup():
         meta.add(
             ids, [f"d{i}" for i in range(start, stop)], [""] * (stop - start), corpus.metadata(start, stop)
         )
-    store = types.SimpleNamespace(fields={"tenant", "score", "lang"}, generation=0)
+    store = types.SimpleNamespace(fields={"tenant", "score", "lang"}, kinds={}, kinds_version=0, generation=0)
     compiler = FilterCompiler(meta, store, max_entries=0)
     rng = np.random.default_rng(7)
     queries = [" ".join(corpus.vocab[rng.integers(0, 300, 3)]) for _ in range(40)]

@@ -2,7 +2,7 @@
 
 Usage:
     PYTHONPATH=python python bench/compare_metadata_filters.py [--docs 1000000] [--queries 40]
-        [--rounds 3] [--warmup 10] [--retriever] [--evaluate-every-time]
+        [--rounds 3] [--warmup 10] [--retriever] [--evaluate-every-time] [--shape short|long]
 
 Default (the index + filter path): a ``BM25Index`` of ``--docs`` synthetic documents (Zipf
 words, chunk id = document number) and the Retriever's own metadata index and filter compiler
@@ -65,15 +65,27 @@ def predicate(name: str, tenant: np.ndarray, score: np.ndarray, lang: np.ndarray
     return ((lang == 0) | (tenant < 10)) & (score >= 0.5) & (tenant != 3)
 
 
+#: Data shapes: vocabulary, Zipf exponent, document length range (words), and whether the
+#: tenant follows the document number (every 100th document) or is drawn at random.
+SHAPES = {
+    "short": (20_000, 1.2, (8, 40), False),
+    "long": (100_000, 1.1, (30, 120), True),
+}
+
+
 class Corpus:
-    def __init__(self, n: int, seed: int = 0) -> None:
+    def __init__(self, n: int, seed: int = 0, shape: str = "short") -> None:
         rng = np.random.default_rng(seed)
         self.rng = rng
-        self.vocab = np.asarray([f"w{i}" for i in range(20_000)], dtype=object)
+        n_vocab, self.zipf, self.lengths, random_tenant = SHAPES[shape]
+        self.vocab = np.asarray([f"w{i}" for i in range(n_vocab)], dtype=object)
         # Room for the documents written during the run: growing by concatenation would copy
         # the whole metadata per write and evict the caches the next search reads.
         cap = n + 200_000
-        self._tenant = (np.arange(cap) % 100).astype(np.int64)
+        if random_tenant:
+            self._tenant = rng.integers(0, 100, cap).astype(np.int64)
+        else:
+            self._tenant = (np.arange(cap) % 100).astype(np.int64)
         self._score = rng.random(cap)
         self._lang = rng.integers(0, len(LANGS), cap)
         self.n = n
@@ -84,8 +96,8 @@ class Corpus:
 
     def texts(self, start: int, stop: int) -> list:
         rng = np.random.default_rng(start)
-        lengths = rng.integers(8, 40, stop - start)
-        words = np.minimum(rng.zipf(1.2, int(lengths.sum())), len(self.vocab)) - 1
+        lengths = rng.integers(*self.lengths, stop - start)
+        words = np.minimum(rng.zipf(self.zipf, int(lengths.sum())), len(self.vocab)) - 1
         out, pos = [], 0
         for ln in lengths:
             out.append(" ".join(self.vocab[words[pos : pos + ln]]))
@@ -157,7 +169,7 @@ def run_index(args, corpus: Corpus, queries: list) -> None:
             ids, [f"d{i}" for i in range(start, stop)], [""] * (stop - start), corpus.metadata(start, stop)
         )
     build = time.perf_counter() - t0
-    store = types.SimpleNamespace(fields={"tenant", "score", "lang"}, kinds={}, generation=0)
+    store = types.SimpleNamespace(fields={"tenant", "score", "lang"}, kinds={}, kinds_version=0, generation=0)
     compiler = FilterCompiler(meta, store, max_entries=0 if args.evaluate_every_time else 256)
 
     def write_one() -> None:
@@ -255,7 +267,7 @@ def run_retriever(args, corpus: Corpus, queries: list) -> None:
                         parts[key][name].setdefault(part, []).append(res.timings.get(part, 0.0))
     results = {key: {name: p50(ts) for name, ts in times[key].items()} for key in settings}
     load = os.getloadavg()
-    print(f"# BM25-only Retriever: {args.docs:,} documents, k={args.k}, build {build:.0f} s")
+    print(f"# BM25-only Retriever: {args.docs:,} documents ({args.shape}), k={args.k}, build {build:.0f} s")
     print(
         f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, "
         f"load average {load[0]:.2f} / {load[1]:.2f} at the end; "
@@ -330,8 +342,15 @@ def main() -> None:
         action="store_true",
         help="keep no filter: evaluate each whole per search",
     )
+    ap.add_argument(
+        "--shape",
+        choices=sorted(SHAPES),
+        default="short",
+        help="short: 8-40 Zipf(1.2) words of 20,000, tenant = i %% 100; long: 30-120 Zipf(1.1) words of "
+        "100,000, tenant drawn at random",
+    )
     args = ap.parse_args()
-    corpus = Corpus(args.docs)
+    corpus = Corpus(args.docs, shape=args.shape)
     rng = np.random.default_rng(7)
     queries = [" ".join(corpus.vocab[rng.integers(0, 300, 3)]) for _ in range(args.queries)]
     (run_retriever if args.retriever else run_index)(args, corpus, queries)

@@ -310,6 +310,11 @@ class MetadataCore {
     return to_array(std::move(ids));
   }
 
+  std::uint64_t kinds_version() const {
+    std::shared_lock<common::WriterPreferringSharedMutex> lock(mu_);
+    return index_.kinds_version();
+  }
+
   int kinds(const std::string& field) const {
     std::shared_lock<common::WriterPreferringSharedMutex> lock(mu_);
     return index_.kinds(field);
@@ -404,6 +409,9 @@ void bind_metadata(py::module_& m) {
       .def("kinds", &MetadataCore::kinds, py::arg("field"),
            "Bit 1 << k for each kind k of value the field has held (0 null, 1 str, 2 number, 3 bool, "
            "4 other); 0 for an unknown field.")
+      .def_property_readonly("kinds_version", &MetadataCore::kinds_version,
+                             "Incremented whenever a field holds a kind of value it never held: while it "
+                             "stays the same, so does every field's kinds().")
       .def("fields", &MetadataCore::fields, "Field names ever indexed, sorted.")
       .def("__len__", &MetadataCore::size)
       .def("dump", &MetadataCore::dump, "The index as bytes (MetadataIndex.load reads them).")

@@ -252,11 +252,19 @@ TEST(patched_filters_equal_a_full_evaluation_after_each_write) {
 TEST(kinds_and_fields) {
   MetadataIndex ix;
   const std::uint32_t r = ix.append_row(0);
+  CHECK_EQ(ix.kinds_version(), std::uint64_t{0});
   ix.put(r, "year", Value{Kind::Num, 2020, false, {}});
   ix.put(r, "lang", Value{Kind::Str, 0, false, "en"});
   CHECK_EQ(static_cast<int>(ix.kinds("year")), 1 << static_cast<int>(Kind::Num));
   CHECK_EQ(static_cast<int>(ix.kinds("nope")), 0);
   CHECK(ix.fields() == (std::vector<std::string>{"lang", "year"}));
+  // The version moves with every kind a field takes for the first time, and only then.
+  const std::uint64_t v = ix.kinds_version();
+  CHECK_EQ(v, std::uint64_t{2});
+  ix.put(ix.append_row(1), "year", Value{Kind::Num, 2021, false, {}});
+  CHECK_EQ(ix.kinds_version(), v);
+  ix.put(ix.append_row(2), "year", Value{Kind::Null, 0, false, {}});
+  CHECK_EQ(ix.kinds_version(), v + 1);
 }
 
 TEST(load_refuses_malformed_bytes) {

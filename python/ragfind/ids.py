@@ -80,7 +80,7 @@ class IdFilter:
                 else:
                     arr = np.unique(np.asarray([int(x) for x in items], dtype=np.int64))
             self._ids, self._kind, self._set = arr, kind, None
-        self._cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._cache: dict = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -89,7 +89,7 @@ class IdFilter:
         result), taken as they are: no copy, no sort."""
         f = cls.__new__(cls)
         f._ids, f._kind, f._set = ids, ("int" if ids.shape[0] else None), None
-        f._cache = weakref.WeakKeyDictionary()
+        f._cache = {}
         f._lock = threading.Lock()
         return f
 
@@ -129,17 +129,27 @@ class IdFilter:
     def compiled(self, index: Any, generation: int, compile_fn: Callable[[IdFilter], Any]) -> Any:
         """The index's native form of this filter, compiled by ``compile_fn(self)`` at most once
         per (index, generation)."""
+        key = weakref.ref(index)
         with self._lock:
-            hit = self._cache.get(index)
+            hit = self._cache.get(key)
         if hit is not None and hit[0] == generation:
             return hit[1]
         native = compile_fn(self)
         with self._lock:
-            self._cache[index] = (generation, native)
+            put(self._cache, key, (generation, native))
         return native
 
     def __repr__(self) -> str:
         return f"IdFilter({len(self)} {self._kind or ''} ids)"
+
+
+def put(natives: dict, key: weakref.ref, entry: tuple) -> None:
+    """``natives[key] = entry`` in a filter's natives (index weak reference -> (generation,
+    native)), dropping those of indexes gone: a plain dict with weak keys, as a
+    WeakKeyDictionary costs more to make than a search after a write can spare."""
+    for gone in [k for k in natives if k() is None]:
+        del natives[gone]
+    natives[key] = entry
 
 
 def as_id_filter(filter: Any) -> IdFilter | None:  # noqa: A002 - the API's name

@@ -150,7 +150,7 @@ def test_selection_filter_without_rows_as_ids_has_no_bitmap():
         [""] * 20,
         [{"t": i % 4} for i in range(20)],
     )
-    store = type("S", (), {"fields": {"t"}, "kinds": {}, "generation": 0})()
+    store = type("S", (), {"fields": {"t"}, "kinds": {}, "kinds_version": 0, "generation": 0})()
     flt = FilterCompiler(meta, store)({"t": 1})
     assert flt.id_bits() is None  # chunk ids are not row numbers: the ids are listed instead
     assert flt.ids.tolist() == [6, 10, 14, 18, 22]
@@ -169,7 +169,7 @@ def test_selection_filter_bitmap_matches_ids():
         [""] * 200,
         [{"t": i % 4} for i in range(200)],
     )
-    store = type("S", (), {"fields": {"t"}, "kinds": {}, "generation": 0})()
+    store = type("S", (), {"fields": {"t"}, "kinds": {}, "kinds_version": 0, "generation": 0})()
     flt = FilterCompiler(meta, store)({"t": {"$in": [1, 2]}})
     bitmap = flt.id_bits()
     assert len(bitmap) == 200
@@ -180,3 +180,21 @@ def test_selection_filter_bitmap_matches_ids():
     words[0] = 0  # a copy: the filter keeps its bits
     again = np.unpackbits(flt.id_bits().words().view(np.uint8), bitorder="little")
     assert np.flatnonzero(again).tolist() == flt.ids.tolist()
+
+
+def test_kept_filter_checks_kinds_again_only_after_a_new_kind(monkeypatch):
+    r = ragfind.Retriever(encoder=None, chunk_size=None, contextualize=False)
+    r.add_documents([{"id": f"d{i}", "text": "alpha", "metadata": {"tenant": i % 3}} for i in range(30)])
+    flt = {"tenant": {"$in": [1, 2]}}
+    r.search("alpha", k=5, filters=flt, use_cache=False)
+    reads: list = []
+    real = FilterCompiler.kinds
+    monkeypatch.setattr(FilterCompiler, "kinds", lambda self, name: reads.append(name) or real(self, name))
+    r.add_documents([{"id": "e1", "text": "alpha", "metadata": {"tenant": 1}}])  # a kind it held
+    assert "e1" in r.search("alpha", k=50, filters=flt, use_cache=False).doc_ids
+    assert reads == []
+    version = r.store.kinds_version, r.metadata.kinds_version
+    r.add_documents([{"id": "e2", "text": "alpha", "metadata": {"tenant": None}}])  # a new kind: null
+    assert (r.store.kinds_version, r.metadata.kinds_version) > version
+    got = r.search("alpha", k=50, filters=flt, use_cache=False).doc_ids
+    assert set(reads) == {"m:tenant"} and "e1" in got and "e2" not in got

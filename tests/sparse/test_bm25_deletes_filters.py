@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 
@@ -166,20 +169,35 @@ def test_filter_matches_restricted_ranking_on_a_large_segment(method):
             np.testing.assert_allclose(scores, full_scores[keep][:10], rtol=1e-6)
 
 
+def test_natives_of_an_index_gone_are_dropped():
+    flt = IdFilter([0, 1])
+    a, b = BM25Index(), BM25Index()
+    for index in (a, b):
+        index.add_tokenized([["x"], ["x"], ["y"]])
+        index.search_tokenized(["x"], k=2, filter=flt)
+    assert len(flt._cache) == 2
+    del a
+    gc.collect()
+    c = BM25Index()
+    c.add_tokenized([["x"]])
+    assert c.search_tokenized(["x"], k=2, filter=flt)[0].tolist() == [0]
+    assert len(flt._cache) == 2 and {k() for k in flt._cache} == {b, c}
+
+
 def test_compiled_filter_is_reused_until_the_index_changes():
     index = BM25Index()
     index.add_tokenized([["a1", "b1"], ["a1"], ["b1"], ["a1", "a1"]])
     flt = IdFilter([1, 3])
     first = index.search_tokenized(["a1"], k=5, filter=flt)
-    native = flt._cache[index][1]
+    native = flt._cache[weakref.ref(index)][1]
     assert native.count == 2 and native.mask.tolist() == [0, 1, 0, 1]
     index.search_tokenized(["b1"], k=5, filter=flt)
     index.search_batch_tokenized([["a1"], ["b1"]], k=5, filter=flt, threads=2)
-    assert flt._cache[index][1] is native
+    assert flt._cache[weakref.ref(index)][1] is native
     assert set(first[0].tolist()) == {1, 3}
     index.delete([3])
     ids, _ = index.search_tokenized(["a1"], k=5, filter=flt)
-    assert ids.tolist() == [1] and flt._cache[index][1] is not native
+    assert ids.tolist() == [1] and flt._cache[weakref.ref(index)][1] is not native
     # A stale compiled set handed to the core is rebuilt there, never trusted.
     stale = native
     ids, _ = index._core.search_tokenized(["a1"], 5, 0, stale)

@@ -211,7 +211,9 @@ void MetadataIndex::put(std::uint32_t row, std::string_view field, const Value& 
   auto it = fields_.find(std::string(field));
   if (it == fields_.end()) it = fields_.emplace(std::string(field), Field{}).first;
   Field& f = it->second;
-  f.kinds = static_cast<std::uint8_t>(f.kinds | (1u << static_cast<unsigned>(value.kind)));
+  const auto kinds = static_cast<std::uint8_t>(f.kinds | (1u << static_cast<unsigned>(value.kind)));
+  if (kinds != f.kinds) ++kinds_version_;
+  f.kinds = kinds;
   f.present.add(row);
   switch (value.kind) {
     case Kind::Null: f.nulls.add(row); break;

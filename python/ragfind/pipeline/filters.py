@@ -290,6 +290,11 @@ class MetadataFilters:
     def kinds(self, field: str) -> int:
         return self.core.kinds(field)
 
+    @property
+    def kinds_version(self) -> int:
+        """Changes whenever a field holds a kind of value it never held."""
+        return self.core.kinds_version
+
     def select(self, tree: tuple) -> IdFilter:
         return IdFilter.from_sorted(self.core.select(tree))
 
@@ -364,7 +369,7 @@ class SelectionFilter(IdFilter):
         self._ids = None
         self._kind = "int" if len(selection) else None
         self._set = None
-        self._cache = weakref.WeakKeyDictionary()
+        self._cache: dict = {}
         self._lock = threading.Lock()
 
     @property
@@ -392,7 +397,7 @@ class SelectionFilter(IdFilter):
         previous, self._previous = self._previous, None
         if previous is None:
             return None
-        hit = previous.get(index)
+        hit = previous.get(weakref.ref(index))
         return hit[1] if hit is not None else None
 
 
@@ -411,8 +416,9 @@ class FilterCompiler:
 
     Args:
         index: the retriever's :class:`MetadataFilters`.
-        store: the document store (its ``fields``, the metadata keys seen, and its write
-            ``generation``: a filter is checked again against the fields after a write).
+        store: the document store (its ``fields``, the metadata keys seen, its write
+            ``generation``, and its ``kinds`` with their ``kinds_version``: a filter is checked
+            again against the fields' kinds only after a write gave a field a new kind).
         max_entries: filters kept evaluated (0: evaluate every time). After a write a kept
             filter is patched, not evaluated again: only the chunks written since are tested.
     """
@@ -435,9 +441,12 @@ class FilterCompiler:
         hit = self.cache.get(key) if key is not None else None
         if hit is not None and hit[0] == generation:
             return hit[1]
+        versions = (self.index.kinds_version, self.store.kinds_version)
         # After a write the filter is checked again only if a field it names took a new kind of
-        # value (fields are only ever added, so a known field stays known).
-        if hit is None or any(self.kinds(name) != bits for name, bits in hit[2].items()):
+        # value (fields are only ever added, so a known field stays known): none did while the
+        # kinds versions stay the same.
+        stale = hit is not None and hit[3] != versions
+        if hit is None or (stale and any(self.kinds(name) != bits for name, bits in hit[2].items())):
             read: dict = {}
 
             def kinds(name: str) -> int:
@@ -449,7 +458,7 @@ class FilterCompiler:
             tree, read = None, hit[2]
         allowed = self.index.refresh(hit[1]) if hit is not None else self.index.compile(tree)
         if key is not None and generation == self.store.generation:
-            self.cache.put(key, (generation, allowed, read))
+            self.cache.put(key, (generation, allowed, read, versions))
         return allowed
 
     def kinds(self, name: str) -> int:

@@ -670,8 +670,7 @@ class Retriever:
                 if encoding is not None:
                     encoding.shutdown(wait=True)
             store.fields |= new_fields
-            for f, bits in batch_kinds.items():
-                store.kinds[f] = store.kinds.get(f, 0) | bits
+            store.add_kinds(batch_kinds)
             if n_chunks:
                 store.next_chunk_id = max(store.next_chunk_id, int(chunk_ids.max()) + 1)
             self._store_changed()

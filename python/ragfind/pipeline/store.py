@@ -105,6 +105,8 @@ class DocumentStore:
         #: Metadata field -> kinds of value written (bits of MetadataIndex.kinds), documents
         #: without chunks included (the metadata index sees only chunks); saved in the manifest.
         self.kinds: dict = {}
+        #: Incremented whenever :meth:`add_kinds` gives a field a kind it never held.
+        self.kinds_version = 0
         if columns is None:
             columns = PassageColumns() if db is None else _columns_of(self.db)
         self.columns = columns
@@ -179,6 +181,14 @@ class DocumentStore:
         """The rows of :meth:`fetch` in the order of ``ids`` (absent ids skipped)."""
         with self.lock:
             return self.columns.rows(ids)
+
+    def add_kinds(self, kinds: dict) -> None:
+        """Records the kinds of value a write gave each field (bits of MetadataIndex.kinds)."""
+        for f, bits in kinds.items():
+            held = self.kinds.get(f, 0)
+            if held | bits != held:
+                self.kinds[f] = held | bits
+                self.kinds_version += 1
 
     def passages(
         self, ids: Any, fused: Any, stage_scores: Any, stage: str, highlights: Any, texts: Any = None

@@ -148,6 +148,9 @@ class MetadataIndex {
   std::vector<std::int64_t> live_ids() const;
   /// Bit (1 << Kind) per kind of value `field` has held; 0 for a field never seen.
   std::uint8_t kinds(std::string_view field) const;
+  /// Incremented whenever a field holds a kind of value it never held (a new field included):
+  /// while it stays the same, so does every field's kinds().
+  std::uint64_t kinds_version() const { return kinds_version_; }
   /// Field names ever seen.
   std::vector<std::string> fields() const;
   /// The index as bytes (load() reads them back).
@@ -193,6 +196,7 @@ class MetadataIndex {
   std::unordered_map<std::int64_t, std::uint32_t> row_of_;  // live rows, once not identity
   std::unordered_map<std::string, Field> fields_;
   std::uint64_t generation_ = 0;
+  std::uint64_t kinds_version_ = 0;
   // (generation, row) of each write after generation log_floor_, oldest first; halved when long.
   std::vector<std::pair<std::uint64_t, std::uint32_t>> log_;
   std::uint64_t log_floor_ = 0;
