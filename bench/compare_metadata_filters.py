@@ -121,6 +121,38 @@ class Corpus:
         return self.texts(start, start + k), self.metadata(start, start + k)
 
 
+class Collection(Corpus):
+    """A judged collection's documents (cycled: document i is the collection's i % n) and
+    queries, with the synthetic metadata of :class:`Corpus`; its MiniLM embeddings when the data
+    folder has them (else the encoder embeds the documents)."""
+
+    def __init__(self, name: str, seed: int = 0) -> None:
+        import json
+        from pathlib import Path
+
+        data = (
+            Path(os.environ.get("RAGFIND_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+            / name
+        )
+
+        def rows(path: Path) -> list:
+            return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x]
+
+        docs = [d for d in rows(data / "corpus.jsonl") if d["text"].strip()]
+        self.docs = [d["text"] for d in docs]
+        self.queries = [q["text"] for q in rows(data / "queries.jsonl")]
+        super().__init__(len(docs), seed)
+        self.embeddings = None
+        emb = data / "embeddings" / "all-MiniLM-L6-v2"
+        if (emb / "corpus.npy").is_file():
+            ids = [x for x in (emb / "corpus_ids.txt").read_text().split("\n") if x]
+            row = {d: n for n, d in enumerate(ids)}
+            self.embeddings = np.load(emb / "corpus.npy")[[row[d["_id"]] for d in docs]]
+
+    def texts(self, start: int, stop: int) -> list:
+        return [self.docs[i % len(self.docs)] for i in range(start, stop)]
+
+
 def p50(xs: list) -> float:
     return statistics.median(xs) * 1e3
 
@@ -204,21 +236,29 @@ def run_index(args, corpus: Corpus, queries: list) -> None:
 
 
 def run_retriever(args, corpus: Corpus, queries: list) -> None:
-    """The BM25-only Retriever in four settings, side by side: with and without a one-document
-    write before each search, with the results cache on (1,024 entries; every query distinct,
-    so each search misses it and fills it) and off (``cache_size=0``)."""
+    """A Retriever in four settings, side by side: with and without a one-document write before
+    each search, with the results cache on (1,024 entries; every query distinct, so each search
+    misses it and fills it) and off (``cache_size=0``). BM25-only over the synthetic corpus; the
+    default hybrid (BM25 + MiniLM) over a judged collection (``--collection``)."""
     t0 = time.perf_counter()
-    r = ragfind.Retriever(encoder=None, chunk_size=None, contextualize=False, cache_size=1024)
+    hybrid = isinstance(corpus, Collection)
+    if hybrid:
+        r = ragfind.Retriever(chunk_size=None, cache_size=1024)
+    else:
+        r = ragfind.Retriever(encoder=None, chunk_size=None, contextualize=False, cache_size=1024)
     if args.evaluate_every_time:
         r.stage_runner.filters.cache.resize(0)
     step = 50_000
-    for start in range(0, args.docs, step):
-        stop = min(start + step, args.docs)
-        r.add_documents(
+    for start in range(0, corpus.n, step):
+        stop = min(start + step, corpus.n)
+        batch = [
             {"id": f"d{i}", "text": t, "metadata": m}
             for i, t, m in zip(range(start, stop), corpus.texts(start, stop), corpus.metadata(start, stop))
-        )
+        ]
+        emb = getattr(corpus, "embeddings", None)
+        r.add_documents(batch, embeddings=None if emb is None else emb[start:stop])
     build = time.perf_counter() - t0
+    n_docs = corpus.n
     writes: list = []
 
     def write_one() -> None:
@@ -227,19 +267,32 @@ def run_retriever(args, corpus: Corpus, queries: list) -> None:
         r.add_documents([{"id": f"d{corpus.n - 1}", "text": texts[0], "metadata": md[0]}])
         writes.append(time.perf_counter() - t)
 
-    for q in queries[:2]:
+    # Exact: each stage's filtered top k is its full ranking restricted by the predicate (a
+    # fused list is not: its ranks are taken within the filtered lists).
+    stages = [[s.name] for s in r.first_stages] if hybrid else [None]
+    for q in (corpus.queries if hybrid else queries)[:2]:
         write_one()
-        full = r.search(q, k=corpus.n, use_cache=False).doc_ids
-        for name, flt in FILTERS.items():
-            keep = predicate(name, corpus.tenant, corpus.score, corpus.lang)
-            want = [d for d in full if keep[int(d[1:])]][: args.k]
-            assert r.search(q, k=args.k, filters=flt, use_cache=False).doc_ids == want, (name, q)
+        for run in stages:
+            full = r.search(q, k=corpus.n, stages=run, use_cache=False).doc_ids
+            for name, flt in FILTERS.items():
+                keep = predicate(name, corpus.tenant, corpus.score, corpus.lang)
+                want = [d for d in full if keep[int(d[1:])]][: args.k]
+                got = r.search(q, k=args.k, filters=flt, stages=run, use_cache=False).doc_ids
+                assert got == want, (name, q, run)
 
     # The four settings take turns query by query (the first one rotating), so that every cell
     # sees the same machine: a VM's speed drifts by 10-20% over the minutes one setting after
     # another would take, more than the write costs.
     rng = np.random.default_rng(11)
+    pool = iter(range(10**9))
+
+    def next_query() -> str:
+        if hybrid:  # the collection's queries in turn (a write between makes a repeat miss)
+            return corpus.queries[next(pool) % len(corpus.queries)]
+        return " ".join(corpus.vocab[rng.integers(0, 300, 3)])
+
     settings = [("no write", 1024), ("write", 1024), ("no write", 0), ("write", 0)]
+    PARTS = ("filter", "embed", "bm25", "dense", "fusion", "store") if hybrid else ("filter", "bm25", "store")
     rows = ["unfiltered", *FILTERS]
     times: dict = {key: {name: [] for name in rows} for key in settings}
     parts: dict = {key: {name: {} for name in rows} for key in settings}  # the search's own timings
@@ -248,12 +301,12 @@ def run_retriever(args, corpus: Corpus, queries: list) -> None:
         for j in range(len(settings)):
             write, cache = key = settings[(i + j) % len(settings)]
             r.set_cache_size(cache)
-            q = " ".join(corpus.vocab[rng.integers(0, 300, 3)])  # a new one each: the cache misses
+            q = next_query()  # a new one each: the cache misses
             if write == "no write":
                 # The other settings' writes left each filter some writes behind: brought up to
                 # date (untimed), as a service reading with no write between would have them.
                 # Another query: one sharing the timed query's terms would warm its postings.
-                other = " ".join(corpus.vocab[rng.integers(0, 300, 3)])
+                other = next_query()
                 for flt in FILTERS.values():
                     r.search(other, k=args.k, filters=flt, use_cache=False)
             for name, flt in [("unfiltered", None), *FILTERS.items()]:
@@ -263,11 +316,16 @@ def run_retriever(args, corpus: Corpus, queries: list) -> None:
                 res = r.search(q, k=args.k, filters=flt)
                 if i >= args.warmup:
                     times[key][name].append(time.perf_counter() - t)
-                    for part in ("filter", "bm25", "store"):
+                    for part in PARTS:
                         parts[key][name].setdefault(part, []).append(res.timings.get(part, 0.0))
     results = {key: {name: p50(ts) for name, ts in times[key].items()} for key in settings}
     load = os.getloadavg()
-    print(f"# BM25-only Retriever: {args.docs:,} documents ({args.shape}), k={args.k}, build {build:.0f} s")
+    what = (
+        f"hybrid Retriever (BM25 + MiniLM), {args.collection}"
+        if hybrid
+        else f"BM25-only Retriever, {args.shape}"
+    )
+    print(f"# {what}: {n_docs:,} documents, k={args.k}, build {build:.0f} s")
     print(
         f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, "
         f"load average {load[0]:.2f} / {load[1]:.2f} at the end; "
@@ -289,14 +347,11 @@ def run_retriever(args, corpus: Corpus, queries: list) -> None:
         on = results[("write", 1024)][name] / results[("no write", 1024)][name]
         off = results[("write", 0)][name] / results[("no write", 0)][name]
         print(f"- {name}: {on:.2f}x (cache on), {off:.2f}x (cache off)")
-    print("\nparts (the search's own timings, p50 ms: filter / bm25 / store):\n")
+    print(f"\nparts (the search's own timings, p50 ms: {' / '.join(PARTS)}):\n")
     print(f"| search | {head} |")
     print("|---" + "|---:" * len(settings) + "|")
     for name in ["unfiltered", *FILTERS]:
-        cells = [
-            " / ".join(f"{p50(parts[key][name][part]):.3f}" for part in ("filter", "bm25", "store"))
-            for key in settings
-        ]
+        cells = [" / ".join(f"{p50(parts[key][name][part]):.3f}" for part in PARTS) for key in settings]
         print(f"| {name} | " + " | ".join(cells) + " |")
 
 
@@ -343,6 +398,11 @@ def main() -> None:
         help="keep no filter: evaluate each whole per search",
     )
     ap.add_argument(
+        "--collection",
+        help="through the default hybrid Retriever over this judged collection of the data folder "
+        "(e.g. scifact), its queries, and the synthetic metadata (implies --retriever)",
+    )
+    ap.add_argument(
         "--shape",
         choices=sorted(SHAPES),
         default="short",
@@ -350,7 +410,11 @@ def main() -> None:
         "100,000, tenant drawn at random",
     )
     args = ap.parse_args()
-    corpus = Corpus(args.docs, shape=args.shape)
+    if args.collection:
+        corpus = Collection(args.collection)
+        args.retriever = True
+    else:
+        corpus = Corpus(args.docs, shape=args.shape)
     rng = np.random.default_rng(7)
     queries = [" ".join(corpus.vocab[rng.integers(0, 300, 3)]) for _ in range(args.queries)]
     (run_retriever if args.retriever else run_index)(args, corpus, queries)

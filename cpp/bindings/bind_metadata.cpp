@@ -166,6 +166,19 @@ py::array_t<std::int64_t> to_array(std::vector<std::int64_t>&& v) {
                                    owner);
 }
 
+// f(i, w) for each 64 ids first + i .. first + i + 63 of [first, first + n) with any set, w their
+// bits (bit j: id first + i + j): ids below 0 or past the bitmap are clear.
+template <class F>
+void for_chunks(const common::PagedBits& b, std::int64_t first, std::int64_t n, F&& f) {
+  for (std::int64_t i = first < 0 ? -first : 0; i < n; i += 64) {
+    const auto id = static_cast<std::size_t>(first + i);
+    if (id >= b.size()) break;
+    std::uint64_t w = b.bits_at(id);
+    if (n - i < 64) w &= (std::uint64_t{1} << (n - i)) - 1;
+    if (w) f(i, w);
+  }
+}
+
 // A filter compiled against the index: its tree and the live rows it matched at a generation.
 // Never changed once made (refresh() makes another), so its rows are read without a lock.
 struct Selection {
@@ -375,7 +388,39 @@ void bind_metadata(py::module_& m) {
             std::vector<std::uint64_t> w = b.words();
             return py::array_t<std::uint64_t>(static_cast<py::ssize_t>(w.size()), w.data());
           },
-          "The bits as a uint64 array (bit i of word i // 64), a copy.");
+          "The bits as a uint64 array (bit i of word i // 64), a copy.")
+      .def(
+          "rows",
+          [](const common::PagedBits& b, std::int64_t first, std::int64_t n) {
+            std::vector<std::int64_t> out;
+            for_chunks(b, first, n, [&](std::int64_t at, std::uint64_t w) {
+              for (; w; w &= w - 1) out.push_back(at + __builtin_ctzll(w));
+            });
+            return py::array_t<std::int64_t>(static_cast<py::ssize_t>(out.size()), out.data());
+          },
+          py::arg("first"), py::arg("n"),
+          "Ascending i in [0, n) whose id first + i is set: the rows of an index whose row i holds id "
+          "first + i.")
+      .def(
+          "mask",
+          [](const common::PagedBits& b, std::int64_t first, std::int64_t n) {
+            py::array_t<std::uint8_t> out(n < 0 ? 0 : static_cast<py::ssize_t>(n));
+            std::uint8_t* m = out.mutable_data();
+            std::fill(m, m + out.size(), 0);
+            for_chunks(b, first, n, [&](std::int64_t at, std::uint64_t w) {
+              for (; w; w &= w - 1) m[at + __builtin_ctzll(w)] = 1;
+            });
+            return out;
+          },
+          py::arg("first"), py::arg("n"), "uint8 per i in [0, n): 1 when id first + i is set.")
+      .def(
+          "count",
+          [](const common::PagedBits& b, std::int64_t first, std::int64_t n) {
+            std::size_t c = 0;
+            for_chunks(b, first, n, [&](std::int64_t, std::uint64_t w) { c += __builtin_popcountll(w); });
+            return c;
+          },
+          py::arg("first"), py::arg("n"), "How many ids of [first, first + n) are set.");
 
   py::class_<Selection, std::shared_ptr<Selection>>(
       m, "MetadataSelection",

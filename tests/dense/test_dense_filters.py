@@ -369,3 +369,52 @@ def test_incremental_compaction_matches_reference(dtype, tmp_path, monkeypatch):
     assert saw_compaction
     index._backend.compact()
     assert index._backend._compaction is None and index.ids.tolist() == list(live)
+
+
+@pytest.mark.parametrize("first", [0, 37, 200])
+def test_exact_filter_from_a_metadata_bitmap_equals_the_same_ids(first):
+    """A metadata filter's bitmap read a word per 64 slots (slot i holding id first + i) gives
+    what the same ids as a plain IdFilter give, through appends (the slots' keys extended),
+    deletes, an id added out of order, and both native paths (gathered and masked)."""
+    from ragfind.pipeline.filters import FilterCompiler, MetadataFilters
+
+    rng = np.random.default_rng(first)
+    d, n = 8, 700
+    total = first + n + 400
+    meta = MetadataFilters()
+    metadata = [{"t": i % 50} for i in range(total)]
+    meta.add(np.arange(total, dtype=np.int64), [""] * total, [""] * total, metadata)
+    store = type("S", (), {"fields": {"t"}, "kinds": {}, "kinds_version": 0, "generation": 0})()
+    compiler = FilterCompiler(meta, store)
+    X = rng.standard_normal((total, d)).astype(np.float32)
+    index = DenseIndex(d, metric="ip")
+    index.add(X[first : first + n], ids=list(range(first, first + n)))
+    filters = [{"t": 3}, {"t": {"$lt": 40}}]  # 2%: gathered; 80%: masked
+    used = []
+    q = rng.standard_normal(d).astype(np.float32)
+
+    def check():
+        store.generation += 1
+        for f in filters:
+            flt = compiler(f)
+            bits = flt.id_bits()
+            assert bits is not None
+            used.append(bits)
+            plain = IdFilter(flt.ids)
+            for k in (5, 60):
+                got = index.search(q, k=k, filter=flt)
+                want = index.search(q, k=k, filter=plain)
+                assert got[0].tolist() == want[0].tolist()
+                np.testing.assert_array_equal(got[1], want[1])
+
+    check()
+    for step in range(6):  # appends in id order: the keys are extended, the base kept
+        lo = first + n + 50 * step
+        index.add(X[lo : lo + 50], ids=list(range(lo, lo + 50)))
+        check()
+    index.delete([first + 3, first + 53, first + 100])  # tombstones: the live mask applies
+    check()
+    if first:
+        index.add(X[:1], ids=[0])  # below every id: not consecutive any more
+        check()
+    assert len(used) == 2 * (8 + (first > 0))

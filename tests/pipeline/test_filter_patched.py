@@ -198,3 +198,23 @@ def test_kept_filter_checks_kinds_again_only_after_a_new_kind(monkeypatch):
     assert (r.store.kinds_version, r.metadata.kinds_version) > version
     got = r.search("alpha", k=50, filters=flt, use_cache=False).doc_ids
     assert set(reads) == {"m:tenant"} and "e1" in got and "e2" not in got
+
+
+def test_id_bitmap_rows_mask_and_count_equal_numpy():
+    rng = np.random.default_rng(3)
+    n = 70_000  # more than one page of the bitmap
+    meta = MetadataFilters()
+    meta.add(np.arange(n, dtype=np.int64), [""] * n, [""] * n, [{"t": int(v)} for v in rng.integers(0, 7, n)])
+    store = type("S", (), {"fields": {"t"}, "kinds": {}, "kinds_version": 0, "generation": 0})()
+    flt = FilterCompiler(meta, store)({"t": {"$in": [2, 5]}})
+    bitmap = flt.id_bits()
+    on = np.zeros(n, bool)
+    on[flt.ids] = True
+    for first, count in [(0, n), (37, 1000), (-20, 100), (n - 10, 50), (65_530, 64), (n + 5, 10), (3, 0)]:
+        ids = np.arange(first, first + count)
+        want = np.zeros(count, bool)
+        inside = (ids >= 0) & (ids < n)
+        want[inside] = on[ids[inside]]
+        assert bitmap.rows(first, count).tolist() == np.flatnonzero(want).tolist()
+        assert bitmap.mask(first, count).tolist() == want.astype(np.uint8).tolist()
+        assert bitmap.count(first, count) == int(want.sum())

@@ -213,6 +213,22 @@ class SortedKeys:
         self.order = np.argsort(keys, kind="stable")
         self.keys = keys[self.order]
 
+    def extended(self, row_ids: np.ndarray, kind: str | None) -> SortedKeys:
+        """These keys for ``row_ids``, the rows they were made for plus rows appended since:
+        increasing keys stay increasing when the new ones continue them, checked on the new
+        rows only; otherwise sorted again."""
+        n_old = self.keys.shape[0]
+        tail = row_ids[n_old:]
+        if self.order is not None or kind == "str" or not n_old or not tail.shape[0]:
+            return SortedKeys(row_ids, kind)
+        if not (tail[0] > self.keys[-1] and bool(np.all(tail[1:] > tail[:-1]))):
+            return SortedKeys(row_ids, kind)
+        out = SortedKeys.__new__(SortedKeys)
+        out.order, out.keys = None, row_ids
+        consecutive = self.base is not None and int(tail[-1]) - self.base == row_ids.shape[0] - 1
+        out.base = self.base if consecutive and int(tail[0]) == self.base + n_old else None
+        return out
+
     def rows_of(self, flt: IdFilter, kind: str | None) -> np.ndarray:
         """Rows whose id is in ``flt`` (every row of an id, dead ones included)."""
         if flt.kind is None or flt.kind != kind or self.keys.shape[0] == 0:

@@ -231,11 +231,15 @@ class ExactBackend:
     # ----------------------------------------------------------------- filters
 
     def _sorted_keys_of(self, s: ExactSnapshot) -> SortedKeys:
-        """The slots' ids sorted, shared by every filter compiled against this layout."""
+        """The slots' ids sorted, shared by every filter compiled against this layout (slots are
+        only appended within a layout: the keys of fewer slots are extended, not made again)."""
         cached = self._sorted_keys
         if cached is not None and cached[0] == s.layout and cached[1] == s.n:
             return cached[2]
-        keys = SortedKeys(s.slot_ids, self.id_kind)
+        if cached is not None and cached[0] == s.layout and cached[1] < s.n:
+            keys = cached[2].extended(s.slot_ids[: s.n], self.id_kind)
+        else:
+            keys = SortedKeys(s.slot_ids, self.id_kind)
         self._sorted_keys = (s.layout, s.n, keys)
         return keys
 
@@ -244,13 +248,23 @@ class ExactBackend:
 
         A small allowed set becomes the ascending slots to gather; a larger one a uint8 mask.
         """
-        slots = self._sorted_keys_of(s).rows_of(flt, self.id_kind)
-        mask = np.zeros(s.n, np.uint8)
-        mask[slots] = 1
+        keys = self._sorted_keys_of(s)
+        ratio = _GATHER_RATIO[self.cfg.dtype]
+        bits = flt.id_bits() if keys.base is not None and self.id_kind == "int" else None
+        if bits is not None:
+            # A metadata filter's bitmap over ids, slot i holding id base + i: read a word per
+            # 64 slots, no id array.
+            if s.live is None and bits.count(keys.base, s.n) * ratio <= s.n:
+                slots = bits.rows(keys.base, s.n)
+                return None, slots, slots.shape[0]
+            mask = bits.mask(keys.base, s.n)
+        else:
+            mask = np.zeros(s.n, np.uint8)
+            mask[keys.rows_of(flt, self.id_kind)] = 1
         if s.live is not None:
             mask &= s.live
         count = int(np.count_nonzero(mask))
-        if count * _GATHER_RATIO[self.cfg.dtype] <= s.n:
+        if count * ratio <= s.n:
             return None, np.flatnonzero(mask).astype(np.int64), count
         return mask, None, count
 

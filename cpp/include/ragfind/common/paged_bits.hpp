@@ -45,6 +45,14 @@ class PagedBits {
   std::uint64_t operator[](std::size_t w) const { return (*pages_[w / kPageWords])[w % kPageWords]; }
   /// Bit i (i < size()).
   bool test(std::size_t i) const { return ((*this)[i >> 6] >> (i & 63)) & 1; }
+  /// 64 bits from bit `from` on (bit 0 of the result is bit `from`); bits past the end are 0.
+  std::uint64_t bits_at(std::size_t from) const {
+    const std::size_t w = from >> 6, shift = from & 63;
+    if (w >= words_) return 0;
+    std::uint64_t out = (*this)[w] >> shift;
+    if (shift && w + 1 < words_) out |= (*this)[w + 1] << (64 - shift);
+    return out;
+  }
 
   /// Covers n_bits bits: new bits are clear; bits past n_bits are dropped.
   void resize(std::size_t n_bits) {
