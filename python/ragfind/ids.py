@@ -136,14 +136,14 @@ class IdFilter:
             return hit[1]
         native = compile_fn(self)
         with self._lock:
-            put(self._cache, key, (generation, native))
+            put_native(self._cache, key, (generation, native))
         return native
 
     def __repr__(self) -> str:
         return f"IdFilter({len(self)} {self._kind or ''} ids)"
 
 
-def put(natives: dict, key: weakref.ref, entry: tuple) -> None:
+def put_native(natives: dict, key: weakref.ref, entry: tuple) -> None:
     """``natives[key] = entry`` in a filter's natives (index weak reference -> (generation,
     native)), dropping those of indexes gone: a plain dict with weak keys, as a
     WeakKeyDictionary costs more to make than a search after a write can spare."""

@@ -453,7 +453,7 @@ def load_folder(
     store = DocumentStore.open(
         folder / STORE_FILE, next_chunk_id, manifest.get("fields", []), RetrieverFolderError, columns
     )
-    store.kinds = dict(manifest.get("kinds", {}))  # older folders: the metadata index's alone
+    store.add_kinds(manifest.get("kinds", {}))  # older folders: the metadata index's alone
     try:
         metadata = None
         if METADATA_FILE in manifest["files"]:
