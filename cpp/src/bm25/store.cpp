@@ -310,14 +310,9 @@ constexpr SpreadTable kSpread{};
 
 // 64 bits of `bits` from bit `from` on (bit 0 of the result is bit `from`); bits outside are 0.
 std::uint64_t bits_from(const common::PagedBits& bits, std::int64_t from) {
-  const auto n_bits = static_cast<std::int64_t>(bits.n_words()) * 64;
-  if (from >= n_bits || from <= -64) return 0;
-  if (from < 0) return bits[0] << static_cast<unsigned>(-from);
-  const auto w = static_cast<std::size_t>(from >> 6);
-  const auto shift = static_cast<unsigned>(from & 63);
-  std::uint64_t out = bits[w] >> shift;
-  if (shift && w + 1 < bits.n_words()) out |= bits[w + 1] << (64 - shift);
-  return out;
+  if (from >= 0) return bits.bits_at(static_cast<std::size_t>(from));
+  if (from <= -64 || bits.n_words() == 0) return 0;
+  return bits[0] << static_cast<unsigned>(-from);
 }
 
 }  // namespace
